@@ -1,0 +1,12 @@
+"""Hugging Face Space entry point: `python app.py` serves the Gradio app."""
+
+import os
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+from demo.ui.app import build_app, launch  # noqa: E402
+
+demo = build_app()
+
+if __name__ == "__main__":
+    launch(demo)

@@ -1,0 +1,81 @@
+"""What each model family needs the rest of the code to know.
+
+One table, keyed by ``config.model_type``. Facts that can be measured on the loaded tokenizer
+(does "\\n" survive?) are measured in ``models.py``; this table holds what cannot be.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    kind: str  # "masked" or "causal"
+    # Relative (or rotary) positions: no hard length limit, quality degrades past pretraining.
+    relative_positions: bool
+    # Default number of padding masks after the predicted [MASK] when generating (SPEC section 2):
+    # models pretrained to fill spans (DeBERTa: up to 3 tokens, ALBERT: n-grams up to 3) get 2;
+    # single-token maskers get 1, enough to keep [SEP] from sitting right after the prediction.
+    padding_masks: int = 1
+
+
+FAMILIES = {
+    f.name: f
+    for f in [
+        Family("bert", "masked", relative_positions=False),
+        Family("distilbert", "masked", relative_positions=False),
+        Family("roberta", "masked", relative_positions=False),
+        Family("xlm-roberta", "masked", relative_positions=False),
+        Family("camembert", "masked", relative_positions=False),
+        Family("electra", "masked", relative_positions=False),
+        Family("albert", "masked", relative_positions=False, padding_masks=2),
+        Family("deberta", "masked", relative_positions=True, padding_masks=2),
+        Family("deberta-v2", "masked", relative_positions=True, padding_masks=2),
+        Family("modernbert", "masked", relative_positions=True),
+        Family("gpt2", "causal", relative_positions=False, padding_masks=0),
+        Family("opt", "causal", relative_positions=False, padding_masks=0),
+        Family("llama", "causal", relative_positions=True, padding_masks=0),
+        Family("mistral", "causal", relative_positions=True, padding_masks=0),
+        Family("qwen2", "causal", relative_positions=True, padding_masks=0),
+        Family("gemma", "causal", relative_positions=True, padding_masks=0),
+        Family("phi3", "causal", relative_positions=True, padding_masks=0),
+        Family("gpt_neox", "causal", relative_positions=True, padding_masks=0),
+    ]
+}
+
+
+def family_of(config) -> Family:
+    """The family of a transformers config; unknown types get conservative defaults."""
+    model_type = getattr(config, "model_type", "")
+    family = FAMILIES.get(model_type)
+    if family is not None:
+        if model_type in ("deberta", "deberta-v2") and getattr(config, "position_biased_input", False):
+            # A DeBERTa built with absolute position embeddings is length-limited like BERT.
+            return Family(family.name, "masked", relative_positions=False, padding_masks=2)
+        return family
+    is_causal = any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in (config.architectures or []))
+    return Family(model_type or "unknown", "causal" if is_causal else "masked",
+                  relative_positions=not hasattr(config, "max_position_embeddings"),
+                  padding_masks=0 if is_causal else 1)
+
+
+def max_positions(config, family: Family) -> int | None:
+    """Hard limit on input length in tokens (specials included), or None for relative positions."""
+    if family.relative_positions:
+        return None
+    n = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if n is None:
+        return None
+    if family.name in ("roberta", "xlm-roberta", "camembert"):
+        # RoBERTa offsets positions by padding_idx + 1, so 514 embeddings hold 512 tokens.
+        n -= (getattr(config, "pad_token_id", 1) or 1) + 1
+    return int(n)
+
+
+def pretrained_length(config, family: Family) -> int | None:
+    """Length the model saw in pretraining (to mark on length plots)."""
+    if family.name in ("deberta", "deberta-v2"):
+        return 512
+    n = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    limit = max_positions(config, family)
+    return limit if limit is not None else n

