@@ -1,0 +1,429 @@
+"""Scoring engine: pseudo-log-likelihood (PLL) for masked LMs, exact log-likelihood for causal LMs.
+
+Three steps, one function each, run top to bottom by :func:`score_batch`:
+
+1. ``prepare``: tokenize every text once with the fast tokenizer (ids, character offsets, word
+   ids), decide which tokens are scored and, for a masked LM, which positions each *masked copy*
+   hides. A copy is a small index record (which text, which positions masked, which scored),
+   never a tensor.
+2. ``compute``: all copies of all texts are sorted by length and cut into sub-batches of at most
+   ``token_budget`` tokens (copies x padded length). The encoder runs once per sub-batch; its
+   hidden states are gathered at the positions being scored and only those go through the
+   prediction head. So the vocabulary projection costs (scored tokens x vocab), never
+   (copies x length x vocab), which is what makes minicons run out of memory on long texts.
+3. ``assemble``: per-token scores (text, character offsets, log-probability, rank, masked
+   positions), per-word sums on request, per-candidate total / mean / score.
+
+Methods (SPEC section 3):
+- ``salazar``: mask only the scored token (Salazar et al. 2020, "1 mask").
+- ``right_masks``: also mask the next ``right_masks`` tokens to its right (Samuel 2024, the
+  BERTs paper: 2 extra masks; masks never cover special tokens, so they stop at the text's end).
+- ``within_word_l2r``: also mask the later subwords of the same word (Kauf and Ivanova 2023;
+  same convention as minicons' ``PLL_metric="within_word_l2r"``, words from ``word_ids()``).
+- ``whole_word``: mask every subword of the word; one copy per word scores all its subwords.
+- ``causal``: exact left-to-right log-likelihood, one forward pass per text (causal LMs only).
+
+Log-probabilities are natural logs.
+"""
+
+from dataclasses import dataclass, replace
+
+import torch
+from tqdm.auto import tqdm
+
+MASKED_METHODS = ("salazar", "right_masks", "within_word_l2r", "whole_word")
+METHODS = MASKED_METHODS + ("causal",)
+SCOPES = ("completion", "full")
+
+
+# ---------------------------------------------------------------- results
+
+
+@dataclass
+class TokenScore:
+    token: str  # == text[start:end]; "" for a token that only marks whitespace (RoBERTa's "Ġ")
+    start: int  # character offsets into CandidateScore.text
+    end: int
+    logprob: float
+    rank: int  # rank of the true token among the model's predictions; 1 = top prediction
+    masked: list[int]  # input positions masked when this token was scored ([] for causal LMs)
+    position: int = 0  # this token's position in the model input (0 is [CLS] for most MLMs)
+
+
+@dataclass
+class WordScore:
+    word: str
+    start: int
+    end: int
+    logprob: float  # sum over the word's scored tokens
+    n_tokens: int
+
+
+@dataclass
+class CandidateScore:
+    candidate: str
+    text: str  # the full text the offsets refer to (context + completion)
+    tokens: list[TokenScore]
+    total: float  # sum of the scored tokens' log-probabilities
+    mean: float  # total / number of scored tokens (NormPLL)
+    score: float  # what ranking uses: total or mean, minus the unconditional score if asked
+    words: list[WordScore] | None = None
+    unconditional: float | None = None  # score(candidate | unconditional context), if used
+
+
+# ---------------------------------------------------------------- 1. prepare
+
+
+@dataclass
+class _Text:
+    """One tokenized text and which of its tokens are scored."""
+    text: str
+    ids: list[int]
+    spans: list[tuple[int, int]]  # cleaned character span per token (see _token_spans)
+    word_ids: list[int | None]
+    special: list[bool]
+    scored: list[int]  # token positions whose log-probability is wanted
+
+
+@dataclass
+class _Copy:
+    """One masked copy of a text: the unit of work of the masked-LM forward pass."""
+    text_index: int
+    masked: tuple[int, ...]
+    targets: tuple[int, ...]  # positions scored from this copy (several only for whole_word)
+
+
+def _token_spans(text: str, offsets, blank: list[bool]) -> list[tuple[int, int]]:
+    """Character spans such that text[start:end] is a token's own text, spans never overlap.
+
+    Why not the raw offsets: SentencePiece and some BPE tokenizers include the leading space in a
+    token's offsets ("▁sat" -> " sat"), a lone "▁" shares its offsets with the next token, and
+    RoBERTa's lone "Ġ" has an empty span. So: trim whitespace, clip each span to start where the
+    previous one ended, and give tokens that only stand for whitespace an empty span.
+    """
+    spans, previous_end = [], 0
+    for (start, end), is_blank in zip(offsets, blank):
+        start = max(start, previous_end)
+        end = max(end, start)
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if is_blank:
+            end = start
+        spans.append((start, end))
+        previous_end = max(previous_end, end)
+    return spans
+
+
+def _tokenize(lm, context: str, completion: str, scope: str) -> _Text:
+    tokenizer = lm.tokenizer
+    text = context + completion
+    encoding = tokenizer(text, return_offsets_mapping=True, return_special_tokens_mask=True)
+    ids = list(encoding["input_ids"])
+    offsets = [tuple(o) for o in encoding["offset_mapping"]]
+    special = [bool(s) for s in encoding["special_tokens_mask"]]
+    word_ids = list(encoding.word_ids())
+    if lm.kind == "causal" and (not ids or not special[0]):
+        # The first token needs something to be predicted from: prepend the start-of-text token
+        # (BOS, else EOS, as lm-evaluation-harness does) when the tokenizer adds none itself.
+        start_id = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+        if start_id is None:
+            raise ValueError(f"{lm.name} has no BOS or EOS token to condition the first token on.")
+        ids, offsets = [start_id] + ids, [(0, 0)] + offsets
+        special, word_ids = [True] + special, [None] + word_ids
+    lm.check_length(len(ids), what="text")
+
+    blank = [not s and not tokenizer.decode([i]).strip() for i, s in zip(ids, special)]
+    spans = _token_spans(text, offsets, blank)
+    boundary = len(context) if scope == "completion" else 0
+    # A token is scored unless it lies entirely inside the context (raw offsets, so that a
+    # whitespace token at the junction counts as the completion's).
+    scored = [i for i, ((s, e), sp) in enumerate(zip(offsets, special))
+              if not sp and (e > boundary or s >= boundary)]
+    if not scored:
+        what = "completion" if scope == "completion" else "text"
+        raise ValueError(f"The {what} {completion if scope == 'completion' else text!r} has no "
+                         f"tokens to score: give it some non-whitespace text.")
+    return _Text(text, ids, spans, word_ids, special, scored)
+
+
+def _masked_copies(t: _Text, text_index: int, method: str, right_masks: int) -> list[_Copy]:
+    n, words = len(t.ids), t.word_ids
+    copies = []
+    if method == "whole_word":
+        # Masking the whole word is the same input for each of its subwords: one copy per word.
+        groups: dict[int, list[int]] = {}
+        for i in t.scored:  # a token without a word id is its own group (negative key)
+            groups.setdefault(words[i] if words[i] is not None else -1 - i, []).append(i)
+        for key, targets in groups.items():
+            masked = [j for j in range(n) if words[j] == key] if key >= 0 else targets
+            copies.append(_Copy(text_index, tuple(masked), tuple(targets)))
+        return copies
+    for i in t.scored:
+        masked = [i]
+        if method == "right_masks":
+            masked += [j for j in range(i + 1, min(n, i + 1 + right_masks)) if not t.special[j]]
+        elif method == "within_word_l2r" and words[i] is not None:
+            j = i + 1
+            while j < n and words[j] == words[i]:
+                masked.append(j)
+                j += 1
+        copies.append(_Copy(text_index, tuple(masked), (i,)))
+    return copies
+
+
+# ---------------------------------------------------------------- 2. compute
+
+
+def mlm_head(model):
+    """The model's own prediction head as a function of hidden states [n, hidden] -> [n, vocab].
+
+    Hand-written per family because transformers has no "head only at these positions" API
+    (ModernBERT's sparse_prediction needs labels; get_output_embeddings() misses the transform
+    and, for DeBERTa legacy=False, returns the transform's dense layer instead of the decoder).
+    """
+    if getattr(model, "lm_predictions", None) is not None:  # DeBERTa v1/v2, legacy=False
+        embeddings = model.get_input_embeddings()
+        return lambda hidden: model.lm_predictions(hidden, embeddings)
+    for name in ("cls", "lm_head", "predictions"):  # BERT & co; RoBERTa & co; ALBERT
+        if getattr(model, name, None) is not None:
+            return getattr(model, name)
+    if getattr(model, "head", None) is not None and getattr(model, "decoder", None) is not None:
+        return lambda hidden: model.decoder(model.head(hidden))  # ModernBERT
+    if getattr(model, "vocab_projector", None) is not None:  # DistilBERT
+        return lambda hidden: model.vocab_projector(model.vocab_layer_norm(
+            model.activation(model.vocab_transform(hidden))))
+    if getattr(model, "generator_lm_head", None) is not None:  # ELECTRA generator
+        return lambda hidden: model.generator_lm_head(model.generator_predictions(hidden))
+    raise ValueError(f"Scoring does not know the prediction head of {type(model).__name__}.")
+
+
+def causal_head(model):
+    """The output projection of a causal LM, with Gemma-2-style logit soft-capping if set."""
+    head = model.get_output_embeddings()
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    if cap:
+        return lambda hidden: torch.tanh(head(hidden) / cap) * cap
+    return head
+
+
+def _sub_batches(lengths: list[int], token_budget: int) -> list[list[int]]:
+    """Indices grouped so that count x longest length <= token_budget, longest first."""
+    order = sorted(range(len(lengths)), key=lambda k: -lengths[k])
+    batches, current = [], []
+    for k in order:
+        if current and (len(current) + 1) * lengths[current[0]] > token_budget:
+            batches.append(current)
+            current = []
+        current.append(k)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _logprobs_and_ranks(logits: torch.Tensor, true_ids: torch.Tensor):
+    logprobs = logits.float().log_softmax(-1)
+    true = logprobs.gather(1, true_ids[:, None])
+    ranks = (logprobs > true).sum(1) + 1
+    return true[:, 0].tolist(), ranks.tolist()
+
+
+def _padded(rows: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(r) for r in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(rows), width), dtype=torch.long)
+    for r, row in enumerate(rows):
+        input_ids[r, :len(row)] = torch.tensor(row)
+        attention[r, :len(row)] = 1
+    return input_ids.to(device), attention.to(device)
+
+
+@torch.inference_mode()
+def _compute_masked(lm, texts: list[_Text], copies: list[_Copy], token_budget: int,
+                    progress: bool) -> dict[tuple[int, int], tuple[float, int, tuple]]:
+    """(text index, position) -> (logprob, rank, masked positions) for every scored token."""
+    encoder, head = lm.model.base_model, mlm_head(lm.model)
+    mask_id, pad_id = lm.tokenizer.mask_token_id, lm.tokenizer.pad_token_id
+    results = {}
+    batches = _sub_batches([len(texts[c.text_index].ids) for c in copies], token_budget)
+    with tqdm(total=len(copies), desc="Scoring (masked copies)", unit="copy",
+              disable=not progress) as bar:
+        for batch in batches:
+            batch_copies = [copies[k] for k in batch]
+            input_ids, attention = _padded([texts[c.text_index].ids for c in batch_copies],
+                                           pad_id, lm.device)
+            mask_rows = [r for r, c in enumerate(batch_copies) for _ in c.masked]
+            mask_cols = [j for c in batch_copies for j in c.masked]
+            input_ids[mask_rows, mask_cols] = mask_id
+            target_rows = [r for r, c in enumerate(batch_copies) for _ in c.targets]
+            target_cols = [j for c in batch_copies for j in c.targets]
+            true_ids = torch.tensor([texts[c.text_index].ids[j] for c in batch_copies
+                                     for j in c.targets], device=lm.device)
+
+            hidden = encoder(input_ids=input_ids, attention_mask=attention).last_hidden_state
+            logits = head(hidden[target_rows, target_cols])  # [scored tokens, vocab] only
+            logprobs, ranks = _logprobs_and_ranks(logits, true_ids)
+
+            flat = [(c.text_index, j, c.masked) for c in batch_copies for j in c.targets]
+            for (text_index, j, masked), logprob, rank in zip(flat, logprobs, ranks):
+                results[(text_index, j)] = (logprob, rank, masked)
+            bar.update(len(batch_copies))
+    return results
+
+
+@torch.inference_mode()
+def _compute_causal(lm, texts: list[_Text], token_budget: int,
+                    progress: bool) -> dict[tuple[int, int], tuple[float, int, tuple]]:
+    """Exact log P(token | everything before it): one forward pass per text, batched."""
+    decoder, head = lm.model.base_model, causal_head(lm.model)
+    results = {}
+    batches = _sub_batches([len(t.ids) for t in texts], token_budget)
+    with tqdm(total=len(texts), desc="Scoring (causal)", unit="text", disable=not progress) as bar:
+        for batch in batches:
+            # Right padding: real tokens keep positions 0..n-1, padding is masked out.
+            input_ids, attention = _padded([texts[k].ids for k in batch],
+                                           lm.tokenizer.pad_token_id, lm.device)
+            hidden = decoder(input_ids=input_ids, attention_mask=attention,
+                             use_cache=False).last_hidden_state
+            pairs = [(r, j) for r, k in enumerate(batch) for j in texts[k].scored]
+            rows = [r for r, _ in pairs]
+            previous = [j - 1 for _, j in pairs]  # the hidden state that predicts token j
+            true_ids = torch.tensor([texts[batch[r]].ids[j] for r, j in pairs], device=lm.device)
+            logprobs, ranks = _logprobs_and_ranks(head(hidden[rows, previous]), true_ids)
+            for (r, j), logprob, rank in zip(pairs, logprobs, ranks):
+                results[(batch[r], j)] = (logprob, rank, ())
+            bar.update(len(batch))
+    return results
+
+
+# ---------------------------------------------------------------- 3. assemble
+
+
+def _assemble(t: _Text, text_index: int, completion: str, results, normalize: bool,
+              word_level: bool) -> CandidateScore:
+    tokens = []
+    for j in t.scored:
+        logprob, rank, masked = results[(text_index, j)]
+        start, end = t.spans[j]
+        tokens.append(TokenScore(token=t.text[start:end], start=start, end=end, logprob=logprob,
+                                 rank=rank, masked=list(masked), position=j))
+    total = sum(tok.logprob for tok in tokens)
+    mean = total / len(tokens)
+    words = _words(t, tokens) if word_level else None
+    return CandidateScore(candidate=completion, text=t.text, tokens=tokens, total=total,
+                          mean=mean, score=mean if normalize else total, words=words)
+
+
+def _words(t: _Text, tokens: list[TokenScore]) -> list[WordScore]:
+    """Group scored tokens by the tokenizer's word ids (consecutive tokens of one word)."""
+    groups: list[list[TokenScore]] = []
+    for tok in tokens:
+        word = t.word_ids[tok.position]
+        if groups and word is not None and t.word_ids[groups[-1][0].position] == word:
+            groups[-1].append(tok)
+        else:
+            groups.append([tok])
+    words = []
+    for group in groups:
+        spans = [(tok.start, tok.end) for tok in group if tok.end > tok.start] or \
+                [(group[0].start, group[0].start)]
+        start, end = min(s for s, _ in spans), max(e for _, e in spans)
+        words.append(WordScore(word=t.text[start:end], start=start, end=end,
+                               logprob=sum(tok.logprob for tok in group), n_tokens=len(group)))
+    return words
+
+
+# ---------------------------------------------------------------- public API
+
+
+def _check_options(lm, method, right_masks, scope, token_budget) -> str:
+    if method is None:
+        method = "causal" if lm.kind == "causal" else "right_masks"
+    if method not in METHODS:
+        raise ValueError(f"Unknown scoring method {method!r}; pick one of {', '.join(METHODS)}.")
+    if lm.kind == "causal" and method != "causal":
+        raise ValueError(f"{lm.name} is a causal LM: it is scored by exact log-likelihood "
+                         f"(method='causal'); {method!r} is a masked-LM method.")
+    if lm.kind == "masked" and method == "causal":
+        raise ValueError(f"{lm.name} is a masked LM; method='causal' needs a causal LM. Use one "
+                         f"of {', '.join(MASKED_METHODS)}.")
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be 'completion' or 'full', not {scope!r}.")
+    if not isinstance(right_masks, int) or right_masks < 0:
+        raise ValueError(f"right_masks must be a whole number >= 0, not {right_masks!r}.")
+    if not isinstance(token_budget, int) or token_budget < 1:
+        raise ValueError(f"token_budget must be a positive whole number, not {token_budget!r}.")
+    return method
+
+
+def score_batch(lm, items: list[tuple[str, str]], *, method: str | None = None,
+                right_masks: int = 2, scope: str = "completion", normalize: bool = False,
+                word_level: bool = False, token_budget: int = 8192,
+                progress: bool = True) -> list[CandidateScore]:
+    """Score each (context, completion) pair; text = context + completion, literally.
+
+    ``method=None`` picks the model's natural method: "right_masks" for a masked LM (with
+    ``right_masks`` extra masks, default 2 as in the BERTs paper), "causal" for a causal LM.
+    ``scope="completion"`` scores only the completion's tokens (the context conditions),
+    ``"full"`` scores every token. ``token_budget`` bounds copies x padded length per forward
+    pass (memory); identical items are scored once.
+    """
+    method = _check_options(lm, method, right_masks, scope, token_budget)
+    for item in items:
+        if not (isinstance(item, (tuple, list)) and len(item) == 2
+                and all(isinstance(s, str) for s in item)):
+            raise ValueError(f"Each item must be a (context, completion) pair of strings, not {item!r}.")
+    unique = list(dict.fromkeys((c, x) for c, x in items))
+    texts = [_tokenize(lm, context, completion, scope) for context, completion in unique]
+
+    if method == "causal":
+        results = _compute_causal(lm, texts, token_budget, progress)
+    else:
+        copies = [copy for k, t in enumerate(texts)
+                  for copy in _masked_copies(t, k, method, right_masks)]
+        results = _compute_masked(lm, texts, copies, token_budget, progress)
+
+    scored = {key: _assemble(t, k, key[1], results, normalize, word_level)
+              for k, (key, t) in enumerate(zip(unique, texts))}
+    return [scored[(c, x)] for c, x in items]
+
+
+def join(context: str, candidate: str) -> str:
+    """The completion for a candidate: a leading space when the junction has no whitespace."""
+    if context and candidate and not context[-1].isspace() and not candidate[0].isspace():
+        return " " + candidate
+    return candidate
+
+
+def score_candidates(lm, context: str, candidates: list[str], *,
+                     unconditional_context: str | None = None, **kwargs) -> list[CandidateScore]:
+    """Score candidate completions of one context (one result per candidate, in order).
+
+    Candidates are joined to the context with one space when neither side has whitespace at the
+    junction. Duplicates are scored once and reported for each. With ``unconditional_context``
+    (e.g. "Answer:"), ``score`` becomes score(candidate | context) minus
+    score(candidate | unconditional_context) (GPT-3's normalisation for ARC and OpenBookQA).
+    Other keyword arguments are those of :func:`score_batch`.
+    """
+    if not isinstance(context, str):
+        raise ValueError(f"The context must be a string, not {type(context).__name__}.")
+    if isinstance(candidates, str) or not candidates:
+        raise ValueError("Give at least one candidate completion (a list of strings).")
+    for candidate in candidates:
+        if not isinstance(candidate, str) or not candidate.strip():
+            raise ValueError(f"Every candidate needs some non-whitespace text; got {candidate!r}.")
+    unique = list(dict.fromkeys(candidates))
+    items = [(context, join(context, c)) for c in unique]
+    if unconditional_context is not None:
+        items += [(unconditional_context, join(unconditional_context, c)) for c in unique]
+    scores = score_batch(lm, items, **kwargs)
+
+    by_candidate = {}
+    for k, candidate in enumerate(unique):
+        result = replace(scores[k], candidate=candidate)
+        if unconditional_context is not None:
+            unconditional = scores[len(unique) + k].score
+            result = replace(result, unconditional=unconditional, score=result.score - unconditional)
+        by_candidate[candidate] = result
+    return [by_candidate[c] for c in candidates]
