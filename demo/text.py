@@ -15,8 +15,9 @@ def encode_newlines(text: str, newline_survives: bool) -> str:
     """Write newlines so that the tokenizer keeps them (identity when it already does)."""
     if newline_survives:
         return text
-    # " \n" -> "\\n " keeps exactly one space around the marker
-    return re.sub(r"[ \t]*\n[ \t]*", NEWLINE_MARKER, text)
+    # " \n" -> "\\n " keeps exactly one space around the marker. The replacement is a function:
+    # as a replacement string, re.sub would turn the marker's backslash-n back into a newline.
+    return re.sub(r"[ \t]*\n[ \t]*", lambda match: NEWLINE_MARKER, text)
 
 
 def decode_newlines(text: str, newline_survives: bool) -> str:
