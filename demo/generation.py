@@ -73,6 +73,7 @@ class GenerationResult:
     seconds: float
     seconds_per_step: float  # one step = one forward pass over all beams / samples
     prompt_tokens: int
+    token_ids: list[int] = field(default_factory=list)  # ids of `tokens` (end token excluded)
 
 
 # ---------------------------------------------------------------- validation
@@ -289,6 +290,15 @@ class DigitsOnly(LogitsProcessor):
     def __init__(self, tokenizer, n: int, prompt_len: int, end_ids: list[int]):
         self.n, self.prompt_len, self.end_ids = n, prompt_len, end_ids
         self.n_digits, self.starts_word, self.bare_boundary = _digit_tables(tokenizer)
+        # completable[m]: m more digits can be written with word-continuing tokens alone, so no
+        # allowed token may lead into a dead end (a small vocabulary may lack "##7" or "7").
+        lengths = set(self.n_digits[(self.n_digits > 0) & ~self.starts_word].tolist())
+        self.completable = [True] + [False] * n
+        for m in range(1, n + 1):
+            self.completable[m] = any(k <= m and self.completable[m - k] for k in lengths)
+        if not any(self.completable[n - k] for k in set(self.n_digits[self.n_digits > 0].tolist())
+                   if k <= n):
+            raise ValueError(f"This tokenizer cannot spell a {n}-digit number with digit tokens.")
 
     def __call__(self, input_ids, scores):
         width = scores.shape[-1]
@@ -303,10 +313,12 @@ class DigitsOnly(LogitsProcessor):
                 allowed[r, self.end_ids] = True
                 continue
             fits = (n_digits >= 1) & (n_digits <= missing)
+            fits &= torch.tensor(self.completable, device=scores.device)[
+                (missing - n_digits).clamp(0, self.n)]
             if row:  # inside the number: no new word
                 allowed[r] = fits & ~starts_word
-            else:  # opening the number
-                allowed[r] = fits | bare
+            else:  # opening the number; a bare "Ġ" only if digits alone can follow it
+                allowed[r] = fits | (bare & self.completable[missing])
         return scores.masked_fill(~allowed, float("-inf"))
 
 
@@ -552,7 +564,8 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None,
                    s.strategy == "beam") if s.trace else []
     return GenerationResult(prompt=prompt, text=text, tokens=tokens, stop_reason=reason,
                             steps=steps, seconds=seconds,
-                            seconds_per_step=seconds / max(recorder.n_steps, 1), prompt_tokens=n)
+                            seconds_per_step=seconds / max(recorder.n_steps, 1), prompt_tokens=n,
+                            token_ids=text_ids)
 
 
 def _trace(lm, model, recorder: StepRecorder, prompt_ids, generated, tokens, end_ids,
