@@ -1,0 +1,451 @@
+"""Needle in a haystack: can a (masked or causal) LM find a number hidden in a long prompt?
+
+The BERTs paper's length probe (its section 2.3, Figure 3, appendix A.1; SPEC section 4). A random
+6-digit number is hidden at a given depth in public-domain filler text, in the paper's template:
+
+    > Some special magic number is hidden within the following articles. Make sure to memorize it. I will quiz you about the magic number afterwards.
+
+    {prefix sentences, one per line}
+    The magic number is {needle}.
+    {suffix sentences, one per line}
+
+    > Question: What is the special magic number mentioned in the provided text?
+    > Answer: The special magic number mentioned in the provided text is
+
+(the "> " marks and blank lines are the paper's reference code's; newlines are written as the
+paper's "\\n " marker for tokenizers that lose "\\n"). The model answers with digits-only
+constrained decoding of exactly 6 digits (``demo.generation``); exact match scores.
+
+What "length" means here: the number of positions the model needs to answer, counted the way
+``demo.generation`` checks room. The answer gets room for 7 tokens (a word-boundary token such as
+"Ġ" or "▁", then one token per digit at worst). For a causal LM: the prompt's tokens (with the
+tokenizer's specials) + 7. For a masked LM: its last decoding window, [CLS] + prompt + 6 answer
+tokens + the predicted [MASK] + its padding masks + [SEP] (``demo.mlm_decoder.build_windows``).
+So a 512-token cell fits a 512-position BERT exactly, and a cell is "beyond the model's limit"
+exactly when length > ``lm.max_length``. (Digits merged into one token make the real answer
+shorter, never longer.)
+
+How the exact length is reached: consecutive filler sentences (starting at a seeded random
+sentence) are added until the budget is covered; the last one is cut at a token boundary, and the
+cut is searched by counting the WHOLE prompt with the model's tokenizer, so the count is exact even
+where tokenization is not additive. Depth 0.0 puts the needle before the first filler sentence,
+1.0 after the last; in between it goes to the sentence boundary nearest to that fraction of the
+filler's tokens, so the needle sits within one sentence of the requested depth of the haystack.
+
+The grid runner appends one CSV row per finished cell, so an interrupted run resumes where it
+stopped: ``python -m demo.haystack --model M --lengths 256 512 --output grid.csv``.
+"""
+
+import argparse
+import bisect
+import csv
+import re
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from .text import encode_newlines
+
+HEADER = ("> Some special magic number is hidden within the following articles. "
+          "Make sure to memorize it. I will quiz you about the magic number afterwards.")
+QUESTION = ("> Question: What is the special magic number mentioned in the provided text?\n"
+            "> Answer: The special magic number mentioned in the provided text is")
+NEEDLE_SENTENCE = "The magic number is {needle}."
+DIGITS = 6
+# Room for the answer: a word-boundary token ("Ġ" / "▁", which the digits constraint lets open
+# the number) and then, at worst, one token per digit.
+ANSWER_TOKENS = DIGITS + 1
+DEPTHS = tuple(round(0.1 * i, 1) for i in range(11))
+DEFAULT_FILLER = Path(__file__).resolve().parents[1] / "assets" / "haystack" / "persuasion.txt"
+# Long sentences would make depth coarse in short haystacks (a 256-token prompt holds ~10 of the
+# median sentence); skipping the longest 3% keeps every sentence a small step of the haystack.
+MAX_SENTENCE_CHARS = 400
+COLUMNS = ["model", "length", "depth", "repetition", "needle", "answer", "correct", "seconds", "status"]
+
+
+# ---------------------------------------------------------------- filler text
+
+
+def split_sentences(text: str) -> list[str]:
+    """Paragraphs at blank lines, lines re-joined, split after . ! ? (plus closing quotes).
+
+    Hand-written: nltk's punkt needs a data download, and filler only needs plausible sentence
+    boundaries, not perfect ones.
+    """
+    sentences = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        paragraph = re.sub(r"\s+", " ", paragraph).strip()
+        if paragraph:
+            # a boundary is followed by a capital, a quote, a bracket or a dash ("Esq. of" is not)
+            sentences += re.split(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+(?=[A-Z\"'(\[-])", paragraph)
+    return [s.strip() for s in sentences if s.strip()]
+
+
+def usable_sentences(sentences: list[str]) -> list[str]:
+    """Drop sentences with digits (the needle must be the only number) and overlong ones."""
+    return [s for s in sentences
+            if re.search(r"[A-Za-z]", s) and not re.search(r"\d", s) and len(s) <= MAX_SENTENCE_CHARS]
+
+
+@lru_cache(maxsize=4)
+def _load_filler_cached(path: str, mtime: float) -> tuple[str, ...]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"Cannot read the filler file {path}: {err}. Give a UTF-8 text file.") from err
+    sentences = usable_sentences(split_sentences(text))
+    if not sentences:
+        raise ValueError(f"The filler file {path} has no usable sentences (it is empty, or every "
+                         f"sentence holds digits or is longer than {MAX_SENTENCE_CHARS} characters).")
+    return tuple(sentences)
+
+
+def load_filler(path: str | Path | None = None) -> list[str]:
+    """Filler sentences from a text file (default: the bundled public-domain book)."""
+    path = Path(path) if path is not None else DEFAULT_FILLER
+    if not path.is_file():
+        raise ValueError(f"Filler file {path} does not exist.")
+    return list(_load_filler_cached(str(path.resolve()), path.stat().st_mtime))
+
+
+# ---------------------------------------------------------------- counting tokens as the model reads them
+
+
+@dataclass(frozen=True)
+class Reader:
+    """How a model reads a prompt: its tokenizer and the tokens it adds around the prompt text."""
+    tokenizer: object
+    extra_tokens: int  # tokens in the last answer window besides the prompt's own text tokens
+    add_special_tokens: bool  # count the tokenizer's own specials (causal LMs)
+    newline_survives: bool
+
+    def count(self, prompt: str) -> int:
+        ids = self.tokenizer(prompt, add_special_tokens=self.add_special_tokens, verbose=False)["input_ids"]
+        return len(ids) + self.extra_tokens
+
+
+def reader_of(lm, padding_masks: int | None = None) -> Reader:
+    """The :class:`Reader` of a LoadedModel (see the module doc for what is counted)."""
+    if lm.kind == "masked":
+        masks = lm.padding_masks if padding_masks is None else padding_masks
+        # last window: [CLS] text + all answer tokens but the last, [MASK] [MASK]*masks [SEP]
+        return Reader(lm.tokenizer, 3 + masks + ANSWER_TOKENS - 1, False, lm.newline_survives)
+    return Reader(lm.tokenizer, ANSWER_TOKENS, True, lm.newline_survives)  # prompt + whole answer
+
+
+# ---------------------------------------------------------------- one prompt
+
+
+@dataclass
+class NeedlePrompt:
+    text: str  # the prompt as given to the model (newlines encoded for its tokenizer)
+    needle: str  # the 6 digits
+    length: int  # positions the model needs to answer (module doc); the requested length
+    depth: float  # requested depth
+    needle_depth: float  # filler tokens before the needle / all filler tokens (measured)
+    n_sentences: int  # filler sentences used (the last one may be cut)
+
+
+def render(prefix: list[str], needle: str, suffix: list[str], newline_survives: bool) -> str:
+    lines = prefix + [NEEDLE_SENTENCE.format(needle=needle)] + suffix
+    return encode_newlines(HEADER + "\n\n" + "\n".join(lines) + "\n\n" + QUESTION, newline_survives)
+
+
+def _check_depth(depth: float) -> float:
+    try:
+        depth = float(depth)
+    except (TypeError, ValueError):
+        raise ValueError(f"Depth must be a number between 0 and 1, not {depth!r}.") from None
+    if not 0.0 <= depth <= 1.0:
+        raise ValueError(f"Depth must be between 0.0 (needle first) and 1.0 (needle last), not {depth}.")
+    return depth
+
+
+def build_needle_prompt(reader, length: int, depth: float, needle: str, sentences: list[str],
+                        start: int = 0) -> NeedlePrompt:
+    """The needle prompt of exactly ``length`` tokens for ``reader`` (a Reader or LoadedModel).
+
+    Filler: ``sentences`` taken in order from index ``start`` (wrapping around); the last one is cut
+    at a token boundary to hit the length exactly. Where no cut can (a run of very short sentences
+    around it, each adding a multi-token newline marker), the filler starts one sentence later.
+    """
+    reader = reader if isinstance(reader, Reader) else reader_of(reader)
+    depth = _check_depth(depth)
+    if not (isinstance(needle, str) and needle.isdigit()):
+        raise ValueError(f"The needle must be a string of digits, not {needle!r}.")
+    if not sentences:
+        raise ValueError("No filler sentences given.")
+    length = int(length)
+    fixed = reader.count(render([], needle, [], reader.newline_survives))
+    if length < fixed:
+        raise ValueError(f"A {length}-token prompt cannot hold the template and the needle: this "
+                         f"model needs at least {fixed} tokens for them. Ask for a longer length.")
+    if length == fixed:
+        text = render([], needle, [], reader.newline_survives)
+        return NeedlePrompt(text, needle, length, depth, needle_depth=0.0, n_sentences=0)
+    for shift in range(min(32, len(sentences))):
+        fitted = _fit_filler(reader, length - fixed, depth, needle, sentences, start + shift)
+        if fitted is not None:
+            text, n_sentences = fitted
+            return NeedlePrompt(text=text, needle=needle, length=reader.count(text), depth=depth,
+                                needle_depth=_needle_depth(reader, text, needle),
+                                n_sentences=n_sentences)
+    raise ValueError(f"Cannot build a prompt of exactly {length} tokens with this tokenizer (the "
+                     f"template and needle alone take {fixed}); try a length a few tokens longer.")
+
+
+def _fit_filler(reader: Reader, budget: int, depth: float, needle: str, sentences: list[str],
+                start: int) -> tuple[str, int] | None:
+    """(prompt text, filler sentences used) hitting fixed + ``budget`` tokens, or None."""
+    length = reader.count(render([], needle, [], reader.newline_survives)) + budget
+    # 1. Consecutive sentences whose tokens (measured in one joined string) cover the budget with
+    # room to spare; tokens are at least one character, so measure only once there are enough.
+    separator = encode_newlines("\n", reader.newline_survives)
+    margin = 16
+    chosen, spans, joined, position = [], [], "", start % len(sentences)
+    need_chars = budget + margin
+    while True:
+        while len(joined) < need_chars:
+            sentence = sentences[position]
+            joined += separator if joined else ""
+            spans.append((len(joined), len(joined) + len(sentence)))
+            chosen.append(sentence)
+            joined += sentence
+            position = (position + 1) % len(sentences)  # a short filler wraps around
+        encoded = reader.tokenizer(joined, add_special_tokens=False, return_offsets_mapping=True,
+                                   verbose=False)
+        n_tokens = len(encoded["input_ids"])
+        if n_tokens >= budget + margin:
+            break
+        need_chars = len(joined) + (budget + margin - n_tokens) * len(joined) / max(n_tokens, 1) + 1
+    token_ends = sorted(end for start_char, end in encoded["offset_mapping"] if end > start_char)
+
+    # 2. The needle's sentence boundary: nearest to depth x filler tokens.
+    tokens_before = [bisect.bisect_right(token_ends, s) for s, _ in spans]  # per sentence start
+    candidates = [b for b in range(len(chosen)) if tokens_before[b] <= budget]
+    distances = [abs(tokens_before[b] - depth * budget) for b in candidates]
+    needle_at = candidates[int(np.argmin(distances))]
+    if depth == 1.0 or abs(budget - depth * budget) < min(distances):
+        needle_at = len(chosen)  # after the last (cut) sentence
+
+    # 3. Cut points: every token end inside a sentence (never inside a separator), in text order.
+    cuts = [(i, end - s) for i, (s, e) in enumerate(spans)
+            for end in token_ends[bisect.bisect_right(token_ends, s):bisect.bisect_right(token_ends, e)]]
+
+    def prompt_at(cut: int) -> str:
+        i, chars = cuts[cut]
+        filler = chosen[:i] + [chosen[i][:chars].rstrip()]
+        return render(filler[:needle_at], needle, filler[needle_at:], reader.newline_survives)
+
+    best = _search_exact(lambda cut: reader.count(prompt_at(cut)), len(cuts), length)
+    return None if best is None else (prompt_at(best), cuts[best][0] + 1)
+
+
+def _search_exact(count_at, n_cuts: int, length: int) -> int | None:
+    """Index of a cut whose prompt has exactly ``length`` tokens, or None if none nearby.
+
+    Binary search for the first cut reaching the length (the count grows with the cut), then a
+    look around it: re-tokenizing a cut word can jump by 2 tokens.
+    """
+    low, high = 0, n_cuts - 1
+    if count_at(high) < length:
+        raise ValueError("The filler text is too short for this length.")
+    while low < high:
+        middle = (low + high) // 2
+        if count_at(middle) < length:
+            low = middle + 1
+        else:
+            high = middle
+    for offset in (0, -1, 1, -2, 2, -3, 3, -4, 4, -6, 6, -8, 8):
+        cut = low + offset
+        if 0 <= cut < n_cuts and count_at(cut) == length:
+            return cut
+    return None
+
+
+def _needle_depth(reader: Reader, text: str, needle: str) -> float:
+    """Filler tokens before the needle / all filler tokens, measured on the final prompt."""
+    encoded = reader.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+    starts = [s for s, e in encoded["offset_mapping"] if e > s]
+    needle_char = text.index(NEEDLE_SENTENCE.format(needle=needle))
+    needle_end = needle_char + len(NEEDLE_SENTENCE.format(needle=needle))
+    header_end = len(encode_newlines(HEADER + "\n\n", reader.newline_survives))
+    question_start = text.rindex(encode_newlines("\n\n" + QUESTION, reader.newline_survives))
+    before = sum(1 for s in starts if header_end <= s < needle_char)
+    after = sum(1 for s in starts if needle_end <= s < question_start)
+    return before / (before + after) if before + after else 0.0
+
+
+# ---------------------------------------------------------------- the grid
+
+
+def cell_rng(seed: int, length: int, depth: float, repetition: int) -> np.random.Generator:
+    """One generator per cell: a cell's needle and filler do not depend on the rest of the grid."""
+    return np.random.default_rng([int(seed), int(length), int(round(depth * 10_000)), int(repetition)])
+
+
+def cell_needle_and_start(seed, length, depth, repetition, n_sentences: int) -> tuple[str, int]:
+    rng = cell_rng(seed, length, depth, repetition)
+    needle = str(int(rng.integers(100_000, 1_000_000)))  # 100000..999999, as in the paper
+    return needle, int(rng.integers(n_sentences))
+
+
+def answer_digits(text: str) -> str:
+    return "".join(ch for ch in text if ch.isdigit())
+
+
+def _read_finished(output: Path | None) -> pd.DataFrame:
+    if output is None or not output.is_file() or output.stat().st_size == 0:
+        return pd.DataFrame(columns=COLUMNS)
+    done = pd.read_csv(output, dtype={"needle": str, "answer": str, "model": str})
+    missing = set(COLUMNS) - set(done.columns)
+    if missing:
+        raise ValueError(f"{output} is not a needle grid file (missing columns: {sorted(missing)}).")
+    done["answer"] = done["answer"].fillna("")
+    return done
+
+
+def _append_row(output: Path, row: dict) -> None:
+    new = not output.is_file() or output.stat().st_size == 0
+    with output.open("a", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+        handle.flush()
+
+
+def _cell_key(model: str, length, depth, repetition) -> tuple:
+    return (str(model), int(length), round(float(depth), 6), int(repetition))
+
+
+def run_grid(lm, lengths, depths=DEPTHS, repetitions: int = 3, *, seed: int = 0,
+             filler: str | Path | list[str] | None = None, output: str | Path | None = None,
+             model_name: str | None = None, padding_masks: int | None = None,
+             progress: bool = True, generate_fn=None) -> pd.DataFrame:
+    """Run (or resume) the lengths x depths x repetitions grid; one tidy row per cell.
+
+    ``output``: CSV file; finished cells already in it are skipped, new ones appended as they
+    finish. ``filler``: a text file, a list of sentences, or None for the bundled book.
+    ``generate_fn``: defaults to ``demo.generation.generate`` (tests may wrap it to count calls).
+    Cells longer than an absolute-position model's limit get status "beyond_limit" (no answer).
+    """
+    from .generation import GenerationSettings, generate  # torch-heavy; imported when used
+
+    generate_fn = generate_fn or generate
+    lengths = sorted({_check_length(n) for n in lengths})
+    depths = sorted({_check_depth(d) for d in depths})
+    if not lengths or not depths:
+        raise ValueError("Give at least one length and one depth.")
+    if int(repetitions) < 1:
+        raise ValueError(f"Repetitions must be at least 1, not {repetitions}.")
+    sentences = usable_sentences(list(filler)) if isinstance(filler, (list, tuple)) else load_filler(filler)
+    if not sentences:
+        raise ValueError("The filler has no usable sentences.")
+    model_name = model_name or lm.name
+    reader = reader_of(lm, padding_masks)
+    settings = GenerationSettings(max_new_tokens=ANSWER_TOKENS, strategy="greedy", digits=DIGITS,
+                                  padding_masks=padding_masks, seed=seed)
+    output = Path(output) if output is not None else None
+
+    done = _read_finished(output)
+    finished = {_cell_key(*key): row for key, row in zip(
+        done[["model", "length", "depth", "repetition"]].itertuples(index=False, name=None),
+        done.to_dict("records"))}
+    cells = [(n, d, r) for n in lengths for d in depths for r in range(int(repetitions))]
+    todo = [c for c in cells if _cell_key(model_name, *c) not in finished]
+    for cell in cells:
+        row = finished.get(_cell_key(model_name, *cell))
+        if row is not None and str(row["needle"]) != cell_needle_and_start(seed, *cell, len(sentences))[0]:
+            raise ValueError(f"{output} already holds a different run of {model_name} (another seed): "
+                             f"use a new output file or the same seed.")
+    # Fail before hours of work, not after: the shortest length must hold the template.
+    fits = [n for n in lengths if lm.max_length is None or n <= lm.max_length]
+    if todo and fits:
+        needle, start = cell_needle_and_start(seed, fits[0], depths[0], 0, len(sentences))
+        build_needle_prompt(reader, fits[0], depths[0], needle, sentences, start)
+
+    rows = []
+    for length, depth, repetition in tqdm(todo, desc=f"needle grid {model_name}", disable=not progress):
+        began = time.perf_counter()
+        needle, start = cell_needle_and_start(seed, length, depth, repetition, len(sentences))
+        row = dict(model=model_name, length=length, depth=depth, repetition=repetition, needle=needle)
+        if lm.max_length is not None and length > lm.max_length:
+            row.update(answer="", correct="", status="beyond_limit")
+        else:
+            prompt = build_needle_prompt(reader, length, depth, needle, sentences, start)
+            result = generate_fn(lm, prompt.text, settings)
+            answer = answer_digits(result.text)
+            row.update(answer=answer, correct=int(answer == needle), status="ok")
+        row["seconds"] = round(time.perf_counter() - began, 3)
+        if output is not None:
+            _append_row(output, row)
+        rows.append(row)
+
+    table = pd.concat([done, pd.DataFrame(rows, columns=COLUMNS)], ignore_index=True)
+    wanted = {_cell_key(model_name, *c) for c in cells}
+    keep = [_cell_key(*k) in wanted for k in table[["model", "length", "depth", "repetition"]]
+            .itertuples(index=False, name=None)]
+    table = table[keep].copy()
+    table["correct"] = pd.to_numeric(table["correct"], errors="coerce")
+    return table.sort_values(["length", "depth", "repetition"]).reset_index(drop=True)[COLUMNS]
+
+
+def _check_length(n) -> int:
+    try:
+        value = int(n)
+    except (TypeError, ValueError):
+        raise ValueError(f"Lengths must be whole numbers of tokens, not {n!r}.") from None
+    if value != float(n) or value < 1:
+        raise ValueError(f"Lengths must be positive whole numbers of tokens, not {n!r}.")
+    return value
+
+
+# ---------------------------------------------------------------- command line
+
+
+def main(argv=None) -> pd.DataFrame:
+    parser = argparse.ArgumentParser(
+        prog="python -m demo.haystack",
+        description="Needle-in-a-haystack grid for a masked or causal LM (resumable CSV).")
+    parser.add_argument("--model", required=True, help="Hub id, local folder or .gguf file")
+    parser.add_argument("--lengths", type=int, nargs="+", required=True, help="prompt lengths in tokens")
+    parser.add_argument("--depths", type=float, nargs="+", default=list(DEPTHS),
+                        help="needle depths, 0.0 (start) to 1.0 (end); default 0.0 0.1 ... 1.0")
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", required=True, help="CSV file (resumed if it exists)")
+    parser.add_argument("--filler", help="UTF-8 text file to use as haystack (default: bundled book)")
+    parser.add_argument("--label", help="model name to write in the table (default: --model)")
+    parser.add_argument("--padding-masks", type=int, help="MLM padding masks (default: family's)")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--plot", help="also write the heatmap (.html, or .png with kaleido)")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+
+    from .models import load_model
+    try:
+        lm = load_model(args.model, device=args.device)
+        table = run_grid(lm, args.lengths, args.depths, args.repetitions, seed=args.seed,
+                         filler=args.filler, output=args.output, model_name=args.label,
+                         padding_masks=args.padding_masks, progress=not args.no_progress)
+    except ValueError as err:
+        parser.error(str(err))
+    ok = table[table["status"] == "ok"]
+    print(f"{len(table)} cells, {len(ok)} answered, accuracy {ok['correct'].mean():.3f}, "
+          f"{(table['status'] == 'beyond_limit').sum()} beyond the model's limit -> {args.output}")
+    if args.plot:
+        from .plots import needle_heatmap, save_figure
+        figure = needle_heatmap(table, title=f"Needle in a haystack: {table['model'].iloc[0]}",
+                                pretrained_length=lm.pretrained_length, max_length=lm.max_length)
+        print(f"plot -> {save_figure(figure, args.plot)}")
+    return table
+
+
+if __name__ == "__main__":
+    main()
