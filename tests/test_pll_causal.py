@@ -1,0 +1,56 @@
+"""Causal LMs: exact log-likelihood against a hand-written loop (full logits, one text at a time)."""
+
+import pytest
+import torch
+
+from demo.pll import score_batch, score_candidates
+
+ITEMS = [
+    ("The capital of France is", " Paris."),
+    ("Question: What do cows drink?\nAnswer:", " Water, mostly; sometimes milk when they are calves."),
+    ("", "Hello there."),
+]
+
+
+@torch.no_grad()
+def hand_written_loglikelihood(lm, context, completion, scope="completion"):
+    """[(logprob, rank)] for each scored token: log P(token | start token + everything before)."""
+    tokenizer = lm.tokenizer
+    start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    ids = [start] + tokenizer(context + completion)["input_ids"]
+    n_context = 1 + (len(tokenizer(context)["input_ids"]) if context and scope == "completion" else 0)
+    logprobs = lm.model(input_ids=torch.tensor([ids])).logits[0].float().log_softmax(-1)
+    out = []
+    for t in range(n_context, len(ids)):
+        row = logprobs[t - 1]
+        out.append((float(row[ids[t]]), int((row > row[ids[t]]).sum()) + 1))
+    return out
+
+
+def assert_matches_loop(lm, items, tol, **kwargs):
+    ours = score_batch(lm, items, progress=False, token_budget=64, **kwargs)
+    for (context, completion), result in zip(items, ours):
+        expected = hand_written_loglikelihood(lm, context, completion, **kwargs)
+        assert len(result.tokens) == len(expected)
+        assert [t.logprob for t in result.tokens] == pytest.approx([e[0] for e in expected], abs=tol)
+        assert [t.rank for t in result.tokens] == [e[1] for e in expected]
+        assert all(t.masked == [] for t in result.tokens)
+        assert result.total == pytest.approx(sum(e[0] for e in expected), abs=tol * len(expected))
+
+
+@pytest.mark.parametrize("scope", ["completion", "full"])
+def test_gpt2_random_weights_equals_loop(tiny_model, scope):
+    assert_matches_loop(tiny_model("gpt2"), ITEMS, tol=1e-5, scope=scope)
+
+
+@pytest.mark.parametrize("scope", ["completion", "full"])
+def test_smollm2_equals_loop(smollm2, scope):
+    assert smollm2.kind == "causal"
+    assert_matches_loop(smollm2, ITEMS, tol=1e-4, scope=scope)
+
+
+def test_smollm2_ranks_the_sensible_answer_first(smollm2):
+    paris, banana = score_candidates(smollm2, "The capital of France is", ["Paris.", "banana."],
+                                     progress=False)
+    assert paris.score > banana.score
+    assert paris.tokens[0].rank <= 5  # " Paris" is among SmolLM2's top guesses
