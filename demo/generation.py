@@ -479,7 +479,8 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None,
     padding_masks = (s.padding_masks if s.padding_masks is not None else lm.padding_masks) if masked else 0
 
     model_prompt = encode_newlines(prompt, lm.newline_survives)
-    prompt_ids = tokenizer(model_prompt, add_special_tokens=not masked)["input_ids"]
+    # verbose=False: the length check below is ours (with a clearer message)
+    prompt_ids = tokenizer(model_prompt, add_special_tokens=not masked, verbose=False)["input_ids"]
     n = len(prompt_ids)
     if n == 0:
         raise ValueError("The prompt encodes to no tokens.")
@@ -576,7 +577,8 @@ def _trace(lm, model, recorder: StepRecorder, prompt_ids, generated, tokens, end
     steps = []
     for t, token_id in enumerate(generated):
         record = recorder.steps[t]
-        row = record["rows"].index(tuple(generated[:t]))
+        prefix = tuple(generated[:t])  # beam search: some live row holds the output's prefix
+        row = record["rows"].index(prefix) if prefix in record["rows"] else 0
         context = prompt_ids + list(generated[:t])
         if masked:
             window_ids = model.recorded_windows[t][row].tolist()

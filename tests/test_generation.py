@@ -82,6 +82,22 @@ def test_window_layout_is_cls_text_masks_sep(tiny_model, family, p):
     assert spy.windows[1] == [[cls] + text + [first] + [mask] * (1 + p) + [sep]]
 
 
+@pytest.mark.parametrize("family", MASKED_FAMILIES + ["modernbert"])
+def test_vocabulary_projection_runs_at_the_predicted_mask_only(tiny_model, family):
+    lm = tiny_model(family)
+    seen = []
+    handle = lm.model.get_output_embeddings().register_forward_hook(
+        lambda module, args, output: seen.append(tuple(output.shape)))
+    try:
+        generate(lm, "Hello world, this is a test", max_new_tokens=2)
+    finally:
+        handle.remove()
+    assert seen and all(shape[1] == 1 for shape in seen), seen
+    with torch.no_grad():  # and the model itself is left as it was
+        full = lm.model(input_ids=torch.tensor([[lm.tokenizer.cls_token_id] * 5])).logits
+    assert full.shape[1] == 5
+
+
 # ---------------------------------------------------------------- greedy against a naive loop
 
 
@@ -104,7 +120,7 @@ def naive_greedy(lm, prompt: str, max_new_tokens: int, p: int) -> list[int]:
     return out
 
 
-@pytest.mark.parametrize("family", MASKED_FAMILIES)
+@pytest.mark.parametrize("family", MASKED_FAMILIES + ["modernbert"])
 def test_greedy_equals_naive_loop_random_weights(tiny_model, family):
     lm = tiny_model(family)
     result = generate(lm, PROMPT, max_new_tokens=8)

@@ -1,0 +1,141 @@
+"""Generation speed: our generate() against a naive loop, and batched beams against greedy runs.
+
+    python benchmarks/bench_generate.py [--model FOLDER] [--new-tokens 8] [--repeats 2]
+
+Model: the stand-in MLM in ../shared/models/minilm-l6-mlm-standin (real BERT, 6 layers), or a
+random BERT-base (real size) when it is absent. Both have 512 absolute positions, and every step
+of the exact method reads [CLS] prompt generated [MASK]*(1+p) [SEP], so a 512-token window cannot
+also hold generated tokens: the "512" row uses the longest prompt whose last window is exactly
+512 tokens (512 - new tokens - p - 2). Cost per step depends on the window length, which is what
+the rows compare. (A random DeBERTa-v2 would allow a literal 512-token prompt, but at real size
+it is about 8x slower per step here and measures the same thing.)
+
+Measured in the same run, per prompt length (best of --repeats, seconds per decoding step):
+- naive: a hand-written loop, full forward pass and vocabulary projection at every position,
+  argmax at the first mask (what the paper's code does, batch size 1);
+- greedy: ``demo.generation.generate(strategy="greedy")``;
+- beam4: ``generate(strategy="beam", num_beams=4)``, the four beams in one forward pass.
+Ratios (below 1 = ours faster): greedy_vs_naive = greedy / naive step time; beam4_vs_4greedy =
+one beam-4 step / four greedy steps (batched beams vs four separate greedy runs). The last line
+gives their geometric means over the prompt lengths.
+"""
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from demo.generation import generate  # noqa: E402
+from demo.models import load_model, random_model  # noqa: E402
+
+SHARED = ROOT.parent / "shared"
+STANDIN = SHARED / "models" / "minilm-l6-mlm-standin"
+BERT_BASE = SHARED / "tokenizers" / "bert-base-uncased"
+FILLER = SHARED / "data" / "haystack" / "gutenberg_nltk"
+
+
+def filler_text() -> str:
+    books = sorted(FILLER.glob("*.txt")) if FILLER.is_dir() else []
+    if books:
+        return books[0].read_text(encoding="utf-8", errors="ignore")[20_000:80_000]
+    return "The quick brown fox jumps over the lazy dog while the cat sleeps on the mat. " * 400
+
+
+def prompt_of(tokenizer, text: str, n_tokens: int) -> str:
+    """The longest run of whole words from ``text`` that encodes to at most ``n_tokens``."""
+    words = text.split()[:4 * n_tokens]
+    lo, hi = 1, len(words)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(tokenizer(" ".join(words[:mid]), add_special_tokens=False)["input_ids"]) <= n_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return " ".join(words[:lo])
+
+
+def naive_greedy(lm, prompt: str, new_tokens: int, p: int) -> tuple[list[int], float]:
+    """(ids, seconds per step) of the plain loop the engine replaces."""
+    tok = lm.tokenizer
+    ids = tok(prompt, add_special_tokens=False)["input_ids"]
+    banned = [i for i in tok.all_special_ids if i != tok.sep_token_id]
+    out = []
+    start = time.perf_counter()
+    steps = 0
+    for _ in range(new_tokens):
+        window = [tok.cls_token_id] + ids + out + [tok.mask_token_id] * (1 + p) + [tok.sep_token_id]
+        with torch.no_grad():
+            logits = lm.model(input_ids=torch.tensor([window])).logits[0, len(ids) + len(out) + 1]
+        steps += 1
+        logits[banned] = float("-inf")
+        nxt = int(logits.argmax())
+        if nxt == tok.sep_token_id:
+            break
+        out.append(nxt)
+    return out, (time.perf_counter() - start) / steps
+
+
+def best_of(repeats: int, run):
+    results = [run() for _ in range(repeats)]
+    return min(results, key=lambda r: r[-1])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", help="masked LM folder (default: the stand-in, else random BERT-base)")
+    parser.add_argument("--new-tokens", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[64, 256, 512])
+    args = parser.parse_args(argv)
+
+    if args.model:
+        lm, label = load_model(args.model, device="cpu"), args.model
+    elif STANDIN.is_dir():
+        lm, label = load_model(str(STANDIN), device="cpu"), "stand-in MLM (BERT, 6 layers, 22.7M)"
+    else:
+        lm, label = random_model(BERT_BASE, shrink=False), "random BERT-base (110M)"
+    p = lm.padding_masks
+    text = filler_text()
+    print(f"model: {label}; padding masks {p}; {args.new_tokens} new tokens; "
+          f"torch threads {torch.get_num_threads()}; best of {args.repeats}")
+    print(f"{'prompt':>7} {'window':>7} | {'naive tok/s':>11} {'greedy tok/s':>12} "
+          f"{'beam4 tok/s':>11} | {'greedy/naive':>12} {'beam4/4greedy':>13}")
+
+    greedy_ratios, beam_ratios = [], []
+    for length in args.lengths:
+        room = lm.max_length - args.new_tokens - p - 2 if lm.max_length else length
+        prompt = prompt_of(lm.tokenizer, text, min(length, room))
+        n = len(lm.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+        generate(lm, prompt, max_new_tokens=2)  # warm-up
+        naive_ids, naive_step = best_of(args.repeats, lambda: naive_greedy(lm, prompt, args.new_tokens, p))
+        greedy = best_of(args.repeats, lambda: (r := generate(lm, prompt, max_new_tokens=args.new_tokens),
+                                                r.seconds_per_step))[0]
+        if greedy.token_ids != naive_ids:
+            raise SystemExit(f"greedy output differs from the naive loop at {n} tokens")
+        beam = best_of(args.repeats, lambda: (r := generate(lm, prompt, max_new_tokens=args.new_tokens,
+                                                            strategy="beam", num_beams=4),
+                                              r.seconds_per_step))[0]
+        g_ratio = greedy.seconds_per_step / naive_step
+        b_ratio = beam.seconds_per_step / (4 * greedy.seconds_per_step)
+        greedy_ratios.append(g_ratio)
+        beam_ratios.append(b_ratio)
+        window = n + args.new_tokens + p + 2
+        print(f"{n:>7} {window:>7} | {1 / naive_step:>11.1f} {1 / greedy.seconds_per_step:>12.1f} "
+              f"{1 / beam.seconds_per_step:>11.1f} | {g_ratio:>12.2f} {b_ratio:>13.2f}")
+
+    def geomean(xs):
+        return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+    print("tok/s = decoding steps per second (beam4: one step advances all four beams)")
+    print(f"bench_generate greedy_vs_naive={geomean(greedy_ratios):.2f} "
+          f"beam4_vs_4greedy={geomean(beam_ratios):.2f}")
+
+
+if __name__ == "__main__":
+    main()
