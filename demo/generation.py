@@ -470,7 +470,8 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None,
     """Continue ``prompt`` with a masked or causal LM (``demo.models.LoadedModel``).
 
     ``settings`` fields can be overridden by keyword (``generate(lm, p, strategy="beam")``).
-    Temperature, top-k and top-p only act when ``strategy="sample"``.
+    Temperature, top-k and top-p only act when ``strategy="sample"``; with ``choices`` the
+    stop strings and "stop at newline" are not needed and not applied.
     """
     s = _settings(settings, overrides)
     _validate(lm, prompt, s)
@@ -490,35 +491,8 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None,
     model = MaskedLMAsCausalLM(lm.model, tokenizer, padding_masks) if masked else lm.model
     if masked and s.trace:
         model.recorded_windows = []
-
-    num_beams = s.num_beams if s.strategy == "beam" else 1
-    sample = s.strategy == "sample"
-    config = GenerationConfig(
-        max_new_tokens=s.max_new_tokens, min_new_tokens=0, do_sample=sample, num_beams=num_beams,
-        # explicit values while sampling (so a checkpoint's own defaults cannot leak in),
-        # unset otherwise (transformers warns about sampling flags without sampling)
-        temperature=s.temperature if sample else None, top_k=s.top_k if sample else None,
-        top_p=s.top_p if sample else None, repetition_penalty=s.repetition_penalty,
-        no_repeat_ngram_size=0, length_penalty=1.0, num_return_sequences=1,
-        eos_token_id=end_ids, pad_token_id=tokenizer.pad_token_id,
-        suppress_tokens=_suppressed_ids(lm, _vocab_width(lm), end_ids) or None,
-        use_cache=not masked, return_dict_in_generate=False)
-
-    processors, stops, prefix_fn, trie = LogitsProcessorList(), StoppingCriteriaList(), None, None
-    if s.digits is not None:
-        processors.append(DigitsOnly(tokenizer, s.digits, n, end_ids))
-        stops.append(DigitsDone(tokenizer, s.digits, n))
-    if s.choices is not None:
-        trie = ChoiceTrie(_choice_sequences(lm, model_prompt, prompt_ids, s.choices), end_ids[0])
-        longest = max(len(seq) for seq in trie.sequences)
-        if longest > s.max_new_tokens:
-            raise ValueError(f"The longest choice is {longest} tokens but max_new_tokens is "
-                             f"{s.max_new_tokens}; raise max_new_tokens.")
-        prefix_fn = lambda batch_id, ids: trie.allowed(tuple(ids[n:].tolist()))  # noqa: E731
-        stops.append(ChoiceDone(trie, n))
-    elif s.stop_strings or s.stop_at_newline:
-        stops.append(TextStop(tokenizer, prompt_ids, lm.newline_survives, s.stop_strings,
-                              s.stop_at_newline))
+    config = _decoding_config(lm, s, end_ids)
+    processors, stops, prefix_fn, trie = _constraints(lm, s, model_prompt, prompt_ids, end_ids)
     recorder = StepRecorder(n, s.trace, s.trace_top_k)
     processors.append(recorder)  # last: sees the scores after every constraint
     bar = ProgressBar(s.max_new_tokens) if s.progress else None
@@ -526,7 +500,7 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None,
         stops.append(bar)
 
     input_ids = torch.tensor([prompt_ids], device=lm.device)
-    devices = [lm.device] if lm.device.type == "cuda" else []
+    devices = [lm.device.index or 0] if lm.device.type == "cuda" else []
     start = time.perf_counter()
     try:
         with torch.random.fork_rng(devices=devices, enabled=s.seed is not None):
@@ -541,17 +515,17 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None,
             bar.bar.close()
     seconds = time.perf_counter() - start
 
+    # The output row: prompt, generated ids, maybe an end token, maybe beam-search padding.
     generated = output[0, n:].tolist()
     ended = next((i for i, t in enumerate(generated) if t in end_ids), None)
     if ended is not None:
         generated = generated[:ended + 1]
-    elif config.pad_token_id is not None:  # beam search pads a row that stopped early
+    elif config.pad_token_id is not None:
         while generated and generated[-1] == config.pad_token_id:
             generated.pop()
     text_ids = generated[:ended] if ended is not None else generated
     tokens = _pieces(tokenizer, prompt_ids, text_ids)
-    raw = "".join(tokens)
-    text = decode_newlines(raw, lm.newline_survives)
+    text = decode_newlines("".join(tokens), lm.newline_survives)
 
     if trie is not None:
         text, reason = trie.sequences.get(tuple(text_ids), text), "choice"
@@ -567,6 +541,42 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None,
                             steps=steps, seconds=seconds,
                             seconds_per_step=seconds / max(recorder.n_steps, 1), prompt_tokens=n,
                             token_ids=text_ids)
+
+
+def _decoding_config(lm, s: GenerationSettings, end_ids: list[int]) -> GenerationConfig:
+    sample = s.strategy == "sample"
+    return GenerationConfig(
+        max_new_tokens=s.max_new_tokens, min_new_tokens=0, do_sample=sample,
+        num_beams=s.num_beams if s.strategy == "beam" else 1,
+        # explicit values while sampling (so a checkpoint's own defaults cannot leak in),
+        # unset otherwise (transformers warns about sampling flags without sampling)
+        temperature=s.temperature if sample else None, top_k=s.top_k if sample else None,
+        top_p=s.top_p if sample else None, repetition_penalty=s.repetition_penalty,
+        no_repeat_ngram_size=0, length_penalty=1.0, num_return_sequences=1,
+        eos_token_id=end_ids, pad_token_id=lm.tokenizer.pad_token_id,
+        suppress_tokens=_suppressed_ids(lm, _vocab_width(lm), end_ids) or None,
+        use_cache=lm.kind != "masked", return_dict_in_generate=False)
+
+
+def _constraints(lm, s: GenerationSettings, model_prompt: str, prompt_ids: list[int], end_ids):
+    """(logits processors, stopping criteria, prefix_allowed_tokens_fn, choice trie)."""
+    n = len(prompt_ids)
+    processors, stops, prefix_fn, trie = LogitsProcessorList(), StoppingCriteriaList(), None, None
+    if s.digits is not None:
+        processors.append(DigitsOnly(lm.tokenizer, s.digits, n, end_ids))
+        stops.append(DigitsDone(lm.tokenizer, s.digits, n))
+    if s.choices is not None:
+        trie = ChoiceTrie(_choice_sequences(lm, model_prompt, prompt_ids, s.choices), end_ids[0])
+        longest = max(len(seq) for seq in trie.sequences)
+        if longest > s.max_new_tokens:
+            raise ValueError(f"The longest choice is {longest} tokens but max_new_tokens is "
+                             f"{s.max_new_tokens}; raise max_new_tokens.")
+        prefix_fn = lambda batch_id, ids: trie.allowed(tuple(ids[n:].tolist()))  # noqa: E731
+        stops.append(ChoiceDone(trie, n))
+    elif s.stop_strings or s.stop_at_newline:
+        stops.append(TextStop(lm.tokenizer, prompt_ids, lm.newline_survives, s.stop_strings,
+                              s.stop_at_newline))
+    return processors, stops, prefix_fn, trie
 
 
 def _trace(lm, model, recorder: StepRecorder, prompt_ids, generated, tokens, end_ids,
