@@ -1,0 +1,165 @@
+"""Plotly figures for the demo: plain functions that take tables and return ``go.Figure``.
+
+No gradio here: the app shows these figures, the command line saves them (``save_figure``).
+"""
+
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+ACCURACY_COLOURS = "RdYlGn"  # red = never found, green = always found (as the paper's Figure 3)
+BEYOND_COLOUR = "#c8c8c8"
+
+
+# ---------------------------------------------------------------- needle in a haystack
+
+
+def needle_accuracy(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(accuracy, answered cells, beyond-limit cells): depth x length tables from a tidy grid.
+
+    Accuracy is the mean exact match over a cell's answered repetitions; NaN where none was
+    answered. A cell is beyond the limit when every repetition of it is.
+    """
+    missing = {"length", "depth", "correct", "status"} - set(table.columns)
+    if missing:
+        raise ValueError(f"Not a needle grid table: missing columns {sorted(missing)}.")
+    answered = table[table["status"] == "ok"].assign(correct=lambda t: pd.to_numeric(t["correct"]))
+    lengths = sorted(table["length"].unique())
+    depths = sorted(table["depth"].unique())
+    accuracy = (answered.pivot_table(index="depth", columns="length", values="correct", aggfunc="mean")
+                .reindex(index=depths, columns=lengths))
+    counts = (answered.pivot_table(index="depth", columns="length", values="correct", aggfunc="count")
+              .reindex(index=depths, columns=lengths).fillna(0).astype(int))
+    beyond = (table.assign(beyond=table["status"] == "beyond_limit")
+              .pivot_table(index="depth", columns="length", values="beyond", aggfunc="all")
+              .reindex(index=depths, columns=lengths).fillna(False).astype(bool))
+    return accuracy, counts, beyond
+
+
+def _needle_table(df_or_grid, model: str | None) -> pd.DataFrame:
+    table = pd.read_csv(df_or_grid, dtype={"needle": str, "answer": str}) \
+        if isinstance(df_or_grid, (str, Path)) else df_or_grid
+    if "model" in table.columns:
+        models = list(dict.fromkeys(table["model"]))
+        if model is not None:
+            if model not in models:
+                raise ValueError(f"No rows for model {model!r}; the table holds {models}.")
+            table = table[table["model"] == model]
+        elif len(models) > 1:
+            raise ValueError(f"The table holds several models {models}: pick one with model=...")
+    if table.empty:
+        raise ValueError("The needle grid table is empty.")
+    return table
+
+
+def _model_name(table: pd.DataFrame) -> str:
+    name = str(table["model"].iloc[0]) if "model" in table.columns else "model"
+    return Path(name).name if name.startswith(("/", ".", "~")) else name  # a local path: its folder
+
+
+def _add_needle_panel(fig: go.Figure, table: pd.DataFrame, col: int, pretrained_length: int | None,
+                      max_length: int | None) -> None:
+    accuracy, counts, beyond = needle_accuracy(table)
+    lengths, depths = list(accuracy.columns), list(accuracy.index)
+    # Cells sit at integer positions so that lengths are evenly spaced (like the paper) and the
+    # pretraining-length line can fall between two columns.
+    xs, ys = list(range(len(lengths))), list(range(len(depths)))
+    custom = [[[int(n), float(d), int(counts.loc[d, n])] for n in lengths] for d in depths]
+    text = [["" if pd.isna(accuracy.loc[d, n]) else f"{accuracy.loc[d, n]:.2f}" for n in lengths]
+            for d in depths]
+    fig.add_trace(go.Heatmap(
+        x=xs, y=ys, z=accuracy.values, text=text, texttemplate="%{text}", customdata=custom,
+        coloraxis="coloraxis", xgap=1, ygap=1, name=_model_name(table),
+        hovertemplate="length %{customdata[0]} tokens<br>needle depth %{customdata[1]:.0%}"
+                      "<br>accuracy %{z:.2f} over %{customdata[2]} run(s)<extra></extra>"),
+        row=1, col=col)
+    if beyond.values.any():
+        limit = f" ({max_length} tokens)" if max_length else ""
+        fig.add_trace(go.Heatmap(
+            x=xs, y=ys, z=[[1 if b else None for b in row] for row in beyond.values],
+            text=[["beyond<br>limit" if b else "" for b in row] for row in beyond.values],
+            texttemplate="%{text}", textfont=dict(size=9, color="#444"), customdata=custom,
+            colorscale=[[0, BEYOND_COLOUR], [1, BEYOND_COLOUR]], showscale=False, xgap=1, ygap=1,
+            hovertemplate=f"length %{{customdata[0]}} tokens<br>beyond the model's position limit"
+                          f"{limit}: not run<extra></extra>"),
+            row=1, col=col)
+    if pretrained_length:
+        # the line goes after the last column the model was pretrained for
+        inside = sum(1 for n in lengths if n <= pretrained_length)
+        if 0 < inside < len(lengths) or pretrained_length == lengths[-1]:
+            fig.add_vline(x=inside - 0.5, line=dict(color="black", dash="dash", width=2),
+                          layer="above", annotation_text=f"pretrained: {pretrained_length} tokens",
+                          annotation_position="top", annotation_font_size=11, row=1, col=col)
+    fig.update_xaxes(tickvals=xs, ticktext=[str(n) for n in lengths], title_text="prompt length (tokens)",
+                     row=1, col=col)
+    fig.update_yaxes(tickvals=ys, ticktext=[f"{d:.0%}" for d in depths], autorange="reversed",
+                     row=1, col=col)
+
+
+def _needle_layout(fig: go.Figure, title: str, width: int, n_depths: int) -> go.Figure:
+    fig.update_layout(
+        title=title, width=width, height=190 + 34 * n_depths, margin=dict(t=110, l=70, r=30, b=60),
+        coloraxis=dict(colorscale=ACCURACY_COLOURS, cmin=0, cmax=1,
+                       colorbar=dict(title="exact<br>match", tickformat=".0%")),
+        plot_bgcolor="white")
+    fig.update_yaxes(title_text="needle depth (0% = start)", row=1, col=1)
+    for subplot_title in fig.layout.annotations:  # lift panel titles above the pretraining labels
+        if subplot_title.yref == "paper":
+            subplot_title.yshift = 22
+    return fig
+
+
+def needle_heatmap(df_or_grid, *, model: str | None = None, title: str | None = None,
+                   pretrained_length: int | None = None, max_length: int | None = None) -> go.Figure:
+    """Length (x) by needle depth (y) heatmap of exact-match accuracy.
+
+    ``df_or_grid``: the tidy table of ``demo.haystack.run_grid`` or its CSV path. Cells beyond an
+    absolute-position model's limit are grey with "beyond limit"; a dashed line marks the
+    pretraining length.
+    """
+    table = _needle_table(df_or_grid, model)
+    fig = make_subplots(rows=1, cols=1)
+    _add_needle_panel(fig, table, 1, pretrained_length, max_length)
+    width = 260 + 80 * table["length"].nunique()
+    return _needle_layout(fig, title or f"Needle in a haystack: {_model_name(table)}", width,
+                          table["depth"].nunique())
+
+
+def needle_heatmaps_side_by_side(grid_a, grid_b, *, models: tuple = (None, None),
+                                 titles: tuple | None = None, title: str = "Needle in a haystack",
+                                 pretrained_lengths: tuple = (None, None),
+                                 max_lengths: tuple = (None, None)) -> go.Figure:
+    """Two needle heatmaps (e.g. an MLM and a causal LM) on one colour scale, depths aligned."""
+    tables = [_needle_table(grid_a, models[0]), _needle_table(grid_b, models[1])]
+    if sorted(tables[0]["depth"].unique()) != sorted(tables[1]["depth"].unique()):
+        raise ValueError("The two grids use different depths, so their rows would not line up.")
+    titles = titles or [_model_name(t) for t in tables]
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, subplot_titles=list(titles),
+                        horizontal_spacing=0.05)
+    for col, table in enumerate(tables, start=1):
+        _add_needle_panel(fig, table, col, pretrained_lengths[col - 1], max_lengths[col - 1])
+    width = 360 + 80 * sum(t["length"].nunique() for t in tables)
+    return _needle_layout(fig, title, width, tables[0]["depth"].nunique())
+
+
+# ---------------------------------------------------------------- saving
+
+
+def save_figure(fig: go.Figure, path: str | Path) -> Path:
+    """Write a figure to .html (self-contained, works offline) or .png/.svg/.pdf (needs kaleido)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix in (".html", ".htm"):
+        fig.write_html(path, include_plotlyjs=True)
+    elif suffix in (".png", ".svg", ".pdf", ".jpg", ".jpeg", ".webp"):
+        try:
+            fig.write_image(path)
+        except (ImportError, ValueError, RuntimeError) as err:
+            raise ValueError(f"Cannot write {path.name}: image export needs the kaleido package "
+                             f"(pip install kaleido) and a browser; write an .html file instead. "
+                             f"({str(err).splitlines()[0]})") from err
+    else:
+        raise ValueError(f"Unknown figure format {suffix!r}: use .html or .png.")
+    return path
