@@ -163,3 +163,87 @@ def save_figure(fig: go.Figure, path: str | Path) -> Path:
     else:
         raise ValueError(f"Unknown figure format {suffix!r}: use .html or .png.")
     return path
+
+
+# ---------------------------------------------------------------- per-token scores (Ranking tab)
+
+
+def _token_label(token: str) -> str:
+    """A token as it reads in a cell: its text without the leading space ("␣" if only spaces)."""
+    shown = token.strip()
+    return shown if shown else "␣"
+
+
+def _row_label(candidate: str, prefix: str = "", suffix: str = "", width: int = 34) -> str:
+    short = candidate if len(candidate) <= width else candidate[: width - 1] + "…"
+    return f"{prefix}{short}{suffix}"
+
+
+def _token_grid(rows: list[list], token_of, value_of, hover_of):
+    """z, text and hover matrices for ragged rows of tokens (None pads short rows: no cell)."""
+    width = max((len(r) for r in rows), default=0)
+    z = [[value_of(t) for t in r] + [None] * (width - len(r)) for r in rows]
+    text = [[_token_label(token_of(t)) for t in r] + [""] * (width - len(r)) for r in rows]
+    hover = [[hover_of(t) for t in r] + [""] * (width - len(r)) for r in rows]
+    return z, text, hover
+
+
+def token_heatmap(scores, title: str = "Log-probability of each scored token") -> go.Figure:
+    """One row per candidate (best first), one cell per scored token, coloured by its log-prob.
+
+    ``scores``: ``demo.pll.CandidateScore`` list. Cells read left to right like the text, so the
+    tokens that pulled a candidate down stand out in red.
+    """
+    ranked = sorted(scores, key=lambda s: s.score, reverse=True)
+    z, text, hover = _token_grid(
+        [s.tokens for s in ranked], lambda t: t.token, lambda t: t.logprob,
+        lambda t: (f"token {t.token!r}<br>log-prob {t.logprob:.3f}<br>rank {t.rank}"
+                   + (f"<br>masked positions {t.masked}" if t.masked else "")))
+    labels = [_row_label(s.candidate, prefix=f"{i}. ") for i, s in enumerate(ranked, 1)]
+    low = min((v for row in z for v in row if v is not None), default=-1.0)
+    figure = go.Figure(go.Heatmap(
+        z=z, text=text, customdata=hover, texttemplate="%{text}", textfont=dict(size=13),
+        hovertemplate="%{customdata}<extra></extra>",
+        y=labels, colorscale="RdYlGn", zmin=min(low, -1e-3), zmax=0.0, xgap=2, ygap=4,
+        colorbar=dict(title="log-prob")))
+    figure.update_yaxes(autorange="reversed", tickfont=dict(size=12))
+    figure.update_xaxes(title="token position in the scored text", showgrid=False, zeroline=False)
+    figure.update_layout(title=title, height=130 + 52 * len(ranked), margin=dict(l=10, r=10, t=50, b=40),
+                         plot_bgcolor="white")
+    return figure
+
+
+def pll_difference(first, second, first_label: str, second_label: str) -> go.Figure:
+    """Per-token log-prob of ``second`` minus ``first`` (two PLL variants, same model and texts).
+
+    Positive cells: the second variant finds that token likelier. With "1 mask" first and
+    "+ right masks" second, the later pieces of a multi-token word go strongly negative: one mask
+    lets the neighbours give them away, which is why a long word looks too likely under it.
+    """
+    by_candidate = {s.candidate: s for s in second}
+    rows, labels = [], []
+    for i, a in enumerate(sorted(first, key=lambda s: s.score, reverse=True), 1):
+        b = by_candidate.get(a.candidate)
+        if b is None:
+            raise ValueError(f"Candidate {a.candidate!r} was scored by one variant only.")
+        b_tokens = {(t.start, t.end): t for t in b.tokens}
+        pairs = [(t, b_tokens[(t.start, t.end)]) for t in a.tokens if (t.start, t.end) in b_tokens]
+        rows.append(pairs)
+        # numbered like the ranking of the first variant; numbers also keep equal texts apart
+        labels.append(_row_label(a.candidate, prefix=f"{i}. ", suffix=f" (Δ {b.score - a.score:+.2f})"))
+    z, text, hover = _token_grid(
+        rows, lambda p: p[0].token, lambda p: p[1].logprob - p[0].logprob,
+        lambda p: (f"token {p[0].token!r}<br>{first_label}: {p[0].logprob:.3f}<br>"
+                   f"{second_label}: {p[1].logprob:.3f}<br>difference {p[1].logprob - p[0].logprob:+.3f}"))
+    extent = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
+    figure = go.Figure(go.Heatmap(
+        z=z, text=text, customdata=hover, texttemplate="%{text}", textfont=dict(size=13),
+        hovertemplate="%{customdata}<extra></extra>",
+        y=labels, colorscale="RdBu", zmid=0.0, zmin=-extent, zmax=extent, xgap=2, ygap=4,
+        colorbar=dict(title="Δ log-prob")))
+    figure.update_yaxes(autorange="reversed")
+    figure.update_xaxes(title="token position in the scored text", showgrid=False, zeroline=False)
+    figure.update_layout(
+        title=f"{second_label} minus {first_label}, per token (row label: change of the candidate's score)",
+        height=130 + 52 * len(rows), margin=dict(l=10, r=10, t=50, b=40), plot_bgcolor="white")
+    return figure
