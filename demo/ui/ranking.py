@@ -1,0 +1,215 @@
+"""Ranking tab: score 2 to 8 candidate completions with an MLM (PLL) and a causal LM, side by side.
+
+Wiring only: ``demo.pll.score_candidates`` scores, ``demo.plots`` draws.
+"""
+
+import gradio as gr
+import pandas as pd
+
+from ..catalog import Catalog
+from .common import handler, load, model_note, model_picker, read_presets
+from .limits import LIMITS, check_text, parse_candidates
+
+VARIANTS = [
+    ("1 mask (Salazar et al. 2020)", "salazar"),
+    ("+ right masks (Samuel 2024, the BERTs paper)", "right_masks"),
+    ("within-word left-to-right (Kauf & Ivanova 2023)", "within_word_l2r"),
+    ("whole word masked", "whole_word"),
+]
+VARIANT_NAMES = {value: label for label, value in VARIANTS}
+TABLE_WIDTHS = ["8%", "44%", "16%", "16%", "16%"]
+
+HELP = """
+Rank candidate completions of a context by how likely each model finds them. A **causal LM**
+gives an exact log-likelihood (one pass, left to right). A **masked LM** has no left-to-right
+probability, so it is scored by a **pseudo-log-likelihood (PLL)**: mask each token of the
+candidate in turn and add up the log-probabilities of the right token. The BERTs paper also
+masks the next tokens to the right (*+ right masks*), because with one mask a multi-token word
+gives itself away and looks far likelier than it is; the **difference view** below shows where.
+Only the candidate is scored unless *Score* says *full text*.
+"""
+
+
+def _scoring_options(method, right_masks, normalize, scope, unconditional):
+    options = dict(normalize=bool(normalize), scope=scope, progress=True,
+                   unconditional_context=(unconditional.strip() or None) if unconditional else None)
+    if method is not None:
+        options.update(method=method, right_masks=int(right_masks))
+    return options
+
+
+def _score(model_name, kind, context, candidates_text, options):
+    from ..pll import score_candidates  # torch: imported on first use
+
+    context = check_text(context, "context", allow_empty=True)
+    candidates = parse_candidates(candidates_text)
+    lm = load(model_name, kind)
+    return lm, score_candidates(lm, context, candidates, **options)
+
+
+def ranking_table(scores) -> pd.DataFrame:
+    ranked = sorted(scores, key=lambda s: s.score, reverse=True)
+    return pd.DataFrame({
+        "rank": range(1, len(ranked) + 1),
+        "candidate": [s.candidate for s in ranked],
+        "score": [round(s.score, 3) for s in ranked],
+        "mean per token": [round(s.mean, 3) for s in ranked],
+        "tokens scored": [len(s.tokens) for s in ranked],
+    })
+
+
+def ranking_summary(title: str, lm, what: str, scores) -> str:
+    ranked = sorted(scores, key=lambda s: s.score, reverse=True)
+    lines = [f"### {title}", f"{model_note(lm)} · {what}", ""]
+    lines += [f"{i}. {'**' if i == 1 else ''}{s.candidate}{'**' if i == 1 else ''} "
+              f"(score {s.score:.2f})" for i, s in enumerate(ranked, 1)]
+    return "\n".join(lines)
+
+
+def _what(method, right_masks, normalize, scope, unconditional) -> str:
+    name = VARIANT_NAMES.get(method, "exact log-likelihood") if method else "exact log-likelihood"
+    if method == "right_masks":
+        name = f"+{int(right_masks)} right masks (Samuel 2024)"
+    extras = ["mean per token (NormPLL)" if normalize else "sum of log-probs",
+              "full text scored" if scope == "full" else "candidate scored"]
+    if unconditional and unconditional.strip():
+        extras.append(f"minus score after {unconditional.strip()!r}")
+    return f"{name}, {', '.join(extras)}"
+
+
+@handler
+def rank_masked(context, candidates, model_name, method, right_masks, normalize, scope, unconditional,
+                progress=gr.Progress(track_tqdm=True)):
+    from ..plots import token_heatmap
+
+    options = _scoring_options(method, right_masks, normalize, scope, unconditional)
+    lm, scores = _score(model_name, "masked", context, candidates, options)
+    what = _what(method, right_masks, normalize, scope, unconditional)
+    figure = token_heatmap(scores, title="Masked LM: log-prob of each scored token")
+    return ranking_summary("Masked LM ranking", lm, what, scores), ranking_table(scores), figure, scores
+
+
+@handler
+def rank_causal(context, candidates, model_name, normalize, scope, unconditional,
+                progress=gr.Progress(track_tqdm=True)):
+    from ..plots import token_heatmap
+
+    if not model_name:
+        return "### Causal LM ranking\n*Skipped: no causal LM picked.*", None, None
+    options = _scoring_options(None, 0, normalize, scope, unconditional)
+    lm, scores = _score(model_name, "causal", context, candidates, options)
+    what = _what(None, 0, normalize, scope, unconditional)
+    figure = token_heatmap(scores, title="Causal LM: log-prob of each scored token")
+    return ranking_summary("Causal LM ranking", lm, what, scores), ranking_table(scores), figure
+
+
+@handler
+def compare_variants(context, candidates, model_name, method, compare_method, right_masks, normalize,
+                     scope, unconditional, first_scores, progress=gr.Progress(track_tqdm=True)):
+    """The difference view: the same MLM and texts under a second PLL variant."""
+    from ..plots import pll_difference
+
+    if not compare_method or compare_method == method or not first_scores:
+        return None, ("*Pick a second PLL variant, different from the first, to see where they "
+                      "disagree.*" if first_scores else "")
+    options = _scoring_options(compare_method, right_masks, normalize, scope, unconditional)
+    _, second_scores = _score(model_name, "masked", context, candidates, options)
+    first_label = _what(method, right_masks, normalize, scope, None).split(",")[0]
+    second_label = _what(compare_method, right_masks, normalize, scope, None).split(",")[0]
+    figure = pll_difference(first_scores, second_scores, first_label, second_label)
+    order = lambda scores: [s.candidate for s in sorted(scores, key=lambda s: s.score, reverse=True)]
+    same = order(first_scores) == order(second_scores)
+    change = "is the same" if same else "changes to: " + " > ".join(repr(c) for c in order(second_scores))
+    note = (f"**{second_label}** vs **{first_label}**: the ranking {change}. "
+            f"Blue tokens are likelier under {second_label}, red ones under {first_label}.")
+    return figure, note
+
+
+def build(catalog: Catalog) -> None:
+    """The Ranking tab's components and events (call inside a gr.Blocks/gr.Tab context)."""
+    presets = read_presets("ranking")
+    gr.Markdown(HELP)
+    first = presets[0] if presets else {"context": "", "candidates": []}
+    preset = gr.Dropdown(
+        choices=[p["name"] for p in presets], value=presets[0]["name"] if presets else None,
+        label="Preset",
+        info="COPA, Winograd and Winogradversarial items, and the BERTs paper's multi-token word "
+             "example. Picking one fills the context and the candidates.", elem_id="rank-preset")
+    context = gr.Textbox(
+        value=first["context"], label="Context", lines=3, elem_id="rank-context",
+        max_length=LIMITS.prompt_chars,
+        info=f"Text before the candidates (may be empty, may hold few-shot examples); at most "
+             f"{LIMITS.prompt_chars:,} characters. Each candidate is appended after a space.")
+    candidates = gr.Textbox(
+        value="\n".join(first["candidates"]), label="Candidates, one per line", lines=4,
+        elem_id="rank-candidates",
+        info=f"{LIMITS.min_candidates} to {LIMITS.max_candidates} completions, one per line, "
+             f"each at most {LIMITS.candidate_chars} characters.")
+    with gr.Row():
+        with gr.Column():
+            masked_model = model_picker(catalog, "masked", "Masked LM", "rank-mlm")
+            method = gr.Radio(
+                choices=VARIANTS, value="right_masks", label="PLL variant", elem_id="rank-variant",
+                info="How the masked LM scores a token: mask it alone, also mask tokens to its "
+                     "right, mask the rest of its word, or mask the whole word.")
+            right_masks = gr.Slider(
+                1, 4, value=2, step=1, label="Right masks",
+                info="How many tokens to the right are masked too (the paper: 2; its ablation "
+                     "on ReCoRD: 1 mask 80.9, 2 masks 86.0, 3 masks 87.1 EM).")
+        with gr.Column():
+            causal_model = model_picker(catalog, "causal", "Causal LM", "rank-causal", with_none=True)
+            compare_method = gr.Dropdown(
+                choices=[("(no difference view)", "")] + VARIANTS, value="salazar",
+                label="Difference view: compare with", elem_id="rank-compare",
+                info="A second PLL variant for the same masked LM; the view shows, token by "
+                     "token, where the two disagree.")
+    with gr.Accordion("Scoring options", open=False):
+        with gr.Row():
+            normalize = gr.Checkbox(
+                value=False, label="Normalise by length (NormPLL)",
+                info="Rank by the mean log-prob per scored token instead of the sum (the ALBERT "
+                     "paper's NormPLL); helps when candidates differ in length.")
+            scope = gr.Radio(
+                choices=[("the candidate only", "completion"), ("full text", "full")],
+                value="completion", label="Score",
+                info="Score only the candidate's tokens (the context just conditions), or every "
+                     "token of context + candidate (the ALBERT paper's full scoring).")
+            unconditional = gr.Textbox(
+                label="Unconditional context (optional)", value="",
+                info="If set (e.g. 'Answer:'), subtract each candidate's score after this neutral "
+                     "text, as GPT-3 did for ARC and OpenBookQA.")
+    run = gr.Button("Rank candidates", variant="primary", elem_id="rank-run")
+    # Rankings side by side; the per-token heatmaps full width below, so tokens stay readable.
+    with gr.Row():
+        with gr.Column():
+            masked_summary = gr.Markdown(elem_id="rank-mlm-summary")
+            masked_table = gr.Dataframe(label="Masked LM ranking", elem_id="rank-mlm-table",
+                                        interactive=False, column_widths=TABLE_WIDTHS)
+        with gr.Column():
+            causal_summary = gr.Markdown(elem_id="rank-causal-summary")
+            causal_table = gr.Dataframe(label="Causal LM ranking", elem_id="rank-causal-table",
+                                        interactive=False, column_widths=TABLE_WIDTHS)
+    masked_plot = gr.Plot(label="Masked LM: per-token log-probs", elem_id="rank-mlm-plot")
+    causal_plot = gr.Plot(label="Causal LM: per-token log-probs", elem_id="rank-causal-plot")
+    difference_note = gr.Markdown(elem_id="rank-diff-note")
+    difference_plot = gr.Plot(label="Difference between two PLL variants", elem_id="rank-diff-plot")
+    masked_scores = gr.State()
+
+    def fill(name):
+        chosen = next((p for p in presets if p["name"] == name), None)
+        if chosen is None:
+            return gr.update(), gr.update()
+        return chosen["context"], "\n".join(chosen["candidates"])
+
+    preset.change(fill, preset, [context, candidates], api_visibility="private")
+    masked_event = run.click(
+        rank_masked, [context, candidates, masked_model, method, right_masks, normalize, scope, unconditional],
+        [masked_summary, masked_table, masked_plot, masked_scores], api_name="rank_mlm",
+        concurrency_id="models")
+    masked_event.success(
+        compare_variants,
+        [context, candidates, masked_model, method, compare_method, right_masks, normalize, scope,
+         unconditional, masked_scores],
+        [difference_plot, difference_note], api_name="rank_mlm_difference", concurrency_id="models")
+    run.click(rank_causal, [context, candidates, causal_model, normalize, scope, unconditional],
+              [causal_summary, causal_table, causal_plot], api_name="rank_causal", concurrency_id="models")
