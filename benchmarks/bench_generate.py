@@ -53,7 +53,8 @@ def prompt_of(tokenizer, text: str, n_tokens: int) -> str:
     lo, hi = 1, len(words)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if len(tokenizer(" ".join(words[:mid]), add_special_tokens=False)["input_ids"]) <= n_tokens:
+        ids = tokenizer(" ".join(words[:mid]), add_special_tokens=False, verbose=False)["input_ids"]
+        if len(ids) <= n_tokens:
             lo = mid
         else:
             hi = mid - 1
