@@ -130,7 +130,16 @@ class Reader:
 
 
 def reader_of(lm, padding_masks: int | None = None) -> Reader:
-    """The :class:`Reader` of a LoadedModel (see the module doc for what is counted)."""
+    """The :class:`Reader` of a LoadedModel (see the module doc for what is counted).
+
+    A bare tokenizer also works (e.g. to preview a prompt before loading weights): then only the
+    prompt's tokens with the tokenizer's own specials are counted.
+    """
+    if isinstance(lm, Reader):
+        return lm
+    if not hasattr(lm, "kind"):  # a tokenizer
+        survives = "\n" in lm.decode(lm("a\nb", add_special_tokens=False)["input_ids"])
+        return Reader(lm, 0, True, survives)
     if lm.kind == "masked":
         masks = lm.padding_masks if padding_masks is None else padding_masks
         # last window: [CLS] text + all answer tokens but the last, [MASK] [MASK]*masks [SEP]
@@ -168,13 +177,13 @@ def _check_depth(depth: float) -> float:
 
 def build_needle_prompt(reader, length: int, depth: float, needle: str, sentences: list[str],
                         start: int = 0) -> NeedlePrompt:
-    """The needle prompt of exactly ``length`` tokens for ``reader`` (a Reader or LoadedModel).
+    """The needle prompt of exactly ``length`` tokens for ``reader`` (LoadedModel, Reader, tokenizer).
 
     Filler: ``sentences`` taken in order from index ``start`` (wrapping around); the last one is cut
     at a token boundary to hit the length exactly. Where no cut can (a run of very short sentences
     around it, each adding a multi-token newline marker), the filler starts one sentence later.
     """
-    reader = reader if isinstance(reader, Reader) else reader_of(reader)
+    reader = reader_of(reader)
     depth = _check_depth(depth)
     if not (isinstance(needle, str) and needle.isdigit()):
         raise ValueError(f"The needle must be a string of digits, not {needle!r}.")

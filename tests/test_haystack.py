@@ -59,6 +59,9 @@ def test_prompt_has_exactly_the_requested_length(model, family):
             assert prompt.text.endswith("mentioned in the provided text is")
             if not lm.newline_survives:  # the paper's marker instead of newlines
                 assert "\n" not in prompt.text and "\\n > Question:" in prompt.text
+    # a bare tokenizer (preview before loading weights) counts just the tokenized prompt
+    preview = build_needle_prompt(lm.tokenizer, 300, 0.5, "123456", FILLER)
+    assert len(lm.tokenizer(preview.text, verbose=False)["input_ids"]) == 300
 
 
 @pytest.mark.parametrize("family", ["bert", "albert", "gpt2"])
