@@ -85,14 +85,16 @@ def _add_needle_panel(fig: go.Figure, table: pd.DataFrame, col: int, pretrained_
             hovertemplate=f"length %{{customdata[0]}} tokens<br>beyond the model's position limit"
                           f"{limit}: not run<extra></extra>"),
             row=1, col=col)
-    if pretrained_length:
-        # the line goes after the last column the model was pretrained for
+    axis_title = "prompt length (tokens)"
+    if pretrained_length and pretrained_length <= lengths[-1]:
+        # the line goes after the last column within the pretraining length
         inside = sum(1 for n in lengths if n <= pretrained_length)
-        if 0 < inside < len(lengths) or pretrained_length == lengths[-1]:
-            fig.add_vline(x=inside - 0.5, line=dict(color="black", dash="dash", width=2),
-                          layer="above", annotation_text=f"pretrained: {pretrained_length} tokens",
-                          annotation_position="top", annotation_font_size=11, row=1, col=col)
-    fig.update_xaxes(tickvals=xs, ticktext=[str(n) for n in lengths], title_text="prompt length (tokens)",
+        fig.add_vline(x=inside - 0.5, line=dict(color="black", dash="dash", width=2),
+                      layer="above", annotation_text=f"pretrained: {pretrained_length} tokens",
+                      annotation_position="top", annotation_font_size=11, row=1, col=col)
+    elif pretrained_length:
+        axis_title += f"; pretrained on {pretrained_length}"
+    fig.update_xaxes(tickvals=xs, ticktext=[str(n) for n in lengths], title_text=axis_title,
                      row=1, col=col)
     fig.update_yaxes(tickvals=ys, ticktext=[f"{d:.0%}" for d in depths], autorange="reversed",
                      row=1, col=col)
