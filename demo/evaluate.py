@@ -51,6 +51,7 @@ class RunSettings:
     chunk_size: int = 16  # examples whose candidates share one score_batch call
     token_budget: int = 8192
     execute_limit: int = 20  # instruction induction: held-out inputs each instruction runs on
+    max_new_tokens: int | None = None  # generated tasks: overrides the task's limit
     data_root: str | None = None
     progress: bool = True
     command: str = ""
@@ -115,7 +116,7 @@ def _plan(lm, task: Task, s: RunSettings) -> dict:
     pool = load_examples(task, "demos", s.data_root) if shots else []
     same_split = task.demos is None
     available = len(pool) - (1 if same_split else 0)
-    if shots > available:
+    if shots and shots > available:
         raise ValueError(f"Task {task.name!r}: --shots {shots} is more than its demonstration pool "
                          f"holds ({available} examples"
                          f"{', the evaluated split minus the evaluated item' if same_split else ''}).")
@@ -166,7 +167,7 @@ def _evaluate_chunk(lm, task, run, s, rep, chunk: list[Example]) -> list[dict]:
     if task.kind == "choice":
         records = _rank(lm, task, run, s, chunk, demos)
     elif task.kind == "generate":
-        records = [_generate_one(lm, task, e, demos[e.index]) for e in chunk]
+        records = [_generate_one(lm, task, e, demos[e.index], s) for e in chunk]
     else:
         records = [_induce_one(lm, task, e, s) for e in chunk]
     seconds = (time.perf_counter() - start) / len(chunk)
@@ -215,15 +216,18 @@ def _encode(lm, context: str, completion: str) -> tuple[str, str]:
     return stripped, context[len(stripped):] + completion
 
 
-def _generation_settings(task: Task):
+def _generation_settings(task: Task, s: RunSettings):
     from .generation import GenerationSettings
-    return GenerationSettings(**task.generation)
+    settings = GenerationSettings(**task.generation)
+    if s.max_new_tokens is not None:
+        settings.max_new_tokens = s.max_new_tokens
+    return settings
 
 
-def _generate_one(lm, task, e: Example, demos: list[Example]) -> dict:
+def _generate_one(lm, task, e: Example, demos: list[Example], s: RunSettings) -> dict:
     from .generation import generate
     prompt = generation_prompt(task, e, demos)
-    result = generate(lm, prompt, _generation_settings(task))
+    result = generate(lm, prompt, _generation_settings(task, s))
     text = result.text.strip()
     record = dict(query=render_query(task, e), text=text, answers=e.answers, group=e.group,
                   stop_reason=result.stop_reason, prompt_tokens=result.prompt_tokens)
@@ -236,14 +240,14 @@ def _generate_one(lm, task, e: Example, demos: list[Example]) -> dict:
 def _induce_one(lm, task, e: Example, s: RunSettings) -> dict:
     """Instruction induction: write an instruction, then execute it on held-out inputs."""
     from .generation import generate
-    instruction = generate(lm, render_query(task, e), _generation_settings(task)).text.strip()
+    instruction = generate(lm, render_query(task, e), _generation_settings(task, s)).text.strip()
     target = get_task(task.executes)
     inputs = load_examples(target, "data", s.data_root)[:s.execute_limit]
     metric = target.metrics[0]
     outputs, scores = [], []
     for x in inputs:
         prompt = f"Instruction: {instruction}\nInput: {x.fields['input']}\nOutput:"
-        text = generate(lm, prompt, _generation_settings(target)).text.strip()
+        text = generate(lm, prompt, _generation_settings(target, s)).text.strip()
         outputs.append(text)
         scores.append(M.example_score(metric, {"text": text, "answers": x.answers}))
     return dict(query="(induction prompt)", text=instruction, answers=e.answers,
@@ -255,16 +259,24 @@ def _induce_one(lm, task, e: Example, s: RunSettings) -> dict:
 
 
 def _read_records(path: Path) -> dict:
-    """Finished examples of an earlier (possibly interrupted) run: {(repetition, index): record}."""
+    """Finished examples of an earlier (possibly interrupted) run: {(repetition, index): record}.
+
+    A last line cut short by the interruption is removed, so that appending starts on a fresh line
+    (that example is simply evaluated again).
+    """
     done = {}
-    if path.is_file():
-        with path.open(encoding="utf-8") as f:
-            for line in f:
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut short by the interruption: that example is redone
-                done[(record["repetition"], record["index"])] = record
+    if not path.is_file():
+        return done
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        data = data[:data.rfind(b"\n") + 1]
+        path.write_bytes(data)
+    for line in data.decode("utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        done[(record["repetition"], record["index"])] = record
     return done
 
 
@@ -323,9 +335,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-root", default=None, help="folder with the datasets (default ../shared/data)")
     parser.add_argument("--execute-limit", type=int, default=20,
                         help="instruction induction: held-out inputs per induced instruction")
+    parser.add_argument("--max-new-tokens", type=int, default=None,
+                        help="generated tasks: token limit (default: the task's)")
     parser.add_argument("--chunk-size", type=int, default=16)
     parser.add_argument("--kind", choices=("masked", "causal"), default=None)
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (1 is fastest on a crowded machine)")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--list", action="store_true", help="list the tasks and exit")
     args = parser.parse_args(argv)
@@ -338,11 +354,15 @@ def main(argv: list[str] | None = None) -> int:
         if not args.model or not args.task:
             raise ValueError("Give --model and at least one --task (python -m demo.evaluate --list shows the tasks).")
         tasks = [get_task(name) for arg in args.task for name in arg.split(",") if name]
+        if args.threads:
+            import torch
+            torch.set_num_threads(args.threads)
         from .models import load_model
         lm = load_model(args.model, kind=args.kind, device=args.device)
         settings = dict(shots=args.shots, limit=args.limit, seed=args.seed, repetitions=args.repetitions,
                         method=args.method, right_masks=args.right_masks, score=args.score,
                         chunk_size=args.chunk_size, execute_limit=args.execute_limit,
+                        max_new_tokens=args.max_new_tokens,
                         data_root=args.data_root, progress=not args.no_progress,
                         command="python -m demo.evaluate " + shlex.join(argv))
         for task in tasks:
