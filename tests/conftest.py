@@ -35,13 +35,18 @@ def _spm_folder(family: str, root: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     books = sorted((HAYSTACK / "gutenberg_nltk").glob("*.txt"))[:4]
     corpus = root / "corpus.txt"
-    corpus.write_text("".join(b.read_text(encoding="utf-8", errors="ignore")[:200_000] for b in books))
+    # Gutenberg prose has few digits and no backslashes; real ALBERT/DeBERTa vocabularies have
+    # both (the needle probe needs digits, the newline marker needs "\\").
+    numbers = "\n".join(f"{n} \\n {n * 7919 % 1000003}." for n in range(2000))
+    # (one short line each: SentencePiece skips lines longer than 4192 bytes)
+    corpus.write_text("".join(b.read_text(encoding="utf-8", errors="ignore")[:200_000] for b in books)
+                      + "\n" + numbers)
     if family == "albert":
         # ALBERT's real layout: <pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4, lower-cased
         spm.SentencePieceTrainer.train(
             input=str(corpus), model_prefix=str(folder / "spiece"), vocab_size=3000,
             pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
-            normalization_rule_name="nmt_nfkc_cf", minloglevel=2)
+            normalization_rule_name="nmt_nfkc_cf", character_coverage=1.0, minloglevel=2)
         tokenizer = AlbertTokenizer.from_pretrained(folder)
         config = AlbertConfig(vocab_size=3000)  # defaults: ALBERT's real architecture
     else:
@@ -49,7 +54,8 @@ def _spm_folder(family: str, root: Path) -> Path:
         spm.SentencePieceTrainer.train(
             input=str(corpus), model_prefix=str(folder / "spm"), vocab_size=3000,
             pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="[PAD]", bos_piece="[CLS]",
-            eos_piece="[SEP]", unk_piece="[UNK]", control_symbols=["[MASK]"], minloglevel=2)
+            eos_piece="[SEP]", unk_piece="[UNK]", control_symbols=["[MASK]"], character_coverage=1.0,
+            minloglevel=2)
         tokenizer = DebertaV2Tokenizer.from_pretrained(folder)
         # deberta-v3-base's config values (relative attention, log buckets, no absolute positions)
         config = DebertaV2Config(
