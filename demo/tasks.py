@@ -668,6 +668,21 @@ def _load_cached(task_name: str, source: Source, root: str) -> tuple[Example, ..
     return tuple(examples)
 
 
+PRESETS = Path(__file__).resolve().parents[1] / "assets" / "presets" / "task_examples.json"
+
+
+def preset_examples(task: Task | str) -> list[Example]:
+    """The few examples shipped in assets/presets (COPA, Winograd), usable without any data root."""
+    task = get_task(task) if isinstance(task, str) else task
+    presets = json.loads(PRESETS.read_text(encoding="utf-8"))
+    if task.name not in presets:
+        shipped = [k for k in presets if k != "about"]
+        raise ValueError(f"No preset examples for {task.name!r}; the app ships some for: {', '.join(shipped)}.")
+    examples = CONVERTERS[task.convert](presets[task.name])
+    check_template(task, examples[0])
+    return examples
+
+
 def check_template(task: Task, example: Example) -> None:
     """The template's placeholders must be exactly the example's fields plus {answer}."""
     names = {n for _, n, _, _ in string.Formatter().parse(task.template) if n}

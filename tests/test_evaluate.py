@@ -168,3 +168,38 @@ def test_command_line_errors(capsys):
     assert E.main(["--list"]) == 0
     out = capsys.readouterr().out
     assert "winograd" in out and "ii_first_word_letter_induce" in out
+
+
+# ---------------------------------------------------------------- result tables
+
+
+def test_published_tables_are_tidy_and_labelled():
+    from demo.results import load_published
+    table = load_published()
+    assert set(table["source"]) == {"published"}
+    assert table["paper"].str.len().min() > 0 and table["table"].str.len().min() > 0
+    # spot checks against the papers (BERTs paper table 6 and table 1; ALBERT table 3)
+    copa = table[(table.table == "Table 6") & (table.task == "copa") & (table.model == "DeBERTa 1.4B")]
+    assert dict(zip(copa.shots_label, copa.value)) == {"0-shot": 78.9, "1-shot": 84.2, "few-shot": 90.4}
+    assert set(copa[copa.shots_label == "few-shot"].shots) == {64}
+    gpt3 = table[(table.table == "Table 1") & (table.task == "copa") & (table.shots == 1)
+                 & (table.model == "GPT-3 1.3B")]
+    assert list(gpt3.value) == [74.0]
+    albert = table[(table.table == "Table 3") & (table.model == "albert-xxlarge-v2")]
+    assert dict(zip(albert.task, albert.value)) == {"winograd": 81.05, "winogrande": 76.71}
+    ii = table[(table.task == "ii_first_word_letter") & (table.model == "GPT-3 DaVinci")]
+    assert list(ii.value) == [97] and list(ii.metric) == ["ii_exact_match"]
+
+
+@needs_shared
+def test_our_runs_join_the_published_ones(bert, tmp_path):
+    from demo.results import add_runs, load_ours
+    E.evaluate(bert, "copa", tmp_path / "run", shots=0, limit=2, data_root=DATA, progress=False,
+               command="python -m demo.evaluate --task copa")
+    add_runs(tmp_path / "run" / "summary.csv", tmp_path / "ours.csv")
+    add_runs(tmp_path / "run" / "summary.csv", tmp_path / "ours.csv")  # idempotent
+    ours = load_ours(tmp_path / "ours.csv")
+    assert len(ours) == 1
+    row = ours.iloc[0]
+    assert (row.source, row.task, row.shots, row.n, row.metric) == ("ours", "copa", 0, 2, "accuracy")
+    assert row.command == "python -m demo.evaluate --task copa" and row.model_size > 0

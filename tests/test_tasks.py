@@ -195,6 +195,16 @@ def test_mean_std():
     assert mean_std([0.3]) == (0.3, 0.0)
 
 
+def test_preset_examples_ship_without_the_data_root():
+    copa = T.preset_examples("copa")
+    assert len(copa) == 10
+    assert T.render(T.get_task("copa"), copa[0]) == "My body cast a shadow over the grass because the sun was rising."
+    winograd = T.preset_examples("winograd")
+    assert winograd[0].pair == winograd[1].pair  # twins, as in the full set
+    with pytest.raises(ValueError, match="No preset examples for 'piqa'; the app ships some for: copa, winograd"):
+        T.preset_examples("piqa")
+
+
 # ---------------------------------------------------------------- bad input
 
 

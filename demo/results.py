@@ -1,0 +1,308 @@
+"""Published tables and our own runs as one tidy pandas DataFrame (the app's results tab).
+
+Files (all in ``assets/results/``):
+- copies of the papers' tables (``../shared/results/*.csv``), each row carrying its ``paper``
+  and ``table``; made by ``python -m demo.results import-published ../shared/results``;
+- ``ours.csv``: our runs of ``demo.evaluate`` (summary rows with command, date, n), extended by
+  ``python -m demo.results add-runs runs/ours/summary.csv``.
+
+``load_results()`` returns one row per number, columns:
+paper, table, task (our registry name where the task is registered, else the table's label),
+task_label (as printed), group, model, model_size (parameters, where known), shots (int; the
+paper's k for "few-shot"), shots_label, metric, value (percent, as printed), variant (what else
+distinguishes the number: ranking method, fine-tuned vs zero-shot, ...), source ("published" or
+"ours"), and for our runs n, stderr, std, seconds, command, date.
+Published averages are kept as printed (the papers' averages are not always plain means) with
+task "average".
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from .tasks import II_TASKS, TASKS
+
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "assets" / "results"
+OURS = RESULTS_DIR / "ours.csv"
+COLUMNS = ["paper", "table", "task", "task_label", "group", "model", "model_size", "shots",
+           "shots_label", "metric", "value", "variant", "source", "n", "stderr", "std", "seconds",
+           "method", "score", "command", "date"]
+
+SAMUEL = "Samuel 2024, BERTs are Generative In-Context Learners"
+ALBERT = "Zero-shot NormPLL with ALBERT (Winogradversarial)"
+HONOVICH = "Honovich et al. 2022, Instruction Induction"
+PAPERS = {"samuel2024": SAMUEL, "albert_pll": ALBERT, "instruction_induction": HONOVICH}
+
+# The BERTs paper's labels -> our task names
+LABEL_TO_TASK = {
+    "BoolQ": "boolq", "CB": "cb", "COPA": "copa", "MultiRC": "multirc", "ReCoRD": "record",
+    "RTE": "rte", "WiC": "wic", "WSC": "wsc", "HellaSwag": "hellaswag", "StoryCloze": "storycloze",
+    "Winograd": "winograd", "Winogrande": "winogrande", "DE→EN": "wmt_de_en", "EN→DE": "wmt_en_de",
+    "FR→EN": "wmt_fr_en", "EN→FR": "wmt_en_fr", "RO→EN": "wmt_ro_en", "EN→RO": "wmt_en_ro",
+    "DE-EN": "wmt_de_en", "EN-DE": "wmt_en_de", "FR-EN": "wmt_fr_en", "EN-FR": "wmt_en_fr",
+    "RO-EN": "wmt_ro_en", "EN-RO": "wmt_en_ro", "NQs": "nq_open", "Natural Questions": "nq_open",
+    "TriviaQA": "triviaqa", "TriviaQA (wiki)": "triviaqa", "WebQs": "webqs", "Web Questions": "webqs",
+    "PIQA": "piqa", "ARC-C": "arc_challenge", "ARC (challenge)": "arc_challenge", "ARC-E": "arc_easy",
+    "ARC (easy)": "arc_easy", "OpenBookQA": "openbookqa", "Average": "average",
+}
+II_TITLE_TO_TASK = {title: f"ii_{name}" for name, (title, _, _) in II_TASKS.items()}
+DEBERTA_SIZES = {"0.1B": 0.1e9, "0.4B": 0.4e9, "0.9B": 0.9e9, "1.4B": 1.4e9}  # as the paper names them
+GPT3_SIZES = {"Ada": 350e6, "Babbage": 1.3e9, "Curie": 6.7e9, "DaVinci": 175e9}  # Brown et al. 2020
+
+
+# ---------------------------------------------------------------- published tables
+
+
+def import_published(source_dir: str | Path, target_dir: str | Path = RESULTS_DIR) -> list[Path]:
+    """Copy the papers' CSV tables, adding ``paper`` and ``table`` to every row."""
+    written = []
+    for path in sorted(Path(source_dir).glob("*.csv")):
+        frame = pd.read_csv(path)
+        prefix = next(p for p in PAPERS if path.stem.startswith(p))
+        if "table" not in frame.columns:
+            number = path.stem[len(prefix):].lstrip("_").split("_")[0]
+            frame.insert(0, "table", f"Table {number.removeprefix('table')}" if number.startswith("table")
+                         else number)
+        frame.insert(0, "paper", PAPERS[prefix])
+        out = Path(target_dir) / path.name
+        out.parent.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(out, index=False)
+        written.append(out)
+    return written
+
+
+def _group(task: str, fallback: str = "") -> str:
+    return TASKS[task].group if task in TASKS else fallback
+
+
+def _samuel_main(frame: pd.DataFrame, few_shots: dict) -> list[dict]:
+    """Tables 1-4: GPT-3 1.3B vs DeBERTa 1.4B at 0, 1 and few shots."""
+    rows = []
+    for r in frame.to_dict("records"):
+        task = LABEL_TO_TASK.get(r["task"], r["task"])
+        label = r["shots"]
+        shots = {"0-shot": 0, "1-shot": 1}.get(label, few_shots.get(task))
+        metric = ("bleu" if r["table"] == "Table 3" else
+                  "exact_match" if task in ("nq_open", "triviaqa", "webqs") else "accuracy")
+        size = 1.3e9 if r["model"].startswith("GPT-3") else 1.4e9
+        rows.append(dict(paper=r["paper"], table=r["table"], task=task, task_label=r["task"],
+                         group=r["group"], model=r["model"], model_size=size, shots=shots,
+                         shots_label=label, metric=metric, value=r["value"]))
+    return rows
+
+
+def _samuel_table6(frame: pd.DataFrame) -> list[dict]:
+    """Table 6: every DeBERTa size, 0-shot (1.4B), 1-shot (all sizes), n-shot (1.4B)."""
+    rows, group = [], ""
+    metrics = {"acc.": "accuracy", "F1": "f1_macro", "EM acc.": "exact_match", "F1a": "multirc_f1a",
+               "BLEU": "bleu"}
+    for r in frame.to_dict("records"):
+        task = LABEL_TO_TASK.get(r["task"], r["task"])
+        group = _group(task, group)
+        metric = metrics.get(r["metric"], r["metric"])
+        if task == "multirc" and metric == "exact_match":
+            metric = "multirc_em"
+        if task == "record" and metric == "f1_macro":
+            metric = "token_f1"
+        for column in [c for c in frame.columns if "shot_" in c]:
+            kind, size = column.split("shot_")
+            shots = {"0": 0, "1": 1}.get(kind) if kind in ("0", "1") else (
+                int(r["n_shots"]) if str(r["n_shots"]).isdigit() else None)
+            rows.append(dict(paper=r["paper"], table=r["table"], task=task, task_label=r["task"],
+                             group=group, model=f"DeBERTa {size}", model_size=DEBERTA_SIZES[size],
+                             shots=shots, shots_label=f"{kind}-shot" if kind != "n" else "few-shot",
+                             metric=metric if task != "average" else "average",
+                             value=pd.to_numeric(r[column], errors="coerce"),
+                             variant=f"{r['split']} split" if r["split"] != "_" else ""))
+    return rows
+
+
+def _samuel_table5(frame):
+    return [dict(paper=r["paper"], table=r["table"], task="record", task_label="ReCoRD",
+                 group="SuperGLUE", model="DeBERTa 1.4B", model_size=1.4e9, shots=0,
+                 shots_label="0-shot", metric=metric, value=r[column], variant=r["ranking_method"])
+            for r in frame.to_dict("records")
+            for column, metric in (("ReCoRD_EM", "exact_match"), ("ReCoRD_F1", "token_f1"))]
+
+
+def _albert_table1(frame):
+    return [dict(paper=r["paper"], table=r["table"], task="winogradversarial",
+                 task_label="Winogradversarial", group="language modeling",
+                 model=f"{r['model_family_large']} (large)", shots=0, shots_label="0-shot",
+                 metric="accuracy", value=r[column], variant=variant)
+            for r in frame.to_dict("records")
+            for column, variant in (("finetuned_on_winogrande_acc", "fine-tuned on Winogrande"),
+                                    ("zero_shot_pll_acc", "zero-shot PLL"))]
+
+
+def _albert_table2(frame):
+    tasks = [c for c in frame.columns if c not in ("paper", "table", "model")]
+    return [dict(paper=r["paper"], table=r["table"], task="average" if t == "Average" else f"cats_{t}",
+                 task_label=t, group="CATS commonsense suite", model=r["model"], shots=0,
+                 shots_label="0-shot", metric="accuracy", value=round(100 * r[t], 2),
+                 variant="NormPLL")
+            for r in frame.to_dict("records") for t in tasks]
+
+
+def _albert_table3(frame):
+    return [dict(paper=r["paper"], table=r["table"], task=task, task_label=label,
+                 group="language modeling", model=r["model"], shots=0, shots_label="0-shot",
+                 metric="accuracy", value=r[column],
+                 variant=f"NormPLL, full sentence; checkpoint {r['model_size']}, "
+                         f"{r['gpu_time_hhmmss_4xV100']} on 4xV100")
+            for r in frame.to_dict("records")
+            for column, task, label in (("winograd_wsc_acc", "winograd", "Winograd (WSC273)"),
+                                        ("winogrande_train_xl_acc", "winogrande", "Winogrande (train_xl)"))]
+
+
+def _albert_table4(frame):
+    return [dict(paper=r["paper"], table=r["table"], task="timedial", task_label="TimeDial",
+                 group="language modeling", model=r["model"], shots=0, shots_label="0-shot",
+                 metric="2-best accuracy", value=round(100 * r["two_best_accuracy"], 2),
+                 variant=f"checkpoint {r['model_size']}")
+            for r in frame.to_dict("records")]
+
+
+def _honovich_table2(frame):
+    rows = []
+    for r in frame.to_dict("records"):
+        size = r["size"] if isinstance(r["size"], str) else ""
+        rows += [dict(paper=r["paper"], table=r["table"], task="instruction_induction",
+                      task_label="all 24 tasks", group="instruction induction",
+                      model=f"{r['family']} {size}".strip(),
+                      model_size=GPT3_SIZES.get(size) if r["family"] == "GPT-3" else None,
+                      shots=5, shots_label="5 demonstrations (induction)", metric=metric,
+                      value=r[column])
+                 for column, metric in (("bertscore", "bertscore"), ("execution_accuracy", "execution_accuracy"))]
+    return rows
+
+
+def _honovich_table4(frame):
+    rows = []
+    for r in frame.to_dict("records"):
+        task = II_TITLE_TO_TASK.get(r["task"], r["task"])
+        metric = TASKS[task].metrics[0] if task in TASKS else "accuracy"
+        rows += [dict(paper=r["paper"], table=r["table"], task=task, task_label=r["task"],
+                      group="instruction induction", model="GPT-3 DaVinci", model_size=175e9,
+                      shots=5, shots_label="5-shot", metric=metric, value=r["gpt3_incontext_acc"],
+                      variant="in-context"),
+                 dict(paper=r["paper"], table=r["table"], task=task, task_label=r["task"],
+                      group="instruction induction", model="InstructGPT DaVinci", shots=5,
+                      shots_label="5-shot", metric=metric, value=r["instructgpt_incontext_acc"],
+                      variant="in-context"),
+                 dict(paper=r["paper"], table=r["table"], task=task, task_label=r["task"],
+                      group="instruction induction", model="human annotators", shots=5,
+                      shots_label="5 demonstrations (induction)", metric="correct instructions (%)",
+                      value=r["human_study_correct_pct"], variant="human study")]
+    return rows
+
+
+READERS = {
+    "samuel2024_gpt3_vs_deberta.csv": None,  # needs the shots of table 6: handled in load_published
+    "samuel2024_table6_all_results.csv": _samuel_table6,
+    "samuel2024_table5_ranking_ablation.csv": _samuel_table5,
+    "albert_pll_table1_winogradversarial.csv": _albert_table1,
+    "albert_pll_table2_cats_suite_normpll.csv": _albert_table2,
+    "albert_pll_table3_winograd_winogrande.csv": _albert_table3,
+    "albert_pll_table4_timedial.csv": _albert_table4,
+    "instruction_induction_table2_overall.csv": _honovich_table2,
+    "instruction_induction_table4_incontext.csv": _honovich_table4,
+}
+
+
+def load_published(folder: str | Path = RESULTS_DIR) -> pd.DataFrame:
+    """All published numbers, tidy (one row per number)."""
+    folder = Path(folder)
+    missing = [name for name in READERS if not (folder / name).is_file()]
+    if missing:
+        raise ValueError(f"Published tables missing in '{folder}': {', '.join(missing)}. Run "
+                         f"python -m demo.results import-published ../shared/results")
+    table6 = pd.read_csv(folder / "samuel2024_table6_all_results.csv")
+    few_shots = {LABEL_TO_TASK.get(t, t): int(n) for t, n in zip(table6["task"], table6["n_shots"])
+                 if str(n).isdigit()}
+    rows = _samuel_main(pd.read_csv(folder / "samuel2024_gpt3_vs_deberta.csv"), few_shots)
+    for name, reader in READERS.items():
+        if reader is not None:
+            rows += reader(pd.read_csv(folder / name))
+    frame = pd.DataFrame(rows)
+    frame["source"] = "published"
+    return _columns(frame)
+
+
+# ---------------------------------------------------------------- our runs
+
+
+def load_ours(path: str | Path = OURS) -> pd.DataFrame:
+    """Our runs (summary rows of demo.evaluate), in the same columns as the published ones."""
+    path = Path(path)
+    if not path.is_file():
+        return _columns(pd.DataFrame(columns=COLUMNS))
+    frame = pd.read_csv(path)
+    frame = frame.assign(paper="ours", table="demo.evaluate", task_label=frame["title"],
+                         shots_label=frame["shots"].astype(str) + "-shot",
+                         value=frame["value"], variant=frame["method"].fillna("") + (
+                             " / " + frame["score"].fillna("")).where(frame["score"].notna(), ""),
+                         source="ours")
+    return _columns(frame)
+
+
+def add_runs(summary_csv: str | Path, target: str | Path = OURS) -> pd.DataFrame:
+    """Merge evaluate's summary rows into ours.csv (a rerun replaces the same run and metric)."""
+    new = pd.read_csv(summary_csv)
+    target = Path(target)
+    if target.is_file():
+        old = pd.read_csv(target)
+        keys = set(zip(new["run"], new["metric"]))
+        old = old[[(r, m) not in keys for r, m in zip(old["run"], old["metric"])]]
+        new = pd.concat([old, new], ignore_index=True)
+    new = new.sort_values(["task", "model", "shots", "metric"], kind="stable")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    new.to_csv(target, index=False)
+    return new
+
+
+def load_results(folder: str | Path = RESULTS_DIR) -> pd.DataFrame:
+    """Published numbers and our runs together."""
+    return pd.concat([load_published(folder), load_ours(Path(folder) / "ours.csv")], ignore_index=True)
+
+
+def _columns(frame: pd.DataFrame) -> pd.DataFrame:
+    for column in COLUMNS:
+        if column not in frame.columns:
+            frame[column] = None
+    frame = frame[COLUMNS].copy()
+    frame["shots"] = pd.to_numeric(frame["shots"], errors="coerce").astype("Int64")
+    frame["value"] = pd.to_numeric(frame["value"], errors="coerce")
+    frame["model_size"] = pd.to_numeric(frame["model_size"], errors="coerce")
+    frame["variant"] = frame["variant"].fillna("")
+    return frame
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m demo.results", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command")
+    p = sub.add_parser("import-published", help="copy the papers' tables into assets/results")
+    p.add_argument("source", help="folder with the papers' CSV tables (../shared/results)")
+    p = sub.add_parser("add-runs", help="merge a demo.evaluate summary.csv into assets/results/ours.csv")
+    p.add_argument("summary")
+    sub.add_parser("show", help="print how many numbers each paper contributes")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "import-published":
+            for path in import_published(args.source):
+                print(path)
+        elif args.command == "add-runs":
+            print(f"{len(add_runs(args.summary))} rows in {OURS}")
+        else:
+            frame = load_results()
+            print(frame.groupby(["source", "paper", "table"]).size().to_string())
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
