@@ -249,3 +249,116 @@ def pll_difference(first, second, first_label: str, second_label: str) -> go.Fig
         title=f"{second_label} minus {first_label}, per token (row label: change of the candidate's score)",
         height=130 + 52 * len(rows), margin=dict(l=10, r=10, t=50, b=40), plot_bgcolor="white")
     return figure
+
+
+# ---------------------------------------------------------------- results (Results tab)
+
+
+def model_family(model: str) -> str:
+    """'DeBERTa 1.4B' -> 'DeBERTa', 'GPT-3 Ada' -> 'GPT-3'; a one-word name is its own family."""
+    return model.split(" ")[0] if " " in model else model
+
+
+def _task_means(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Mean score over tasks per ``keys``: one number per model, task and shots.
+
+    Tasks of the registry (``demo.tasks``) use its group and its first metric (the papers' tables
+    name groups differently); other tasks keep theirs, with their most frequent metric. A number
+    printed in two tables counts once. Published "average" rows are left out: every point is the
+    plain mean of the tasks shown, so points stay comparable when a filter drops tasks (the papers'
+    own averages are in the table).
+    """
+    from .tasks import TASKS
+
+    rows = frame[(frame["task"] != "average") & frame["value"].notna()].copy()
+    if rows.empty:
+        return rows.assign(tasks=pd.Series(dtype=int), task_list=pd.Series(dtype=str))
+    registered = rows["task"].isin(list(TASKS))
+    rows.loc[registered, "group"] = rows.loc[registered, "task"].map(lambda t: TASKS[t].group)
+    frequent = rows.groupby("task")["metric"].agg(lambda m: m.value_counts().index[0])
+    primary = rows["task"].map(lambda t: TASKS[t].metrics[0] if t in TASKS else frequent[t])
+    rows = rows[rows["metric"] == primary].drop_duplicates(["model", "task", "shots_label", "metric"])
+    return (rows.groupby(keys, dropna=False)
+            .agg(value=("value", "mean"), tasks=("task", "nunique"),
+                 task_list=("task_label", lambda t: ", ".join(sorted(set(map(str, t))))))
+            .reset_index())
+
+
+FACETS_PER_ROW = 3
+
+
+def _facets(groups: list[str], title: str, y_title: str):
+    """One panel per task group, at most FACETS_PER_ROW a row; returns (figure, panel positions)."""
+    n = max(len(groups), 1)
+    cols = min(n, FACETS_PER_ROW)
+    rows = -(-n // cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=groups or [""],
+                        horizontal_spacing=0.07, vertical_spacing=0.16)
+    fig.update_layout(title=title, height=140 + 300 * rows, margin=dict(t=90, l=60, r=20, b=40),
+                      plot_bgcolor="white", legend=dict(orientation="h", y=-0.08, yanchor="top"))
+    for row in range(1, rows + 1):
+        fig.update_yaxes(title_text=y_title, row=row, col=1)
+    return fig, [(i // cols + 1, i % cols + 1) for i in range(n)]
+
+
+def accuracy_vs_size(frame: pd.DataFrame, title: str = "Score vs model size") -> go.Figure:
+    """The BERTs paper's Figure 1 from a tidy results table: one panel per task group, x =
+    parameters (log scale), y = mean score over the tasks shown, one line per model family and
+    number of shots (e.g. DeBERTa 0.1B -> 1.4B at 1 shot next to GPT-3 1.3B)."""
+    sized = frame[frame["model_size"].notna()].assign(family=lambda f: f["model"].map(model_family))
+    means = _task_means(sized, ["group", "family", "model", "model_size", "shots_label"])
+    groups = list(dict.fromkeys(means["group"])) if len(means) else []
+    fig, panels = _facets(groups, title, "mean score (%) over the tasks shown")
+    colours = _colours(means["family"].unique() if len(means) else [])
+    shown = set()
+    for (row, col), group in zip(panels, groups):
+        for (family, shots), line in means[means["group"] == group].groupby(["family", "shots_label"]):
+            line = line.sort_values("model_size")
+            name = f"{family}, {shots}"
+            fig.add_trace(go.Scatter(
+                x=line["model_size"], y=line["value"], mode="lines+markers", name=name,
+                legendgroup=name, showlegend=name not in shown,
+                marker=dict(color=colours[family], symbol=_symbol(shots), size=9),
+                line=dict(color=colours[family], dash="solid" if shots != "0-shot" else "dot"),
+                customdata=line[["model", "tasks", "task_list"]].values,
+                hovertemplate="%{customdata[0]}, " + shots + "<br>mean %{y:.1f} over %{customdata[1]} "
+                              "task(s): %{customdata[2]}<extra></extra>"), row=row, col=col)
+            shown.add(name)
+        fig.update_xaxes(type="log", title_text="parameters", row=row, col=col)
+    return fig
+
+
+def accuracy_vs_shots(frame: pd.DataFrame, title: str = "Score vs number of shots") -> go.Figure:
+    """The BERTs paper's Figure 4 from a tidy results table: one panel per task group, x = shots
+    (0, 1, few), y = mean score over the tasks shown, one line per model (DeBERTa vs GPT-3)."""
+    means = _task_means(frame, ["group", "model", "shots_label"])
+    order = (frame.assign(order=frame["shots"].astype("Float64").fillna(1e6)).groupby("shots_label")["order"]
+             .min().sort_values().index.tolist())
+    groups = list(dict.fromkeys(means["group"])) if len(means) else []
+    fig, panels = _facets(groups, title, "mean score (%) over the tasks shown")
+    colours = _colours(means["model"].unique() if len(means) else [])
+    shown = set()
+    for (row, col), group in zip(panels, groups):
+        for model, line in means[means["group"] == group].groupby("model"):
+            line = line.assign(rank=line["shots_label"].map(order.index)).sort_values("rank")
+            fig.add_trace(go.Scatter(
+                x=line["shots_label"], y=line["value"], mode="lines+markers", name=model,
+                legendgroup=model, showlegend=model not in shown,
+                marker=dict(color=colours[model], size=9), line=dict(color=colours[model]),
+                customdata=line[["tasks", "task_list"]].values,
+                hovertemplate=model + ", %{x}<br>mean %{y:.1f} over %{customdata[0]} task(s): "
+                                      "%{customdata[1]}<extra></extra>"), row=row, col=col)
+            shown.add(model)
+        fig.update_xaxes(type="category", categoryorder="array", categoryarray=order,
+                         title_text="shots", row=row, col=col)
+    return fig
+
+
+def _colours(names) -> dict:
+    palette = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
+               "#7f7f7f", "#bcbd22", "#17becf"]
+    return {name: palette[i % len(palette)] for i, name in enumerate(names)}
+
+
+def _symbol(shots_label: str) -> str:
+    return {"0-shot": "circle-open", "1-shot": "circle", "few-shot": "diamond"}.get(shots_label, "square")
