@@ -406,6 +406,11 @@ def score_candidates(lm, context: str, candidates: list[str], *,
     score(candidate | unconditional_context) (GPT-3's normalisation for ARC and OpenBookQA).
     Other keyword arguments are those of :func:`score_batch`.
     """
+    return score_candidate_sets(lm, [(context, candidates)],
+                                unconditional_context=unconditional_context, **kwargs)[0]
+
+
+def _check_candidates(context, candidates) -> None:
     if not isinstance(context, str):
         raise ValueError(f"The context must be a string, not {type(context).__name__}.")
     if isinstance(candidates, str) or not candidates:
@@ -413,17 +418,37 @@ def score_candidates(lm, context: str, candidates: list[str], *,
     for candidate in candidates:
         if not isinstance(candidate, str) or not candidate.strip():
             raise ValueError(f"Every candidate needs some non-whitespace text; got {candidate!r}.")
-    unique = list(dict.fromkeys(candidates))
-    items = [(context, join(context, c)) for c in unique]
-    if unconditional_context is not None:
-        items += [(unconditional_context, join(unconditional_context, c)) for c in unique]
-    scores = score_batch(lm, items, **kwargs)
 
-    by_candidate = {}
-    for k, candidate in enumerate(unique):
-        result = replace(scores[k], candidate=candidate)
-        if unconditional_context is not None:
-            unconditional = scores[len(unique) + k].score
-            result = replace(result, unconditional=unconditional, score=result.score - unconditional)
-        by_candidate[candidate] = result
-    return [by_candidate[c] for c in candidates]
+
+def score_candidate_sets(lm, requests: list[tuple[str, list[str]]], *,
+                         unconditional_context: str | None = None,
+                         **kwargs) -> list[list[CandidateScore]]:
+    """:func:`score_candidates` for many (context, candidates) at once, batched together.
+
+    Every masked copy of every candidate of every request shares the sub-batches, so many small
+    requests (a benchmark's examples) run as fast as one large one.
+    """
+    for context, candidates in requests:
+        _check_candidates(context, candidates)
+    items = [(context, join(context, c)) for context, candidates in requests
+             for c in dict.fromkeys(candidates)]
+    if unconditional_context is not None:
+        neutral = [(unconditional_context, join(unconditional_context, completion))
+                   for _, completion in items]
+        scores = score_batch(lm, items + neutral, **kwargs)
+        conditional, unconditional = scores[:len(items)], scores[len(items):]
+    else:
+        conditional, unconditional = score_batch(lm, items, **kwargs), None
+
+    results, k = [], 0
+    for context, candidates in requests:
+        by_candidate = {}
+        for candidate in dict.fromkeys(candidates):
+            result = replace(conditional[k], candidate=candidate)
+            if unconditional is not None:
+                result = replace(result, unconditional=unconditional[k].score,
+                                 score=result.score - unconditional[k].score)
+            by_candidate[candidate] = result
+            k += 1
+        results.append([by_candidate[c] for c in candidates])
+    return results

@@ -124,3 +124,14 @@ def test_bad_options(tiny_model, family, kwargs, message):
 def test_whitespace_completion_in_a_batch_is_refused(tiny_model):
     with pytest.raises(ValueError, match="no tokens to score"):
         score_batch(tiny_model("bert"), [("A", "   ")], progress=False)
+
+
+def test_many_candidate_sets_batched_together(tiny_model):
+    lm = tiny_model("roberta")
+    requests = [("I like", ["tea", "green tea"]), ("The sky is", ["blue.", "tea"])]
+    results = pll.score_candidate_sets(lm, requests, method="within_word_l2r", progress=False)
+    assert [[r.candidate for r in rs] for rs in results] == [c for _, c in requests]
+    for (context, candidates), scores in zip(requests, results):
+        for candidate, result in zip(candidates, scores):
+            expected = naive_scores(lm, context, " " + candidate, "within_word_l2r")
+            assert result.total == pytest.approx(sum(e[1] for e in expected), abs=1e-4)
