@@ -322,7 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m demo.evaluate", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", help="Hub id, local model folder or .gguf file")
-    parser.add_argument("--task", action="append", default=[], help="task name (repeatable); see --list")
+    parser.add_argument("--task", action="append", default=[],
+                        help="task name (repeatable, or comma-separated); NAME:N sets --limit N for "
+                             "that task only; see --list")
     parser.add_argument("--shots", type=int, default=None, help="demonstrations (default: the paper's)")
     parser.add_argument("--limit", type=int, default=None, help="evaluate a fixed sample of N items")
     parser.add_argument("--seed", type=int, default=0)
@@ -353,20 +355,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.model or not args.task:
             raise ValueError("Give --model and at least one --task (python -m demo.evaluate --list shows the tasks).")
-        tasks = [get_task(name) for arg in args.task for name in arg.split(",") if name]
+        tasks = [_task_and_limit(name, args.limit) for arg in args.task for name in arg.split(",") if name]
         if args.threads:
             import torch
             torch.set_num_threads(args.threads)
         from .models import load_model
         lm = load_model(args.model, kind=args.kind, device=args.device)
-        settings = dict(shots=args.shots, limit=args.limit, seed=args.seed, repetitions=args.repetitions,
+        settings = dict(shots=args.shots, seed=args.seed, repetitions=args.repetitions,
                         method=args.method, right_masks=args.right_masks, score=args.score,
                         chunk_size=args.chunk_size, execute_limit=args.execute_limit,
                         max_new_tokens=args.max_new_tokens,
                         data_root=args.data_root, progress=not args.no_progress,
                         command="python -m demo.evaluate " + shlex.join(argv))
-        for task in tasks:
-            for row in evaluate(lm, task, args.output_dir, RunSettings(**settings)):
+        for task, limit in tasks:
+            for row in evaluate(lm, task, args.output_dir, RunSettings(limit=limit, **settings)):
                 print(f"{row['task']:24s} {row['model']:28s} {row['shots']:>3d}-shot "
                       f"{row['metric']:16s} {row['value']:6.2f} ± {row['stderr']} (n={row['n']}, "
                       f"{row['seconds']:.0f} s)", flush=True)
@@ -374,6 +376,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0
+
+
+def _task_and_limit(spec: str, default_limit: int | None) -> tuple[Task, int | None]:
+    """"copa" or "copa:100" (a limit for this task only)."""
+    name, _, limit = spec.partition(":")
+    if limit and not limit.isdigit():
+        raise ValueError(f"In --task {spec!r}, what follows ':' must be a number of items.")
+    return get_task(name.strip()), int(limit) if limit else default_limit
 
 
 if __name__ == "__main__":
