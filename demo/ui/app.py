@@ -1,17 +1,62 @@
-"""Placeholder page until the app issue lands: the Space must serve something."""
+"""The Gradio app: four tabs that make masked vs causal LMs visible, assembled from demo/ui/*.
+
+``build_app()`` only builds components (no model, no torch import), so the page is served within
+seconds; ``launch()`` adds the queue (a concurrency limit shared by every model-running event,
+and a bounded queue length) and then imports the torch-heavy core in the background, so the
+first request does not pay for it.
+"""
 
 import os
 
 import gradio as gr
 
+from ..catalog import LOCAL_MODELS_VAR, Catalog, build_catalog
+from . import length_probe, prompting, ranking, results_tab
+from .common import import_core_in_background
 
-def build_app() -> gr.Blocks:
-    with gr.Blocks(title="MLMs are generative in-context learners") as app:
-        gr.Markdown("# Masked language models are generative in-context learners\n"
-                    "The interactive tabs are being built.")
+TITLE = "Masked language models are generative in-context learners"
+
+INTRO = f"""
+# {TITLE}
+BERT-style **masked** LMs (BERT, RoBERTa, ALBERT, DeBERTa, ModernBERT) were trained to fill in
+blanks, yet they can **generate** text from a few-shot prompt and **rank** answers in context,
+like GPT-style **causal** LMs (Samuel 2024, *BERTs are Generative In-Context Learners*). Each tab
+puts one masked LM and one causal LM side by side on the same input. Models load on first use
+(local ones offline; Hub ones download), so the first request with a model takes longer.
+"""
+
+
+def build_app(catalog: Catalog | None = None) -> gr.Blocks:
+    catalog = catalog or build_catalog()
+    with gr.Blocks(title=TITLE) as app:
+        gr.Markdown(INTRO)
+        if catalog.problems:
+            gr.Markdown("**Model setting problems:** " + " ".join(catalog.problems), elem_id="catalog-problems")
+        if not any(m.local for m in catalog.models):
+            gr.Markdown(f"<sub>No local models configured: set `{LOCAL_MODELS_VAR}` to model folders "
+                        f"or .gguf files (separated by `{os.pathsep}`) to use models offline.</sub>")
+        with gr.Tabs():
+            with gr.Tab("Prompting", id="prompting"):
+                prompting.build(catalog)
+            with gr.Tab("Ranking", id="ranking"):
+                ranking.build(catalog)
+            with gr.Tab("Length probe", id="length"):
+                length_probe.build(catalog)
+            with gr.Tab("Results", id="results"):
+                first_view = results_tab.build()
+        if first_view is not None:
+            app.load(*first_view, api_visibility="private")
     return app
 
 
-def launch(app: gr.Blocks) -> None:
-    app.queue(default_concurrency_limit=2).launch(
-        server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
+def launch(app: gr.Blocks, **kwargs) -> None:
+    concurrency = int(os.environ.get("DEMO_CONCURRENCY", "1"))  # model runs at a time
+    app.queue(default_concurrency_limit=concurrency,
+              max_size=int(os.environ.get("DEMO_QUEUE_SIZE", "32")))
+    options = dict(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                   ssr_mode=False, show_error=False, footer_links=["api", "gradio"],
+                   prevent_thread_lock=True)
+    options.update(kwargs)
+    app.launch(**options)
+    import_core_in_background()
+    app.block_thread()

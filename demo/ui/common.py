@@ -9,6 +9,8 @@ the app keeps serving.
 import functools
 import json
 import logging
+import threading
+import time
 from pathlib import Path
 
 import gradio as gr
@@ -54,9 +56,48 @@ def on_gpu(fn):
     return spaces.GPU(duration=120)(fn)
 
 
+# The app imports torch and the engines in a background thread once the page is served
+# (import_core_in_background). A request arriving meanwhile must wait: importing transformers from
+# two threads at once can fail ("cannot import name 'AutoConfig'") on its lazy module.
+_CORE_IMPORT = threading.Lock()
+
+
+CORE_READY_MESSAGE = "demo: core imported"  # printed once done (benchmarks/bench_app.py waits for it)
+
+
+def _import_core() -> None:
+    start = time.perf_counter()
+    try:
+        from .. import generation, haystack, models, pll  # noqa: F401
+        print(f"{CORE_READY_MESSAGE} in {time.perf_counter() - start:.1f} s", flush=True)
+    except Exception:  # the handler will import again and show the error in the page
+        log.exception("background import of the core failed")
+    finally:
+        _CORE_IMPORT.release()  # taken by import_core_in_background (a Lock may be released here)
+
+
+def import_core_in_background() -> threading.Thread:
+    """Start importing torch, transformers and the engines; handlers wait until it is done."""
+    _CORE_IMPORT.acquire()  # taken before the thread starts: no request can slip in between
+    thread = threading.Thread(target=_import_core, name="import-core", daemon=True)
+    thread.start()
+    return thread
+
+
+def _wait_for_core(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with _CORE_IMPORT:
+            pass
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
 def handler(fn):
-    """What every event handler gets: page errors, and a GPU slot on ZeroGPU."""
-    return shows_errors(on_gpu(fn))
+    """What every model-running handler gets: page errors, a GPU slot on ZeroGPU, and a wait for
+    the background import of the core."""
+    return shows_errors(_wait_for_core(on_gpu(fn)))
 
 
 def load(name: str, kind: str):

@@ -30,6 +30,31 @@ Only the candidate is scored unless *Score* says *full text*.
 """
 
 
+FEW_SHOT_PRESETS = {"copa": 3, "winograd": 2}  # task -> shots, from the examples shipped in assets/
+
+
+def task_presets() -> list[dict]:
+    """Few-shot ranking presets built by the task registry: the paper's templates, in context."""
+    from ..fewshot import choice_items, sample_demonstrations
+    from ..tasks import get_task, preset_examples
+
+    presets = []
+    for name, shots in FEW_SHOT_PRESETS.items():
+        try:
+            task = get_task(name)
+            examples = preset_examples(task)
+        except ValueError:  # the shipped examples are missing: no such preset
+            continue
+        item = examples[-1]
+        demos = sample_demonstrations(examples, shots, seed=0, item=item, same_split=True)
+        items = choice_items(task, item, demos, score="answer")  # one shared context per item
+        presets.append(dict(
+            name=f"{task.title}, {shots}-shot in context (the paper's template)",
+            source=f"demo.tasks preset examples; {task.license}", context=items[0][0],
+            candidates=[completion.strip() for _, completion in items], answer=item.label))
+    return presets
+
+
 def _scoring_options(method, right_masks, normalize, scope, unconditional):
     options = dict(normalize=bool(normalize), scope=scope, progress=True,
                    unconditional_context=(unconditional.strip() or None) if unconditional else None)
@@ -127,7 +152,7 @@ def compare_variants(context, candidates, model_name, method, compare_method, ri
 
 def build(catalog: Catalog) -> None:
     """The Ranking tab's components and events (call inside a gr.Blocks/gr.Tab context)."""
-    presets = read_presets("ranking")
+    presets = read_presets("ranking") + task_presets()
     gr.Markdown(HELP)
     first = presets[0] if presets else {"context": "", "candidates": []}
     preset = gr.Dropdown(

@@ -1,0 +1,157 @@
+"""Length probe tab: the BERTs paper's needle in a haystack, run live on a small grid, two models.
+
+Wiring only: ``demo.haystack.run_grid`` runs the grid, ``demo.plots.needle_heatmap`` draws it;
+precomputed grids are the CSV files in ``assets/needle_grids/``.
+"""
+
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from ..catalog import Catalog
+from .common import ASSETS, handler, load, model_note, model_picker
+from .limits import LIMITS, check_grid, parse_numbers
+
+GRIDS = ASSETS / "needle_grids"
+
+HELP = """
+A random 6-digit number is hidden in public-domain filler text at some **depth** (0 = start,
+1 = end), the whole prompt being **length** tokens long; the model must answer with exactly 6
+digits. A cell shows the share of runs answered exactly. Models with absolute positions (BERT,
+RoBERTa, ALBERT, OPT, GPT-2) cannot read past their limit: those cells say so instead of running.
+DeBERTa's relative positions let it go beyond the 512 tokens it was trained on (the paper's
+Figure 3). Small grids run here live; larger ones computed offline are listed at the bottom.
+"""
+
+
+def precomputed_grids() -> list[tuple[str, str]]:
+    """(label, value) for every model of every grid CSV in assets/needle_grids/."""
+    choices = []
+    for path in sorted(GRIDS.glob("*.csv")) if GRIDS.is_dir() else []:
+        try:
+            models = pd.read_csv(path, usecols=["model"], dtype=str)["model"].unique()
+        except (ValueError, OSError):  # not a grid file: not offered
+            continue
+        choices += [(f"{model} ({path.name})", f"{path.name}::{model}") for model in models]
+    return choices
+
+
+MIN_PLOT_HEIGHT = 320  # Gradio's plotly.js fails ("axis scaling") on a one-row grid drawn shorter
+
+
+def _figure(table: pd.DataFrame, title: str, lm=None):
+    from ..plots import needle_heatmap
+
+    figure = needle_heatmap(table, title=title,
+                            pretrained_length=getattr(lm, "pretrained_length", None),
+                            max_length=getattr(lm, "max_length", None))
+    figure.update_layout(height=max(figure.layout.height or 0, MIN_PLOT_HEIGHT))
+    return figure
+
+
+def _short(name: str) -> str:
+    """A model's name as a plot title: a local path becomes its folder or file name."""
+    return Path(name).name if name.startswith(("/", ".", "~")) else name
+
+
+def _summary(lm, table: pd.DataFrame) -> str:
+    answered = table[table["status"] == "ok"]
+    beyond = int((table["status"] == "beyond_limit").sum())
+    accuracy = f"{answered['correct'].mean():.0%}" if len(answered) else "n/a"
+    return (f"{model_note(lm)}  \n{len(table)} runs · exact match {accuracy} over {len(answered)} "
+            f"answered" + (f" · {beyond} beyond the model's {lm.max_length}-token limit" if beyond else ""))
+
+
+def _run(model_name, kind, lengths, depths, repetitions, seed):
+    from ..haystack import run_grid  # torch: imported on first use
+
+    lengths = parse_numbers(lengths, "length", int, 16, None)
+    depths = parse_numbers(depths, "depth", float, 0.0, 1.0)
+    check_grid(lengths, depths, repetitions)
+    lm = load(model_name, kind)
+    table = run_grid(lm, lengths, depths, int(repetitions), seed=int(seed or 0), progress=True)
+    return lm, table
+
+
+@handler
+def probe_masked(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
+    lm, table = _run(model_name, "masked", lengths, depths, repetitions, seed)
+    return _figure(table, _short(lm.name), lm), _summary(lm, table), table
+
+
+@handler
+def probe_causal(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
+    if not model_name:
+        return None, "*Skipped: no second model picked.*", None
+    lm, table = _run(model_name, "causal", lengths, depths, repetitions, seed)
+    return _figure(table, _short(lm.name), lm), _summary(lm, table), table
+
+
+@handler
+def show_precomputed(choice):
+    if not choice:
+        return None, ""
+    name, _, model = choice.partition("::")
+    path = GRIDS / name
+    if not path.is_file():
+        raise ValueError(f"No precomputed grid named {name!r}.")
+    table = pd.read_csv(path, dtype={"needle": str, "answer": str, "model": str})
+    rows = table[table["model"] == model]
+    if rows.empty:
+        raise ValueError(f"{name} holds no runs of {model!r}.")
+    return (_figure(rows, _short(model)),
+            f"`{name}`: {len(rows)} runs of {model}, computed offline with `python -m demo.haystack`.")
+
+
+def build(catalog: Catalog) -> None:
+    """The Length probe tab's components and events (call inside a gr.Blocks/gr.Tab context)."""
+    gr.Markdown(HELP)
+    with gr.Row():
+        masked_model = model_picker(catalog, "masked", "Masked LM", "probe-mlm")
+        causal_model = model_picker(catalog, "causal", "Compare with (causal LM)", "probe-causal",
+                                    with_none=True)
+    with gr.Row():
+        lengths = gr.Textbox(
+            value="128, 256", label="Lengths (tokens)", elem_id="probe-lengths",
+            info=f"Total prompt lengths in tokens, separated by commas (at most "
+                 f"{LIMITS.grid_tokens:,} here; the paper went to 12,288).")
+        depths = gr.Textbox(
+            value="0, 0.5, 1", label="Needle depths", elem_id="probe-depths",
+            info="Where the needle sits, 0 (start) to 1 (end), separated by commas.")
+        repetitions = gr.Slider(1, 5, value=1, step=1, label="Repetitions",
+                                info="Runs per cell, each with another needle and filler.")
+        seed = gr.Number(value=0, precision=0, label="Seed",
+                         info="Seed for the needles and the filler's starting point.")
+    gr.Markdown(f"<sub>At most {LIMITS.grid_cells} runs (lengths x depths x repetitions) per "
+                f"request.</sub>")
+    run = gr.Button("Run the grid", variant="primary", elem_id="probe-run")
+    with gr.Row():
+        with gr.Column():
+            masked_plot = gr.Plot(label="Masked LM", elem_id="probe-mlm-plot")
+            masked_summary = gr.Markdown(elem_id="probe-mlm-summary")
+        with gr.Column():
+            causal_plot = gr.Plot(label="Causal LM", elem_id="probe-causal-plot")
+            causal_summary = gr.Markdown(elem_id="probe-causal-summary")
+    with gr.Accordion("Every run (needle, answer, seconds)", open=False):
+        with gr.Row():
+            masked_table = gr.Dataframe(label="Masked LM runs", interactive=False)
+            causal_table = gr.Dataframe(label="Causal LM runs", interactive=False)
+    gr.Markdown("### Precomputed grids")
+    grids = precomputed_grids()
+    first = grids[0][1] if grids else None
+    precomputed = gr.Dropdown(
+        choices=grids, value=first, label="Precomputed grid", elem_id="probe-precomputed",
+        info="Larger grids computed offline with `python -m demo.haystack` (assets/needle_grids/).")
+    # Callables: computed when a page loads, not when the app starts.
+    precomputed_note = gr.Markdown(lambda: show_precomputed(first)[1] if first else "*None bundled.*")
+    precomputed_plot = gr.Plot(lambda: show_precomputed(first)[0] if first else None,
+                               label="Precomputed grid", elem_id="probe-precomputed-plot")
+
+    inputs = [lengths, depths, repetitions, seed]
+    run.click(probe_masked, [masked_model] + inputs, [masked_plot, masked_summary, masked_table],
+              api_name="probe_mlm", concurrency_id="models")
+    run.click(probe_causal, [causal_model] + inputs, [causal_plot, causal_summary, causal_table],
+              api_name="probe_causal", concurrency_id="models")
+    precomputed.change(show_precomputed, precomputed, [precomputed_plot, precomputed_note],
+                       api_visibility="private")

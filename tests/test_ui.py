@@ -1,0 +1,155 @@
+"""The app without a browser: model catalog, input caps, error wiring, every control labelled.
+
+The browser test (tests/test_browser.py) drives the served page; these check the pieces it
+cannot see cheaply.
+"""
+
+import json
+import os
+
+import gradio as gr
+import pytest
+
+from demo.catalog import HUB_MODELS, LOCAL_MODELS_VAR, build_catalog
+from demo.ui.common import shows_errors
+from demo.ui.limits import Limits, check_grid, check_text, parse_candidates, parse_numbers
+from tests.conftest import STANDIN_MLM, needs_shared
+
+
+def _model_folder(root, name, architecture):
+    folder = root / name
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"architectures": [architecture]}))
+    return folder
+
+
+# ---------------------------------------------------------------- catalog
+
+
+def test_catalog_reads_local_models_and_prefers_them(tmp_path, monkeypatch):
+    monkeypatch.setattr("demo.catalog._smollm2_gguf", lambda: None)
+    mlm = _model_folder(tmp_path, "my-mlm", "BertForMaskedLM")
+    clm = _model_folder(tmp_path, "my-clm", "GPT2LMHeadModel")
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+    env = {LOCAL_MODELS_VAR: os.pathsep.join([str(mlm), str(tmp_path / "missing"), str(clm), str(gguf)])}
+
+    catalog = build_catalog(env)
+
+    assert catalog.default("masked").name == str(mlm)
+    assert catalog.default("causal").name == str(clm)
+    local = [m for m in catalog.models if m.local]
+    assert [(m.name, m.kind) for m in local] == [(str(mlm), "masked"), (str(clm), "causal"),
+                                                  (str(gguf), "causal")]
+    assert all("local" in m.label for m in local)
+    assert len(catalog.problems) == 1 and "missing" in catalog.problems[0]
+    # the curated Hub list follows, none of it marked local
+    assert [m.name for m in catalog.models[3:]] == [m.name for m in HUB_MODELS]
+
+
+def test_catalog_without_local_models_defaults_to_hub_models(monkeypatch):
+    monkeypatch.setattr("demo.catalog._smollm2_gguf", lambda: None)
+    catalog = build_catalog({})
+    masked, causal = catalog.default("masked"), catalog.default("causal")
+    assert not masked.local and masked.kind == "masked" and "/" in masked.name
+    assert not causal.local and causal.kind == "causal"
+    assert "standin" not in masked.name and "shared" not in masked.name
+    kinds = {m.kind for m in HUB_MODELS}
+    assert kinds == {"masked", "causal"}
+    assert {"microsoft/deberta-v2-xxlarge", "ltg/deberta-xxlarge-fixed", "albert/albert-xxlarge-v2",
+            "facebook/opt-1.3b"} <= {m.name for m in HUB_MODELS}
+
+
+def test_catalog_finds_the_same_smollm2_file_as_models():
+    from demo.catalog import _smollm2_gguf
+    from demo.models import smollm2_gguf
+    assert _smollm2_gguf() == smollm2_gguf()
+
+
+def test_remote_code_models_in_the_catalog_are_allowlisted():
+    from demo.models import REMOTE_CODE_ALLOWLIST
+    ltg = {m.name for m in HUB_MODELS if m.name.startswith("ltg/")}
+    assert ltg and ltg <= REMOTE_CODE_ALLOWLIST
+
+
+# ---------------------------------------------------------------- input caps
+
+
+def test_candidates_are_parsed_one_per_line_within_caps():
+    assert parse_candidates("  a cat \n\n dog\n") == ["a cat", "dog"]
+    with pytest.raises(ValueError, match="at least 2"):
+        parse_candidates("only one\n   \n")
+    with pytest.raises(ValueError, match="at most 8"):
+        parse_candidates("\n".join(f"c{i}" for i in range(9)))
+    with pytest.raises(ValueError, match="characters"):
+        parse_candidates("short\n" + "x" * 401)
+
+
+def test_text_and_grid_caps():
+    limits = Limits(prompt_chars=10, grid_cells=4, grid_tokens=1000)
+    assert check_text("0123456789", "prompt", limits.prompt_chars) == "0123456789"
+    with pytest.raises(ValueError, match="11 characters"):
+        check_text("01234567890", "prompt", limits.prompt_chars)
+    with pytest.raises(ValueError, match="empty"):
+        check_text("  \n", "prompt")
+    assert parse_numbers("512, 256 256", "length") == [256, 512]
+    with pytest.raises(ValueError, match="numbers"):
+        parse_numbers("256, lots", "length")
+    with pytest.raises(ValueError, match="between 0.0 and 1.0"):
+        parse_numbers("0.5, 1.5", "depth", float, 0.0, 1.0)
+    check_grid([128, 256], [0.0, 1.0], 1, limits)
+    with pytest.raises(ValueError, match="= 8 runs"):
+        check_grid([128, 256], [0.0, 1.0], 2, limits)
+    with pytest.raises(ValueError, match="1,000 tokens"):
+        check_grid([2048], [0.0], 1, limits)
+
+
+# ---------------------------------------------------------------- errors become page messages
+
+
+def test_errors_become_page_messages_without_traceback():
+    @shows_errors
+    def bad_input(x):
+        raise ValueError("The prompt is empty: type something.")
+
+    @shows_errors
+    def broken(x):
+        raise RuntimeError("shape mismatch in layer 3")
+
+    with pytest.raises(gr.Error) as caught:
+        bad_input(1)
+    assert caught.value.message == "The prompt is empty: type something."
+    with pytest.raises(gr.Error) as caught:
+        broken(1)
+    assert "RuntimeError: shape mismatch in layer 3" in caught.value.message
+    assert "Traceback" not in caught.value.message
+
+
+@needs_shared
+def test_unloadable_model_is_a_page_message():
+    from demo.ui.ranking import rank_masked
+    with pytest.raises(gr.Error, match="not exist|neither"):
+        rank_masked("ctx", "a\nb", "/no/such/model/folder", "right_masks", 2, False, "completion", "")
+
+
+# ---------------------------------------------------------------- the page
+
+
+INPUTS = (gr.Textbox, gr.Dropdown, gr.Slider, gr.Radio, gr.Checkbox, gr.Number, gr.CheckboxGroup)
+
+
+@needs_shared
+def test_every_control_has_a_label_and_help_and_defaults_pick_local_models(monkeypatch):
+    from demo.ui.app import build_app
+    monkeypatch.setenv(LOCAL_MODELS_VAR, str(STANDIN_MLM))
+    catalog = build_catalog()
+    app = build_app(catalog)
+    controls = [b for b in app.blocks.values() if isinstance(b, INPUTS) and b.interactive is not False]
+    assert len(controls) >= 30
+    unlabelled = [(type(c).__name__, c.elem_id) for c in controls if not c.label or not c.info]
+    assert unlabelled == []
+    pickers = {c.elem_id: c.value for c in controls if isinstance(c, gr.Dropdown) and c.elem_id
+               and c.elem_id.endswith(("-mlm", "-causal"))}
+    assert pickers["gen-mlm"] == pickers["rank-mlm"] == pickers["probe-mlm"] == str(STANDIN_MLM)
+    smollm2 = catalog.default("causal")
+    assert pickers["gen-causal"] == pickers["rank-causal"] == smollm2.name

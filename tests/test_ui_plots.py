@@ -1,0 +1,103 @@
+"""The app's figures, from hand-made inputs whose cells and means are computed here by hand."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from demo.pll import CandidateScore, TokenScore
+from demo.plots import accuracy_vs_shots, accuracy_vs_size, pll_difference, token_heatmap
+
+
+def _candidate(candidate: str, logprobs: list[float], pieces: list[str] | None = None) -> CandidateScore:
+    pieces = pieces or candidate.split()
+    text, tokens, position = "ctx ", [], 4
+    for piece, logprob in zip(pieces, logprobs):
+        start = len(text) + 1 if tokens else len(text)
+        text += (" " if tokens else "") + piece
+        tokens.append(TokenScore(token=piece, start=start, end=start + len(piece), logprob=logprob,
+                                 rank=1, masked=[]))
+        position += 1
+    total = sum(logprobs)
+    return CandidateScore(candidate=candidate, text=text, tokens=tokens, total=total,
+                          mean=total / len(logprobs), score=total)
+
+
+def test_token_heatmap_has_one_cell_per_token_best_candidate_first():
+    scores = [_candidate("a b c", [-1.0, -2.0, -3.0]), _candidate("d e", [-0.5, -0.25])]
+    trace = token_heatmap(scores).data[0]
+    # best first: "d e" (-0.75) above "a b c" (-6.0); the shorter row is padded with empty cells
+    assert list(trace.y) == ["1. d e", "2. a b c"]
+    assert [list(row) for row in trace.z] == [[-0.5, -0.25, None], [-1.0, -2.0, -3.0]]
+    assert [list(row) for row in trace.text] == [["d", "e", ""], ["a", "b", "c"]]
+    assert sum(1 for row in trace.z for v in row if v is not None) == 5
+
+
+def test_token_heatmap_keeps_rows_of_equal_or_whitespace_tokens_apart():
+    same = [_candidate("x y", [-1.0, -1.0]), _candidate("x y ", [-2.0, -2.0], ["x", " "])]
+    trace = token_heatmap(same).data[0]
+    assert len(set(trace.y)) == 2  # numbered labels: two rows even when the texts look alike
+    assert trace.text[1][1] == "␣"  # a whitespace-only token still gets a visible cell
+
+
+def test_pll_difference_is_second_minus_first_per_token():
+    one_mask = [_candidate("super.", [-1.0, -0.5], ["super", "."]),
+                _candidate("supercalifragilistic.", [-4.0, -0.1, -0.1], ["super", "cali", "."])]
+    right_masks = [_candidate("super.", [-1.5, -0.5], ["super", "."]),
+                   _candidate("supercalifragilistic.", [-4.0, -6.0, -3.0], ["super", "cali", "."])]
+    trace = pll_difference(one_mask, right_masks, "1 mask", "+2 right masks").data[0]
+    by_row = {label.split(" (")[0]: [v for v in row if v is not None] for label, row in zip(trace.y, trace.z)}
+    assert by_row["1. super."] == pytest.approx([-0.5, 0.0])
+    assert by_row["2. supercalifragilistic."] == pytest.approx([0.0, -5.9, -2.9])
+    assert "(Δ -8.80)" in trace.y[1]  # -13.0 - (-4.2)
+    with pytest.raises(ValueError, match="one variant only"):
+        pll_difference(one_mask, right_masks[:1], "a", "b")
+
+
+def _results(rows):
+    columns = ["paper", "table", "task", "task_label", "group", "model", "model_size", "shots",
+               "shots_label", "metric", "value", "variant", "source"]
+    frame = pd.DataFrame(rows, columns=columns)
+    frame["shots"] = frame["shots"].astype("Int64")
+    return frame
+
+
+def _points(figure):
+    return {(trace.name, str(x)): y for trace in figure.data for x, y in zip(trace.x, trace.y)}
+
+
+def test_accuracy_plots_average_the_tasks_shown_per_group():
+    rows = []
+    for model, size, kind in (("DeBERTa 0.1B", 1e8, "m"), ("DeBERTa 1.4B", 1.4e9, "m"), ("GPT-3 1.3B", 1.3e9, "c")):
+        for shots, label in ((0, "0-shot"), (1, "1-shot")):
+            for task, title, value in (("copa", "COPA", 60 + 10 * shots + size / 1e8),
+                                       ("rte", "RTE", 50 + 10 * shots)):
+                rows.append(["P", "T", task, title, "a table's own group name", model, size, shots, label,
+                             "accuracy", value, "", "published"])
+            # ignored: a published average, a second metric of a task, a number printed twice
+            rows.append(["P", "T", "average", "Average", "SuperGLUE", model, size, shots, label,
+                         "accuracy", 0.0, "", "published"])
+            rows.append(["P", "T", "cb", "CB", "SuperGLUE", model, size, shots, label, "f1_macro",
+                         0.0, "", "published"])
+            rows.append(["P", "T", "cb", "CB", "SuperGLUE", model, size, shots, label, "accuracy",
+                         40.0, "", "published"])
+            rows.append(["P", "T2", "cb", "CB", "SuperGLUE", model, size, shots, label, "accuracy",
+                         40.0, "", "published"])
+    frame = _results(rows)
+
+    size_points = _points(accuracy_vs_size(frame))
+    # mean of COPA, RTE, CB accuracy: (60 + 10s + size/1e8 + 50 + 10s + 40) / 3
+    for model, size in (("DeBERTa 0.1B", 1e8), ("DeBERTa 1.4B", 1.4e9)):
+        for shots in (0, 1):
+            expected = (60 + 10 * shots + size / 1e8 + 50 + 10 * shots + 40) / 3
+            assert math.isclose(size_points[(f"DeBERTa, {shots}-shot", str(size))], expected)
+    shot_figure = accuracy_vs_shots(frame)
+    shot_points = _points(shot_figure)
+    assert math.isclose(shot_points[("GPT-3 1.3B", "1-shot")], (60 + 10 + 13 + 50 + 10 + 40) / 3)
+    # the registry's group name replaces the table's ("SuperGLUE" for COPA, RTE and CB)
+    assert [a.text for a in shot_figure.layout.annotations] == ["SuperGLUE"]
+
+
+def test_accuracy_plots_accept_an_empty_selection():
+    empty = _results([])
+    assert accuracy_vs_size(empty).data == () and accuracy_vs_shots(empty).data == ()
