@@ -100,8 +100,9 @@ def handler(fn):
     return shows_errors(_wait_for_core(on_gpu(fn)))
 
 
-def load(name: str, kind: str):
-    """Load a model of ``kind`` from the picker's value (a catalog entry or what the user typed)."""
+def load(name: str, kind: str | None):
+    """Load a model from the picker's value (a catalog entry or what the user typed); ``kind``
+    "masked" or "causal", or None for the model's natural kind."""
     from ..models import REMOTE_CODE_ALLOWLIST, load_model  # torch: imported on first use
 
     if not name or not str(name).strip():
@@ -110,12 +111,17 @@ def load(name: str, kind: str):
     return load_model(name, kind=kind, trust_remote_code=name in REMOTE_CODE_ALLOWLIST)
 
 
-def model_picker(catalog: Catalog, kind: str, label: str, elem_id: str, with_none: bool = False):
-    """Dropdown of the catalog's models of one kind; a Hub id or local path may be typed in."""
-    choices = catalog.choices(kind)
+def model_picker(catalog: Catalog, kind: str, label: str, elem_id: str, with_none: bool = False,
+                 any_kind: bool = False):
+    """Dropdown of the catalog's models of ``kind`` (first, and the default) or, with
+    ``any_kind``, followed by those of the other kind; a Hub id or local path may be typed in."""
+    other = "causal" if kind == "masked" else "masked"
+    choices = catalog.choices(kind) + (catalog.choices(other) if any_kind else [])
     if with_none:
         choices = choices + [("(none: skip this side)", "")]
     what = "masked LM (BERT-like)" if kind == "masked" else "causal LM (GPT-like)"
+    if any_kind:
+        what += " or any other masked or causal LM"
     return gr.Dropdown(
         choices=choices, value=catalog.default(kind).name, label=label, elem_id=elem_id,
         allow_custom_value=True, filterable=True,

@@ -81,10 +81,11 @@ def probe_masked(model_name, lengths, depths, repetitions, seed, progress=gr.Pro
 
 
 @handler
-def probe_causal(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
+def probe_second(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
+    """The comparison model: a causal LM by default, or any model (its natural kind)."""
     if not model_name:
         return None, "*Skipped: no second model picked.*", None
-    lm, table = _run(model_name, "causal", lengths, depths, repetitions, seed)
+    lm, table = _run(model_name, None, lengths, depths, repetitions, seed)
     return _figure(table, _short(lm.name), lm), _summary(lm, table), table
 
 
@@ -109,8 +110,8 @@ def build(catalog: Catalog) -> None:
     gr.Markdown(HELP)
     with gr.Row():
         masked_model = model_picker(catalog, "masked", "Masked LM", "probe-mlm")
-        causal_model = model_picker(catalog, "causal", "Compare with (causal LM)", "probe-causal",
-                                    with_none=True)
+        causal_model = model_picker(catalog, "causal", "Compare with", "probe-causal",
+                                    with_none=True, any_kind=True)
     with gr.Row():
         lengths = gr.Textbox(
             value="128, 256", label="Lengths (tokens)", elem_id="probe-lengths",
@@ -131,12 +132,12 @@ def build(catalog: Catalog) -> None:
             masked_plot = gr.Plot(label="Masked LM", elem_id="probe-mlm-plot")
             masked_summary = gr.Markdown(elem_id="probe-mlm-summary")
         with gr.Column():
-            causal_plot = gr.Plot(label="Causal LM", elem_id="probe-causal-plot")
+            causal_plot = gr.Plot(label="Compared model", elem_id="probe-causal-plot")
             causal_summary = gr.Markdown(elem_id="probe-causal-summary")
     with gr.Accordion("Every run (needle, answer, seconds)", open=False):
         with gr.Row():
             masked_table = gr.Dataframe(label="Masked LM runs", interactive=False)
-            causal_table = gr.Dataframe(label="Causal LM runs", interactive=False)
+            causal_table = gr.Dataframe(label="Compared model's runs", interactive=False)
     gr.Markdown("### Precomputed grids")
     grids = precomputed_grids()
     first = grids[0][1] if grids else None
@@ -151,7 +152,7 @@ def build(catalog: Catalog) -> None:
     inputs = [lengths, depths, repetitions, seed]
     run.click(probe_masked, [masked_model] + inputs, [masked_plot, masked_summary, masked_table],
               api_name="probe_mlm", concurrency_id="models")
-    run.click(probe_causal, [causal_model] + inputs, [causal_plot, causal_summary, causal_table],
-              api_name="probe_causal", concurrency_id="models")
+    run.click(probe_second, [causal_model] + inputs, [causal_plot, causal_summary, causal_table],
+              api_name="probe_second", concurrency_id="models")
     precomputed.change(show_precomputed, precomputed, [precomputed_plot, precomputed_note],
                        api_visibility="private")

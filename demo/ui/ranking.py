@@ -17,7 +17,7 @@ VARIANTS = [
     ("whole word masked", "whole_word"),
 ]
 VARIANT_NAMES = {value: label for label, value in VARIANTS}
-TABLE_WIDTHS = ["8%", "44%", "16%", "16%", "16%"]
+TABLE_WIDTHS = ["7%", "49%", "16%", "15%", "13%"]
 
 HELP = """
 Rank candidate completions of a context by how likely each model finds them. A **causal LM**
@@ -75,11 +75,11 @@ def _score(model_name, kind, context, candidates_text, options):
 def ranking_table(scores) -> pd.DataFrame:
     ranked = sorted(scores, key=lambda s: s.score, reverse=True)
     return pd.DataFrame({
-        "rank": range(1, len(ranked) + 1),
+        "#": range(1, len(ranked) + 1),
         "candidate": [s.candidate for s in ranked],
         "score": [round(s.score, 3) for s in ranked],
-        "mean per token": [round(s.mean, 3) for s in ranked],
-        "tokens scored": [len(s.tokens) for s in ranked],
+        "per token": [round(s.mean, 3) for s in ranked],
+        "tokens": [len(s.tokens) for s in ranked],
     })
 
 

@@ -7,7 +7,7 @@ score vs model size (the BERTs paper's Figure 1) and score vs shots (its Figure 
 import gradio as gr
 import pandas as pd
 
-from .common import handler
+from .common import shows_errors
 
 HELP = """
 Browse the numbers behind the claim: the BERTs paper (DeBERTa vs GPT-3 at 0, 1 and few shots,
@@ -81,7 +81,7 @@ def build():
     with gr.Row():
         shots_plot = gr.Plot(label="Score vs shots (Figure 4)", elem_id="results-shots-plot")
 
-    @handler
+    @shows_errors  # no model, no torch: need not wait for the core import
     def show(papers, groups, models, shots, tasks):
         from ..plots import accuracy_vs_shots, accuracy_vs_size
 
