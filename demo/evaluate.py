@@ -26,7 +26,7 @@ import random
 import shlex
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -63,11 +63,10 @@ class RunSettings:
 def evaluate(lm, task: Task | str, output_dir: str | Path, settings: RunSettings | None = None,
              **overrides) -> list[dict]:
     """Evaluate one model on one task; returns the summary rows (one per metric)."""
-    s = settings or RunSettings()
-    for key, value in overrides.items():
-        if not hasattr(s, key):
-            raise ValueError(f"Unknown evaluation setting {key!r}.")
-        setattr(s, key, value)
+    unknown = sorted(set(overrides) - {f.name for f in fields(RunSettings)})
+    if unknown:
+        raise ValueError(f"Unknown evaluation setting(s) {', '.join(map(repr, unknown))}.")
+    s = replace(settings or RunSettings(), **overrides)
     task = get_task(task) if isinstance(task, str) else task
     run = _plan(lm, task, s)
     out = Path(output_dir)

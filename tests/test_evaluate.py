@@ -155,7 +155,7 @@ def test_bad_requests_are_explained(bert, tmp_path):
         E.evaluate(bert, "ii_sum_gold", tmp_path, shots=1, data_root=DATA)
     with pytest.raises(ValueError, match="needs the local file '.*winogradversarial.jsonl'"):
         E.evaluate(bert, "winogradversarial", tmp_path, shots=0, data_root=str(tmp_path))
-    with pytest.raises(ValueError, match="Unknown evaluation setting 'shot'"):
+    with pytest.raises(ValueError, match="Unknown evaluation setting\\(s\\) 'shot'"):
         E.evaluate(bert, "copa", tmp_path, shot=1)
 
 
@@ -165,6 +165,10 @@ def test_command_line_errors(capsys):
     assert "Unknown task 'copaa'" in err and "Known tasks: boolq, cb, copa" in err
     assert E.main(["--task", "copa"]) == 2
     assert "Give --model" in capsys.readouterr().err
+    assert E.main(["--model", "x", "--task", "copa:x"]) == 2
+    assert "what follows ':' must be a number" in capsys.readouterr().err
+    assert E._task_and_limit("winograd:12", None) == (T.get_task("winograd"), 12)
+    assert E._task_and_limit("winograd", 7) == (T.get_task("winograd"), 7)
     assert E.main(["--list"]) == 0
     out = capsys.readouterr().out
     assert "winograd" in out and "ii_first_word_letter_induce" in out
