@@ -354,10 +354,21 @@ def accuracy_vs_shots(frame: pd.DataFrame, title: str = "Score vs number of shot
     return fig
 
 
+FAMILY_COLOURS = {"DeBERTa": "#d62728", "GPT-3": "#1f77b4"}  # as in the BERTs paper's figures
+
+
 def _colours(names) -> dict:
-    palette = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
-               "#7f7f7f", "#bcbd22", "#17becf"]
-    return {name: palette[i % len(palette)] for i, name in enumerate(names)}
+    """A colour per line: the paper's red for DeBERTa and blue for GPT-3 where a family has one
+    line, distinct others for the rest."""
+    palette = ["#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+               "#17becf", "#ff9896", "#aec7e8"]
+    names = list(names)
+    families = [model_family(n) for n in names]
+    colours, spare = {}, iter(palette * (1 + len(names) // len(palette)))
+    for name, family in zip(names, families):
+        fixed = FAMILY_COLOURS.get(family) if families.count(family) == 1 else None
+        colours[name] = fixed or next(spare)
+    return colours
 
 
 def _symbol(shots_label: str) -> str:

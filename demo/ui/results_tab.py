@@ -75,7 +75,8 @@ def build():
             choices=_choices(frame, "task_label"), value=[], multiselect=True, label="Task",
             elem_id="results-task", info="Single tasks to keep. Empty = all.")
     count = gr.Markdown(elem_id="results-count")
-    table = gr.Dataframe(label="Results", elem_id="results-table", interactive=False, max_height=420)
+    table = gr.Dataframe(label="Results", elem_id="results-table", interactive=False, max_height=420,
+                         column_widths=["20%", "6%", "12%", "10%", "12%", "7%", "8%", "6%", "12%", "7%"])
     with gr.Row():
         size_plot = gr.Plot(label="Score vs model size (Figure 1)", elem_id="results-size-plot")
     with gr.Row():
