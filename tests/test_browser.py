@@ -9,7 +9,6 @@ Screenshots go to artifacts/screenshots/ (git-ignored; CI keeps them as artefact
 """
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
