@@ -452,7 +452,10 @@ def main(argv=None) -> pd.DataFrame:
         from .plots import needle_heatmap, save_figure
         figure = needle_heatmap(table, title=f"Needle in a haystack: {table['model'].iloc[0]}",
                                 pretrained_length=lm.pretrained_length, max_length=lm.max_length)
-        print(f"plot -> {save_figure(figure, args.plot)}")
+        try:
+            print(f"plot -> {save_figure(figure, args.plot)}")
+        except ValueError as err:
+            parser.error(f"{err} (the grid itself is saved in {args.output})")
     return table
 
 

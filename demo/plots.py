@@ -159,9 +159,10 @@ def save_figure(fig: go.Figure, path: str | Path) -> Path:
         try:
             fig.write_image(path)
         except (ImportError, ValueError, RuntimeError) as err:
+            detail = str(err).strip().splitlines()
             raise ValueError(f"Cannot write {path.name}: image export needs the kaleido package "
-                             f"(pip install kaleido) and a browser; write an .html file instead. "
-                             f"({str(err).splitlines()[0]})") from err
+                             f"(pip install kaleido) and a browser; write an .html file instead."
+                             + (f" ({detail[0]})" if detail else "")) from err
     else:
         raise ValueError(f"Unknown figure format {suffix!r}: use .html or .png.")
     return path
