@@ -102,7 +102,8 @@ def _add_needle_panel(fig: go.Figure, table: pd.DataFrame, col: int, pretrained_
 
 def _needle_layout(fig: go.Figure, title: str, width: int, n_depths: int) -> go.Figure:
     fig.update_layout(
-        title=title, width=width, height=190 + 34 * n_depths, margin=dict(t=110, l=70, r=30, b=60),
+        # at least 320 px: plotly.js fails ("axis scaling") on a one-row grid drawn shorter
+        title=title, width=width, height=max(320, 190 + 34 * n_depths), margin=dict(t=110, l=70, r=30, b=60),
         coloraxis=dict(colorscale=ACCURACY_COLOURS, cmin=0, cmax=1,
                        colorbar=dict(title="exact<br>match", tickformat=".0%")),
         plot_bgcolor="white")

@@ -37,17 +37,14 @@ def precomputed_grids() -> list[tuple[str, str]]:
     return choices
 
 
-MIN_PLOT_HEIGHT = 320  # Gradio's plotly.js fails ("axis scaling") on a one-row grid drawn shorter
 
 
 def _figure(table: pd.DataFrame, title: str, lm=None):
     from ..plots import needle_heatmap
 
-    figure = needle_heatmap(table, title=title,
-                            pretrained_length=getattr(lm, "pretrained_length", None),
-                            max_length=getattr(lm, "max_length", None))
-    figure.update_layout(height=max(figure.layout.height or 0, MIN_PLOT_HEIGHT))
-    return figure
+    return needle_heatmap(table, title=title,
+                          pretrained_length=getattr(lm, "pretrained_length", None),
+                          max_length=getattr(lm, "max_length", None))
 
 
 def _short(name: str) -> str:
