@@ -795,7 +795,10 @@ _CLOSING = tuple(",.;:!?')]}\"")
 
 
 def _lower_first(text: str) -> str:
+    """Lower-case the first letter, except in "I" and "I'm"-style words (COPA: "because I ...")."""
     text = text.strip()
+    if re.match(r"^I(\b|')", text):
+        return text
     return text[:1].lower() + text[1:]
 
 
