@@ -1,35 +1,33 @@
-"""Benchmark: our PLL engine against minicons' MaskedLMScorer, same model, same sentences, one run.
+"""Benchmark: our PLL engine against minicons' MaskedLMScorer, same model, same passages, one run.
 
-    python benchmarks/bench_pll.py            # 200 passages of 128 tokens (about 1.5 h on 2 cores)
-    python benchmarks/bench_pll.py --quick    # 8 passages (a few minutes)
-    python benchmarks/bench_pll.py --n 50
+    python benchmarks/bench_pll.py            # 200 passages of 128 tokens (1.5 h or more on 2 cores)
+    python benchmarks/bench_pll.py --quick    # 6 passages
+    python benchmarks/bench_pll.py --n 50 --token-budget 4096
 
 Model: BERT-base-sized random weights built from the real bert-base-uncased config and tokenizer
 (random weights cost the same as trained ones). Text: passages of exactly 126 WordPiece tokens
 (128 with [CLS] and [SEP]) cut at word boundaries from a public-domain book in
-../shared/data/haystack. Method: Salazar's PLL ("original" in minicons), full sentence.
+../shared/data/haystack. Method: Salazar's PLL ("original" in minicons), whole passage scored.
 
 What is measured, and why this way:
 - Scores: per-passage PLL from both; the largest absolute difference is printed.
-- Throughput: scored tokens per second of wall time, model loading excluded.
-- Peak memory: each scorer runs in its own subprocess (so neither inherits the other's allocator
-  cache). After loading the model and a short warm-up, the process records its resident set size
-  and resets the kernel's high-water mark (/proc/self/clear_refs); after scoring it reads the
-  high-water mark (VmHWM). Peak memory = high-water mark minus that baseline: everything the
-  scoring itself allocated (torch tensors, tokenizer output, Python objects), model weights
-  excluded. tracemalloc would miss torch's allocations; torch's profiler would miss the rest.
-- Fairness on a shared machine: the passages are cut into chunks and the two scorers take turns
-  (ours on chunk 1, minicons on chunk 1, ours on chunk 2, ...), each chunk in a fresh
-  subprocess, so a change in background load hits both alike. Peak memory is the largest over
-  a scorer's chunks.
-- Matmul peak: the best of a few plain fp32 torch matmuls (square, 1024..4096), measured before
-  every chunk of ours; the median of these samples is the CPU's peak during the run (the
-  maximum is printed too).
-- Our FLOPs: useful work only, counted from the real (unpadded) lengths: per masked copy and
-  layer, the Q/K/V/output projections (8 L H^2), the feed-forward (4 L H I) and the attention
-  products (4 L^2 H); plus the prediction head at each scored position (2 H^2 + 2 H V).
-Minicons runs one passage per call (its lowest-memory use: all masked copies of one passage in
-one forward pass, full-vocabulary logits for every position of every copy).
+- Throughput: scored tokens per second of wall time spent scoring (model loading excluded).
+- Fairness on a shared machine: each scorer lives in its own worker process and the two take
+  turns passage by passage (never at the same time), so changes in background load hit both
+  alike. Minicons gets one passage per call, its lowest-memory use (all masked copies of one
+  passage in one forward pass, full-vocabulary logits at every position of every copy).
+- Peak memory: separate processes, so neither inherits the other's allocator cache. After loading
+  the model and a short warm-up each worker records its resident set size and resets the
+  kernel's high-water mark (/proc/self/clear_refs); at the end it reads the high-water mark
+  (VmHWM). Peak = high-water mark minus that baseline: everything scoring allocated (torch
+  tensors, tokenizer output, Python objects, allocator overhead), model weights excluded.
+  tracemalloc would miss torch's allocations; torch's profiler would miss everything else.
+- Matmul peak: the best of three plain fp32 2048 x 2048 torch matmuls, sampled before every
+  passage; the median sample is this CPU's peak during the run (the maximum is printed too).
+- Our FLOPs: useful work only: per masked copy and layer the Q/K/V/output projections
+  (8 L H^2), the feed-forward (4 L H I) and the attention products (4 L^2 H), plus the
+  prediction head at the one scored position (2 H^2 + 2 H V). All passages have the same
+  length, so there is no padding to leave out.
 """
 
 import argparse
@@ -39,7 +37,6 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -51,6 +48,7 @@ SHARED = ROOT.parent / "shared"
 TOKENIZER_FOLDER = SHARED / "tokenizers" / "bert-base-uncased"
 BOOK = SHARED / "data" / "haystack" / "gutenberg_nltk" / "austen-emma.txt"
 TEXT_TOKENS = 126  # + [CLS] and [SEP] = 128
+RESULT = "RESULT "  # prefix of the worker's answer lines on stdout
 
 
 def passages(tokenizer, n: int) -> list[str]:
@@ -71,27 +69,35 @@ def passages(tokenizer, n: int) -> list[str]:
     return out
 
 
-def matmul_peak_gflops() -> float:
+def matmul_gflops(n: int = 2048) -> float:
     import torch
-    best = 0.0
-    for n in (1024, 2048, 4096):
-        a, b = torch.randn(n, n), torch.randn(n, n)
-        a @ b  # warm-up
-        for _ in range(3):
-            start = time.perf_counter()
-            a @ b
-            best = max(best, 2 * n**3 / (time.perf_counter() - start) / 1e9)
-    return best
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b  # warm-up
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best / 1e9
 
 
-# ---------------------------------------------------------------- worker (one subprocess each)
+def encoder_flops(config: dict, length: int, scored: int) -> float:
+    """FLOPs of our engine for one text: `scored` masked copies, head at one position each."""
+    h, i, layers, v = (config["hidden_size"], config["intermediate_size"],
+                       config["num_hidden_layers"], config["vocab_size"])
+    per_copy = layers * (8 * length * h * h + 4 * length * h * i + 4 * length * length * h)
+    return scored * (per_copy + 2 * h * h + 2 * h * v)
+
+
+# ---------------------------------------------------------------- worker process
 
 
 def _status_kib(field: str) -> int:
     return int(re.search(rf"{field}:\s+(\d+)", Path("/proc/self/status").read_text()).group(1))
 
 
-def worker(engine: str, sentences: list[str], token_budget: int) -> dict:
+def worker(engine: str, token_budget: int) -> None:
+    """Score passages sent on stdin (one JSON list per line), answer on stdout."""
     import torch
     from demo.models import random_model
     lm = random_model(TOKENIZER_FOLDER, kind="masked", seed=0, shrink=False)
@@ -101,7 +107,7 @@ def worker(engine: str, sentences: list[str], token_budget: int) -> dict:
         def run(texts):
             results = score_batch(lm, [("", t) for t in texts], method="salazar", scope="full",
                                   token_budget=token_budget, progress=False)
-            return [r.total for r in results], [len(r.tokens) for r in results]
+            return [r.total for r in results], sum(len(r.tokens) for r in results)
     else:
         from minicons.scorer import MaskedLMScorer
         scorer = MaskedLMScorer(lm.model, tokenizer=lm.tokenizer, device="cpu")
@@ -109,49 +115,49 @@ def worker(engine: str, sentences: list[str], token_budget: int) -> dict:
         type(scorer.tokenizer).batch_encode_plus = lambda self, *a, **k: self(*a, **k)
 
         def run(texts):
-            totals, counts = [], []
+            totals = []
             for t in texts:  # one passage per call: minicons' lowest-memory way
                 totals += scorer.sequence_score([t], reduction=lambda x: x.sum(0).item(),
                                                 PLL_metric="original")
-                counts.append(len(lm.tokenizer(t, add_special_tokens=False)["input_ids"]))
-            return totals, counts
+            return totals, sum(len(lm.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts)
 
     run(["A short warm-up sentence."])
     baseline_kib = _status_kib("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
-    start = time.perf_counter()
-    totals, counts = run(sentences)
-    seconds = time.perf_counter() - start
-    return dict(engine=engine, totals=totals, scored_tokens=sum(counts), seconds=seconds,
-                peak_mib=(_status_kib("VmHWM") - baseline_kib) / 1024, threads=torch.get_num_threads(),
-                config=lm.model.config.to_dict())
+    print(RESULT + json.dumps({"threads": torch.get_num_threads(),
+                               "config": lm.model.config.to_dict()}), flush=True)
+    for line in sys.stdin:
+        texts = json.loads(line)
+        start = time.perf_counter()
+        totals, scored = run(texts)
+        seconds = time.perf_counter() - start
+        print(RESULT + json.dumps({"totals": totals, "scored_tokens": scored, "seconds": seconds,
+                                   "peak_mib": (_status_kib("VmHWM") - baseline_kib) / 1024}),
+              flush=True)
 
 
-def run_worker(engine: str, sentences: list[str], token_budget: int) -> dict:
-    sentences_file = Path(tempfile.mkstemp(suffix="-sentences.json")[1])
-    sentences_file.write_text(json.dumps(sentences))
-    out = Path(tempfile.mkstemp(suffix=f"-{engine}.json")[1])
-    subprocess.run([sys.executable, __file__, "--worker", engine, "--sentences", str(sentences_file),
-                    "--token-budget", str(token_budget), "--result", str(out)], check=True)
-    result = json.loads(out.read_text())
-    sentences_file.unlink()
-    out.unlink()
-    return result
+class Worker:
+    def __init__(self, engine: str, token_budget: int):
+        self.engine = engine
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--worker", engine, "--token-budget", str(token_budget)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.info = self._answer()
 
+    def _answer(self) -> dict:
+        for line in self.process.stdout:
+            if line.startswith(RESULT):
+                return json.loads(line[len(RESULT):])
+        raise RuntimeError(f"the {self.engine} worker stopped (exit code {self.process.wait()})")
 
-# ---------------------------------------------------------------- FLOPs
+    def score(self, texts: list[str]) -> dict:
+        self.process.stdin.write(json.dumps(texts) + "\n")
+        self.process.stdin.flush()
+        return self._answer()
 
-
-def engine_flops(config: dict, lengths: list[int]) -> float:
-    """Useful FLOPs of our engine for Salazar PLL: every copy through the encoder, head at one token."""
-    h, i, layers, v = (config["hidden_size"], config["intermediate_size"],
-                       config["num_hidden_layers"], config["vocab_size"])
-    total = 0.0
-    for length in lengths:  # length incl. specials; one copy per text token
-        copies = length - 2
-        per_copy = layers * (8 * length * h * h + 4 * length * h * i + 4 * length * length * h)
-        total += copies * (per_copy + 2 * h * h + 2 * h * v)
-    return total
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait()
 
 
 # ---------------------------------------------------------------- main
@@ -160,59 +166,65 @@ def engine_flops(config: dict, lengths: list[int]) -> float:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=200, help="number of 128-token passages")
-    parser.add_argument("--quick", action="store_true", help="8 passages")
-    parser.add_argument("--chunk", type=int, default=20, help="passages per turn of each scorer")
-    parser.add_argument("--token-budget", type=int, default=8192, help="our engine's tokens per forward")
+    parser.add_argument("--quick", action="store_true", help="6 passages")
+    parser.add_argument("--token-budget", type=int, default=1536,
+                        help="our engine's copies x length per forward pass (memory vs speed)")
     parser.add_argument("--worker", choices=["ours", "minicons"], help=argparse.SUPPRESS)
-    parser.add_argument("--sentences", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
     if args.worker:
-        sentences = json.loads(args.sentences.read_text())
-        args.result.write_text(json.dumps(worker(args.worker, sentences, args.token_budget)))
-        return
+        return worker(args.worker, args.token_budget)
 
     from transformers import AutoTokenizer
-    n = 8 if args.quick else args.n
-    chunk = 4 if args.quick else args.chunk
-    tokenizer = AutoTokenizer.from_pretrained(TOKENIZER_FOLDER)
-    sentences = passages(tokenizer, n)
+    n = 6 if args.quick else args.n
+    texts = passages(AutoTokenizer.from_pretrained(TOKENIZER_FOLDER), n)
     print(f"{n} passages of {TEXT_TOKENS + 2} tokens from {BOOK.name}; BERT-base-sized random model; "
-          f"load average {os.getloadavg()[0]:.1f}")
+          f"our token budget {args.token_budget}; load average {os.getloadavg()[0]:.1f}", flush=True)
 
-    runs, peaks = {"ours": [], "minicons": []}, []
-    for start in tqdm(range(0, n, chunk), desc="chunks (ours, then minicons)"):
-        peaks.append(matmul_peak_gflops())
-        for engine in runs:
-            runs[engine].append(run_worker(engine, sentences[start:start + chunk], args.token_budget))
-    ours, theirs = ({"engine": engine, "config": r[0]["config"], "threads": r[0]["threads"],
-                     "totals": [x for c in r for x in c["totals"]],
-                     "scored_tokens": sum(c["scored_tokens"] for c in r),
-                     "seconds": sum(c["seconds"] for c in r),
-                     "peak_mib": max(c["peak_mib"] for c in r)} for engine, r in runs.items())
-    peak = statistics.median(peaks)
+    workers = {engine: Worker(engine, args.token_budget) for engine in ("ours", "minicons")}
+    runs = {engine: [] for engine in workers}
+    matmul_samples = []
+    for k, text in enumerate(tqdm(texts, desc="passages (ours, then minicons)"), start=1):
+        matmul_samples.append(matmul_gflops())
+        for engine, w in workers.items():
+            runs[engine].append(w.score([text]))
+        if k % 10 == 0:  # running figures, for long runs
+            rate = {e: sum(r["scored_tokens"] for r in rs) / sum(r["seconds"] for r in rs)
+                    for e, rs in runs.items()}
+            memory = {e: max(r["peak_mib"] for r in rs) for e, rs in runs.items()}
+            tqdm.write(f"after {k} passages: throughput_ratio={rate['ours'] / rate['minicons']:.3f} "
+                       f"memory_ratio={memory['ours'] / memory['minicons']:.4f} "
+                       f"ours {rate['ours']:.1f} tokens/s, matmul median "
+                       f"{statistics.median(matmul_samples):.0f} GFLOP/s")
+    for w in workers.values():
+        w.close()
 
-    assert ours["scored_tokens"] == theirs["scored_tokens"], "the two scorers scored different tokens"
-    max_abs_diff = max(abs(a - b) for a, b in zip(ours["totals"], theirs["totals"]))
-    speed = {r["engine"]: r["scored_tokens"] / r["seconds"] for r in (ours, theirs)}
+    totals = {e: [x for r in rs for x in r["totals"]] for e, rs in runs.items()}
+    scored = {e: sum(r["scored_tokens"] for r in rs) for e, rs in runs.items()}
+    seconds = {e: sum(r["seconds"] for r in rs) for e, rs in runs.items()}
+    peak_mib = {e: max(r["peak_mib"] for r in rs) for e, rs in runs.items()}
+    assert scored["ours"] == scored["minicons"], "the two scorers scored different tokens"
+    speed = {e: scored[e] / seconds[e] for e in runs}
+
+    max_abs_diff = max(abs(a - b) for a, b in zip(totals["ours"], totals["minicons"]))
     throughput_ratio = speed["ours"] / speed["minicons"]
-    memory_ratio = ours["peak_mib"] / theirs["peak_mib"]
-    lengths = [TEXT_TOKENS + 2] * n  # every passage has exactly this length
-    achieved = engine_flops(ours["config"], lengths) / ours["seconds"] / 1e9
+    memory_ratio = peak_mib["ours"] / peak_mib["minicons"]
+    peak = statistics.median(matmul_samples)
+    config = workers["ours"].info["config"]
+    flops = sum(encoder_flops(config, TEXT_TOKENS + 2, TEXT_TOKENS) for _ in texts)
+    achieved = flops / seconds["ours"] / 1e9
     peak_fraction = achieved / peak
 
-    for r in (ours, theirs):
-        print(f"{r['engine']:>9}: {r['seconds']:8.1f} s  {speed[r['engine']]:7.1f} scored tokens/s  "
-              f"peak +{r['peak_mib']:7.1f} MiB  ({r['threads']} threads)")
-    print(f"fp32 matmul peak {peak:.0f} GFLOP/s (median of {len(peaks)}, max {max(peaks):.0f}); "
-          f"our engine {achieved:.0f} GFLOP/s (token budget {args.token_budget}); "
+    for e in runs:
+        print(f"{e:>9}: {seconds[e]:8.1f} s  {speed[e]:7.1f} scored tokens/s  peak +{peak_mib[e]:7.1f} MiB"
+              f"  ({workers[e].info['threads']} threads)")
+    print(f"fp32 matmul peak {peak:.0f} GFLOP/s (median of {len(matmul_samples)} samples, max "
+          f"{max(matmul_samples):.0f}); our engine {achieved:.0f} GFLOP/s; "
           f"load average {os.getloadavg()[0]:.1f}")
     print(f"targets: throughput >= 1.3 {'met' if throughput_ratio >= 1.3 else 'MISSED'}, "
           f"memory <= 0.1 {'met' if memory_ratio <= 0.1 else 'MISSED'}, "
           f"peak >= 0.5 {'met' if peak_fraction >= 0.5 else 'MISSED'}, "
-          f"scores agree (1e-3) {'yes' if max_abs_diff <= 1e-3 else 'NO'}")
+          f"scores agree to 1e-3 {'yes' if max_abs_diff <= 1e-3 else 'NO'}")
     print(f"bench_pll throughput_ratio={throughput_ratio:.3f} memory_ratio={memory_ratio:.4f} "
           f"max_abs_diff={max_abs_diff:.2e} peak_fraction={peak_fraction:.3f}")
 
