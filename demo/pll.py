@@ -142,9 +142,9 @@ def _tokenize(lm, context: str, completion: str, scope: str) -> _Text:
     scored = [i for i, ((s, e), sp) in enumerate(zip(offsets, special))
               if not sp and (e > boundary or s >= boundary)]
     if not scored:
-        what = "completion" if scope == "completion" else "text"
-        raise ValueError(f"The {what} {completion if scope == 'completion' else text!r} has no "
-                         f"tokens to score: give it some non-whitespace text.")
+        what, value = ("completion", completion) if scope == "completion" else ("text", text)
+        raise ValueError(f"The {what} {value!r} has no tokens to score: give it some "
+                         f"non-whitespace text.")
     return _Text(text, ids, spans, word_ids, special, scored)
 
 
