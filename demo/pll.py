@@ -116,7 +116,8 @@ def _token_spans(text: str, offsets, blank: list[bool]) -> list[tuple[int, int]]
     return spans
 
 
-def _tokenize(lm, context: str, completion: str, scope: str) -> _Text:
+def _tokenize(lm, context: str, completion: str, scope: str, blank_ids: dict) -> _Text:
+    """Tokenize context + completion; ``blank_ids`` caches which token ids decode to whitespace."""
     tokenizer = lm.tokenizer
     text = context + completion
     encoding = tokenizer(text, return_offsets_mapping=True, return_special_tokens_mask=True)
@@ -134,7 +135,9 @@ def _tokenize(lm, context: str, completion: str, scope: str) -> _Text:
         special, word_ids = [True] + special, [None] + word_ids
     lm.check_length(len(ids), what="text")
 
-    blank = [not s and not tokenizer.decode([i]).strip() for i, s in zip(ids, special)]
+    for i in set(ids) - blank_ids.keys():
+        blank_ids[i] = not tokenizer.decode([i]).strip()
+    blank = [blank_ids[i] and not s for i, s in zip(ids, special)]
     spans = _token_spans(text, offsets, blank)
     boundary = len(context) if scope == "completion" else 0
     # A token is scored unless it lies entirely inside the context (raw offsets, so that a
@@ -375,7 +378,8 @@ def score_batch(lm, items: list[tuple[str, str]], *, method: str | None = None,
                 and all(isinstance(s, str) for s in item)):
             raise ValueError(f"Each item must be a (context, completion) pair of strings, not {item!r}.")
     unique = list(dict.fromkeys((c, x) for c, x in items))
-    texts = [_tokenize(lm, context, completion, scope) for context, completion in unique]
+    blank_ids = {}
+    texts = [_tokenize(lm, context, completion, scope, blank_ids) for context, completion in unique]
 
     if method == "causal":
         results = _compute_causal(lm, texts, token_budget, progress)

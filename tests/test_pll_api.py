@@ -80,7 +80,7 @@ def test_candidates_joined_with_one_space_and_unconditional_normalisation(tiny_m
 def test_duplicates_scored_once_and_reported_for_each(tiny_model, monkeypatch):
     calls = []
     real = pll._tokenize
-    monkeypatch.setattr(pll, "_tokenize", lambda lm, c, x, s: calls.append(x) or real(lm, c, x, s))
+    monkeypatch.setattr(pll, "_tokenize", lambda lm, c, x, *rest: calls.append(x) or real(lm, c, x, *rest))
     results = score_candidates(tiny_model("bert"), "I like", ["tea", "coffee", "tea"], progress=False)
     assert sorted(calls) == [" coffee", " tea"]
     assert [r.candidate for r in results] == ["tea", "coffee", "tea"]
