@@ -17,12 +17,13 @@ window. ``next_token_logits`` is the one seam a cheaper approximate mode (reusin
 hidden states, SPEC section 2) would replace.
 """
 
-import threading
 from dataclasses import dataclass
 
 import torch
 from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutput
+
+from .pll import mlm_head
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class MaskedLMAsCausalLM(PreTrainedModel, GenerationMixin):
         self.mlm = mlm
         self.specials = WindowSpecials.of(tokenizer)
         self.padding_masks = padding_masks
+        self.head = mlm_head(mlm)
         # Set by the step trace: each forward's windows are appended here (what the model saw).
         self.recorded_windows: list[torch.Tensor] | None = None
         self.forward_calls = 0
@@ -87,43 +89,10 @@ class MaskedLMAsCausalLM(PreTrainedModel, GenerationMixin):
             self.recorded_windows.append(windows.cpu())
         self.forward_calls += 1
         position = input_ids.shape[1] + 1
-        with _project_only_at(self.mlm, position, windows.shape[1]):
-            logits = self.mlm(input_ids=windows).logits
-        # The hook makes logits (rows, 1, vocab); a head it could not reach returns every position.
-        return logits[:, 0] if logits.shape[1] == 1 else logits[:, position]
+        hidden = self.mlm.base_model(input_ids=windows).last_hidden_state
+        # The vocabulary projection only at the predicted mask: it would cost about a fifth of
+        # BERT-base's compute per step if run over the whole window.
+        return self.head(hidden[:, position])
 
     def forward(self, input_ids: torch.Tensor, **unused) -> CausalLMOutput:
         return CausalLMOutput(logits=self.next_token_logits(input_ids)[:, None, :])
-
-
-class _project_only_at:
-    """Run the MLM's vocabulary projection at one position instead of all of them.
-
-    Why hand-written: transformers' masked LMs have no ``logits_to_keep`` and their heads are
-    named differently per family (``cls``, ``lm_head``, ``predictions``, ``lm_predictions``). All
-    of them expose ``get_output_embeddings()``; a forward pre-hook there slices the hidden states
-    to the predicted position, which saves the (window x vocab) projection every step (about a
-    fifth of BERT-base's compute at 512 tokens). The hook only acts on this thread's call, so a
-    scorer sharing the model in another thread is untouched.
-    """
-
-    def __init__(self, mlm, position: int, length: int):
-        self.module = mlm.get_output_embeddings() if hasattr(mlm, "get_output_embeddings") else None
-        self.position, self.length, self.thread = position, length, threading.get_ident()
-        self.handle = None
-
-    def _slice(self, module, args):
-        hidden = args[0] if args else None
-        if (threading.get_ident() != self.thread or not isinstance(hidden, torch.Tensor)
-                or hidden.ndim != 3 or hidden.shape[1] != self.length):
-            return None
-        return (hidden[:, self.position:self.position + 1], *args[1:])
-
-    def __enter__(self):
-        if isinstance(self.module, torch.nn.Module):
-            self.handle = self.module.register_forward_pre_hook(self._slice)
-        return self
-
-    def __exit__(self, *exc):
-        if self.handle is not None:
-            self.handle.remove()
