@@ -225,11 +225,21 @@ def _sub_batches(lengths: list[int], token_budget: int) -> list[list[int]]:
     return batches
 
 
-def _logprobs_and_ranks(logits: torch.Tensor, true_ids: torch.Tensor):
-    logprobs = logits.float().log_softmax(-1)
-    true = logprobs.gather(1, true_ids[:, None])
-    ranks = (logprobs > true).sum(1) + 1
-    return true[:, 0].tolist(), ranks.tolist()
+HEAD_ROWS = 256  # hidden states sent through the vocabulary projection at a time
+
+
+def _logprobs_and_ranks(head, hidden: torch.Tensor, true_ids: torch.Tensor):
+    """log P(true token) and its rank, from the head applied to `hidden` rows in chunks.
+
+    Chunks bound the [rows, vocab] logits (a causal LM scores every token of a long text).
+    """
+    logprobs, ranks = [], []
+    for start in range(0, len(true_ids), HEAD_ROWS):
+        chunk = head(hidden[start:start + HEAD_ROWS]).float().log_softmax(-1)
+        true = chunk.gather(1, true_ids[start:start + HEAD_ROWS, None])
+        logprobs += true[:, 0].tolist()
+        ranks += ((chunk > true).sum(1) + 1).tolist()
+    return logprobs, ranks
 
 
 def _padded(rows: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -265,8 +275,8 @@ def _compute_masked(lm, texts: list[_Text], copies: list[_Copy], token_budget: i
                                      for j in c.targets], device=lm.device)
 
             hidden = encoder(input_ids=input_ids, attention_mask=attention).last_hidden_state
-            logits = head(hidden[target_rows, target_cols])  # [scored tokens, vocab] only
-            logprobs, ranks = _logprobs_and_ranks(logits, true_ids)
+            # The vocabulary projection only at the scored positions: [scored tokens, vocab].
+            logprobs, ranks = _logprobs_and_ranks(head, hidden[target_rows, target_cols], true_ids)
 
             flat = [(c.text_index, j, c.masked) for c in batch_copies for j in c.targets]
             for (text_index, j, masked), logprob, rank in zip(flat, logprobs, ranks):
@@ -293,7 +303,7 @@ def _compute_causal(lm, texts: list[_Text], token_budget: int,
             rows = [r for r, _ in pairs]
             previous = [j - 1 for _, j in pairs]  # the hidden state that predicts token j
             true_ids = torch.tensor([texts[batch[r]].ids[j] for r, j in pairs], device=lm.device)
-            logprobs, ranks = _logprobs_and_ranks(head(hidden[rows, previous]), true_ids)
+            logprobs, ranks = _logprobs_and_ranks(head, hidden[rows, previous], true_ids)
             for (r, j), logprob, rank in zip(pairs, logprobs, ranks):
                 results[(batch[r], j)] = (logprob, rank, ())
             bar.update(len(batch))
