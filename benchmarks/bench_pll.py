@@ -1,6 +1,6 @@
 """Benchmark: our PLL engine against minicons' MaskedLMScorer, same model, same passages, one run.
 
-    python benchmarks/bench_pll.py            # 200 passages of 128 tokens (1.5 h or more on 2 cores)
+    python benchmarks/bench_pll.py            # 200 passages of 128 tokens (about 90 min on 2 quiet cores)
     python benchmarks/bench_pll.py --quick    # 6 passages
     python benchmarks/bench_pll.py --n 50 --token-budget 4096
 
