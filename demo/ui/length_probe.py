@@ -4,13 +4,14 @@ Wiring only: ``demo.haystack.run_grid`` runs the grid, ``demo.plots.needle_heatm
 precomputed grids are the CSV files in ``assets/needle_grids/``.
 """
 
+import functools
 from pathlib import Path
 
 import gradio as gr
 import pandas as pd
 
 from ..catalog import Catalog
-from .common import ASSETS, handler, load, model_note, model_picker
+from .common import ASSETS, handler, load, model_note, model_picker, shows_errors
 from .limits import LIMITS, check_grid, parse_numbers
 
 GRIDS = ASSETS / "needle_grids"
@@ -35,8 +36,6 @@ def precomputed_grids() -> list[tuple[str, str]]:
             continue
         choices += [(f"{model} ({path.name})", f"{path.name}::{model}") for model in models]
     return choices
-
-
 
 
 def _figure(table: pd.DataFrame, title: str, lm=None):
@@ -86,7 +85,8 @@ def probe_second(model_name, lengths, depths, repetitions, seed, progress=gr.Pro
     return _figure(table, _short(lm.name), lm), _summary(lm, table), table
 
 
-@handler
+@shows_errors  # a bundled CSV: no GPU slot, no wait for the torch import
+@functools.lru_cache(maxsize=16)  # static files; a page load asks for the plot and the note
 def show_precomputed(choice):
     if not choice:
         return None, ""
