@@ -3,6 +3,8 @@
 No gradio here: the app shows these figures, the command line saves them (``save_figure``).
 """
 
+import itertools
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -364,13 +366,11 @@ def _colours(names) -> dict:
     line, distinct others for the rest."""
     palette = ["#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
                "#17becf", "#ff9896", "#aec7e8"]
-    names = list(names)
-    families = [model_family(n) for n in names]
-    colours, spare = {}, iter(palette * (1 + len(names) // len(palette)))
-    for name, family in zip(names, families):
-        fixed = FAMILY_COLOURS.get(family) if families.count(family) == 1 else None
-        colours[name] = fixed or next(spare)
-    return colours
+    families = {name: model_family(name) for name in names}
+    lines_per_family = Counter(families.values())
+    spare = itertools.cycle(palette)
+    return {name: (FAMILY_COLOURS.get(family) if lines_per_family[family] == 1 else None) or next(spare)
+            for name, family in families.items()}
 
 
 def _symbol(shots_label: str) -> str:

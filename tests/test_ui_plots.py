@@ -11,13 +11,12 @@ from demo.plots import accuracy_vs_shots, accuracy_vs_size, pll_difference, toke
 
 def _candidate(candidate: str, logprobs: list[float], pieces: list[str] | None = None) -> CandidateScore:
     pieces = pieces or candidate.split()
-    text, tokens, position = "ctx ", [], 4
+    text, tokens = "ctx ", []
     for piece, logprob in zip(pieces, logprobs):
         start = len(text) + 1 if tokens else len(text)
         text += (" " if tokens else "") + piece
         tokens.append(TokenScore(token=piece, start=start, end=start + len(piece), logprob=logprob,
                                  rank=1, masked=[]))
-        position += 1
     total = sum(logprobs)
     return CandidateScore(candidate=candidate, text=text, tokens=tokens, total=total,
                           mean=total / len(logprobs), score=total)
