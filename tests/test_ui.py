@@ -153,3 +153,22 @@ def test_every_control_has_a_label_and_help_and_defaults_pick_local_models(monke
     assert pickers["gen-mlm"] == pickers["rank-mlm"] == pickers["probe-mlm"] == str(STANDIN_MLM)
     smollm2 = catalog.default("causal")
     assert pickers["gen-causal"] == pickers["rank-causal"] == smollm2.name
+
+
+# ---------------------------------------------------------------- Space configuration
+
+
+def test_space_front_matter_is_the_documented_copy_and_matches_the_gradio_pin():
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    front = yaml.safe_load(readme.split("---")[1])  # README.md starts with "---\n...\n---"
+    copy = yaml.safe_load((root / "spaces_config" / "README_front_matter.yaml").read_text(encoding="utf-8"))
+    assert front == copy
+    pin = re.search(r"^gradio==(\S+)$", (root / "requirements.txt").read_text(), re.M).group(1)
+    assert front["sdk"] == "gradio" and front["sdk_version"] == pin
+    assert (root / front["app_file"]).is_file()
