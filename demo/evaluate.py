@@ -1,12 +1,12 @@
 """Few-shot evaluation of masked and causal LMs on the registered tasks, resumable.
 
-    python -m demo.evaluate --model PATH_OR_HUB_ID --task copa --task winograd --shots 1 \\
+    mlm-icl evaluate --model PATH_OR_HUB_ID --task copa --task winograd --shots 1 \\
         --limit 200 --seed 0 --repetitions 3 --output-dir runs/eval [--method right_masks]
 
-One evaluator for both kinds of model: ranked tasks go through ``demo.pll.score_batch`` (a
+One evaluator for both kinds of model: ranked tasks go through ``demo.pll.score_choices`` (a
 masked LM by PLL, ``--method``; a causal LM by exact log-likelihood), generated tasks through
-``demo.generation.generate``. Candidates of many examples are scored in one ``score_batch``
-call per chunk.
+``demo.generation.generate``. Candidates of many examples are scored in one call per chunk;
+the engines apply the text conventions, so a ranked item scores exactly as it does in the app.
 
 Outputs in ``--output-dir``, per run (task, model, shots, method, scored span, seed):
 - ``<run>.jsonl``: one line per evaluated example and repetition, appended as chunks finish;
@@ -18,57 +18,40 @@ Outputs in ``--output-dir``, per run (task, model, shots, method, scored span, s
 permutation, the same for every model and seed, so a larger limit extends a smaller one).
 """
 
-import argparse
 import datetime as dt
 import json
 import math
 import random
-import shlex
-import sys
 import time
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
 from . import metrics as M
 from .fewshot import choice_items, generation_prompt, mean_std, sample_demonstrations
-from .tasks import TASKS, Example, Task, get_task, load_examples, render_query
-from .text import encode_newlines
+from .settings import GenerationSettings, RunSettings, ScoringSettings
+from .tasks import Example, Task, get_task, load_examples, render_query
 
 SUBSET_SEED = 0  # the --limit sample does not depend on --seed: models and seeds see the same items
-
-
-@dataclass
-class RunSettings:
-    shots: int | None = None  # None: the task's paper default
-    limit: int | None = None
-    seed: int = 0
-    repetitions: int = 1
-    method: str | None = None  # masked-LM scoring method; None: the task's, else right_masks
-    right_masks: int = 2
-    score: str | None = None  # scored span of ranked tasks; None: the task's
-    chunk_size: int = 16  # examples whose candidates share one score_batch call
-    token_budget: int = 8192
-    execute_limit: int = 20  # instruction induction: held-out inputs each instruction runs on
-    max_new_tokens: int | None = None  # generated tasks: overrides the task's limit
-    data_root: str | None = None
-    progress: bool = True
-    command: str = ""
 
 
 # ---------------------------------------------------------------- public entry point
 
 
 def evaluate(lm, task: Task | str, output_dir: str | Path, settings: RunSettings | None = None,
-             **overrides) -> list[dict]:
-    """Evaluate one model on one task; returns the summary rows (one per metric)."""
-    unknown = sorted(set(overrides) - {f.name for f in fields(RunSettings)})
-    if unknown:
-        raise ValueError(f"Unknown evaluation setting(s) {', '.join(map(repr, unknown))}.")
-    s = replace(settings or RunSettings(), **overrides)
+             scoring: ScoringSettings | None = None, *, progress: bool = False,
+             command: str = "") -> list[dict]:
+    """Evaluate one model on one task; returns the summary rows (one per metric).
+
+    ``scoring`` applies to ranked tasks; a task's own scoring fields (its normalisation, its
+    unconditional context, its PLL method) are part of its definition and win, except that an
+    explicitly chosen ``scoring.method`` replaces the task's method. ``command`` is recorded
+    in the summary (how to rerun it).
+    """
+    s = settings or RunSettings()
     task = get_task(task) if isinstance(task, str) else task
-    run = _plan(lm, task, s)
+    run = _plan(lm, task, s, scoring or ScoringSettings())
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     predictions = out / f"{run['id']}.jsonl"
@@ -77,7 +60,7 @@ def evaluate(lm, task: Task | str, output_dir: str | Path, settings: RunSettings
     todo = [(rep, e) for rep in range(run["repetitions"]) for e in run["examples"]
             if (rep, e.index) not in done]
     bar = tqdm(total=len(todo), desc=f"{task.name} {run['shots']}-shot", unit="ex",
-               disable=not s.progress)
+               disable=not progress)
     with predictions.open("a", encoding="utf-8") as sink:
         for rep in range(run["repetitions"]):
             pending = [e for r, e in todo if r == rep]
@@ -90,7 +73,7 @@ def evaluate(lm, task: Task | str, output_dir: str | Path, settings: RunSettings
                 bar.update(len(chunk))
     bar.close()
 
-    rows = _summarise(lm, task, run, s, done)
+    rows = _summarise(lm, task, run, s, done, command)
     (out / f"{run['id']}.summary.json").write_text(json.dumps(rows, indent=1, ensure_ascii=False))
     _update_summary_csv(out / "summary.csv", rows)
     return rows
@@ -99,18 +82,12 @@ def evaluate(lm, task: Task | str, output_dir: str | Path, settings: RunSettings
 # ---------------------------------------------------------------- planning
 
 
-def _plan(lm, task: Task, s: RunSettings) -> dict:
+def _plan(lm, task: Task, s: RunSettings, scoring: ScoringSettings) -> dict:
     """Check the request and fix everything a run's results depend on."""
     shots = task.shots if s.shots is None else s.shots
-    if not isinstance(shots, int) or shots < 0:
-        raise ValueError(f"--shots must be a whole number >= 0, not {shots!r}.")
     if task.max_shots is not None and shots > task.max_shots:
         raise ValueError(f"Task {task.name!r} is zero-shot by design ({task.notes}); "
                          f"--shots {shots} is not possible.")
-    if s.repetitions < 1:
-        raise ValueError(f"--repetitions must be 1 or more, not {s.repetitions}.")
-    if s.limit is not None and s.limit < 1:
-        raise ValueError(f"--limit must be 1 or more, not {s.limit}.")
     examples = load_examples(task, "data", s.data_root)
     pool = load_examples(task, "demos", s.data_root) if shots else []
     same_split = task.demos is None
@@ -127,24 +104,21 @@ def _plan(lm, task: Task, s: RunSettings) -> dict:
         examples = [e for e in examples if e.index in keep]
 
     if task.kind == "choice":
-        if lm.kind == "causal":
-            if s.method not in (None, "causal"):
-                raise ValueError(f"{lm.name} is a causal LM: it is scored by exact log-likelihood; "
-                                 f"--method {s.method} is for masked LMs.")
-            method = "causal"
-        else:
-            method = s.method or task.method or "right_masks"
-            if method == "causal":
-                raise ValueError(f"{lm.name} is a masked LM; --method causal needs a causal LM.")
+        task_scoring = dict(task.scoring)
+        if scoring.method is not None or lm.kind == "causal":
+            task_scoring.pop("method", None)
+        scoring = replace(scoring, **task_scoring)
+        method = scoring.method_for(lm)
         score = s.score or task.score
-        method_tag = f"{method}{s.right_masks}" if method == "right_masks" else method
+        method_tag = f"{method}{scoring.right_masks}" if method == "right_masks" else method
         tag = f"{method_tag}__{score}"
     else:
         method, score, tag = "generate", None, "generate"
     repetitions = 1 if shots == 0 else s.repetitions  # no sampling to repeat at 0 shots
     run_id = f"{task.name}__{model_slug(lm)}__{shots}shot__{tag}__seed{s.seed}"
     return dict(id=run_id, shots=shots, examples=examples, pool=pool, same_split=same_split,
-                method=method, score=score, repetitions=repetitions, n_total=n_total)
+                method=method, scoring=scoring, score=score, repetitions=repetitions,
+                n_total=n_total)
 
 
 def model_slug(lm) -> str:
@@ -177,49 +151,30 @@ def _evaluate_chunk(lm, task, run, s, rep, chunk: list[Example]) -> list[dict]:
 
 
 def _rank(lm, task, run, s, chunk, demos) -> list[dict]:
-    from .pll import score_batch  # engines load lazily: listing tasks needs no torch
+    from .pll import Choice, score_choices  # engines load lazily: listing tasks needs no torch
 
-    items, spans = [], []
-    for e in chunk:
-        pairs = [_encode(lm, c, x) for c, x in choice_items(task, e, demos[e.index], run["score"])]
-        if task.unconditional is not None:
-            pairs += [_encode(lm, task.unconditional, " " + c.strip()) for c in e.candidates]
-        spans.append((len(items), len(pairs)))
-        items += pairs
+    choice_sets = [[Choice(context, completion, candidate) for (context, completion), candidate in
+                    zip(choice_items(task, e, demos[e.index], run["score"]), e.candidates)]
+                   for e in chunk]
     try:
-        results = score_batch(lm, items, method=run["method"], right_masks=s.right_masks,
-                              scope="completion", normalize=task.normalize,
-                              token_budget=s.token_budget, progress=False)
+        results = score_choices(lm, choice_sets, run["scoring"])
     except ValueError as err:
         raise ValueError(f"Task {task.name!r} ({run['shots']}-shot): {err}") from err
     records = []
-    for e, (first, count) in zip(chunk, spans):
-        got = results[first:first + count]
-        k = len(e.candidates)
-        scores = [r.score for r in got[:k]]
-        if task.unconditional is not None:
-            scores = [c - u.score for c, u in zip(scores, got[k:])]
-        pred = max(range(k), key=lambda i: scores[i])
-        records.append(dict(query=render_query(task, e), candidates=e.candidates, scores=scores,
-                            pred=pred, label=e.label, text=e.candidates[pred],
-                            answers=e.answers or [e.target], group=e.group,
+    for e, choices, got in zip(chunk, choice_sets, results):
+        scores = [r.score for r in got]
+        pred = max(range(len(scores)), key=lambda i: scores[i])
+        records.append(dict(query=render_query(task, e), context=choices[pred].context,
+                            candidates=e.candidates, scores=scores, pred=pred, label=e.label,
+                            text=e.candidates[pred], answers=e.answers or [e.target], group=e.group,
                             correct=pred == e.label))
     return records
 
 
-def _encode(lm, context: str, completion: str) -> tuple[str, str]:
-    """Newlines as the paper's marker for tokenizers that lose them; junction space to the completion."""
-    context = encode_newlines(context, lm.newline_survives)
-    completion = encode_newlines(completion, lm.newline_survives)
-    stripped = context.rstrip(" ")
-    return stripped, context[len(stripped):] + completion
-
-
-def _generation_settings(task: Task, s: RunSettings):
-    from .generation import GenerationSettings
+def _generation_settings(task: Task, s: RunSettings) -> GenerationSettings:
     settings = GenerationSettings(**task.generation)
     if s.max_new_tokens is not None:
-        settings.max_new_tokens = s.max_new_tokens
+        settings = replace(settings, max_new_tokens=s.max_new_tokens)
     return settings
 
 
@@ -279,7 +234,7 @@ def _read_records(path: Path) -> dict:
     return done
 
 
-def _summarise(lm, task, run, s, done: dict) -> list[dict]:
+def _summarise(lm, task, run, s, done: dict, command: str) -> list[dict]:
     wanted = {e.index for e in run["examples"]}
     per_rep = [[r for (rep, i), r in sorted(done.items()) if rep == k and i in wanted]
                for k in range(run["repetitions"])]
@@ -297,7 +252,7 @@ def _summarise(lm, task, run, s, done: dict) -> list[dict]:
             std=round(100 * std, 2), repetitions=run["repetitions"], n=len(per_rep[0]),
             n_total=run["n_total"], method=run["method"], score=run["score"], seed=s.seed,
             seconds=round(seconds, 1), date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"),
-            command=s.command))
+            command=command))
     return rows
 
 
@@ -311,79 +266,3 @@ def _update_summary_csv(path: Path, rows: list[dict]) -> None:
         old = old[[(r, m) not in keys for r, m in zip(old["run"], old["metric"])]]
         new = pd.concat([old, new], ignore_index=True)
     new.to_csv(path, index=False)
-
-
-# ---------------------------------------------------------------- command line
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="python -m demo.evaluate", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", help="Hub id, local model folder or .gguf file")
-    parser.add_argument("--task", action="append", default=[],
-                        help="task name (repeatable, or comma-separated); NAME:N sets --limit N for "
-                             "that task only; see --list")
-    parser.add_argument("--shots", type=int, default=None, help="demonstrations (default: the paper's)")
-    parser.add_argument("--limit", type=int, default=None, help="evaluate a fixed sample of N items")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repetitions", type=int, default=1, help="demonstration draws to average")
-    parser.add_argument("--output-dir", default="runs/eval")
-    parser.add_argument("--method", default=None, help="masked-LM PLL method (default: right_masks)")
-    parser.add_argument("--right-masks", type=int, default=2)
-    parser.add_argument("--score", choices=("answer", "suffix", "example"), default=None,
-                        help="which span of a ranked example is scored (default: the task's)")
-    parser.add_argument("--data-root", default=None, help="folder with the datasets (default ../shared/data)")
-    parser.add_argument("--execute-limit", type=int, default=20,
-                        help="instruction induction: held-out inputs per induced instruction")
-    parser.add_argument("--max-new-tokens", type=int, default=None,
-                        help="generated tasks: token limit (default: the task's)")
-    parser.add_argument("--chunk-size", type=int, default=16)
-    parser.add_argument("--kind", choices=("masked", "causal"), default=None)
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads (1 is fastest on a crowded machine)")
-    parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument("--list", action="store_true", help="list the tasks and exit")
-    args = parser.parse_args(argv)
-
-    if args.list:
-        for t in TASKS.values():
-            print(f"{t.name:34s} {t.group:22s} {t.kind:8s} shots={t.shots:<3d} {','.join(t.metrics)}")
-        return 0
-    try:
-        if not args.model or not args.task:
-            raise ValueError("Give --model and at least one --task (python -m demo.evaluate --list shows the tasks).")
-        tasks = [_task_and_limit(name, args.limit) for arg in args.task for name in arg.split(",") if name]
-        if args.threads:
-            import torch
-            torch.set_num_threads(args.threads)
-        from .models import load_model
-        lm = load_model(args.model, kind=args.kind, device=args.device)
-        settings = dict(shots=args.shots, seed=args.seed, repetitions=args.repetitions,
-                        method=args.method, right_masks=args.right_masks, score=args.score,
-                        chunk_size=args.chunk_size, execute_limit=args.execute_limit,
-                        max_new_tokens=args.max_new_tokens,
-                        data_root=args.data_root, progress=not args.no_progress,
-                        command="python -m demo.evaluate " + shlex.join(argv))
-        for task, limit in tasks:
-            for row in evaluate(lm, task, args.output_dir, RunSettings(limit=limit, **settings)):
-                print(f"{row['task']:24s} {row['model']:28s} {row['shots']:>3d}-shot "
-                      f"{row['metric']:16s} {row['value']:6.2f} ± {row['stderr']} (n={row['n']}, "
-                      f"{row['seconds']:.0f} s)", flush=True)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def _task_and_limit(spec: str, default_limit: int | None) -> tuple[Task, int | None]:
-    """"copa" or "copa:100" (a limit for this task only)."""
-    name, _, limit = spec.partition(":")
-    if limit and not limit.isdigit():
-        raise ValueError(f"In --task {spec!r}, what follows ':' must be a number of items.")
-    return get_task(name.strip()), int(limit) if limit else default_limit
-
-
-if __name__ == "__main__":
-    sys.exit(main())

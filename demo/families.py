@@ -13,7 +13,7 @@ class Family:
     kind: str  # "masked" or "causal"
     # Relative (or rotary) positions: no hard length limit, quality degrades past pretraining.
     relative_positions: bool
-    # Default number of padding masks after the predicted [MASK] when generating (SPEC section 2):
+    # Default number of padding masks after the predicted [MASK] when generating (docs/method.md, section 2):
     # models pretrained to fill spans (DeBERTa: up to 3 tokens, ALBERT: n-grams up to 3) get 2;
     # single-token maskers get 1, enough to keep [SEP] from sitting right after the prediction.
     padding_masks: int = 1

@@ -54,11 +54,11 @@ def demonstrations_text(task: Task, demos: list[Example]) -> str:
 
 def choice_items(task: Task, item: Example, demos: list[Example], score: str | None = None
                  ) -> list[tuple[str, str]]:
-    """(context, completion) per candidate, for ``pll.score_batch``.
+    """Raw (context, completion) per candidate; ``demo.pll.Choice`` adds the candidate itself.
 
     ``score`` picks the scored span (task default if None): "answer" = the candidate and what
     follows it, "suffix" = only what follows the candidate (Winograd partial scoring),
-    "example" = the whole evaluated example. Spaces at the junction go to the completion.
+    "example" = the whole evaluated example. The scoring engine applies the text conventions.
     """
     score = score or task.score
     prompt = demonstrations_text(task, demos)
@@ -76,7 +76,7 @@ def choice_items(task: Task, item: Example, demos: list[Example], score: str | N
             context, completion = prompt, head + answer + tail
         else:
             raise ValueError(f"score must be one of answer, suffix, example; not {score!r}.")
-        items.append(_move_space(context, completion))
+        items.append((context, completion))
     return items
 
 
@@ -84,11 +84,6 @@ def generation_prompt(task: Task, item: Example, demos: list[Example]) -> str:
     """Demonstrations, then the evaluated example up to its answer (trailing spaces trimmed)."""
     head = render_parts(task, item, "")[0].rstrip(" ")
     return demonstrations_text(task, demos) + head
-
-
-def _move_space(context: str, completion: str) -> tuple[str, str]:
-    stripped = context.rstrip(" ")
-    return stripped, context[len(stripped):] + completion
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:

@@ -24,33 +24,11 @@ from transformers import (GenerationConfig, LogitsProcessor, LogitsProcessorList
                           StoppingCriteria, StoppingCriteriaList)
 
 from .mlm_decoder import MaskedLMAsCausalLM, WindowSpecials, window_length
-from .text import decode_newlines, encode_newlines
+from .settings import GenerationSettings
+from .text import decode_newlines, encode_newlines, join
 
-STRATEGIES = ("greedy", "beam", "sample")
 STOP_REASONS = ("max_new_tokens", "stop_string", "newline", "eos", "digits", "choice")
-MAX_NEW_TOKENS_CAP = 512  # every step of the exact MLM method re-encodes the whole window
-MAX_PADDING_MASKS = 16
 _DECODE_CONTEXT = 8  # prompt tokens decoded before a continuation so its first space survives
-
-
-@dataclass
-class GenerationSettings:
-    max_new_tokens: int = 32
-    strategy: str = "greedy"  # "greedy" | "beam" | "sample"
-    num_beams: int = 4  # beam search only (the paper: 4)
-    temperature: float = 1.0  # sampling only
-    top_k: int = 0  # sampling only; 0 = off
-    top_p: float = 1.0  # sampling only; 1 = off
-    repetition_penalty: float = 1.0  # 1 = off; penalises tokens already in prompt or output
-    padding_masks: int | None = None  # masked LMs only; None = the family default
-    stop_at_newline: bool = False
-    stop_strings: tuple[str, ...] = ()
-    digits: int | None = None  # exactly this many digits, nothing else
-    choices: tuple[str, ...] | None = None  # the output is one of these strings
-    seed: int | None = 0  # sampling seed; None = do not seed
-    trace: bool = False
-    trace_top_k: int = 5
-    progress: bool = False  # tqdm bar over the decoding steps
 
 
 @dataclass
@@ -80,68 +58,20 @@ class GenerationResult:
 
 
 def _settings(settings: GenerationSettings | None, overrides: dict) -> GenerationSettings:
-    settings = settings or GenerationSettings()
     known = {f.name for f in fields(GenerationSettings)}
     unknown = sorted(set(overrides) - known)
     if unknown:
         raise ValueError(f"Unknown generation setting(s) {unknown}; known: {sorted(known)}")
-    settings = replace(settings, **overrides)
-    # Accept a single string or a list where a tuple is expected.
-    if isinstance(settings.stop_strings, str):
-        settings.stop_strings = (settings.stop_strings,)
-    settings.stop_strings = tuple(settings.stop_strings or ())
-    if isinstance(settings.choices, str):
-        settings.choices = (settings.choices,)
-    if settings.choices is not None:
-        settings.choices = tuple(settings.choices)
-    return settings
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return replace(settings or GenerationSettings(), **overrides)  # validated by the dataclass
 
 
 def _validate(lm, prompt, s: GenerationSettings) -> None:
+    """What depends on the prompt and the model (the rest is checked by GenerationSettings)."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("The prompt is empty: give the model some text to continue.")
-    if s.strategy not in STRATEGIES:
-        raise ValueError(f"Unknown strategy {s.strategy!r}; use one of {STRATEGIES}.")
-    if not _is_int(s.max_new_tokens) or not 1 <= s.max_new_tokens <= MAX_NEW_TOKENS_CAP:
-        raise ValueError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS_CAP}, "
-                         f"not {s.max_new_tokens!r}.")
-    if not _is_int(s.num_beams) or s.num_beams < 1:
-        raise ValueError(f"num_beams must be a whole number >= 1, not {s.num_beams!r}.")
-    if not 0 < s.top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], not {s.top_p!r} (1 turns it off).")
-    if not _is_int(s.top_k) or s.top_k < 0:
-        raise ValueError(f"top_k must be a whole number >= 0, not {s.top_k!r} (0 turns it off).")
-    if s.strategy == "sample" and not s.temperature > 0:
-        raise ValueError(f"temperature must be > 0 for sampling, not {s.temperature!r} "
-                         f"(use strategy='greedy' for the deterministic limit).")
-    if not s.repetition_penalty > 0:
-        raise ValueError(f"repetition_penalty must be > 0, not {s.repetition_penalty!r} (1 = off).")
-    if not _is_int(s.trace_top_k) or s.trace_top_k < 1:
-        raise ValueError(f"trace_top_k must be a whole number >= 1, not {s.trace_top_k!r}.")
-    if s.padding_masks is not None:
-        if lm.kind != "masked":
-            raise ValueError(f"padding_masks only applies to masked LMs; {lm.name} is a causal LM "
-                             f"(leave it unset).")
-        if not _is_int(s.padding_masks) or not 0 <= s.padding_masks <= MAX_PADDING_MASKS:
-            raise ValueError(f"padding_masks must be a whole number from 0 to {MAX_PADDING_MASKS}, "
-                             f"not {s.padding_masks!r}.")
-    if any(not isinstance(x, str) or x == "" for x in s.stop_strings):
-        raise ValueError("Stop strings must be non-empty strings.")
-    if s.digits is not None:
-        if not _is_int(s.digits) or s.digits < 1:
-            raise ValueError(f"digits must be a whole number >= 1, not {s.digits!r}.")
-        if s.digits > s.max_new_tokens:
-            raise ValueError(f"{s.digits} digits may need {s.digits} tokens, but max_new_tokens is "
-                             f"{s.max_new_tokens}; raise max_new_tokens.")
-        if s.choices is not None:
-            raise ValueError("Use either digits or choices, not both.")
-    if s.choices is not None:
-        if not s.choices or any(not isinstance(c, str) or not c.strip() for c in s.choices):
-            raise ValueError("choices must be a non-empty list of non-empty strings.")
+    if s.padding_masks is not None and lm.kind != "masked":
+        raise ValueError(f"padding_masks only applies to masked LMs; {lm.name} is a causal LM "
+                         f"(leave it unset).")
 
 
 def _check_room(lm, n_prompt: int, max_new_tokens: int, padding_masks: int) -> None:
@@ -373,20 +303,18 @@ class ChoiceDone(StoppingCriteria):
 def _choice_sequences(lm, model_prompt: str, prompt_ids: list[int], choices) -> dict:
     """token sequence -> choice, each tokenised as it would follow the prompt.
 
-    Prompt and choice are joined with one space when neither side has one at the junction
-    (as ``demo.pll.score_candidates`` does); if the tokenizer merges across the junction, the
-    choice is tokenised on its own.
+    Prompt and choice meet as ``demo.text.join`` says (as in scoring); if the tokenizer merges
+    across the junction, the choice is tokenised on its own.
     """
     tokenizer, add_specials = lm.tokenizer, lm.kind == "causal"
     sequences: dict[tuple[int, ...], str] = {}
     for choice in choices:
-        encoded = encode_newlines(choice, lm.newline_survives)
-        joint = "" if model_prompt[-1:].isspace() or encoded[:1].isspace() else " "
-        full = tokenizer(model_prompt + joint + encoded, add_special_tokens=add_specials)["input_ids"]
+        completion = join(model_prompt, encode_newlines(choice, lm.newline_survives))
+        full = tokenizer(model_prompt + completion, add_special_tokens=add_specials)["input_ids"]
         if full[:len(prompt_ids)] == prompt_ids and len(full) > len(prompt_ids):
             seq = tuple(full[len(prompt_ids):])
         else:
-            seq = tuple(tokenizer(joint + encoded, add_special_tokens=False)["input_ids"])
+            seq = tuple(tokenizer(completion, add_special_tokens=False)["input_ids"])
         if not seq:
             raise ValueError(f"The choice {choice!r} encodes to no tokens.")
         sequences.setdefault(seq, choice)
@@ -465,7 +393,7 @@ def _vocab_width(lm) -> int:
     return max(lm.model.config.vocab_size, len(lm.tokenizer))
 
 
-def generate(lm, prompt: str, settings: GenerationSettings | None = None,
+def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, progress: bool = False,
              **overrides) -> GenerationResult:
     """Continue ``prompt`` with a masked or causal LM (``demo.models.LoadedModel``).
 
@@ -495,7 +423,7 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None,
     processors, stops, prefix_fn, trie = _constraints(lm, s, model_prompt, prompt_ids, end_ids)
     recorder = StepRecorder(n, s.trace, s.trace_top_k)
     processors.append(recorder)  # last: sees the scores after every constraint
-    bar = ProgressBar(s.max_new_tokens) if s.progress else None
+    bar = ProgressBar(s.max_new_tokens) if progress else None
     if bar:
         stops.append(bar)
 
@@ -532,7 +460,7 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None,
     elif s.digits is not None and len(re.sub(r"\D", "", text)) == s.digits:
         reason = "digits"
     else:
-        text, reason = _cut_at_stops(text, s.stop_strings, s.stop_at_newline)
+        text, reason = _cut_at_stops(text, tuple(s.stop_strings), s.stop_at_newline)
         reason = reason or ("eos" if ended is not None else "max_new_tokens")
 
     steps = _trace(lm, model, recorder, prompt_ids, generated, tokens, end_ids, padding_masks,

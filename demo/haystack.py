@@ -1,6 +1,6 @@
 """Needle in a haystack: can a (masked or causal) LM find a number hidden in a long prompt?
 
-The BERTs paper's length probe (its section 2.3, Figure 3, appendix A.1; SPEC section 4). A random
+The BERTs paper's length probe (its section 2.3, Figure 3, appendix A.1; docs/method.md, section 4). A random
 6-digit number is hidden at a given depth in public-domain filler text, in the paper's template:
 
     > Some special magic number is hidden within the following articles. Make sure to memorize it. I will quiz you about the magic number afterwards.
@@ -12,8 +12,9 @@ The BERTs paper's length probe (its section 2.3, Figure 3, appendix A.1; SPEC se
     > Question: What is the special magic number mentioned in the provided text?
     > Answer: The special magic number mentioned in the provided text is
 
-(the "> " marks and blank lines are the paper's reference code's; newlines are written as the
-paper's "\\n " marker for tokenizers that lose "\\n"). The model answers with digits-only
+(the "> " marks and blank lines are the paper's reference code's). Prompts are raw text: the
+engine writes the paper's "\\n " newline marker for tokenizers that lose "\\n" (``demo.text``),
+and the token counts here are taken on that model text. The model answers with digits-only
 constrained decoding of exactly 6 digits (``demo.generation``); exact match scores.
 
 What "length" means here: the number of positions the model needs to answer, counted the way
@@ -33,10 +34,9 @@ where tokenization is not additive. Depth 0.0 puts the needle before the first f
 filler's tokens, so the needle sits within one sentence of the requested depth of the haystack.
 
 The grid runner appends one CSV row per finished cell, so an interrupted run resumes where it
-stopped: ``python -m demo.haystack --model M --lengths 256 512 --output grid.csv``.
+stopped: ``demo probe --model M --lengths 256 512 --output grid.csv``.
 """
 
-import argparse
 import bisect
 import csv
 import re
@@ -49,7 +49,8 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .text import encode_newlines
+from .settings import DEPTHS, GenerationSettings, GridSettings
+from .text import encode_newlines, newline_survives
 
 HEADER = ("> Some special magic number is hidden within the following articles. "
           "Make sure to memorize it. I will quiz you about the magic number afterwards.")
@@ -60,7 +61,6 @@ DIGITS = 6
 # Room for the answer: a word-boundary token ("Ġ" / "▁", which the digits constraint lets open
 # the number) and then, at worst, one token per digit.
 ANSWER_TOKENS = DIGITS + 1
-DEPTHS = tuple(round(0.1 * i, 1) for i in range(11))
 DEFAULT_FILLER = Path(__file__).resolve().parents[1] / "assets" / "haystack" / "persuasion.txt"
 # Long sentences would make depth coarse in short haystacks (a 256-token prompt holds ~10 of the
 # median sentence); skipping the longest 3% keeps every sentence a small step of the haystack.
@@ -124,8 +124,13 @@ class Reader:
     add_special_tokens: bool  # count the tokenizer's own specials (causal LMs)
     newline_survives: bool
 
+    def model_text(self, prompt: str) -> str:
+        """The raw prompt as the model reads it (``demo.text`` conventions)."""
+        return encode_newlines(prompt, self.newline_survives)
+
     def count(self, prompt: str) -> int:
-        ids = self.tokenizer(prompt, add_special_tokens=self.add_special_tokens, verbose=False)["input_ids"]
+        ids = self.tokenizer(self.model_text(prompt), add_special_tokens=self.add_special_tokens,
+                             verbose=False)["input_ids"]
         return len(ids) + self.extra_tokens
 
 
@@ -138,8 +143,7 @@ def reader_of(lm, padding_masks: int | None = None) -> Reader:
     if isinstance(lm, Reader):
         return lm
     if not hasattr(lm, "kind"):  # a tokenizer
-        survives = "\n" in lm.decode(lm("a\nb", add_special_tokens=False)["input_ids"])
-        return Reader(lm, 0, True, survives)
+        return Reader(lm, 0, True, newline_survives(lm))
     if lm.kind == "masked":
         masks = lm.padding_masks if padding_masks is None else padding_masks
         # last window: [CLS] text + all answer tokens but the last, [MASK] [MASK]*masks [SEP]
@@ -152,7 +156,7 @@ def reader_of(lm, padding_masks: int | None = None) -> Reader:
 
 @dataclass
 class NeedlePrompt:
-    text: str  # the prompt as given to the model (newlines encoded for its tokenizer)
+    text: str  # the raw prompt (generate() encodes newlines for the model)
     needle: str  # the 6 digits
     length: int  # positions the model needs to answer (module doc); the requested length
     depth: float  # requested depth
@@ -160,9 +164,9 @@ class NeedlePrompt:
     n_sentences: int  # filler sentences used (the last one may be cut)
 
 
-def render(prefix: list[str], needle: str, suffix: list[str], newline_survives: bool) -> str:
+def render(prefix: list[str], needle: str, suffix: list[str]) -> str:
     lines = prefix + [NEEDLE_SENTENCE.format(needle=needle)] + suffix
-    return encode_newlines(HEADER + "\n\n" + "\n".join(lines) + "\n\n" + QUESTION, newline_survives)
+    return HEADER + "\n\n" + "\n".join(lines) + "\n\n" + QUESTION
 
 
 def _check_depth(depth: float) -> float:
@@ -190,12 +194,12 @@ def build_needle_prompt(reader, length: int, depth: float, needle: str, sentence
     if not sentences:
         raise ValueError("No filler sentences given.")
     length = int(length)
-    fixed = reader.count(render([], needle, [], reader.newline_survives))
+    fixed = reader.count(render([], needle, []))
     if length < fixed:
         raise ValueError(f"A {length}-token prompt cannot hold the template and the needle: this "
                          f"model needs at least {fixed} tokens for them. Ask for a longer length.")
     if length == fixed:
-        text = render([], needle, [], reader.newline_survives)
+        text = render([], needle, [])
         return NeedlePrompt(text, needle, length, depth, needle_depth=0.0, n_sentences=0)
     for shift in range(min(32, len(sentences))):
         fitted = _fit_filler(reader, length - fixed, depth, needle, sentences, start + shift)
@@ -211,10 +215,10 @@ def build_needle_prompt(reader, length: int, depth: float, needle: str, sentence
 def _fit_filler(reader: Reader, budget: int, depth: float, needle: str, sentences: list[str],
                 start: int) -> tuple[str, int] | None:
     """(prompt text, filler sentences used) hitting fixed + ``budget`` tokens, or None."""
-    length = reader.count(render([], needle, [], reader.newline_survives)) + budget
+    length = reader.count(render([], needle, [])) + budget
     # 1. Consecutive sentences whose tokens (measured in one joined string) cover the budget with
     # room to spare; tokens are at least one character, so measure only once there are enough.
-    separator = encode_newlines("\n", reader.newline_survives)
+    separator = reader.model_text("\n")
     margin = 16
     chosen, spans, joined, position = [], [], "", start % len(sentences)
     need_chars = budget + margin
@@ -249,7 +253,7 @@ def _fit_filler(reader: Reader, budget: int, depth: float, needle: str, sentence
     def prompt_at(cut: int) -> str:
         i, chars = cuts[cut]
         filler = chosen[:i] + [chosen[i][:chars].rstrip()]
-        return render(filler[:needle_at], needle, filler[needle_at:], reader.newline_survives)
+        return render(filler[:needle_at], needle, filler[needle_at:])
 
     best = _search_exact(lambda cut: reader.count(prompt_at(cut)), len(cuts), length)
     return None if best is None else (prompt_at(best), cuts[best][0] + 1)
@@ -279,12 +283,13 @@ def _search_exact(count_at, n_cuts: int, length: int) -> int | None:
 
 def _needle_depth(reader: Reader, text: str, needle: str) -> float:
     """Filler tokens before the needle / all filler tokens, measured on the final prompt."""
+    text = reader.model_text(text)
     encoded = reader.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
     starts = [s for s, e in encoded["offset_mapping"] if e > s]
     needle_char = text.index(NEEDLE_SENTENCE.format(needle=needle))
     needle_end = needle_char + len(NEEDLE_SENTENCE.format(needle=needle))
-    header_end = len(encode_newlines(HEADER + "\n\n", reader.newline_survives))
-    question_start = text.rindex(encode_newlines("\n\n" + QUESTION, reader.newline_survives))
+    header_end = len(reader.model_text(HEADER + "\n\n"))
+    question_start = text.rindex(reader.model_text("\n\n" + QUESTION))
     before = sum(1 for s in starts if header_end <= s < needle_char)
     after = sum(1 for s in starts if needle_end <= s < question_start)
     return before / (before + after) if before + after else 0.0
@@ -333,33 +338,28 @@ def _cell_key(model: str, length, depth, repetition) -> tuple:
     return (str(model), int(length), round(float(depth), 6), int(repetition))
 
 
-def run_grid(lm, lengths, depths=DEPTHS, repetitions: int = 3, *, seed: int = 0,
-             filler: str | Path | list[str] | None = None, output: str | Path | None = None,
-             model_name: str | None = None, padding_masks: int | None = None,
-             progress: bool = True, generate_fn=None) -> pd.DataFrame:
+def run_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | None = None,
+             output: str | Path | None = None, model_name: str | None = None,
+             progress: bool = False, generate_fn=None) -> pd.DataFrame:
     """Run (or resume) the lengths x depths x repetitions grid; one tidy row per cell.
 
     ``output``: CSV file; finished cells already in it are skipped, new ones appended as they
-    finish. ``filler``: a text file, a list of sentences, or None for the bundled book.
-    ``generate_fn``: defaults to ``demo.generation.generate`` (tests may wrap it to count calls).
-    Cells longer than an absolute-position model's limit get status "beyond_limit" (no answer).
+    finish. Filler: ``sentences`` if given, else ``grid.filler`` (a text file), else the bundled
+    book. ``generate_fn``: defaults to ``demo.generation.generate`` (tests may wrap it to count
+    calls). Cells longer than an absolute-position model's limit get status "beyond_limit".
     """
-    from .generation import GenerationSettings, generate  # torch-heavy; imported when used
+    from .generation import generate  # torch-heavy; imported when used
 
+    grid = grid or GridSettings()
     generate_fn = generate_fn or generate
-    lengths = sorted({_check_length(n) for n in lengths})
-    depths = sorted({_check_depth(d) for d in depths})
-    if not lengths or not depths:
-        raise ValueError("Give at least one length and one depth.")
-    if int(repetitions) < 1:
-        raise ValueError(f"Repetitions must be at least 1, not {repetitions}.")
-    sentences = usable_sentences(list(filler)) if isinstance(filler, (list, tuple)) else load_filler(filler)
+    lengths, depths, repetitions, seed = grid.lengths, grid.depths, grid.repetitions, grid.seed
+    sentences = usable_sentences(list(sentences)) if sentences is not None else load_filler(grid.filler)
     if not sentences:
         raise ValueError("The filler has no usable sentences.")
     model_name = model_name or lm.name
-    reader = reader_of(lm, padding_masks)
+    reader = reader_of(lm, grid.padding_masks)
     settings = GenerationSettings(max_new_tokens=ANSWER_TOKENS, strategy="greedy", digits=DIGITS,
-                                  padding_masks=padding_masks, seed=seed)
+                                  padding_masks=grid.padding_masks, seed=seed)
     output = Path(output) if output is not None else None
 
     done = _read_finished(output)
@@ -403,61 +403,3 @@ def run_grid(lm, lengths, depths=DEPTHS, repetitions: int = 3, *, seed: int = 0,
     table = table[keep].copy()
     table["correct"] = pd.to_numeric(table["correct"], errors="coerce")
     return table.sort_values(["length", "depth", "repetition"]).reset_index(drop=True)[COLUMNS]
-
-
-def _check_length(n) -> int:
-    try:
-        value = int(n)
-    except (TypeError, ValueError):
-        raise ValueError(f"Lengths must be whole numbers of tokens, not {n!r}.") from None
-    if value != float(n) or value < 1:
-        raise ValueError(f"Lengths must be positive whole numbers of tokens, not {n!r}.")
-    return value
-
-
-# ---------------------------------------------------------------- command line
-
-
-def main(argv=None) -> pd.DataFrame:
-    parser = argparse.ArgumentParser(
-        prog="python -m demo.haystack",
-        description="Needle-in-a-haystack grid for a masked or causal LM (resumable CSV).")
-    parser.add_argument("--model", required=True, help="Hub id, local folder or .gguf file")
-    parser.add_argument("--lengths", type=int, nargs="+", required=True, help="prompt lengths in tokens")
-    parser.add_argument("--depths", type=float, nargs="+", default=list(DEPTHS),
-                        help="needle depths, 0.0 (start) to 1.0 (end); default 0.0 0.1 ... 1.0")
-    parser.add_argument("--repetitions", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output", required=True, help="CSV file (resumed if it exists)")
-    parser.add_argument("--filler", help="UTF-8 text file to use as haystack (default: bundled book)")
-    parser.add_argument("--label", help="model name to write in the table (default: --model)")
-    parser.add_argument("--padding-masks", type=int, help="MLM padding masks (default: family's)")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--plot", help="also write the heatmap (.html, or .png with kaleido)")
-    parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args(argv)
-
-    from .models import load_model
-    try:
-        lm = load_model(args.model, device=args.device)
-        table = run_grid(lm, args.lengths, args.depths, args.repetitions, seed=args.seed,
-                         filler=args.filler, output=args.output, model_name=args.label,
-                         padding_masks=args.padding_masks, progress=not args.no_progress)
-    except ValueError as err:
-        parser.error(str(err))
-    ok = table[table["status"] == "ok"]
-    print(f"{len(table)} cells, {len(ok)} answered, accuracy {ok['correct'].mean():.3f}, "
-          f"{(table['status'] == 'beyond_limit').sum()} beyond the model's limit -> {args.output}")
-    if args.plot:
-        from .plots import needle_heatmap, save_figure
-        figure = needle_heatmap(table, title=f"Needle in a haystack: {table['model'].iloc[0]}",
-                                pretrained_length=lm.pretrained_length, max_length=lm.max_length)
-        try:
-            print(f"plot -> {save_figure(figure, args.plot)}")
-        except ValueError as err:
-            parser.error(f"{err} (the grid itself is saved in {args.output})")
-    return table
-
-
-if __name__ == "__main__":
-    main()

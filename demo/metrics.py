@@ -2,7 +2,7 @@
 
 Every function returns a fraction in [0, 1] (BLEU too: SacreBLEU's 0..100 divided by 100); the
 evaluator reports percentages, as the papers' tables do. Library code where one fits
-(scikit-learn for accuracy and F1, sacrebleu for BLEU). Hand-written, because no installed
+(scikit-learn for F1, sacrebleu for BLEU). Hand-written, because no installed
 library does them: SQuAD-style answer normalisation (ReCoRD, closed-book QA; the `evaluate`
 package is not a dependency) and the instruction-induction metrics, which follow the paper's
 own normalisation (orhonovich/instruction-induction, evaluate.py): first line, first sentence,
@@ -23,15 +23,9 @@ from typing import Callable
 
 import numpy as np
 import sacrebleu
-from sklearn.metrics import accuracy_score, f1_score
+from sklearn.metrics import f1_score
 
 # ---------------------------------------------------------------- classification
-
-
-def accuracy(predictions: list, references: list) -> float:
-    """Share of predictions equal to their reference (candidate indices or labels)."""
-    _same_length(predictions, references)
-    return float(accuracy_score(references, predictions))
 
 
 def f1_macro(predictions: list, references: list, labels: list | None = None) -> float:

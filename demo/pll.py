@@ -14,7 +14,7 @@ Three steps, one function each, run top to bottom by :func:`score_batch`:
 3. ``assemble``: per-token scores (text, character offsets, log-probability, rank, masked
    positions), per-word sums on request, per-candidate total / mean / score.
 
-Methods (SPEC section 3):
+Methods (``docs/method.md``, section 3):
 - ``salazar``: mask only the scored token (Salazar et al. 2020, "1 mask").
 - ``right_masks``: also mask the next ``right_masks`` tokens to its right (Samuel 2024, the
   BERTs paper: 2 extra masks; masks never cover special tokens, so they stop at the text's end).
@@ -23,7 +23,9 @@ Methods (SPEC section 3):
 - ``whole_word``: mask every subword of the word; one copy per word scores all its subwords.
 - ``causal``: exact left-to-right log-likelihood, one forward pass per text (causal LMs only).
 
-Log-probabilities are natural logs.
+Every public function takes raw text and one :class:`ScoringSettings`; the text conventions
+(newline marker, junction space: ``demo.text``) and GPT-3's unconditional normalisation are
+applied here, never by callers. Log-probabilities are natural logs.
 """
 
 from dataclasses import dataclass, replace
@@ -31,9 +33,8 @@ from dataclasses import dataclass, replace
 import torch
 from tqdm.auto import tqdm
 
-MASKED_METHODS = ("salazar", "right_masks", "within_word_l2r", "whole_word")
-METHODS = MASKED_METHODS + ("causal",)
-SCOPES = ("completion", "full")
+from .settings import METHODS, ScoringSettings
+from .text import join, model_pair
 
 
 # ---------------------------------------------------------------- results
@@ -62,11 +63,11 @@ class WordScore:
 @dataclass
 class CandidateScore:
     candidate: str
-    text: str  # the full text the offsets refer to (context + completion)
+    text: str  # the text the model read (context + completion, newlines encoded); offsets refer to it
     tokens: list[TokenScore]
     total: float  # sum of the scored tokens' log-probabilities
     mean: float  # total / number of scored tokens (NormPLL)
-    score: float  # what ranking uses: total or mean, minus the unconditional score if asked
+    score: float  # what ranking uses: total or mean (reduction), minus the unconditional score
     words: list[WordScore] | None = None
     unconditional: float | None = None  # score(candidate | unconditional context), if used
 
@@ -350,81 +351,48 @@ def _words(t: _Text, tokens: list[TokenScore]) -> list[WordScore]:
 # ---------------------------------------------------------------- public API
 
 
-def _check_options(lm, method, right_masks, scope, token_budget) -> str:
-    if method is None:
-        method = "causal" if lm.kind == "causal" else "right_masks"
-    if method not in METHODS:
-        raise ValueError(f"Unknown scoring method {method!r}; pick one of {', '.join(METHODS)}.")
-    if lm.kind == "causal" and method != "causal":
-        raise ValueError(f"{lm.name} is a causal LM: it is scored by exact log-likelihood "
-                         f"(method='causal'); {method!r} is a masked-LM method.")
-    if lm.kind == "masked" and method == "causal":
-        raise ValueError(f"{lm.name} is a masked LM; method='causal' needs a causal LM. Use one "
-                         f"of {', '.join(MASKED_METHODS)}.")
-    if scope not in SCOPES:
-        raise ValueError(f"scope must be 'completion' or 'full', not {scope!r}.")
-    if not isinstance(right_masks, int) or right_masks < 0:
-        raise ValueError(f"right_masks must be a whole number >= 0, not {right_masks!r}.")
-    if not isinstance(token_budget, int) or token_budget < 1:
-        raise ValueError(f"token_budget must be a positive whole number, not {token_budget!r}.")
-    return method
+def score_batch(lm, items: list[tuple[str, str]], settings: ScoringSettings | None = None, *,
+                progress: bool = False) -> list[CandidateScore]:
+    """Score each raw (context, completion) pair; the model reads context + completion.
 
-
-def score_batch(lm, items: list[tuple[str, str]], *, method: str | None = None,
-                right_masks: int = 2, scope: str = "completion", normalize: bool = False,
-                word_level: bool = False, token_budget: int = 8192,
-                progress: bool = True) -> list[CandidateScore]:
-    """Score each (context, completion) pair; text = context + completion, literally.
-
-    ``method=None`` picks the model's natural method: "right_masks" for a masked LM (with
-    ``right_masks`` extra masks, default 2 as in the BERTs paper), "causal" for a causal LM.
-    ``scope="completion"`` scores only the completion's tokens (the context conditions),
-    ``"full"`` scores every token. ``token_budget`` bounds copies x padded length per forward
-    pass (memory); identical items are scored once.
+    The text conventions of ``demo.text`` are applied here (newline marker, junction space);
+    ``CandidateScore.text`` is the text the model read. Identical items are scored once.
     """
-    method = _check_options(lm, method, right_masks, scope, token_budget)
+    settings = settings or ScoringSettings()
+    method = settings.method_for(lm)
     for item in items:
         if not (isinstance(item, (tuple, list)) and len(item) == 2
                 and all(isinstance(s, str) for s in item)):
             raise ValueError(f"Each item must be a (context, completion) pair of strings, not {item!r}.")
     unique = list(dict.fromkeys((c, x) for c, x in items))
     blank_ids = {}
-    texts = [_tokenize(lm, context, completion, scope, blank_ids) for context, completion in unique]
+    texts = [_tokenize(lm, *model_pair(context, completion, lm.newline_survives), settings.scope,
+                       blank_ids) for context, completion in unique]
 
     if method == "causal":
-        results = _compute_causal(lm, texts, token_budget, progress)
+        results = _compute_causal(lm, texts, settings.token_budget, progress)
     else:
         copies = [copy for k, t in enumerate(texts)
-                  for copy in _masked_copies(t, k, method, right_masks)]
-        results = _compute_masked(lm, texts, copies, token_budget, progress)
+                  for copy in _masked_copies(t, k, method, settings.right_masks)]
+        results = _compute_masked(lm, texts, copies, settings.token_budget, progress)
 
-    scored = {key: _assemble(t, k, key[1], results, normalize, word_level)
+    scored = {key: _assemble(t, k, key[1], results, settings.reduction == "mean", settings.word_level)
               for k, (key, t) in enumerate(zip(unique, texts))}
     return [scored[(c, x)] for c, x in items]
 
 
-def join(context: str, candidate: str) -> str:
-    """The completion for a candidate: a leading space when the junction has no whitespace."""
-    if context and candidate and not context[-1].isspace() and not candidate[0].isspace():
-        return " " + candidate
-    return candidate
+@dataclass(frozen=True)
+class Choice:
+    """One candidate of a ranking: ``completion`` is scored after ``context``; ``candidate`` is
+    the answer itself, what follows the unconditional context (they differ when a template
+    wraps the candidate, e.g. Winograd's sentence around it)."""
+    context: str
+    completion: str
+    candidate: str
 
 
-def score_candidates(lm, context: str, candidates: list[str], *,
-                     unconditional_context: str | None = None, **kwargs) -> list[CandidateScore]:
-    """Score candidate completions of one context (one result per candidate, in order).
-
-    Candidates are joined to the context with one space when neither side has whitespace at the
-    junction. Duplicates are scored once and reported for each. With ``unconditional_context``
-    (e.g. "Answer:"), ``score`` becomes score(candidate | context) minus
-    score(candidate | unconditional_context) (GPT-3's normalisation for ARC and OpenBookQA).
-    Other keyword arguments are those of :func:`score_batch`.
-    """
-    return score_candidate_sets(lm, [(context, candidates)],
-                                unconditional_context=unconditional_context, **kwargs)[0]
-
-
-def _check_candidates(context, candidates) -> None:
+def choices_for(context: str, candidates: list[str]) -> list[Choice]:
+    """Candidates typed on their own, each joined to the context by ``demo.text.join``."""
     if not isinstance(context, str):
         raise ValueError(f"The context must be a string, not {type(context).__name__}.")
     if isinstance(candidates, str) or not candidates:
@@ -432,37 +400,48 @@ def _check_candidates(context, candidates) -> None:
     for candidate in candidates:
         if not isinstance(candidate, str) or not candidate.strip():
             raise ValueError(f"Every candidate needs some non-whitespace text; got {candidate!r}.")
+    return [Choice(context, join(context, c), c) for c in candidates]
 
 
-def score_candidate_sets(lm, requests: list[tuple[str, list[str]]], *,
-                         unconditional_context: str | None = None,
-                         **kwargs) -> list[list[CandidateScore]]:
-    """:func:`score_candidates` for many (context, candidates) at once, batched together.
+def score_choices(lm, choice_sets: list[list[Choice]], settings: ScoringSettings | None = None, *,
+                  progress: bool = False) -> list[list[CandidateScore]]:
+    """Score every choice of every set in one batched run; one result per choice, in order.
+
+    With ``settings.unconditional_context`` (e.g. "Answer:"), ``score`` becomes
+    score(completion | context) minus score(candidate | unconditional context): GPT-3's
+    normalisation for ARC and OpenBookQA, computed here and nowhere else.
+    """
+    settings = settings or ScoringSettings()
+    flat = [choice for choices in choice_sets for choice in choices]
+    items = [(c.context, c.completion) for c in flat]
+    neutral = settings.unconditional_context
+    if neutral is not None:
+        items += [(neutral, join(neutral, c.candidate.strip())) for c in flat]
+    scores = score_batch(lm, items, settings, progress=progress)
+    results = []
+    for k, choice in enumerate(flat):
+        result = replace(scores[k], candidate=choice.candidate)
+        if neutral is not None:
+            unconditional = scores[len(flat) + k].score
+            result = replace(result, unconditional=unconditional, score=result.score - unconditional)
+        results.append(result)
+    remaining = iter(results)
+    return [[next(remaining) for _ in choices] for choices in choice_sets]
+
+
+def score_candidate_sets(lm, requests: list[tuple[str, list[str]]],
+                         settings: ScoringSettings | None = None, *,
+                         progress: bool = False) -> list[list[CandidateScore]]:
+    """Candidates of many contexts, batched together: ``[(context, [candidate, ...]), ...]``.
 
     Every masked copy of every candidate of every request shares the sub-batches, so many small
     requests (a benchmark's examples) run as fast as one large one.
     """
-    for context, candidates in requests:
-        _check_candidates(context, candidates)
-    items = [(context, join(context, c)) for context, candidates in requests
-             for c in dict.fromkeys(candidates)]
-    if unconditional_context is not None:
-        neutral = [(unconditional_context, join(unconditional_context, completion))
-                   for _, completion in items]
-        scores = score_batch(lm, items + neutral, **kwargs)
-        conditional, unconditional = scores[:len(items)], scores[len(items):]
-    else:
-        conditional, unconditional = score_batch(lm, items, **kwargs), None
+    return score_choices(lm, [choices_for(context, candidates) for context, candidates in requests],
+                         settings, progress=progress)
 
-    results, k = [], 0
-    for context, candidates in requests:
-        by_candidate = {}
-        for candidate in dict.fromkeys(candidates):
-            result = replace(conditional[k], candidate=candidate)
-            if unconditional is not None:
-                result = replace(result, unconditional=unconditional[k].score,
-                                 score=result.score - unconditional[k].score)
-            by_candidate[candidate] = result
-            k += 1
-        results.append([by_candidate[c] for c in candidates])
-    return results
+
+def score_candidates(lm, context: str, candidates: list[str], settings: ScoringSettings | None = None,
+                     *, progress: bool = False) -> list[CandidateScore]:
+    """Score candidate completions of one context (one result per candidate, in order)."""
+    return score_candidate_sets(lm, [(context, candidates)], settings, progress=progress)[0]

@@ -2,9 +2,9 @@
 
 Files (all in ``assets/results/``):
 - copies of the papers' tables (``../shared/results/*.csv``), each row carrying its ``paper``
-  and ``table``; made by ``python -m demo.results import-published ../shared/results``;
+  and ``table``; made by ``mlm-icl results import-published ../shared/results``;
 - ``ours.csv``: our runs of ``demo.evaluate`` (summary rows with command, date, n), extended by
-  ``python -m demo.results add-runs runs/ours/summary.csv``.
+  ``mlm-icl results add-runs runs/ours/summary.csv``.
 
 ``load_results()`` returns one row per number, columns:
 paper, table, task (our registry name where the task is registered, else the table's label),
@@ -16,13 +16,11 @@ Published averages are kept as printed (the papers' averages are not always plai
 task "average".
 """
 
-import argparse
-import sys
 from pathlib import Path
 
 import pandas as pd
 
-from .tasks import II_TASKS, TASKS
+from .tasks import TASKS
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "assets" / "results"
 OURS = RESULTS_DIR / "ours.csv"
@@ -47,7 +45,9 @@ LABEL_TO_TASK = {
     "PIQA": "piqa", "ARC-C": "arc_challenge", "ARC (challenge)": "arc_challenge", "ARC-E": "arc_easy",
     "ARC (easy)": "arc_easy", "OpenBookQA": "openbookqa", "Average": "average",
 }
-II_TITLE_TO_TASK = {title: f"ii_{name}" for name, (title, _, _) in II_TASKS.items()}
+# Honovich et al.'s table titles -> our in-context instruction-induction tasks
+II_TITLE_TO_TASK = {t.title: t.name for t in TASKS.values()
+                    if t.group == "instruction induction" and t.convert == "instruction_pairs"}
 DEBERTA_SIZES = {"0.1B": 0.1e9, "0.4B": 0.4e9, "0.9B": 0.9e9, "1.4B": 1.4e9}  # as the paper names them
 GPT3_SIZES = {"Ada": 350e6, "Babbage": 1.3e9, "Curie": 6.7e9, "DaVinci": 175e9}  # Brown et al. 2020
 
@@ -218,7 +218,7 @@ def load_published(folder: str | Path = RESULTS_DIR) -> pd.DataFrame:
     missing = [name for name in READERS if not (folder / name).is_file()]
     if missing:
         raise ValueError(f"Published tables missing in '{folder}': {', '.join(missing)}. Run "
-                         f"python -m demo.results import-published ../shared/results")
+                         f"mlm-icl results import-published ../shared/results")
     table6 = pd.read_csv(folder / "samuel2024_table6_all_results.csv")
     few_shots = {LABEL_TO_TASK.get(t, t): int(n) for t, n in zip(table6["task"], table6["n_shots"])
                  if str(n).isdigit()}
@@ -278,31 +278,3 @@ def _columns(frame: pd.DataFrame) -> pd.DataFrame:
     frame["model_size"] = pd.to_numeric(frame["model_size"], errors="coerce")
     frame["variant"] = frame["variant"].fillna("")
     return frame
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m demo.results", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command")
-    p = sub.add_parser("import-published", help="copy the papers' tables into assets/results")
-    p.add_argument("source", help="folder with the papers' CSV tables (../shared/results)")
-    p = sub.add_parser("add-runs", help="merge a demo.evaluate summary.csv into assets/results/ours.csv")
-    p.add_argument("summary")
-    sub.add_parser("show", help="print how many numbers each paper contributes")
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "import-published":
-            for path in import_published(args.source):
-                print(path)
-        elif args.command == "add-runs":
-            print(f"{len(add_runs(args.summary))} rows in {OURS}")
-        else:
-            frame = load_results()
-            print(frame.groupby(["source", "paper", "table"]).size().to_string())
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,9 +1,22 @@
-"""Text conventions shared by scoring, generation and prompts.
+"""Text conventions: how raw text becomes the text a model reads. One owner, applied by the engines.
 
-Why this exists: some tokenizers (BERT WordPiece, DeBERTa SentencePiece) turn "\\n" into a
-space, so a few-shot prompt's line structure is lost. The BERTs paper writes every newline as the
-two characters backslash-n followed by a space and stops generation when the model produces that
-marker; we do the same, but only for tokenizers that actually lose "\\n".
+``demo.pll`` (scoring) and ``demo.generation`` (decoding) take raw text from every caller (the
+app, the command line, the evaluator) and apply these rules themselves, so two callers can never
+score or continue different texts for the same input:
+
+- **Newlines.** Some tokenizers (BERT WordPiece, DeBERTa SentencePiece) turn "\\n" into a space,
+  so a few-shot prompt's blank lines vanish. The BERTs paper writes every newline as the two
+  characters backslash-n followed by a space and stops generation when the model produces that
+  marker. We do the same, but only for tokenizers that actually lose "\\n" (measured per
+  tokenizer in ``demo.models``).
+- **The junction between a context and a candidate.** A candidate typed on its own ("Paris")
+  follows its context after one space unless either side already has whitespace there
+  (:func:`join`). Spaces at the end of a context belong to the completion
+  (:func:`model_pair`), so "because " + "he left" and "because" + " he left" score the same
+  tokens: the completion's first word with its space, as lm-evaluation-harness does.
+
+GPT-3's unconditional normalisation (subtract the candidate's score after a neutral context such
+as "Answer:") is a scoring rule and lives in one function, ``demo.pll.score_choices``.
 """
 
 import re
@@ -27,13 +40,23 @@ def decode_newlines(text: str, newline_survives: bool) -> str:
     return re.sub(r"[ ]?\\n ?", "\n", text)
 
 
-def normalize_whitespace(text: str) -> str:
-    """Collapse runs of spaces, drop spaces before punctuation and trim.
+def newline_survives(tokenizer) -> bool:
+    """Does "\\n" come back from this tokenizer's encode -> decode? (If not: the marker.)"""
+    ids = tokenizer("a\nb", add_special_tokens=False)["input_ids"]
+    return "\n" in tokenizer.decode(ids)
 
-    The ALBERT paper shows that stray spaces before punctuation move PLL accuracy by points.
-    Newlines are kept: they carry few-shot structure.
-    """
-    text = re.sub(r"[ \t]+", " ", text)
-    text = re.sub(r" +([.,;:!?'])(?=\s|$)", r"\1", text)
-    text = re.sub(r" *\n *", "\n", text)
-    return text.strip()
+
+def join(context: str, candidate: str) -> str:
+    """The completion for a candidate: a leading space when the junction has no whitespace."""
+    if context and candidate and not context[-1].isspace() and not candidate[0].isspace():
+        return " " + candidate
+    return candidate
+
+
+def model_pair(context: str, completion: str, newline_survives: bool) -> tuple[str, str]:
+    """(context, completion) as the model reads them: newline markers where the tokenizer needs
+    them, and the spaces at the end of the context moved to the start of the completion."""
+    context = encode_newlines(context, newline_survives)
+    completion = encode_newlines(completion, newline_survives)
+    stripped = context.rstrip(" ")
+    return stripped, context[len(stripped):] + completion

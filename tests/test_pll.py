@@ -9,6 +9,8 @@ import torch
 
 from demo import pll
 from demo.pll import score_batch
+from demo.settings import ScoringSettings
+from demo.text import model_pair
 from tests.conftest import MASKED_FAMILIES
 
 METHODS = ["salazar", "right_masks", "within_word_l2r", "whole_word"]
@@ -42,7 +44,11 @@ def rank_range(logprobs, true_id, tol=1e-5):
 
 @torch.no_grad()
 def naive_scores(lm, context, completion, method, scope="completion", right_masks=2):
-    """[(position, logprob, (lowest, highest) rank, masked)], one full forward pass per token."""
+    """[(position, logprob, (lowest, highest) rank, masked)], one full forward pass per token.
+
+    The text is what the model reads (``demo.text.model_pair``: newline marker, junction space),
+    as the engine must score it; test_conventions.py checks that rule on its own."""
+    context, completion = model_pair(context, completion, lm.newline_survives)
     tokenizer = lm.tokenizer
     encoding = tokenizer(context + completion, return_special_tokens_mask=True)
     ids, special, word_ids = encoding["input_ids"], encoding["special_tokens_mask"], encoding.word_ids()
@@ -62,7 +68,7 @@ def naive_scores(lm, context, completion, method, scope="completion", right_mask
 
 def assert_matches_naive(lm, method, items, tol=1e-5, **kwargs):
     # A tiny token budget forces many sub-batches of mixed texts and padding.
-    ours = score_batch(lm, items, method=method, progress=False, token_budget=96, **kwargs)
+    ours = score_batch(lm, items, ScoringSettings(method=method, token_budget=96, **kwargs))
     for (context, completion), result in zip(items, ours):
         expected = naive_scores(lm, context, completion, method, **kwargs)
         assert [t.position for t in result.tokens] == [e[0] for e in expected]
@@ -107,7 +113,7 @@ SENTENCES = [
 def minicons_scorer(standin_mlm):
     scorer_module = pytest.importorskip("minicons.scorer")
     scorer = scorer_module.MaskedLMScorer(standin_mlm.model, tokenizer=standin_mlm.tokenizer, device="cpu")
-    # minicons 0.3.39 calls batch_encode_plus, which transformers 5 removed (SPEC section 8).
+    # minicons 0.3.39 calls batch_encode_plus, which transformers 5 removed (docs/method.md, section 7).
     type(scorer.tokenizer).batch_encode_plus = lambda self, *a, **k: self(*a, **k)
     return scorer
 
@@ -116,10 +122,10 @@ def minicons_scorer(standin_mlm):
 def test_full_sentence_pll_equals_minicons(standin_mlm, minicons_scorer, ours, theirs):
     expected = minicons_scorer.sequence_score(SENTENCES, reduction=lambda x: x.sum(0).item(),
                                               PLL_metric=theirs)
-    got = score_batch(standin_mlm, [("", s) for s in SENTENCES], method=ours, scope="full", progress=False)
+    got = score_batch(standin_mlm, [("", s) for s in SENTENCES], ScoringSettings(method=ours, scope="full"))
     assert [r.total for r in got] == pytest.approx(expected, abs=1e-4)
     if ours == "within_word_l2r":  # the methods differ on the multi-subword word
-        salazar = score_batch(standin_mlm, [("", SENTENCES[1])], method="salazar", scope="full", progress=False)
+        salazar = score_batch(standin_mlm, [("", SENTENCES[1])], ScoringSettings(method="salazar", scope="full"))
         assert abs(salazar[0].total - got[1].total) > 0.1
 
 
@@ -129,13 +135,13 @@ def test_conditional_pll_equals_minicons(standin_mlm, minicons_scorer, ours, the
     stimuli = ["on the mat.", "expialidocious words are rare.", "in the refrigerator."]
     expected = minicons_scorer.conditional_score(prefixes, stimuli, reduction=lambda x: x.sum(0).item(),
                                                  PLL_metric=theirs)
-    got = score_batch(standin_mlm, [(p, " " + s) for p, s in zip(prefixes, stimuli)], method=ours, progress=False)
+    got = score_batch(standin_mlm, [(p, " " + s) for p, s in zip(prefixes, stimuli)], ScoringSettings(method=ours))
     assert [r.total for r in got] == pytest.approx(expected, abs=1e-4)
 
 
 def test_trained_model_prefers_the_sensible_sentence(standin_mlm):
     good, bad = score_batch(standin_mlm, [("", "The cat sat on the mat."), ("", "The mat sat on the cat.")],
-                            method="right_masks", scope="full", progress=False)
+                            ScoringSettings(method="right_masks", scope="full"))
     assert good.total > bad.total
 
 
@@ -145,7 +151,7 @@ def test_bfloat16_is_close_to_float32(family_folder):
     lm16 = random_model(family_folder("bert"), seed=1)
     lm16.model.to(torch.bfloat16)
     items = ITEMS[:2]
-    full, half = (score_batch(lm, items, method="salazar", progress=False) for lm in (lm32, lm16))
+    full, half = (score_batch(lm, items, ScoringSettings(method="salazar")) for lm in (lm32, lm16))
     for a, b in zip(full, half):
         assert lm16.dtype == torch.bfloat16
         assert [t.logprob for t in b.tokens] == pytest.approx([t.logprob for t in a.tokens], abs=0.1)

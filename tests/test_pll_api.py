@@ -6,6 +6,8 @@ import pytest
 
 from demo import pll
 from demo.pll import score_batch, score_candidates
+from demo.settings import ScoringSettings
+from demo.text import model_pair
 from tests.conftest import MASKED_FAMILIES
 from tests.test_pll import naive_scores
 
@@ -25,8 +27,8 @@ def squeeze(text: str) -> str:
 def test_offsets_slice_back_to_exactly_the_scored_text(tiny_model, family, scope):
     lm = tiny_model(family)
     method = "causal" if lm.kind == "causal" else "salazar"
-    for (context, completion), result in zip(TRICKY, score_batch(lm, TRICKY, method=method, scope=scope,
-                                                                 progress=False)):
+    for (context, completion), result in zip(TRICKY, score_batch(lm, TRICKY, ScoringSettings(method=method, scope=scope))):
+        context, completion = model_pair(context, completion, lm.newline_survives)  # what it read
         assert result.text == context + completion
         previous_end = 0
         for token in result.tokens:
@@ -38,27 +40,27 @@ def test_offsets_slice_back_to_exactly_the_scored_text(tiny_model, family, scope
 
 
 def test_offsets_of_known_tokens(tiny_model):
-    result = score_batch(tiny_model("bert"), [("The cat", " sat on (the) mat.")], progress=False)[0]
+    result = score_batch(tiny_model("bert"), [("The cat", " sat on (the) mat.")])[0]
     assert [(t.token, t.start) for t in result.tokens] == [
         ("sat", 8), ("on", 12), ("(", 15), ("the", 16), (")", 19), ("mat", 21), (".", 24)]
 
 
 def test_word_level_sums_tokens_per_word(standin_mlm):
-    result = score_batch(standin_mlm, [("", "Supercalifragilistic cats sat.")], scope="full",
-                         word_level=True, progress=False)[0]
+    result = score_batch(standin_mlm, [("", "Supercalifragilistic cats sat.")],
+                         ScoringSettings(scope="full", word_level=True))[0]
     assert [(w.word, w.n_tokens) for w in result.words] == [
         ("Supercalifragilistic", 6), ("cats", 1), ("sat", 1), (".", 1)]
     first_six = sum(t.logprob for t in result.tokens[:6])
     assert result.words[0].logprob == pytest.approx(first_six)
     assert sum(w.logprob for w in result.words) == pytest.approx(result.total)
-    assert score_batch(standin_mlm, [("", "Cats.")], progress=False)[0].words is None
+    assert score_batch(standin_mlm, [("", "Cats.")])[0].words is None
 
 
 def test_total_mean_and_normalised_score(tiny_model):
     lm = tiny_model("bert")
     expected = naive_scores(lm, "The cat sat", " on the mat.", "right_masks")
-    plain, normed = (score_batch(lm, [("The cat sat", " on the mat.")], normalize=n, progress=False)[0]
-                     for n in (False, True))
+    plain, normed = (score_batch(lm, [("The cat sat", " on the mat.")], ScoringSettings(reduction=r))[0]
+                     for r in ("sum", "mean"))
     total = sum(e[1] for e in expected)
     assert plain.total == pytest.approx(total, abs=1e-4) and plain.score == plain.total
     assert normed.mean == pytest.approx(total / len(expected), abs=1e-5) and normed.score == normed.mean
@@ -67,7 +69,7 @@ def test_total_mean_and_normalised_score(tiny_model):
 def test_candidates_joined_with_one_space_and_unconditional_normalisation(tiny_model):
     lm = tiny_model("bert")
     results = score_candidates(lm, "Question: where? Answer:", ["home", " the park"],
-                               unconditional_context="Answer:", method="salazar", progress=False)
+                               ScoringSettings(unconditional_context="Answer:", method="salazar"))
     assert [r.text for r in results] == ["Question: where? Answer: home", "Question: where? Answer: the park"]
     for result, completion in zip(results, [" home", " the park"]):
         conditional = sum(e[1] for e in naive_scores(lm, "Question: where? Answer:", completion, "salazar"))
@@ -81,7 +83,7 @@ def test_duplicates_scored_once_and_reported_for_each(tiny_model, monkeypatch):
     calls = []
     real = pll._tokenize
     monkeypatch.setattr(pll, "_tokenize", lambda lm, c, x, *rest: calls.append(x) or real(lm, c, x, *rest))
-    results = score_candidates(tiny_model("bert"), "I like", ["tea", "coffee", "tea"], progress=False)
+    results = score_candidates(tiny_model("bert"), "I like", ["tea", "coffee", "tea"])
     assert sorted(calls) == [" coffee", " tea"]
     assert [r.candidate for r in results] == ["tea", "coffee", "tea"]
     assert results[0].total == results[2].total != results[1].total
@@ -96,15 +98,15 @@ def test_duplicates_scored_once_and_reported_for_each(tiny_model, monkeypatch):
 ])
 def test_bad_candidates(tiny_model, candidates, message):
     with pytest.raises(ValueError, match=message):
-        score_candidates(tiny_model("bert"), "I like", candidates, progress=False)
+        score_candidates(tiny_model("bert"), "I like", candidates)
 
 
 def test_text_too_long_names_the_limit(tiny_model):
     lm = tiny_model("bert")
     with pytest.raises(ValueError, match="at most 512 tokens"):
-        score_batch(lm, [("", " word" * 600)], progress=False)
+        score_batch(lm, [("", " word" * 600)])
     # relative positions: no limit to hit (a long context, a short completion to keep it quick)
-    result = score_batch(tiny_model("deberta-v2"), [("word" * 600, " end.")], progress=False)[0]
+    result = score_batch(tiny_model("deberta-v2"), [("word" * 600, " end.")])[0]
     assert result.tokens[-1].position > 512
 
 
@@ -118,18 +120,18 @@ def test_text_too_long_names_the_limit(tiny_model):
 ])
 def test_bad_options(tiny_model, family, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        score_batch(tiny_model(family), [("A", " b.")], progress=False, **kwargs)
+        score_batch(tiny_model(family), [("A", " b.")], ScoringSettings(**kwargs))
 
 
 def test_whitespace_completion_in_a_batch_is_refused(tiny_model):
     with pytest.raises(ValueError, match="no tokens to score"):
-        score_batch(tiny_model("bert"), [("A", "   ")], progress=False)
+        score_batch(tiny_model("bert"), [("A", "   ")])
 
 
 def test_many_candidate_sets_batched_together(tiny_model):
     lm = tiny_model("roberta")
     requests = [("I like", ["tea", "green tea"]), ("The sky is", ["blue.", "tea"])]
-    results = pll.score_candidate_sets(lm, requests, method="within_word_l2r", progress=False)
+    results = pll.score_candidate_sets(lm, requests, ScoringSettings(method="within_word_l2r"))
     assert [[r.candidate for r in rs] for rs in results] == [c for _, c in requests]
     for (context, candidates), scores in zip(requests, results):
         for candidate, result in zip(candidates, scores):

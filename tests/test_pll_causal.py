@@ -5,6 +5,8 @@ import torch
 
 from demo import pll
 from demo.pll import score_batch, score_candidates
+from demo.settings import ScoringSettings
+from demo.text import model_pair
 from tests.test_pll import rank_range
 
 ITEMS = [
@@ -17,6 +19,7 @@ ITEMS = [
 @torch.no_grad()
 def hand_written_loglikelihood(lm, context, completion, scope="completion"):
     """[(logprob, rank range)] per scored token: log P(token | start token + everything before)."""
+    context, completion = model_pair(context, completion, lm.newline_survives)
     tokenizer = lm.tokenizer
     start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     ids = [start] + tokenizer(context + completion)["input_ids"]
@@ -29,7 +32,7 @@ def hand_written_loglikelihood(lm, context, completion, scope="completion"):
 
 
 def assert_matches_loop(lm, items, tol, **kwargs):
-    ours = score_batch(lm, items, progress=False, token_budget=64, **kwargs)
+    ours = score_batch(lm, items, ScoringSettings(token_budget=64, **kwargs))
     for (context, completion), result in zip(items, ours):
         expected = hand_written_loglikelihood(lm, context, completion, **kwargs)
         assert len(result.tokens) == len(expected)
@@ -52,7 +55,6 @@ def test_smollm2_equals_loop(smollm2, scope):
 
 
 def test_smollm2_ranks_the_sensible_answer_first(smollm2):
-    paris, banana = score_candidates(smollm2, "The capital of France is", ["Paris.", "banana."],
-                                     progress=False)
+    paris, banana = score_candidates(smollm2, "The capital of France is", ["Paris.", "banana."])
     assert paris.score > banana.score
     assert paris.tokens[0].rank <= 5  # " Paris" is among SmolLM2's top guesses

@@ -6,11 +6,12 @@ import pytest
 
 from conftest import SHARED, needs_shared
 from demo import tasks as T
+from demo.text import model_pair
 from demo.fewshot import (choice_items, demonstrations_text, generation_prompt, mean_std,
                           sample_demonstrations)
 
 DATA = SHARED / "data"
-LOCAL_TASKS = [t.name for t in T.TASKS_LIST if t.data.local]
+LOCAL_TASKS = [t.name for t in T.all_tasks() if t.data.local]
 
 
 def _example(name, which="data", index=0):
@@ -33,7 +34,10 @@ def test_copa_golden():
          "The man turned on the faucet therefore the toilet filled with water."),
         ("My body cast a shadow over the grass because the sun was rising.\n\n",
          "The man turned on the faucet therefore water flowed from the spout.")]
-    assert choice_items(task, item, [], score="answer")[0] == (
+    # raw text; the scoring engine moves the junction space to the completion (demo.text)
+    answer_span = choice_items(task, item, [], score="answer")[0]
+    assert answer_span == ("The man turned on the faucet therefore ", "the toilet filled with water.")
+    assert model_pair(*answer_span, newline_survives=True) == (
         "The man turned on the faucet therefore", " the toilet filled with water.")
 
 
@@ -54,7 +58,7 @@ def test_winograd_golden_partial_scoring():
         "The city councilmen refused the demonstrators a permit because the demonstrators",
         " feared violence.")
     # a sentence-initial pronoun gets a capitalised candidate
-    assert _example("winograd", index=52).candidates == ["The painting", "An oak tree"]
+    assert _example("winograd", index=52).candidates == ("The painting", "An oak tree")
 
 
 @needs_shared
@@ -79,7 +83,7 @@ def test_arc_golden():
         "Question: Which technology was developed most recently?\nAnswer: cellular telephone\n\n"
         "Question: Which statement best explains why photosynthesis is the foundation of most "
         "food webs?\nAnswer: Sunlight is the source of energy for nearly all ecosystems.")
-    assert task.unconditional == "Answer:"
+    assert task.scoring == {"unconditional_context": "Answer:"}
 
 
 @needs_shared
@@ -88,7 +92,7 @@ def test_instruction_induction_golden():
     item, demo = _example("ii_first_word_letter"), _example("ii_first_word_letter", "demos")
     assert generation_prompt(task, item, []) == "Input: place\nOutput:"
     assert generation_prompt(task, item, [demo]) == "Input: time\nOutput: t\n\nInput: place\nOutput:"
-    assert item.answers == ["p"]
+    assert item.answers == ("p",)
     gold = T.get_task("ii_first_word_letter_gold")
     assert generation_prompt(gold, _example("ii_first_word_letter_gold"), []) == (
         "Instruction: write the first letter of the word\nInput: place\nOutput:")
@@ -209,7 +213,7 @@ def test_preset_examples_ship_without_the_data_root():
 
 
 def test_unknown_task_lists_the_known_ones():
-    with pytest.raises(ValueError, match=r"Unknown task 'copaa'.*Known tasks: boolq, cb, copa"):
+    with pytest.raises(ValueError, match=r"Unknown task 'copaa'. Did you mean: copa\?"):
         T.get_task("copaa")
 
 
@@ -246,4 +250,4 @@ def test_template_placeholders_are_checked():
 def test_data_root_from_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("DEMO_DATA_ROOT", str(tmp_path))
     assert T.data_root() == tmp_path
-    assert T.data_root("/elsewhere") == T.Path("/elsewhere")
+    assert str(T.data_root("/elsewhere")) == "/elsewhere"

@@ -12,7 +12,8 @@ import pytest
 
 from demo.catalog import HUB_MODELS, LOCAL_MODELS_VAR, build_catalog
 from demo.ui.common import shows_errors
-from demo.ui.limits import Limits, check_grid, check_text, parse_candidates, parse_numbers
+from demo.settings import AppSettings, GridSettings
+from demo.ui.limits import check_grid, check_text, parse_candidates, parse_numbers
 from tests.conftest import STANDIN_MLM, needs_shared
 
 
@@ -27,7 +28,7 @@ def _model_folder(root, name, architecture):
 
 
 def test_catalog_reads_local_models_and_prefers_them(tmp_path, monkeypatch):
-    monkeypatch.setattr("demo.catalog._smollm2_gguf", lambda: None)
+    monkeypatch.setattr("demo.catalog.smollm2_gguf", lambda: None)
     mlm = _model_folder(tmp_path, "my-mlm", "BertForMaskedLM")
     clm = _model_folder(tmp_path, "my-clm", "GPT2LMHeadModel")
     gguf = tmp_path / "tiny.gguf"
@@ -48,7 +49,7 @@ def test_catalog_reads_local_models_and_prefers_them(tmp_path, monkeypatch):
 
 
 def test_catalog_without_local_models_defaults_to_hub_models(monkeypatch):
-    monkeypatch.setattr("demo.catalog._smollm2_gguf", lambda: None)
+    monkeypatch.setattr("demo.catalog.smollm2_gguf", lambda: None)
     catalog = build_catalog({})
     masked, causal = catalog.default("masked"), catalog.default("causal")
     assert not masked.local and masked.kind == "masked" and "/" in masked.name
@@ -58,12 +59,6 @@ def test_catalog_without_local_models_defaults_to_hub_models(monkeypatch):
     assert kinds == {"masked", "causal"}
     assert {"microsoft/deberta-v2-xxlarge", "ltg/deberta-xxlarge-fixed", "albert/albert-xxlarge-v2",
             "facebook/opt-1.3b"} <= {m.name for m in HUB_MODELS}
-
-
-def test_catalog_finds_the_same_smollm2_file_as_models():
-    from demo.catalog import _smollm2_gguf
-    from demo.models import smollm2_gguf
-    assert _smollm2_gguf() == smollm2_gguf()
 
 
 def test_remote_code_models_in_the_catalog_are_allowlisted():
@@ -86,10 +81,10 @@ def test_candidates_are_parsed_one_per_line_within_caps():
 
 
 def test_text_and_grid_caps():
-    limits = Limits(prompt_chars=10, grid_cells=4, grid_tokens=1000)
-    assert check_text("0123456789", "prompt", limits.prompt_chars) == "0123456789"
+    limits = AppSettings(max_prompt_chars=10, max_grid_cells=4, max_grid_tokens=1000)
+    assert check_text("0123456789", "prompt", limits.max_prompt_chars) == "0123456789"
     with pytest.raises(ValueError, match="11 characters"):
-        check_text("01234567890", "prompt", limits.prompt_chars)
+        check_text("01234567890", "prompt", limits.max_prompt_chars)
     with pytest.raises(ValueError, match="empty"):
         check_text("  \n", "prompt")
     assert parse_numbers("512, 256 256", "length") == [256, 512]
@@ -97,11 +92,11 @@ def test_text_and_grid_caps():
         parse_numbers("256, lots", "length")
     with pytest.raises(ValueError, match="between 0.0 and 1.0"):
         parse_numbers("0.5, 1.5", "depth", float, 0.0, 1.0)
-    check_grid([128, 256], [0.0, 1.0], 1, limits)
+    check_grid(GridSettings([128, 256], [0.0, 1.0], 1), limits)
     with pytest.raises(ValueError, match="= 8 runs"):
-        check_grid([128, 256], [0.0, 1.0], 2, limits)
+        check_grid(GridSettings([128, 256], [0.0, 1.0], 2), limits)
     with pytest.raises(ValueError, match="1,000 tokens"):
-        check_grid([2048], [0.0], 1, limits)
+        check_grid(GridSettings([2048], [0.0], 1), limits)
 
 
 # ---------------------------------------------------------------- errors become page messages

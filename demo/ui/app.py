@@ -11,6 +11,7 @@ import os
 import gradio as gr
 
 from ..catalog import LOCAL_MODELS_VAR, Catalog, build_catalog
+from ..settings import AppSettings
 from . import length_probe, prompting, ranking, results_tab
 from .common import import_core_in_background
 
@@ -50,9 +51,8 @@ def build_app(catalog: Catalog | None = None) -> gr.Blocks:
 
 
 def launch(app: gr.Blocks, **kwargs) -> None:
-    concurrency = int(os.environ.get("DEMO_CONCURRENCY", "1"))  # model runs at a time
-    app.queue(default_concurrency_limit=concurrency,
-              max_size=int(os.environ.get("DEMO_QUEUE_SIZE", "32")))
+    settings = AppSettings.from_env()
+    app.queue(default_concurrency_limit=settings.concurrency, max_size=settings.queue_size)
     options = dict(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                    ssr_mode=False, show_error=False, footer_links=["api", "gradio"],
                    prevent_thread_lock=True)

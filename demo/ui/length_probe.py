@@ -11,6 +11,7 @@ import gradio as gr
 import pandas as pd
 
 from ..catalog import Catalog
+from ..settings import GridSettings
 from .common import ASSETS, handler, load, model_note, model_picker, shows_errors
 from .limits import LIMITS, check_grid, parse_numbers
 
@@ -64,9 +65,10 @@ def _run(model_name, kind, lengths, depths, repetitions, seed):
 
     lengths = parse_numbers(lengths, "length", int, 16, None)
     depths = parse_numbers(depths, "depth", float, 0.0, 1.0)
-    check_grid(lengths, depths, repetitions)
+    grid = GridSettings(lengths=lengths, depths=depths, repetitions=int(repetitions), seed=int(seed or 0))
+    check_grid(grid)
     lm = load(model_name, kind)
-    table = run_grid(lm, lengths, depths, int(repetitions), seed=int(seed or 0), progress=True)
+    table = run_grid(lm, grid, progress=True)
     return lm, table
 
 
@@ -99,7 +101,7 @@ def show_precomputed(choice):
     if rows.empty:
         raise ValueError(f"{name} holds no runs of {model!r}.")
     return (_figure(rows, _short(model)),
-            f"`{name}`: {len(rows)} runs of {model}, computed offline with `python -m demo.haystack`.")
+            f"`{name}`: {len(rows)} runs of {model}, computed offline with `mlm-icl probe`.")
 
 
 def build(catalog: Catalog) -> None:
@@ -113,7 +115,7 @@ def build(catalog: Catalog) -> None:
         lengths = gr.Textbox(
             value="128, 256", label="Lengths (tokens)", elem_id="probe-lengths",
             info=f"Total prompt lengths in tokens, separated by commas (at most "
-                 f"{LIMITS.grid_tokens:,} here; the paper went to 12,288).")
+                 f"{LIMITS.max_grid_tokens:,} here; the paper went to 12,288).")
         depths = gr.Textbox(
             value="0, 0.5, 1", label="Needle depths", elem_id="probe-depths",
             info="Where the needle sits, 0 (start) to 1 (end), separated by commas.")
@@ -121,7 +123,7 @@ def build(catalog: Catalog) -> None:
                                 info="Runs per cell, each with another needle and filler.")
         seed = gr.Number(value=0, precision=0, label="Seed",
                          info="Seed for the needles and the filler's starting point.")
-    gr.Markdown(f"<sub>At most {LIMITS.grid_cells} runs (lengths x depths x repetitions) per "
+    gr.Markdown(f"<sub>At most {LIMITS.max_grid_cells} runs (lengths x depths x repetitions) per "
                 f"request.</sub>")
     run = gr.Button("Run the grid", variant="primary", elem_id="probe-run")
     with gr.Row():
@@ -140,7 +142,7 @@ def build(catalog: Catalog) -> None:
     first = grids[0][1] if grids else None
     precomputed = gr.Dropdown(
         choices=grids, value=first, label="Precomputed grid", elem_id="probe-precomputed",
-        info="Larger grids computed offline with `python -m demo.haystack` (assets/needle_grids/).")
+        info="Larger grids computed offline with `mlm-icl probe` (assets/needle_grids/).")
     # Callables: computed when a page loads, not when the app starts.
     precomputed_note = gr.Markdown(lambda: show_precomputed(first)[1] if first else "*None bundled.*")
     precomputed_plot = gr.Plot(lambda: show_precomputed(first)[0] if first else None,

@@ -27,7 +27,7 @@ WINDOW_TAIL = 14  # tokens of the window shown per step: the end, where the mask
 
 def _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
               padding_masks, stop_at_newline, seed, trace):
-    from ..generation import GenerationSettings  # torch: imported on first use
+    from ..settings import GenerationSettings
 
     if int(max_new_tokens) > LIMITS.max_new_tokens:
         raise ValueError(f"At most {LIMITS.max_new_tokens} new tokens per request here.")
@@ -37,7 +37,7 @@ def _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, re
         repetition_penalty=float(repetition_penalty),
         padding_masks=None if padding_masks in (None, "", "default") else int(padding_masks),
         stop_at_newline=bool(stop_at_newline), seed=None if seed in (None, "") else int(seed),
-        trace=trace, trace_top_k=5, progress=True)
+        trace=trace, trace_top_k=5)
 
 
 def trace_table(steps) -> pd.DataFrame:
@@ -92,7 +92,7 @@ def _run(prompt, model_name, kind, settings):
 
     prompt = check_text(prompt, "prompt")
     lm = load(model_name, kind)
-    return lm, generate(lm, prompt, settings)
+    return lm, generate(lm, prompt, settings, progress=True)
 
 
 @handler
@@ -130,8 +130,8 @@ def build(catalog: Catalog) -> None:
              "friend an instruction...' meta-prompt. Fills the prompt and the decoding settings.")
     prompt = gr.Textbox(
         value=first["prompt"], label="Prompt", lines=8, elem_id="gen-prompt",
-        max_length=LIMITS.prompt_chars,
-        info=f"Few-shot prompt to continue, at most {LIMITS.prompt_chars:,} characters. Newlines "
+        max_length=LIMITS.max_prompt_chars,
+        info=f"Few-shot prompt to continue, at most {LIMITS.max_prompt_chars:,} characters. Newlines "
              f"are kept (written as the paper's '\\n ' marker for tokenizers that drop them).")
     paper_output = gr.Markdown(first["note"], elem_id="gen-paper-output")
     with gr.Row():

@@ -7,8 +7,9 @@ import gradio as gr
 import pandas as pd
 
 from ..catalog import Catalog
+from ..settings import ScoringSettings
 from .common import handler, load, model_note, model_picker, read_presets
-from .limits import LIMITS, check_text, parse_candidates
+from .limits import LIMITS, MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates
 
 VARIANTS = [
     ("1 mask (Salazar et al. 2020)", "salazar"),
@@ -55,21 +56,21 @@ def task_presets() -> list[dict]:
     return presets
 
 
-def _scoring_options(method, right_masks, normalize, scope, unconditional):
-    options = dict(normalize=bool(normalize), scope=scope, progress=True,
-                   unconditional_context=(unconditional.strip() or None) if unconditional else None)
-    if method is not None:
-        options.update(method=method, right_masks=int(right_masks))
-    return options
+def _scoring_settings(method, right_masks, normalize, scope, unconditional) -> ScoringSettings:
+    """The page's widgets as the core's settings (a causal LM's method is left unset)."""
+    return ScoringSettings(
+        method=method or None, right_masks=int(right_masks), scope=scope,
+        reduction="mean" if normalize else "sum",
+        unconditional_context=(unconditional.strip() or None) if unconditional else None)
 
 
-def _score(model_name, kind, context, candidates_text, options):
+def _score(model_name, kind, context, candidates_text, settings: ScoringSettings):
     from ..pll import score_candidates  # torch: imported on first use
 
     context = check_text(context, "context", allow_empty=True)
     candidates = parse_candidates(candidates_text)
     lm = load(model_name, kind)
-    return lm, score_candidates(lm, context, candidates, **options)
+    return lm, score_candidates(lm, context, candidates, settings, progress=True)
 
 
 def ranking_table(scores) -> pd.DataFrame:
@@ -107,8 +108,8 @@ def rank_masked(context, candidates, model_name, method, right_masks, normalize,
                 progress=gr.Progress(track_tqdm=True)):
     from ..plots import token_heatmap
 
-    options = _scoring_options(method, right_masks, normalize, scope, unconditional)
-    lm, scores = _score(model_name, "masked", context, candidates, options)
+    settings = _scoring_settings(method, right_masks, normalize, scope, unconditional)
+    lm, scores = _score(model_name, "masked", context, candidates, settings)
     what = _what(method, right_masks, normalize, scope, unconditional)
     figure = token_heatmap(scores, title="Masked LM: log-prob of each scored token")
     return ranking_summary("Masked LM ranking", lm, what, scores), ranking_table(scores), figure, scores
@@ -121,8 +122,8 @@ def rank_causal(context, candidates, model_name, normalize, scope, unconditional
 
     if not model_name:
         return "### Causal LM ranking\n*Skipped: no causal LM picked.*", None, None
-    options = _scoring_options(None, 0, normalize, scope, unconditional)
-    lm, scores = _score(model_name, "causal", context, candidates, options)
+    settings = _scoring_settings(None, 0, normalize, scope, unconditional)
+    lm, scores = _score(model_name, "causal", context, candidates, settings)
     what = _what(None, 0, normalize, scope, unconditional)
     figure = token_heatmap(scores, title="Causal LM: log-prob of each scored token")
     return ranking_summary("Causal LM ranking", lm, what, scores), ranking_table(scores), figure
@@ -137,8 +138,8 @@ def compare_variants(context, candidates, model_name, method, compare_method, ri
     if not compare_method or compare_method == method or not first_scores:
         return None, ("*Pick a second PLL variant, different from the first, to see where they "
                       "disagree.*" if first_scores else "")
-    options = _scoring_options(compare_method, right_masks, normalize, scope, unconditional)
-    _, second_scores = _score(model_name, "masked", context, candidates, options)
+    settings = _scoring_settings(compare_method, right_masks, normalize, scope, unconditional)
+    _, second_scores = _score(model_name, "masked", context, candidates, settings)
     first_label = _what(method, right_masks, normalize, scope, None).split(",")[0]
     second_label = _what(compare_method, right_masks, normalize, scope, None).split(",")[0]
     figure = pll_difference(first_scores, second_scores, first_label, second_label)
@@ -162,14 +163,14 @@ def build(catalog: Catalog) -> None:
              "example. Picking one fills the context and the candidates.", elem_id="rank-preset")
     context = gr.Textbox(
         value=first["context"], label="Context", lines=3, elem_id="rank-context",
-        max_length=LIMITS.prompt_chars,
+        max_length=LIMITS.max_prompt_chars,
         info=f"Text before the candidates (may be empty, may hold few-shot examples); at most "
-             f"{LIMITS.prompt_chars:,} characters. Each candidate is appended after a space.")
+             f"{LIMITS.max_prompt_chars:,} characters. Each candidate is appended after a space.")
     candidates = gr.Textbox(
         value="\n".join(first["candidates"]), label="Candidates, one per line", lines=4,
         elem_id="rank-candidates",
-        info=f"{LIMITS.min_candidates} to {LIMITS.max_candidates} completions, one per line, "
-             f"each at most {LIMITS.candidate_chars} characters.")
+        info=f"{MIN_CANDIDATES} to {MAX_CANDIDATES} completions, one per line, "
+             f"each at most {LIMITS.max_candidate_chars} characters.")
     with gr.Row():
         with gr.Column():
             masked_model = model_picker(catalog, "masked", "Masked LM", "rank-mlm")

@@ -12,7 +12,7 @@ from .common import shows_errors
 HELP = """
 Browse the numbers behind the claim: the BERTs paper (DeBERTa vs GPT-3 at 0, 1 and few shots,
 every DeBERTa size, the ranking ablation), the ALBERT zero-shot NormPLL paper, the instruction
-induction paper, and our own runs of `python -m demo.evaluate` (source *ours*). Filter, then
+induction paper, and our own runs of `mlm-icl evaluate` (source *ours*). Filter, then
 read the plots: **score vs model size** (the paper's Figure 1) and **score vs shots** (its
 Figure 4), masked and causal LMs in the same panels. Plot points are plain means over the tasks
 shown; the papers' own averages are rows of the table (task *average*), kept as printed.

@@ -1,0 +1,319 @@
+"""One command line, ``mlm-icl`` (or ``python -m demo``), with a subcommand per engine.
+
+    mlm-icl generate --model M --prompt "..." [--strategy beam --trace]
+    mlm-icl score    --model M --input items.jsonl --output scores.csv [--method salazar]
+    mlm-icl probe    --model M --lengths 256 512 --output grid.csv [--plot grid.html]
+    mlm-icl evaluate --model M --task copa:100 --shots 1 [--tasks-dir my_tasks/]
+    mlm-icl results  show | add-runs runs/eval/summary.csv | import-published DIR
+
+Options come from the settings dataclasses of ``demo.settings`` through transformers'
+``HfArgumentParser`` (each field's ``help`` is its option's help; ``--max-new-tokens`` and
+``--max_new_tokens`` both work); each subcommand adds only its inputs and outputs. A bad value
+is reported by the dataclass's own validation as ``error: ...`` with exit status 2. Torch is
+imported only once the arguments are known to be good, so ``--help`` is quick.
+"""
+
+import argparse
+import dataclasses
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from transformers import HfArgumentParser
+
+from .settings import (GenerationSettings, GridSettings, ModelSettings, RunSettings,
+                       ScoringSettings)
+
+PROG = "mlm-icl"
+
+
+# ---------------------------------------------------------------- shared
+
+
+def _settings(cls, args: argparse.Namespace):
+    """The ``cls`` dataclass built from the parsed options of its fields."""
+    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+
+
+def _load(model: ModelSettings):
+    from .models import load_model  # torch: after the options are known to be good
+    if model.threads:
+        import torch
+        torch.set_num_threads(model.threads)
+    return load_model(model.model, kind=model.kind, device=model.device, dtype=model.dtype,
+                      trust_remote_code=model.trust_remote_code)
+
+
+def _refuse_overwrite(path: Path, overwrite: bool) -> None:
+    if path.exists() and not overwrite:
+        raise ValueError(f"{path} exists; pass --overwrite to replace it, or pick another file.")
+
+
+# ---------------------------------------------------------------- generate
+
+
+def _generate_arguments(parser):
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompt", help="the text to continue")
+    source.add_argument("--prompt-file", type=Path, help="UTF-8 file holding the prompt")
+    parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def format_trace(result) -> str:
+    """The step trace as text: the end of each window (masks in <>), top tokens, beams."""
+    lines = []
+    for step in result.steps:
+        tokens = [f"<{t}>" if i in step.mask_positions else t for i, t in enumerate(step.window)]
+        window = ("... " if len(tokens) > 12 else "") + " ".join(tokens[-12:])
+        lines.append(f"step {step.step:>3}  window: {window}")
+        lines.append(f"          top: {', '.join(f'{t!r} {p:.3f}' for t, p in step.top)}")
+        lines.append(f"          chosen: {step.chosen!r}")
+        lines += [f"          beam {score:9.3f}  {text!r}" for text, score in step.beams or []]
+    return "\n".join(lines)
+
+
+def _generate(args, model: ModelSettings, generation: GenerationSettings) -> int:
+    from .generation import generate
+    prompt = args.prompt if args.prompt is not None else args.prompt_file.read_text(encoding="utf-8")
+    result = generate(_load(model), prompt, generation, progress=not args.no_progress)
+    if args.json:
+        print(json.dumps(dataclasses.asdict(result), indent=1, ensure_ascii=False))
+        return 0
+    if generation.trace:
+        print(format_trace(result) + "\n")
+    print(result.text)
+    print(f"[{result.stop_reason}; {len(result.tokens)} tokens; prompt {result.prompt_tokens} tokens; "
+          f"{result.seconds:.2f} s, {result.seconds_per_step * 1000:.0f} ms/step]", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------- score
+
+
+def _score_arguments(parser):
+    parser.add_argument("--input", required=True, type=Path,
+                        help='JSONL, one {"context": "...", "candidates": ["...", ...]} per line')
+    parser.add_argument("--output", required=True, type=Path,
+                        help="out.json (every detail) or out.csv (one row per candidate and token)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def read_requests(path: Path) -> list[tuple[str, list[str]]]:
+    """(context, candidates) per line of a JSONL file, with the line number in every error."""
+    requests = []
+    with open(path, encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                context, candidates = record.get("context", ""), record["candidates"]
+            except (json.JSONDecodeError, KeyError, AttributeError) as err:
+                raise ValueError(f"{path}, line {number}: expected a JSON object with 'context' and "
+                                 f"'candidates' ({err}).") from err
+            if not isinstance(candidates, list):
+                raise ValueError(f"{path}, line {number}: 'candidates' must be a list of strings.")
+            requests.append((context, candidates))
+    if not requests:
+        raise ValueError(f"{path} has no input lines.")
+    return requests
+
+
+def score_table(requests, results):
+    """Tidy scores: a "candidate" row per candidate, then its "token" (and "word") rows."""
+    import pandas as pd
+    rows = []
+    for line, ((context, _), scores) in enumerate(zip(requests, results)):
+        best = max(s.score for s in scores)
+        for index, s in enumerate(scores):
+            common = dict(line=line, context=context, candidate_index=index, candidate=s.candidate,
+                          total=s.total, mean=s.mean, score=s.score, unconditional=s.unconditional,
+                          best=s.score == best, scored_text=s.text)
+            rows.append(dict(common, level="candidate", n_tokens=len(s.tokens)))
+            rows += [dict(common, level="token", index=k, text=t.token, start=t.start, end=t.end,
+                          logprob=t.logprob, rank=t.rank, n_tokens=1,
+                          masked=" ".join(map(str, t.masked))) for k, t in enumerate(s.tokens)]
+            rows += [dict(common, level="word", index=k, text=w.word, start=w.start, end=w.end,
+                          logprob=w.logprob, n_tokens=w.n_tokens) for k, w in enumerate(s.words or [])]
+    table = pd.DataFrame(rows)
+    table["rank"] = table["rank"].astype("Int64")  # empty on candidate and word rows, not a float
+    return table
+
+
+def _score(args, model: ModelSettings, scoring: ScoringSettings) -> int:
+    from .pll import score_candidate_sets
+    if args.output.suffix not in (".json", ".csv"):
+        raise ValueError("--output must end in .json or .csv")
+    _refuse_overwrite(args.output, args.overwrite)
+    requests = read_requests(args.input)
+    lm = _load(model)
+    results = score_candidate_sets(lm, requests, scoring, progress=not args.no_progress)
+    if args.output.suffix == ".json":
+        records = [{"context": context, "best": max(scores, key=lambda s: s.score).candidate,
+                    "candidates": [dataclasses.asdict(s) for s in scores]}
+                   for (context, _), scores in zip(requests, results)]
+        payload = {"model": dataclasses.asdict(model), "scoring": dataclasses.asdict(scoring),
+                   "results": records}
+        args.output.write_text(json.dumps(payload, indent=1, ensure_ascii=False), encoding="utf-8")
+    else:
+        score_table(requests, results).to_csv(args.output, index=False)
+    print(f"Scored {sum(len(r) for r in results)} candidates of {len(requests)} contexts "
+          f"with {lm.name} -> {args.output}", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------- probe
+
+
+def _probe_arguments(parser):
+    parser.add_argument("--output", required=True, type=Path, help="CSV file (resumed if it exists)")
+    parser.add_argument("--label", help="model name to write in the table (default: --model)")
+    parser.add_argument("--plot", help="also write the heatmap (.html, or .png with kaleido)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _probe(args, model: ModelSettings, grid: GridSettings) -> int:
+    from .haystack import run_grid
+    lm = _load(model)
+    table = run_grid(lm, grid, output=args.output, model_name=args.label,
+                     progress=not args.no_progress)
+    ok = table[table["status"] == "ok"]
+    print(f"{len(table)} cells, {len(ok)} answered, accuracy {ok['correct'].mean():.3f}, "
+          f"{(table['status'] == 'beyond_limit').sum()} beyond the model's limit -> {args.output}")
+    if args.plot:
+        from .plots import needle_heatmap, save_figure
+        figure = needle_heatmap(table, title=f"Needle in a haystack: {table['model'].iloc[0]}",
+                                pretrained_length=lm.pretrained_length, max_length=lm.max_length)
+        try:
+            print(f"plot -> {save_figure(figure, args.plot)}")
+        except ValueError as err:
+            raise ValueError(f"{err} (the grid itself is saved in {args.output})") from None
+    return 0
+
+
+# ---------------------------------------------------------------- evaluate
+
+
+def _evaluate_arguments(parser):
+    parser.add_argument("--task", action="append", default=[],
+                        help="task name (repeatable, or comma-separated); NAME:N evaluates N items "
+                             "of that task; see --list")
+    parser.add_argument("--tasks-dir", action="append", default=[], type=Path,
+                        help="folder of your own task YAML files (see the README); repeatable")
+    parser.add_argument("--output-dir", default="runs/eval", type=Path)
+    parser.add_argument("--list", action="store_true", help="list the tasks and exit")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSettings, argv) -> int:
+    from .evaluate import evaluate
+    from .tasks import add_task_dir, all_tasks, get_task
+    for folder in args.tasks_dir:
+        add_task_dir(folder)
+    names = [name.strip() for arg in args.task for name in arg.split(",") if name.strip()]
+    tasks = []
+    for spec in names:  # "copa" or "copa:100"
+        name, _, limit = spec.partition(":")
+        if limit and not limit.isdigit():
+            raise ValueError(f"In --task {spec!r}, what follows ':' must be a number of items.")
+        tasks.append((get_task(name), dataclasses.replace(run, limit=int(limit)) if limit else run))
+    lm = _load(model)
+    for task, task_run in tasks:
+        rows = evaluate(lm, task, args.output_dir, task_run, scoring, progress=not args.no_progress,
+                        command=f"{PROG} " + shlex.join(argv))
+        for row in rows:
+            print(f"{row['task']:24s} {row['model']:28s} {row['shots']:>3d}-shot "
+                  f"{row['metric']:16s} {row['value']:6.2f} ± {row['stderr']} (n={row['n']}, "
+                  f"{row['seconds']:.0f} s)", flush=True)
+    return 0
+
+
+def _list_tasks(args) -> int:
+    from .tasks import add_task_dir, all_tasks
+    for folder in args.tasks_dir:
+        add_task_dir(folder)
+    for t in all_tasks():
+        print(f"{t.name:34s} {t.group:22s} {t.kind:8s} shots={t.shots:<3d} {','.join(t.metrics)}")
+    return 0
+
+
+# ---------------------------------------------------------------- results
+
+
+def _results_arguments(parser):
+    parser.add_argument("action", choices=("show", "add-runs", "import-published"), nargs="?",
+                        default="show", help="show: numbers per paper and table; add-runs FILE: "
+                        "merge an evaluate summary.csv into our runs; import-published DIR: copy "
+                        "the papers' CSV tables into assets/results")
+    parser.add_argument("path", nargs="?", type=Path, help="the summary.csv or the folder")
+    parser.add_argument("--into", type=Path, help="add-runs: the table to extend "
+                        "(default: assets/results/ours.csv)")
+
+
+def _results(args) -> int:
+    from . import results
+    if args.action != "show" and args.path is None:
+        raise ValueError(f"'results {args.action}' needs a path.")
+    if args.action == "import-published":
+        for path in results.import_published(args.path):
+            print(path)
+    elif args.action == "add-runs":
+        target = args.into or results.OURS
+        print(f"{len(results.add_runs(args.path, target))} rows in {target}")
+    else:
+        print(results.load_results().groupby(["source", "paper", "table"]).size().to_string())
+    return 0
+
+
+# ---------------------------------------------------------------- the parser
+
+
+COMMANDS = {  # name: (help, settings dataclasses, adds the command's own arguments)
+    "generate": ("continue a prompt with a masked LM (the [MASK] trick) or a causal LM",
+                 [ModelSettings, GenerationSettings], _generate_arguments),
+    "score": ("rank candidate completions by PLL (masked LMs) or log-likelihood (causal LMs)",
+              [ModelSettings, ScoringSettings], _score_arguments),
+    "probe": ("needle-in-a-haystack grid of lengths x depths (resumable CSV)",
+              [ModelSettings, GridSettings], _probe_arguments),
+    "evaluate": ("few-shot evaluation on the papers' tasks or your own (resumable)",
+                 [ModelSettings, RunSettings, ScoringSettings], _evaluate_arguments),
+    "results": ("the papers' published tables next to our runs", [], _results_arguments),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Masked LMs as generative in-context learners: generate, score, "
+                               "probe length, evaluate, compare with published results.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     parser_class=HfArgumentParser)
+    for name, (help_text, settings, add_arguments) in COMMANDS.items():
+        command = commands.add_parser(name, help=help_text, description=help_text,
+                                      dataclass_types=settings)
+        add_arguments(command)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["evaluate"] and "--list" in argv:  # no --model needed to list the tasks
+        args, _ = build_parser().parse_known_args(argv + ["--model", "-"])
+        return _list_tasks(args)
+    args = build_parser().parse_args(argv)
+    _, settings, _ = COMMANDS[args.command]
+    try:
+        built = [_settings(cls, args) for cls in settings]
+        if args.command == "evaluate":
+            return _evaluate(args, *built, argv)
+        return {"generate": _generate, "score": _score, "probe": _probe,
+                "results": _results}[args.command](args, *built)
+    except (ValueError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

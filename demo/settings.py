@@ -1,0 +1,304 @@
+"""Every setting of the project, as dataclasses: one default per field, one validation.
+
+The engines take these objects; the command line (``demo.cli``) builds its options from their
+fields (each field's ``help`` is the option's help); the app builds the same objects from its
+widgets; the tests build them directly. Torch-free, so ``demo --help`` and the app's page load
+never wait for torch.
+
+- :class:`ModelSettings`: which model, on which device (``demo.models.load_model``).
+- :class:`ScoringSettings`: how candidates are scored (``demo.pll``).
+- :class:`GenerationSettings`: how text is generated (``demo.generation``).
+- :class:`RunSettings`: how a task is evaluated (``demo.evaluate``).
+- :class:`GridSettings`: the needle-in-a-haystack grid (``demo.haystack``).
+- :class:`AppSettings`: what a deployment sets through ``DEMO_*`` environment variables; the
+  only place they are read (``spaces_config/settings.env`` lists them, a test keeps both equal).
+"""
+
+import math
+import os
+from dataclasses import dataclass, field, fields
+from typing import Literal
+
+MASKED_METHODS = ("salazar", "right_masks", "within_word_l2r", "whole_word")
+METHODS = MASKED_METHODS + ("causal",)
+SCOPES = ("completion", "full")
+REDUCTIONS = ("sum", "mean")
+MAX_RIGHT_MASKS = 16
+STRATEGIES = ("greedy", "beam", "sample")
+MAX_NEW_TOKENS_CAP = 512  # every step of the exact MLM method re-encodes the whole window
+MAX_PADDING_MASKS = 16
+SCORE_SPANS = ("answer", "suffix", "example")
+DEPTHS = tuple(round(0.1 * i, 1) for i in range(11))
+
+
+def _help(text: str, **extra) -> dict:
+    return {"help": text, **extra}
+
+
+def _whole(value, name: str, low: int | None = None, high: int | None = None, optional=False):
+    """Raise a readable ValueError unless ``value`` is a whole number within [low, high]."""
+    if optional and value is None:
+        return
+    ok = isinstance(value, int) and not isinstance(value, bool)
+    ok = ok and (low is None or value >= low) and (high is None or value <= high)
+    if not ok:
+        bounds = (f"from {low} to {high}" if high is not None else f">= {low}") if low is not None else ""
+        raise ValueError(f"{name} must be a whole number {bounds}, not {value!r}.".replace("  ", " "))
+
+
+def _number(value, name: str, check, what: str):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not check(value):
+        raise ValueError(f"{name} must be {what}, not {value!r}.")
+
+
+def _choice(value, name: str, allowed, optional=False):
+    if optional and value is None:
+        return
+    if value not in allowed:
+        raise ValueError(f"Unknown {name} {value!r}; use one of {', '.join(allowed)}.")
+
+
+# ---------------------------------------------------------------- the model
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Which model to load and where (the command line's model options)."""
+    model: str = field(metadata=_help("Hugging Face Hub id, local model folder or .gguf file"))
+    kind: Literal["masked", "causal"] | None = field(default=None, metadata=_help(
+        "load as a masked or causal LM (default: the family's natural kind)"))
+    device: str = field(default="auto", metadata=_help("cpu, cuda, cuda:1, ... (auto: cuda if any)"))
+    dtype: Literal["float32", "bfloat16", "float16"] = field(default="float32", metadata=_help(
+        "weights' precision (float32 is exact; bfloat16 is faster and moves scores slightly)"))
+    trust_remote_code: bool = field(default=False, metadata=_help(
+        "allow Hub code for the allowlisted models (demo.models.REMOTE_CODE_ALLOWLIST)"))
+    threads: int | None = field(default=None, metadata=_help(
+        "torch CPU threads (1 is fastest on a crowded machine)"))
+
+    def __post_init__(self):
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ValueError("No model given: a Hub id (e.g. 'bert-base-uncased'), a local model "
+                             "folder or a .gguf file.")
+        _choice(self.kind, "model kind", ("masked", "causal"), optional=True)
+        _whole(self.threads, "threads", 1, optional=True)
+
+
+# ---------------------------------------------------------------- scoring
+
+
+@dataclass(frozen=True)
+class ScoringSettings:
+    """How candidates are scored by ``demo.pll`` (masked LMs by PLL, causal LMs exactly)."""
+    method: Literal["salazar", "right_masks", "within_word_l2r", "whole_word", "causal"] | None = field(
+        default=None, metadata=_help("PLL variant of a masked LM (default: right_masks, the BERTs "
+                                     "paper's); causal LMs use exact log-likelihood"))
+    right_masks: int = field(default=2, metadata=_help(
+        "right_masks: extra masks right of the scored token (the BERTs paper: 2)"))
+    reduction: Literal["sum", "mean"] = field(default="sum", metadata=_help(
+        "rank by the sum of log-probs, or by their mean per scored token (NormPLL)"))
+    scope: Literal["completion", "full"] = field(default="completion", metadata=_help(
+        "score the completion only (the context conditions), or every token"))
+    unconditional_context: str | None = field(default=None, metadata=_help(
+        "subtract score(candidate | this context), e.g. 'Answer:' (GPT-3's normalisation)"))
+    word_level: bool = field(default=False, metadata=_help("also report per-word scores"))
+    token_budget: int = field(default=8192, metadata=_help(
+        "tokens per forward pass (copies x padded length): bounds memory"))
+
+    def __post_init__(self):
+        _choice(self.method, "scoring method", METHODS, optional=True)
+        _whole(self.right_masks, "right_masks", 0, MAX_RIGHT_MASKS)
+        _choice(self.reduction, "reduction", REDUCTIONS)
+        _choice(self.scope, "scope", SCOPES)
+        if self.unconditional_context is not None and not isinstance(self.unconditional_context, str):
+            raise ValueError("unconditional_context must be text (e.g. 'Answer:') or None.")
+        _whole(self.token_budget, "token_budget", 1)
+
+    def method_for(self, lm) -> str:
+        """The method used for ``lm``: its natural one when unset, checked against its kind."""
+        method = self.method or ("causal" if lm.kind == "causal" else "right_masks")
+        if lm.kind == "causal" and method != "causal":
+            raise ValueError(f"{lm.name} is a causal LM: it is scored by exact log-likelihood "
+                             f"(method='causal'); {method!r} is a masked-LM method.")
+        if lm.kind == "masked" and method == "causal":
+            raise ValueError(f"{lm.name} is a masked LM; method='causal' needs a causal LM. Use one "
+                             f"of {', '.join(MASKED_METHODS)}.")
+        return method
+
+
+# ---------------------------------------------------------------- generation
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """How ``demo.generation.generate`` continues a prompt."""
+    max_new_tokens: int = field(default=32, metadata=_help(f"1..{MAX_NEW_TOKENS_CAP} new tokens"))
+    strategy: Literal["greedy", "beam", "sample"] = field(default="greedy", metadata=_help(
+        "decoding strategy (the BERTs paper: beam search with 4 beams)"))
+    num_beams: int = field(default=4, metadata=_help("beam search only"))
+    temperature: float = field(default=1.0, metadata=_help("sampling only"))
+    top_k: int = field(default=0, metadata=_help("sampling only; 0 = off"))
+    top_p: float = field(default=1.0, metadata=_help("sampling only; 1 = off"))
+    repetition_penalty: float = field(default=1.0, metadata=_help(
+        "1 = off; > 1 penalises tokens already in the prompt or output"))
+    padding_masks: int | None = field(default=None, metadata=_help(
+        "masked LMs: masks after the predicted one (default: the family's)"))
+    stop_at_newline: bool = field(default=False, metadata=_help("stop at the first newline"))
+    stop_strings: list[str] = field(default_factory=list, metadata=_help(
+        "stop strings (removed from the output)", aliases=["--stop"]))
+    digits: int | None = field(default=None, metadata=_help("answer with exactly this many digits"))
+    choices: list[str] | None = field(default=None, metadata=_help(
+        "allowed continuations: the output is one of them"))
+    seed: int | None = field(default=0, metadata=_help("sampling seed"))
+    trace: bool = field(default=False, metadata=_help("record the step-by-step trace"))
+    trace_top_k: int = field(default=5, metadata=_help("top tokens per step in the trace"))
+
+    def __post_init__(self):
+        # A single string where a list belongs is one stop string / one choice, not its letters.
+        for name in ("stop_strings", "choices"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, [value])
+            elif value is not None:
+                object.__setattr__(self, name, list(value))
+        _whole(self.max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS_CAP)
+        _choice(self.strategy, "strategy", STRATEGIES)
+        _whole(self.num_beams, "num_beams", 1)
+        _number(self.top_p, "top_p", lambda v: 0 < v <= 1, "in (0, 1] (1 turns it off)")
+        _whole(self.top_k, "top_k", 0)
+        _number(self.temperature, "temperature", lambda v: v > 0,
+                "> 0 (use strategy='greedy' for the deterministic limit)")
+        _number(self.repetition_penalty, "repetition_penalty", lambda v: v > 0, "> 0 (1 = off)")
+        _whole(self.trace_top_k, "trace_top_k", 1)
+        _whole(self.padding_masks, "padding_masks", 0, MAX_PADDING_MASKS, optional=True)
+        _whole(self.seed, "seed", 0, 2**63 - 1, optional=True)
+        if any(not isinstance(x, str) or x == "" for x in self.stop_strings):
+            raise ValueError("Stop strings must be non-empty strings.")
+        if self.digits is not None:
+            _whole(self.digits, "digits", 1)
+            if self.digits > self.max_new_tokens:
+                raise ValueError(f"{self.digits} digits may need {self.digits} tokens, but "
+                                 f"max_new_tokens is {self.max_new_tokens}; raise max_new_tokens.")
+            if self.choices is not None:
+                raise ValueError("Use either digits or choices, not both.")
+        if self.choices is not None and (
+                not self.choices or any(not isinstance(c, str) or not c.strip() for c in self.choices)):
+            raise ValueError("choices must be a non-empty list of non-empty strings.")
+
+
+# ---------------------------------------------------------------- evaluation
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How ``demo.evaluate`` runs a task (its scoring is a separate ScoringSettings)."""
+    shots: int | None = field(default=None, metadata=_help("demonstrations (default: the paper's)"))
+    limit: int | None = field(default=None, metadata=_help(
+        "evaluate a fixed random sample of N items (the same for every model and seed)"))
+    seed: int = field(default=0, metadata=_help("demonstration sampling seed"))
+    repetitions: int = field(default=1, metadata=_help("demonstration draws to average"))
+    score: Literal["answer", "suffix", "example"] | None = field(default=None, metadata=_help(
+        "which span of a ranked example is scored (default: the task's)"))
+    chunk_size: int = field(default=16, metadata=_help("examples scored in one batched call"))
+    execute_limit: int = field(default=20, metadata=_help(
+        "instruction induction: held-out inputs each induced instruction runs on"))
+    max_new_tokens: int | None = field(default=None, metadata=_help(
+        "generated tasks: token limit (default: the task's)"))
+    data_root: str | None = field(default=None, metadata=_help(
+        "folder with the datasets (default: $DEMO_DATA_ROOT, else ../shared/data)"))
+
+    def __post_init__(self):
+        _whole(self.shots, "shots", 0, optional=True)
+        _whole(self.limit, "limit", 1, optional=True)
+        _whole(self.seed, "seed", 0)
+        _whole(self.repetitions, "repetitions", 1)
+        _choice(self.score, "scored span", SCORE_SPANS, optional=True)
+        _whole(self.chunk_size, "chunk_size", 1)
+        _whole(self.execute_limit, "execute_limit", 1)
+        _whole(self.max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS_CAP, optional=True)
+
+
+# ---------------------------------------------------------------- needle in a haystack
+
+
+@dataclass(frozen=True)
+class GridSettings:
+    """The needle grid of ``demo.haystack.run_grid``: lengths x depths x repetitions."""
+    lengths: list[int] = field(default_factory=lambda: [256, 512, 1024], metadata=_help(
+        "prompt lengths in tokens (every position the model needs to answer)"))
+    depths: list[float] = field(default_factory=lambda: list(DEPTHS), metadata=_help(
+        "needle depths, 0.0 (start) to 1.0 (end)"))
+    repetitions: int = field(default=3, metadata=_help("needles per cell"))
+    seed: int = field(default=0, metadata=_help("seed of the needles and filler positions"))
+    padding_masks: int | None = field(default=None, metadata=_help(
+        "masked LMs: padding masks (default: the family's)"))
+    filler: str | None = field(default=None, metadata=_help(
+        "UTF-8 text file used as the haystack (default: the bundled public-domain book)"))
+
+    def __post_init__(self):
+        lengths = list(self.lengths) if isinstance(self.lengths, (list, tuple)) else [self.lengths]
+        depths = list(self.depths) if isinstance(self.depths, (list, tuple)) else [self.depths]
+        if not lengths or not depths:
+            raise ValueError("Give at least one length and one depth.")
+        for n in lengths:
+            if isinstance(n, float) and n.is_integer():
+                n = int(n)
+            _whole(n, "Each length (in tokens)", 1)
+        for d in depths:
+            _number(d, "Each depth", lambda v: 0 <= v <= 1, "between 0.0 (start) and 1.0 (end)")
+        object.__setattr__(self, "lengths", sorted({int(n) for n in lengths}))
+        object.__setattr__(self, "depths", sorted({round(float(d), 6) for d in depths}))
+        _whole(self.repetitions, "repetitions", 1)
+        _whole(self.seed, "seed", 0)
+        _whole(self.padding_masks, "padding_masks", 0, MAX_PADDING_MASKS, optional=True)
+
+    @property
+    def cells(self) -> int:
+        return len(self.lengths) * len(self.depths) * self.repetitions
+
+
+# ---------------------------------------------------------------- the deployment
+
+
+@dataclass(frozen=True)
+class AppSettings:
+    """What a deployment sets through environment variables (``DEMO_<FIELD>``, upper case).
+
+    ``AppSettings.from_env()`` is the only reader of ``DEMO_*`` variables.
+    """
+    concurrency: int = field(default=1, metadata=_help("model runs at a time (1 on CPU)"))
+    queue_size: int = field(default=32, metadata=_help("requests waiting before new ones are refused"))
+    max_models: int = field(default=3, metadata=_help("models kept loaded (least recently used dropped)"))
+    max_model_gb: float = field(default=8.0, metadata=_help("their total parameter memory"))
+    max_prompt_chars: int = field(default=6000, metadata=_help("characters of a prompt or context"))
+    max_candidate_chars: int = field(default=400, metadata=_help("characters per candidate"))
+    max_new_tokens: int = field(default=128, metadata=_help("new tokens per generation"))
+    max_grid_cells: int = field(default=24, metadata=_help("needle-grid runs per request"))
+    max_grid_tokens: int = field(default=2048, metadata=_help("longest needle-grid length"))
+    local_models: str = field(default="", metadata=_help(
+        "local model folders or .gguf files offered as 'local', separated by os.pathsep"))
+    data_root: str = field(default="", metadata=_help("folder with the evaluation datasets"))
+
+    @staticmethod
+    def variable(name: str) -> str:
+        """The environment variable of a field: ``local_models`` -> ``DEMO_LOCAL_MODELS``."""
+        return f"DEMO_{name.upper()}"
+
+    @classmethod
+    def from_env(cls, environ=os.environ) -> "AppSettings":
+        values = {}
+        for f in fields(cls):
+            raw = environ.get(cls.variable(f.name))
+            if raw is None or (raw.strip() == "" and f.type is not str):
+                continue
+            try:
+                values[f.name] = f.type(raw) if f.type is not int else int(raw)
+            except ValueError:
+                raise ValueError(f"{cls.variable(f.name)}={raw!r} is not a valid {f.type.__name__}.") from None
+        return cls(**values)
+
+    def __post_init__(self):
+        for f in fields(self):
+            if f.type is int:
+                _whole(getattr(self, f.name), self.variable(f.name), 1)
+        _number(self.max_model_gb, "DEMO_MAX_MODEL_GB", lambda v: v > 0, "> 0")

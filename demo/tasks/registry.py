@@ -1,0 +1,232 @@
+"""The task registry: tasks read from YAML files, and their examples read from files or the Hub.
+
+``specs/*.yaml`` holds the papers' tasks, one file per task group: a ``defaults`` mapping shared
+by the group and a ``tasks`` list, each entry a :class:`demo.tasks.schema.Task` (its field
+names, with ``data``/``demos`` as :class:`Source` mappings). Your own tasks are files of the same
+shape in a folder of yours, added with :func:`add_task_dir` (``mlm-icl evaluate --tasks-dir``);
+their relative ``local`` paths start at that folder.
+
+Data root of the package's tasks: the run's ``data_root``, else ``$DEMO_DATA_ROOT``, else
+``../shared/data`` beside the repository. Local files win; without one the task loads from the
+Hub (parquet conversion of the dataset, read with pandas, which needs ``pyarrow``); with neither,
+a ValueError says what is missing.
+"""
+
+import difflib
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from ..settings import AppSettings
+from .converters import CONVERTERS
+from .schema import Example, Source, Task, check_template
+
+SPECS = Path(__file__).resolve().parent / "specs"
+DEFAULT_DATA_ROOT = Path(__file__).resolve().parents[3] / "shared" / "data"
+PRESETS = Path(__file__).resolve().parents[2] / "assets" / "presets" / "task_examples.json"
+
+
+# ---------------------------------------------------------------- task files
+
+
+def read_task_file(path: str | Path, base: str | Path | None = None) -> list[Task]:
+    """The tasks of one YAML file; ``base``: the folder relative data paths start at."""
+    path = Path(path)
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise ValueError(f"Cannot read the task file {path}: {err}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("tasks"), list):
+        raise ValueError(f"{path}: a task file holds a 'tasks' list (and optional 'defaults').")
+    defaults = document.get("defaults") or {}
+    tasks = []
+    for number, entry in enumerate(document["tasks"], start=1):
+        spec = {**defaults, **(entry or {})}
+        name = spec.get("name", f"#{number}")
+        unknown = sorted(set(spec) - Task.field_names())
+        if unknown:
+            raise ValueError(f"{path}, task {name!r}: unknown field(s) {unknown}; a task has "
+                             f"{sorted(Task.field_names() - {'base'})}.")
+        try:
+            spec["data"] = Source(**spec["data"])
+            spec["demos"] = Source(**spec["demos"]) if spec.get("demos") else None
+            spec["metrics"] = tuple(spec.get("metrics") or ())
+            spec.setdefault("title", spec["name"])
+            if base is not None:
+                spec["base"] = str(Path(base).resolve())
+            task = Task(**spec)
+        except KeyError as err:
+            raise ValueError(f"{path}, task {name!r}: the field {err} is required.") from None
+        except TypeError as err:
+            raise ValueError(f"{path}, task {name!r}: {err}.") from None
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
+        if task.convert not in CONVERTERS:
+            raise ValueError(f"{path}, task {name!r}: no converter named {task.convert!r}; known: "
+                             f"{', '.join(sorted(CONVERTERS))}.")
+        tasks.append(task)
+    return tasks
+
+
+def _register(tasks: list[Task], where: Path) -> None:
+    for task in tasks:
+        known = TASKS.get(task.name)
+        if known is not None and known != task:
+            raise ValueError(f"{where} defines task {task.name!r}, which already exists with a "
+                             f"different definition; give yours another name.")
+        TASKS[task.name] = task
+
+
+TASKS: dict[str, Task] = {}
+for _file in sorted(SPECS.glob("*.yaml")):
+    _register(read_task_file(_file), _file)
+
+
+def add_task_dir(folder: str | Path) -> list[Task]:
+    """Register every task of the ``*.yaml`` files in ``folder`` (data paths relative to it)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"Task folder {folder} does not exist.")
+    added = []
+    for path in sorted(folder.glob("*.y*ml")):
+        tasks = read_task_file(path, base=folder)
+        _register(tasks, path)
+        added += tasks
+    if not added:
+        raise ValueError(f"Task folder {folder} holds no task files (*.yaml).")
+    return added
+
+
+def all_tasks() -> list[Task]:
+    return list(TASKS.values())
+
+
+def get_task(name: str) -> Task:
+    if name not in TASKS:
+        close = difflib.get_close_matches(name.lower().replace("-", "_"), TASKS, n=5)
+        hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        raise ValueError(f"Unknown task {name!r}.{hint} List them with `mlm-icl evaluate --list`.")
+    return TASKS[name]
+
+
+# ---------------------------------------------------------------- examples
+
+
+def data_root(path: str | Path | None = None) -> Path:
+    """The given folder, else $DEMO_DATA_ROOT, else ../shared/data beside the repository."""
+    return Path(path or AppSettings.from_env().data_root or DEFAULT_DATA_ROOT).expanduser()
+
+
+def load_examples(task: Task | str, which: str = "data", root: str | Path | None = None) -> list[Example]:
+    """Converted examples of the evaluated split (which="data") or the demonstration pool
+    (which="demos"; the evaluated split itself when the task has no separate pool)."""
+    task = get_task(task) if isinstance(task, str) else task
+    source = task.data if which == "data" else (task.demos or task.data)
+    folder = Path(task.base) if task.base else data_root(root)
+    return list(_load_cached(task.name, source, str(folder)))
+
+
+@lru_cache(maxsize=32)
+def _load_cached(task_name: str, source: Source, root: str) -> tuple[Example, ...]:
+    task = TASKS[task_name]
+    records, where = _read_records(task, source, Path(root))
+    try:
+        examples = CONVERTERS[task.convert](records, Path(root), **task.convert_args)
+    except KeyError as err:
+        keys = sorted(records[0]) if records and isinstance(records[0], dict) else []
+        raise ValueError(
+            f"Task {task.name!r}: the records in {where} have no field {err}; their fields are "
+            f"{keys}. They do not match this task's converter ({task.convert!r}) and template "
+            f"{task.template!r}.") from err
+    except TypeError as err:  # convert_args that the converter does not take
+        raise ValueError(f"Task {task.name!r}: converter {task.convert!r}: {err}.") from err
+    if not examples:
+        raise ValueError(f"Task {task.name!r}: {where} holds no usable examples.")
+    check_template(task, examples[0])
+    return tuple(examples)
+
+
+def preset_examples(task: Task | str) -> list[Example]:
+    """The few examples shipped in assets/presets (COPA, Winograd), usable without any data root."""
+    task = get_task(task) if isinstance(task, str) else task
+    presets = json.loads(PRESETS.read_text(encoding="utf-8"))
+    if task.name not in presets:
+        shipped = [k for k in presets if k != "about"]
+        raise ValueError(f"No preset examples for {task.name!r}; the app ships some for: {', '.join(shipped)}.")
+    examples = CONVERTERS[task.convert](presets[task.name], PRESETS.parent, **task.convert_args)
+    check_template(task, examples[0])
+    return examples
+
+
+def _read_records(task: Task, source: Source, root: Path) -> tuple[list[dict], str]:
+    if source.local:
+        path = root / source.local
+        if path.is_file():
+            return _read_local(path, source.format), f"'{path}'"
+    if source.hub_id:
+        return _read_hub(task, source, root), f"Hub dataset '{source.hub_id}'"
+    hint = ("Put it beside the task file." if task.base else
+            f"Pass --data-root (or set DEMO_DATA_ROOT) to the folder holding '{source.local}'.")
+    raise ValueError(f"Task {task.name!r} needs the local file '{root / source.local}', which does "
+                     f"not exist, and has no Hub copy. {hint}")
+
+
+def _read_local(path: Path, fmt: str) -> list[dict]:
+    try:
+        if fmt == "jsonl":
+            with path.open(encoding="utf-8") as f:
+                return [json.loads(line) for line in f if line.strip()]
+        if fmt == "csv":
+            import pandas as pd
+            return pd.read_csv(path, keep_default_na=False).to_dict("records")
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError and pandas' errors included
+        raise ValueError(f"{path} is not valid {fmt}: {err}") from None
+    if fmt == "json_examples":
+        return [data["examples"][k] for k in sorted(data["examples"], key=int)]
+    return data
+
+
+def _read_hub(task: Task, source: Source, root: Path) -> list[dict]:
+    """Rows of a Hub dataset split from its parquet conversion (refs/convert/parquet)."""
+    where = (f"'{source.hub_id}'" + (f" config '{source.hub_config}'" if source.hub_config else "")
+             + f" split '{source.hub_split}'")
+    local_hint = (f" There is no local copy at '{root / source.local}'." if source.local
+                  else " This task has no local copy here.")
+    from huggingface_hub import constants
+    if constants.HF_HUB_OFFLINE:
+        raise ValueError(f"Task {task.name!r}: {where} is on the Hugging Face Hub, and Hub access "
+                         f"is switched off (HF_HUB_OFFLINE=1).{local_hint}")
+    try:
+        import pandas as pd
+        from huggingface_hub import HfApi, hf_hub_download
+        config = source.hub_config or "default"
+        files = HfApi().list_repo_files(source.hub_id, repo_type="dataset", revision="refs/convert/parquet")
+        wanted = sorted(f for f in files if f.startswith(config + "/") and f.endswith(".parquet")
+                        and (f"/{source.hub_split}/" in f or f.endswith(f"-{source.hub_split}.parquet")))
+        if not wanted:
+            raise ValueError(f"no parquet files for that config and split (files: {files[:10]})")
+        frames = [pd.read_parquet(hf_hub_download(source.hub_id, f, repo_type="dataset",
+                                                  revision="refs/convert/parquet")) for f in wanted]
+    except ImportError as err:
+        raise ValueError(f"Task {task.name!r}: reading {where} from the Hub needs {err.name} "
+                         f"(pip install pyarrow).{local_hint}") from err
+    except Exception as err:  # offline, unknown id, gated dataset, ...
+        raise ValueError(
+            f"Task {task.name!r}: could not load {where} from the Hugging Face Hub "
+            f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}).{local_hint} "
+            f"Connect to the internet, or put the data under the data root (--data-root).") from err
+    return [_plain(row) for frame in frames for row in frame.to_dict("records")]
+
+
+def _plain(value):
+    """numpy arrays and scalars from parquet -> lists and Python scalars (what converters expect)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if hasattr(value, "tolist"):
+        return _plain(value.tolist())
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,165 @@
+"""The command line (``mlm-icl``): every subcommand against the engines it wraps, and the README."""
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from demo.cli import COMMANDS, build_parser, main
+from demo.settings import ModelSettings
+from tests.conftest import STANDIN_MLM, needs_shared
+from tests.test_pll import naive_scores
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+LINES = [
+    {"context": "The cat sat on the", "candidates": ["mat.", "moon.", "mat."]},
+    {"context": "Paris is the capital of", "candidates": ["France."]},
+]
+
+
+@pytest.fixture
+def jsonl(tmp_path):
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in LINES) + "\n")
+    return path
+
+
+def test_console_script_lists_every_subcommand():
+    script = shutil.which("mlm-icl")
+    command = [script] if script else [sys.executable, "-m", "demo"]
+    out = subprocess.run(command + ["--help"], capture_output=True, text=True, check=True).stdout
+    assert all(name in out for name in COMMANDS)
+    module = subprocess.run([sys.executable, "-m", "demo", "score", "--help"], capture_output=True,
+                            text=True, check=True).stdout
+    assert "--right-masks" in module and "--unconditional-context" in module
+
+
+def test_options_come_from_the_settings_dataclasses():
+    """Every field of a subcommand's settings is an option whose default is the field's."""
+    import dataclasses
+    required = {"generate": ["--prompt", "p"], "score": ["--input", "i", "--output", "o"],
+                "probe": ["--output", "o"]}
+    for name, (_, settings, _) in COMMANDS.items():
+        args = build_parser().parse_args([name] + (["--model", "m"] if ModelSettings in settings else [])
+                                         + required.get(name, []))
+        for cls in settings:
+            built = cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+            defaults = cls(model="m") if cls is ModelSettings else cls()
+            assert built == defaults, (name, cls.__name__)
+
+
+def test_readme_command_lines_parse():
+    """Each `mlm-icl ...` line of the README parses into valid settings objects."""
+    lines = [line.strip() for line in README.read_text().splitlines() if line.strip().startswith("mlm-icl ")]
+    assert {shlex.split(line)[1] for line in lines} >= set(COMMANDS)
+    for line in lines:
+        argv = [a for a in shlex.split(line.split("  #")[0])[1:] if a not in ("[", "]")]
+        argv = [re.sub(r"^\[|\]$", "", a) for a in argv]
+        args = build_parser().parse_args(argv)
+        for cls in COMMANDS[args.command][1]:
+            cls(**{f: getattr(args, f) for f in cls.__dataclass_fields__})
+
+
+@needs_shared
+def test_generate_json_digits(capsys):
+    assert main(["generate", "--model", str(STANDIN_MLM), "--prompt", "The code is 123456. The code is",
+                 "--digits", "6", "--json", "--no-progress"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["stop_reason"] == "digits"
+    assert len(printed["text"].strip()) == 6 and printed["text"].strip().isdigit()
+
+
+@needs_shared
+def test_generate_trace_choices_and_prompt_file(tmp_path, capsys, standin_mlm):
+    from demo.generation import generate
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("The capital of France is Paris. The capital of Germany is", encoding="utf-8")
+    assert main(["generate", "--model", str(STANDIN_MLM), "--prompt-file", str(prompt), "--choices",
+                 "paris", "berlin", "--trace", "--strategy", "beam", "--num-beams", "2",
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    expected = generate(standin_mlm, prompt.read_text(), choices=["paris", "berlin"], strategy="beam",
+                        num_beams=2).text
+    assert out.strip().endswith(expected)
+    assert "step   0  window:" in out and "<[MASK]>" in out and "beam" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["generate", "--prompt", "Hello", "--max-new-tokens", "0"], "max_new_tokens"),
+    (["generate", "--prompt", "Hello", "--top-p", "nan"], "top_p"),
+    (["score", "--input", "x.jsonl", "--output", "o.json", "--right-masks", "-1"], "right_masks"),
+    (["probe", "--lengths", "0", "--output", "g.csv"], "length"),
+    (["evaluate", "--task", "copa", "--repetitions", "0"], "repetitions"),
+])
+def test_bad_options_are_messages_not_tracebacks(argv, message, capsys):
+    argv = argv[:1] + ["--model", "/nonexistent/model"] + argv[1:]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+@needs_shared
+def test_score_json_has_per_token_scores(standin_mlm, jsonl, tmp_path):
+    out = tmp_path / "out.json"
+    assert main(["score", "--model", str(STANDIN_MLM), "--input", str(jsonl), "--output", str(out),
+                 "--method", "salazar", "--word-level", "--no-progress"]) == 0
+    results = json.loads(out.read_text())["results"]
+    assert [len(r["candidates"]) for r in results] == [3, 1]
+    for line, result in zip(LINES, results):
+        for candidate in result["candidates"]:
+            expected = naive_scores(standin_mlm, line["context"], " " + candidate["candidate"], "salazar")
+            assert candidate["total"] == pytest.approx(sum(e[1] for e in expected), abs=1e-4)
+            assert [t["logprob"] for t in candidate["tokens"]] == pytest.approx([e[1] for e in expected], abs=1e-4)
+            assert candidate["words"]
+    assert results[0]["best"] == max(results[0]["candidates"], key=lambda c: c["score"])["candidate"]
+
+
+@needs_shared
+def test_score_csv_is_tidy_and_never_overwrites(jsonl, tmp_path, capsys):
+    out = tmp_path / "out.csv"
+    argv = ["score", "--model", str(STANDIN_MLM), "--input", str(jsonl), "--output", str(out),
+            "--reduction", "mean", "--no-progress"]
+    assert main(argv) == 0
+    table = pd.read_csv(out)
+    candidates, tokens = table[table["level"] == "candidate"], table[table["level"] == "token"]
+    assert len(candidates) == 4 and set(table["level"]) == {"candidate", "token"}
+    for (line, index), rows in tokens.groupby(["line", "candidate_index"]):
+        # per-token rows add up to the candidate's total; the score is the mean
+        assert rows["logprob"].sum() == pytest.approx(rows["total"].iloc[0], abs=1e-4)
+        assert rows["score"].iloc[0] == pytest.approx(rows["total"].iloc[0] / len(rows), abs=1e-5)
+    before = out.read_bytes()
+    assert main(argv) == 2 and "--overwrite" in capsys.readouterr().err
+    assert out.read_bytes() == before
+
+
+def test_score_bad_input_line_is_named(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"context": "x"}\n')
+    assert main(["score", "--model", str(STANDIN_MLM), "--input", str(bad),
+                 "--output", str(tmp_path / "o.json")]) == 2
+    assert "line 1" in capsys.readouterr().err
+
+
+@needs_shared
+def test_probe_writes_the_grid(tmp_path, capsys):
+    out = tmp_path / "grid.csv"
+    assert main(["probe", "--model", str(STANDIN_MLM), "--lengths", "96", "600", "--depths", "0.5",
+                 "--repetitions", "1", "--output", str(out), "--no-progress"]) == 0
+    table = pd.read_csv(out)
+    assert list(table["status"]) == ["ok", "beyond_limit"] and "2 cells" in capsys.readouterr().out
+
+
+def test_results_show_and_add_runs(tmp_path, capsys):
+    summary = tmp_path / "summary.csv"
+    pd.DataFrame([dict(run="r1", task="copa", model="m", shots=0, metric="accuracy", value=50.0)]).to_csv(
+        summary, index=False)
+    target = tmp_path / "ours.csv"
+    assert main(["results", "add-runs", str(summary), "--into", str(target)]) == 0
+    assert pd.read_csv(target)["value"].tolist() == [50.0]
+    assert main(["results"]) == 0 and "published" in capsys.readouterr().out
+    assert main(["results", "add-runs"]) == 2
