@@ -18,7 +18,7 @@ from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
                           AutoTokenizer)
 
 from .settings import AppSettings
-from .sources import resolve
+from .sources import ModelSource, resolve
 from .families import Family, family_of, max_positions, pretrained_length
 from .text import newline_survives
 
@@ -92,10 +92,9 @@ def _head_missing(model, missing_keys) -> list[str]:
     return sorted(k for k in missing_keys if not k.startswith(prefix))
 
 
-def _load_uncached(name: str, kind: str | None, device: torch.device, dtype: torch.dtype,
+def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, dtype: torch.dtype,
                    trust_remote_code: bool) -> LoadedModel:
-    source = resolve(name)
-    location, extra, local = source.location, source.extra, source.local
+    name, location, extra, local = source.name, source.location, source.extra, source.local
     remote_code = trust_remote_code and name in REMOTE_CODE_ALLOWLIST
     if trust_remote_code and not remote_code:
         raise ValueError(f"'{name}' is not on the remote-code allowlist; it can only be loaded "
@@ -185,8 +184,11 @@ def load_model(name: str, kind: str | None = None, device: str | None = "auto",
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
     dev = _pick_device(device)
-    key = (name, kind, str(dev), dtype)
-    return CACHE.get(key, lambda: _load_uncached(name, kind, dev, DTYPES[dtype], trust_remote_code))
+    source = resolve(name)
+    # Keyed on where the weights are, not on the spelling ("m" and "m/" are one model), and on
+    # the kind the files tell when the caller leaves it to the model.
+    key = (source.location, tuple(sorted(source.extra.items())), kind or source.kind, str(dev), dtype)
+    return CACHE.get(key, lambda: _load_uncached(source, kind, dev, DTYPES[dtype], trust_remote_code))
 
 
 def random_model(folder: str | Path, kind: str | None = None, seed: int = 0, shrink: bool = True,

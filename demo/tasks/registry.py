@@ -49,17 +49,20 @@ def read_task_file(path: str | Path, base: str | Path | None = None) -> list[Tas
         if unknown:
             raise ValueError(f"{path}, task {name!r}: unknown field(s) {unknown}; a task has "
                              f"{sorted(Task.field_names() - {'base'})}.")
+        spec.setdefault("title", name)
+        spec.setdefault("group", path.stem)  # the file names the group unless it says otherwise
+        spec.setdefault("demos", None)
+        missing = sorted(Task.required_fields() - set(spec))
+        if missing:
+            raise ValueError(f"{path}, task {name!r}: give the field(s) {', '.join(missing)}.")
         try:
             spec["data"] = Source(**spec["data"])
-            spec["demos"] = Source(**spec["demos"]) if spec.get("demos") else None
-            spec["metrics"] = tuple(spec.get("metrics") or ())
-            spec.setdefault("title", spec["name"])
+            spec["demos"] = Source(**spec["demos"]) if spec["demos"] else None
+            spec["metrics"] = tuple(spec["metrics"] or ())
             if base is not None:
                 spec["base"] = str(Path(base).resolve())
             task = Task(**spec)
-        except KeyError as err:
-            raise ValueError(f"{path}, task {name!r}: the field {err} is required.") from None
-        except TypeError as err:
+        except TypeError as err:  # e.g. an unknown key inside data: {...}
             raise ValueError(f"{path}, task {name!r}: {err}.") from None
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from None

@@ -12,7 +12,7 @@ the prompt is conditioning only):
 """
 
 import string
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 
 from ..settings import SCORE_SPANS, GenerationSettings, ScoringSettings
 
@@ -86,6 +86,10 @@ class Task:
     @classmethod
     def field_names(cls) -> set[str]:
         return {f.name for f in fields(cls)}
+
+    @classmethod
+    def required_fields(cls) -> set[str]:
+        return {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
 
 
 @dataclass(frozen=True)

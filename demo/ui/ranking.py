@@ -121,12 +121,12 @@ def rank_causal(context, candidates, model_name, normalize, scope, unconditional
     from ..plots import token_heatmap
 
     if not model_name:
-        return "### Causal LM ranking\n*Skipped: no causal LM picked.*", None, None
+        return "### Causal LM ranking\n*Skipped: no causal LM picked.*", None, None, None
     settings = _scoring_settings(None, 0, normalize, scope, unconditional)
     lm, scores = _score(model_name, "causal", context, candidates, settings)
     what = _what(None, 0, normalize, scope, unconditional)
     figure = token_heatmap(scores, title="Causal LM: log-prob of each scored token")
-    return ranking_summary("Causal LM ranking", lm, what, scores), ranking_table(scores), figure
+    return ranking_summary("Causal LM ranking", lm, what, scores), ranking_table(scores), figure, scores
 
 
 @handler
@@ -219,7 +219,7 @@ def build(catalog: Catalog) -> None:
     causal_plot = gr.Plot(label="Causal LM: per-token log-probs", elem_id="rank-causal-plot")
     difference_note = gr.Markdown(elem_id="rank-diff-note")
     difference_plot = gr.Plot(label="Difference between two PLL variants", elem_id="rank-diff-plot")
-    masked_scores = gr.State()
+    masked_scores, causal_scores = gr.State(), gr.State()  # the full scores, for the next events
 
     def fill(name):
         chosen = next((p for p in presets if p["name"] == name), None)
@@ -238,4 +238,5 @@ def build(catalog: Catalog) -> None:
          unconditional, masked_scores],
         [difference_plot, difference_note], api_name="rank_mlm_difference", concurrency_id="models")
     run.click(rank_causal, [context, candidates, causal_model, normalize, scope, unconditional],
-              [causal_summary, causal_table, causal_plot], api_name="rank_causal", concurrency_id="models")
+              [causal_summary, causal_table, causal_plot, causal_scores], api_name="rank_causal",
+              concurrency_id="models")

@@ -1,0 +1,99 @@
+"""One owner per convention: the same item scores the same through every door.
+
+A few-shot COPA item (its demonstrations joined by blank lines) goes through the Ranking tab's
+handler, the ``score`` command, the evaluator and the core API, on the stand-in MLM (whose
+tokenizer drops "\\n") and on SmolLM2 (which keeps it): all four must give the same scores.
+The rules themselves are checked by hand-written cases (``demo.text``).
+"""
+
+import json
+
+import pytest
+
+from demo import text
+from demo.cli import main
+from demo.evaluate import evaluate
+from demo.pll import score_candidates
+from demo.settings import RunSettings
+from demo.tasks import add_task_dir
+from demo.ui.ranking import rank_causal, rank_masked
+from tests.conftest import needs_shared
+
+SHOTS = 3
+PRESETS = "assets/presets/task_examples.json"
+
+
+def test_text_rules_by_hand():
+    assert text.encode_newlines("A.\n\nB \n C", False) == "A.\\n \\n B\\n C"
+    assert text.encode_newlines("A.\n\nB", True) == "A.\n\nB"
+    assert text.decode_newlines("A.\\n \\n B", False) == "A.\n\nB"
+    assert text.join("Answer:", "Paris") == " Paris"
+    assert text.join("Answer: ", "Paris") == "Paris" and text.join("Answer:", " Paris") == " Paris"
+    # the context's trailing spaces belong to the completion; newlines become the marker
+    assert text.model_pair("Q?\nA: ", "Paris.", False) == ("Q?\\n A:", " Paris.")
+    assert text.model_pair("Q?\nA: ", "Paris.", True) == ("Q?\nA:", " Paris.")
+
+
+@pytest.fixture(scope="module")
+def copa_task(tmp_path_factory):
+    """A copy of the COPA task over files of our own: one evaluated item, SHOTS demonstrations
+    (so the evaluator's context is known), scoring the answer span like the Ranking tab."""
+    from pathlib import Path
+    records = json.loads((Path(__file__).resolve().parents[1] / PRESETS).read_text())["copa"]
+    folder = tmp_path_factory.mktemp("copa_task")
+    (folder / "item.jsonl").write_text(json.dumps(records[SHOTS]) + "\n")
+    (folder / "demos.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records[:SHOTS]))
+    (folder / "copa_copy.yaml").write_text(
+        "tasks:\n"
+        "  - name: copa_conventions\n"
+        "    data: {local: item.jsonl}\n"
+        "    demos: {local: demos.jsonl}\n"
+        "    convert: copa\n"
+        '    template: "{premise} {connector} {answer}"\n'
+        "    kind: choice\n"
+        f"    shots: {SHOTS}\n"
+        "    metrics: [accuracy]\n")
+    return add_task_dir(folder)[0]
+
+
+def _four_ways(lm, kind, task, tmp_path):
+    """Per-candidate scores from the evaluator, the core API, the score command and the tab."""
+    evaluate(lm, task, tmp_path / "eval", RunSettings(shots=SHOTS))
+    record = json.loads(next((tmp_path / "eval").glob("*.jsonl")).read_text().splitlines()[0])
+    context, candidates = record["context"], record["candidates"]
+    assert context.count("\n\n") == SHOTS  # the demonstrations' blank lines reach every door
+
+    core = [s.score for s in score_candidates(lm, context, candidates)]
+
+    (tmp_path / "in.jsonl").write_text(json.dumps({"context": context, "candidates": candidates}) + "\n")
+    assert main(["score", "--model", lm.name, "--kind", kind, "--input", str(tmp_path / "in.jsonl"),
+                 "--output", str(tmp_path / "out.json"), "--no-progress"]) == 0
+    command = [c["score"] for c in json.loads((tmp_path / "out.json").read_text())["results"][0]["candidates"]]
+
+    if kind == "masked":
+        outputs = rank_masked(context, "\n".join(candidates), lm.name, "right_masks", 2, False,
+                              "completion", "")
+    else:
+        outputs = rank_causal(context, "\n".join(candidates), lm.name, False, "completion", "")
+    tab = [s.score for s in outputs[-1]]
+    return record["scores"], core, command, tab
+
+
+@needs_shared
+@pytest.mark.parametrize("model", ["standin_mlm", "smollm2"])
+def test_one_item_scores_the_same_through_every_door(model, copa_task, tmp_path, request):
+    lm = request.getfixturevalue(model)
+    evaluator, core, command, tab = _four_ways(lm, lm.kind, copa_task, tmp_path)
+    assert len(evaluator) == 2
+    for other in (core, command, tab):
+        assert other == pytest.approx(evaluator, abs=1e-6)
+
+
+@needs_shared
+def test_the_scored_text_has_the_marker_only_where_newlines_are_lost(standin_mlm, smollm2):
+    context = "The sun was rising.\n\nThe grass was cut.\n\nMy body cast a shadow because"
+    mlm, clm = (score_candidates(lm, context, ["the sun rose."])[0] for lm in (standin_mlm, smollm2))
+    assert not standin_mlm.newline_survives and smollm2.newline_survives
+    assert "rising.\\n \\n The grass" in mlm.text and "\n" not in mlm.text
+    assert "rising.\n\nThe grass" in clm.text and "\\n" not in clm.text
+    assert mlm.text.endswith("because the sun rose.") and clm.text.endswith("because the sun rose.")
