@@ -210,7 +210,7 @@ def _evaluate_arguments(parser):
 
 def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSettings, argv) -> int:
     from .evaluate import evaluate
-    from .tasks import add_task_dir, all_tasks, get_task
+    from .tasks import add_task_dir, get_task
     for folder in args.tasks_dir:
         add_task_dir(folder)
     names = [name.strip() for arg in args.task for name in arg.split(",") if name.strip()]

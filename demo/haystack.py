@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .settings import DEPTHS, GenerationSettings, GridSettings
+from .settings import GenerationSettings, GridSettings
 from .text import encode_newlines, newline_survives
 
 HEADER = ("> Some special magic number is hidden within the following articles. "

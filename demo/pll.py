@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 import torch
 from tqdm.auto import tqdm
 
-from .settings import METHODS, ScoringSettings
+from .settings import ScoringSettings
 from .text import join, model_pair
 
 

@@ -1,0 +1,97 @@
+"""The step trace of ``generate()``: what the model saw and weighed at every step (for teaching).
+
+``StepRecorder`` is the last logits processor: it sees the scores the decoder chooses from and
+records each step's top tokens and, for beam search, the cumulative score of every live row.
+``build_trace`` then follows the final output back through the steps, taking each step from the
+row that held the output's prefix, and adds the masked LM's window as the wrapper recorded it.
+"""
+
+from dataclasses import dataclass
+
+from transformers import LogitsProcessor
+
+from .constraints import continuation
+
+
+@dataclass
+class StepTrace:
+    step: int
+    window: list[str]  # tokens the model saw this step, masks included
+    mask_positions: list[int]  # positions of the masks in `window` (first = predicted); [] causal
+    top: list[tuple[str, float]]  # top-k next tokens (as text) with probabilities
+    chosen: str  # the token taken at this step (as text; the end token as its name)
+    beams: list[tuple[str, float]] | None  # beam search: live hypotheses, cumulative log-prob
+
+
+class StepRecorder(LogitsProcessor):
+    """Counts decoding steps and, for the trace, records what each step saw and scored.
+
+    Installed after every constraint, so it sees the scores the decoder chooses from (for
+    sampling: before temperature / top-k / top-p, which transformers applies afterwards). For
+    beam search those scores are the log-probs added to each hypothesis, so cumulative beam
+    scores follow by adding each row's parent score and its last token's log-prob.
+    """
+
+    def __init__(self, prompt_len: int, record: bool, top_k: int):
+        self.prompt_len, self.record, self.top_k = prompt_len, record, top_k
+        self.n_steps = 0
+        self.steps: list[dict] = []
+        self._previous = None  # (rows, cumulative scores, scores) of the last step
+
+    def __call__(self, input_ids, scores):
+        self.n_steps += 1
+        if not self.record:
+            return scores
+        rows = [tuple(r) for r in input_ids[:, self.prompt_len:].tolist()]
+        if self._previous is None:
+            cumulative = [0.0] * len(rows)
+        else:
+            prev_rows, prev_cumulative, prev_scores = self._previous
+            where = {r: i for i, r in enumerate(prev_rows)}
+            cumulative = [prev_cumulative[where[r[:-1]]] + float(prev_scores[where[r[:-1]], r[-1]])
+                          if r[:-1] in where else float("-inf") for r in rows]
+        probs = scores.float().log_softmax(-1).exp()
+        top = probs.topk(min(self.top_k, probs.shape[-1]), dim=-1)
+        self.steps.append(dict(rows=rows, cumulative=cumulative, top_ids=top.indices.tolist(),
+                               top_probs=top.values.tolist()))
+        self._previous = (rows, cumulative, scores.detach().float().cpu())
+        return scores
+
+
+def build_trace(lm, model, recorder: StepRecorder, prompt_ids, generated, tokens, end_ids,
+           padding_masks: int, beam: bool) -> list[StepTrace]:
+    """One StepTrace per token of the output, taken from the row that held its prefix."""
+    tokenizer, n = lm.tokenizer, len(prompt_ids)
+    masked = lm.kind == "masked"
+    steps = []
+    for t, token_id in enumerate(generated):
+        record = recorder.steps[t]
+        prefix = tuple(generated[:t])  # beam search: some live row holds the output's prefix
+        row = record["rows"].index(prefix) if prefix in record["rows"] else 0
+        context = prompt_ids + list(generated[:t])
+        if masked:
+            window_ids = model.recorded_windows[t][row].tolist()
+            first_mask = n + t + 1
+            mask_positions = list(range(first_mask, first_mask + padding_masks + 1))
+        else:
+            window_ids, mask_positions = context, []
+        top = [(piece_or_name(tokenizer, context, i, end_ids), p)
+               for i, p in zip(record["top_ids"][row], record["top_probs"][row])]
+        chosen = tokens[t] if t < len(tokens) else piece_or_name(tokenizer, context, token_id, end_ids)
+        beams = None
+        if beam:
+            live = {}
+            for r, score in zip(record["rows"], record["cumulative"]):
+                if score > -1e8 and r not in live:  # -1e9: beam search's placeholder rows
+                    live[r] = score
+            beams = sorted(((continuation(tokenizer, prompt_ids, list(r)), score)
+                            for r, score in live.items()), key=lambda b: -b[1])
+        steps.append(StepTrace(step=t, window=tokenizer.convert_ids_to_tokens(window_ids),
+                               mask_positions=mask_positions, top=top, chosen=chosen, beams=beams))
+    return steps
+
+
+def piece_or_name(tokenizer, context, token_id: int, end_ids) -> str:
+    if token_id in end_ids or token_id in tokenizer.all_special_ids:
+        return tokenizer.convert_ids_to_tokens(token_id)
+    return continuation(tokenizer, context, [token_id])

@@ -1,0 +1,73 @@
+"""Settings: one default per field, one validation, and the files that repeat them agree."""
+
+import dataclasses
+import math
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from demo.settings import (AppSettings, GenerationSettings, GridSettings, ModelSettings, RunSettings,
+                           ScoringSettings)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_settings_env_lists_every_app_setting_with_its_default():
+    """spaces_config/settings.env documents AppSettings: the same variables, the same defaults."""
+    listed = dict(re.findall(r"^(DEMO_\w+)=(.*)$", (ROOT / "spaces_config" / "settings.env").read_text(), re.M))
+    expected = {AppSettings.variable(f.name): str(f.default) for f in dataclasses.fields(AppSettings)}
+    assert listed == expected
+
+
+def test_app_settings_read_from_the_environment():
+    settings = AppSettings.from_env({"DEMO_MAX_MODELS": "5", "DEMO_MAX_MODEL_GB": "2.5",
+                                     "DEMO_LOCAL_MODELS": "/a:/b", "DEMO_CONCURRENCY": ""})
+    assert (settings.max_models, settings.max_model_gb, settings.local_models) == (5, 2.5, "/a:/b")
+    assert settings.concurrency == 1  # empty means unset
+    with pytest.raises(ValueError, match="DEMO_MAX_MODELS='many' is not a valid int"):
+        AppSettings.from_env({"DEMO_MAX_MODELS": "many"})
+    with pytest.raises(ValueError, match="DEMO_QUEUE_SIZE"):
+        AppSettings.from_env({"DEMO_QUEUE_SIZE": "0"})
+
+
+def test_pyproject_and_requirements_pin_the_same_runtime():
+    """The Space installs requirements.txt, pip install -e . reads pyproject.toml: same lines."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    lines = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
+    assert sorted(project["dependencies"]) == sorted(line for line in lines if line)
+
+
+@pytest.mark.parametrize("cls, values, message", [
+    (ScoringSettings, dict(method="nonsense"), "Unknown scoring method"),
+    (ScoringSettings, dict(right_masks=-1), "right_masks"),
+    (ScoringSettings, dict(right_masks=True), "right_masks"),
+    (ScoringSettings, dict(reduction="median"), "reduction"),
+    (ScoringSettings, dict(token_budget=0), "token_budget"),
+    (GenerationSettings, dict(max_new_tokens=0), "max_new_tokens"),
+    (GenerationSettings, dict(top_p=math.nan), "top_p"),
+    (GenerationSettings, dict(temperature=math.inf), "temperature"),
+    (GenerationSettings, dict(temperature="hot"), "temperature"),
+    (GenerationSettings, dict(seed=-1), "seed"),
+    (GenerationSettings, dict(seed=2**70), "seed"),
+    (GenerationSettings, dict(digits=6, choices=["a"]), "either digits or choices"),
+    (GenerationSettings, dict(digits=40, max_new_tokens=8), "raise max_new_tokens"),
+    (GenerationSettings, dict(stop_strings=[""]), "Stop strings"),
+    (RunSettings, dict(shots=-1), "shots"),
+    (RunSettings, dict(score="middle"), "scored span"),
+    (GridSettings, dict(lengths=[0]), "length"),
+    (GridSettings, dict(depths=[1.5]), "depth"),
+    (GridSettings, dict(depths=[]), "at least one"),
+    (ModelSettings, dict(model=" "), "No model given"),
+])
+def test_bad_values_are_refused_with_the_setting_named(cls, values, message):
+    with pytest.raises(ValueError, match=message):
+        cls(**values)
+
+
+def test_single_strings_and_grid_normalisation():
+    settings = GenerationSettings(stop_strings="END", choices=("yes", "no"))
+    assert settings.stop_strings == ["END"] and settings.choices == ["yes", "no"]
+    grid = GridSettings(lengths=[512, 256.0, 256], depths=[0.5, 0.0], repetitions=2)
+    assert grid.lengths == [256, 512] and grid.depths == [0.0, 0.5] and grid.cells == 8
