@@ -22,27 +22,20 @@ The last line reads: ``bench_app page_s=<x> first_rank_s=<y>`` (medians over the
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from app_process import ROOT, running_app  # benchmarks/app_process.py
+
 STANDIN = ROOT.parent / "shared" / "models" / "minilm-l6-mlm-standin"
 CONTEXT = "My body cast a shadow over the grass because"
 CANDIDATES = "the sun was rising.\nthe grass was cut."
 MODEL_LOAD_MARKERS = ("Loading weights", "de-quantizing GGUF")
 CORE_READY_MESSAGE = "demo: core imported"  # demo.ui.common prints it (not imported: no torch here)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def gradio_import_seconds() -> float:
@@ -55,52 +48,34 @@ def gradio_import_seconds() -> float:
 def one_run(model: Path, wait_for_core: bool) -> dict:
     from gradio_client import Client
 
-    port = free_port()
-    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False",
-               HF_HUB_OFFLINE="1", DEMO_LOCAL_MODELS=str(model))
-    url = f"http://127.0.0.1:{port}/"
-    with tempfile.NamedTemporaryFile("w+", suffix=".log") as log:
-        start = time.perf_counter()
-        server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log,
-                                  stderr=subprocess.STDOUT)
+    with tempfile.TemporaryDirectory() as folder:
         try:
-            while True:
-                try:
-                    with urllib.request.urlopen(url, timeout=2) as response:
-                        if response.status == 200:
-                            break
-                except OSError:
-                    pass
-                if server.poll() is not None or time.perf_counter() - start > 120:
-                    log.seek(0)
-                    raise SystemExit(f"app.py did not serve its page:\n{log.read()[-2000:]}")
-                time.sleep(0.05)
-            page_s = time.perf_counter() - start
-            log.seek(0)
-            loaded_at_page = any(m in log.read() for m in MODEL_LOAD_MARKERS)
-            client = Client(url, verbose=False)
-            while wait_for_core:
-                log.seek(0)
-                if CORE_READY_MESSAGE in log.read():
-                    break
-                if time.perf_counter() - start > 120:
-                    raise SystemExit("the app never finished importing its core")
-                time.sleep(0.05)
-            core_s = time.perf_counter() - start
-            args = dict(context=CONTEXT, candidates=CANDIDATES, model_name=str(model),
-                        method="right_masks", right_masks=2, normalize=False, scope="completion",
-                        unconditional="", api_name="/rank_mlm")
-            begin = time.perf_counter()
-            first = client.predict(**args)
-            first_rank_s = time.perf_counter() - begin
-            begin = time.perf_counter()
-            client.predict(**args)
-            warm_rank_s = time.perf_counter() - begin
-        finally:
-            server.terminate()
-            server.wait(timeout=20)
+            with running_app([str(model)], Path(folder) / "app.log") as app:
+                return _timed_requests(Client, app, model, wait_for_core)
+        except RuntimeError as err:
+            raise SystemExit(str(err)) from None
+
+
+def _timed_requests(Client, app, model: Path, wait_for_core: bool) -> dict:
+    loaded_at_page = any(m in app.log.read_text() for m in MODEL_LOAD_MARKERS)
+    client = Client(app.url, verbose=False)
+    start = time.perf_counter() - app.page_s  # when the process started
+    while wait_for_core and CORE_READY_MESSAGE not in app.log.read_text():
+        if time.perf_counter() - start > 120:
+            raise SystemExit("the app never finished importing its core")
+        time.sleep(0.05)
+    core_s = time.perf_counter() - start
+    args = dict(context=CONTEXT, candidates=CANDIDATES, model_name=str(model),
+                method="right_masks", right_masks=2, normalize=False, scope="completion",
+                unconditional="", api_name="/rank_mlm")
+    begin = time.perf_counter()
+    first = client.predict(**args)
+    first_rank_s = time.perf_counter() - begin
+    begin = time.perf_counter()
+    client.predict(**args)
+    warm_rank_s = time.perf_counter() - begin
     assert "Masked LM ranking" in first[0], first[0]
-    return dict(page_s=page_s, first_rank_s=first_rank_s, warm_rank_s=warm_rank_s,
+    return dict(page_s=app.page_s, first_rank_s=first_rank_s, warm_rank_s=warm_rank_s,
                 loaded_at_page=loaded_at_page, core_s=core_s)
 
 

@@ -22,17 +22,15 @@ gives their geometric means over the prompt lengths.
 
 import argparse
 import math
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from demo.generation import generate  # the package is installed (pip install -e .)
+from demo.models import load_model, random_model
 
-from demo.generation import generate  # noqa: E402
-from demo.models import load_model, random_model  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SHARED = ROOT.parent / "shared"
 STANDIN = SHARED / "models" / "minilm-l6-mlm-standin"

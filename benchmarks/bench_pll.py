@@ -43,7 +43,6 @@ from pathlib import Path
 from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 SHARED = ROOT.parent / "shared"
 TOKENIZER_FOLDER = SHARED / "tokenizers" / "bert-base-uncased"
 BOOK = SHARED / "data" / "haystack" / "gutenberg_nltk" / "austen-emma.txt"

@@ -214,6 +214,8 @@ def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSett
     for folder in args.tasks_dir:
         add_task_dir(folder)
     names = [name.strip() for arg in args.task for name in arg.split(",") if name.strip()]
+    if not names:
+        raise ValueError(f"Give at least one --task ({PROG} evaluate --list shows them).")
     tasks = []
     for spec in names:  # "copa" or "copa:100"
         name, _, limit = spec.partition(":")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields
 from typing import Literal
 
 MASKED_METHODS = ("salazar", "right_masks", "within_word_l2r", "whole_word")
+DEFAULT_MASKED_METHOD = "right_masks"  # the BERTs paper's; what method=None means for a masked LM
 METHODS = MASKED_METHODS + ("causal",)
 SCOPES = ("completion", "full")
 REDUCTIONS = ("sum", "mean")
@@ -116,7 +117,7 @@ class ScoringSettings:
 
     def method_for(self, lm) -> str:
         """The method used for ``lm``: its natural one when unset, checked against its kind."""
-        method = self.method or ("causal" if lm.kind == "causal" else "right_masks")
+        method = self.method or ("causal" if lm.kind == "causal" else DEFAULT_MASKED_METHOD)
         if lm.kind == "causal" and method != "causal":
             raise ValueError(f"{lm.name} is a causal LM: it is scored by exact log-likelihood "
                              f"(method='causal'); {method!r} is a masked-LM method.")

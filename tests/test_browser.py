@@ -8,16 +8,11 @@ expects a message in the page, and checks that the next good request still works
 Screenshots go to artifacts/screenshots/ (git-ignored; CI keeps them as artefacts).
 """
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from benchmarks.app_process import running_app
 from tests.conftest import STANDIN_MLM
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,12 +31,6 @@ pytestmark = [
 playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def smollm2_path():
     from demo.sources import smollm2_gguf
@@ -54,32 +43,12 @@ def smollm2_path():
 @pytest.fixture(scope="module")
 def server(smollm2_path, tmp_path_factory):
     """`python app.py` on a free port; the URL once the page is served."""
-    port = _free_port()
     log = tmp_path_factory.mktemp("app") / "app.log"
-    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False",
-               HF_HUB_OFFLINE="1", DEMO_LOCAL_MODELS=os.pathsep.join([str(STANDIN_MLM), str(smollm2_path)]))
-    with log.open("w") as out:
-        process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=out,
-                                   stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.time() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        if process.poll() is not None or time.time() > deadline:
-            process.kill()
-            pytest.fail(f"app.py did not serve its page:\n{log.read_text()[-3000:]}")
-        time.sleep(0.25)
-    yield url
-    process.terminate()
     try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
+        with running_app([str(STANDIN_MLM), str(smollm2_path)], log, timeout=60) as app:
+            yield app.url
+    except RuntimeError as err:
+        pytest.fail(str(err))
 
 
 @pytest.fixture(scope="module")

@@ -67,6 +67,16 @@ def test_readme_command_lines_parse():
 
 
 @needs_shared
+def test_readme_python_example_runs(capsys):
+    """The README's Python block, with the offline stand-in MLM in place of the Hub model."""
+    import re as regex
+    code = regex.search(r"## From Python.*?```python\n(.*?)```", README.read_text(), regex.S).group(1)
+    exec(code.replace('"microsoft/deberta-large"', repr(str(STANDIN_MLM))), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("Paris. ") and printed[1].startswith("Lyon. ") and len(printed) == 3
+
+
+@needs_shared
 def test_generate_json_digits(capsys):
     assert main(["generate", "--model", str(STANDIN_MLM), "--prompt", "The code is 123456. The code is",
                  "--digits", "6", "--json", "--no-progress"]) == 0

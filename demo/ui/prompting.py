@@ -8,6 +8,7 @@ import gradio as gr
 import pandas as pd
 
 from ..catalog import Catalog
+from ..settings import GenerationSettings
 from .common import handler, load, model_note, model_picker, read_presets
 from .limits import LIMITS, check_text
 
@@ -27,8 +28,6 @@ WINDOW_TAIL = 14  # tokens of the window shown per step: the end, where the mask
 
 def _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
               padding_masks, stop_at_newline, seed, trace):
-    from ..settings import GenerationSettings
-
     if int(max_new_tokens) > LIMITS.max_new_tokens:
         raise ValueError(f"At most {LIMITS.max_new_tokens} new tokens per request here.")
     return GenerationSettings(
@@ -60,9 +59,13 @@ def trace_table(steps) -> pd.DataFrame:
                                        "chosen", "beams (cumulative log-prob)"])
 
 
-SETTING_DEFAULTS = dict(strategy="greedy", max_new_tokens=24, num_beams=4, temperature=1.0, top_k=0,
-                        top_p=1.0, repetition_penalty=1.0, padding_masks="default",
-                        stop_at_newline=True, seed=0)
+_CORE = GenerationSettings()
+# The core's defaults, except two choices of the page: a short answer that stops at the end of
+# its line (a few-shot answer is one line), and padding masks shown as "family default".
+SETTING_DEFAULTS = dict(strategy=_CORE.strategy, max_new_tokens=24, num_beams=_CORE.num_beams,
+                        temperature=_CORE.temperature, top_k=_CORE.top_k, top_p=_CORE.top_p,
+                        repetition_penalty=_CORE.repetition_penalty, padding_masks="default",
+                        stop_at_newline=True, seed=_CORE.seed)
 SETTING_NAMES = tuple(SETTING_DEFAULTS)
 
 

@@ -7,7 +7,7 @@ import gradio as gr
 import pandas as pd
 
 from ..catalog import Catalog
-from ..settings import ScoringSettings
+from ..settings import DEFAULT_MASKED_METHOD, ScoringSettings
 from .common import handler, load, model_note, model_picker, read_presets
 from .limits import LIMITS, MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates
 
@@ -175,11 +175,11 @@ def build(catalog: Catalog) -> None:
         with gr.Column():
             masked_model = model_picker(catalog, "masked", "Masked LM", "rank-mlm")
             method = gr.Radio(
-                choices=VARIANTS, value="right_masks", label="PLL variant", elem_id="rank-variant",
+                choices=VARIANTS, value=DEFAULT_MASKED_METHOD, label="PLL variant", elem_id="rank-variant",
                 info="How the masked LM scores a token: mask it alone, also mask tokens to its "
                      "right, mask the rest of its word, or mask the whole word.")
             right_masks = gr.Slider(
-                1, 4, value=2, step=1, label="Right masks",
+                1, 4, value=ScoringSettings().right_masks, step=1, label="Right masks",
                 info="How many tokens to the right are masked too (the paper: 2; its ablation "
                      "on ReCoRD: 1 mask 80.9, 2 masks 86.0, 3 masks 87.1 EM).")
         with gr.Column():
