@@ -69,6 +69,17 @@ HUB_MODELS = [
 ]
 
 
+STANDIN_MARK = "standin"  # the offline stand-in MLM's folder name says so (../shared/models)
+STANDIN_NOTE = ("This is the offline stand-in: a small BERT (22.7M parameters) trained for one hour "
+                "on 2 CPU cores. Its answers are weak: they show how the method works, not how well "
+                "masked LMs do it (the paper used DeBERTa, up to 1.4B parameters).")
+
+
+def standin_note(name: str) -> str | None:
+    """The caveat every page showing the offline stand-in MLM (or its grid) must carry."""
+    return STANDIN_NOTE if STANDIN_MARK in Path(str(name)).name.lower() else None
+
+
 def _local_entry(path: Path) -> ModelEntry | None:
     """A catalog entry for a local folder or .gguf file, None if it is not a model we can load."""
     try:

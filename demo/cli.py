@@ -233,9 +233,9 @@ def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSett
     return 0
 
 
-def _list_tasks(args) -> int:
+def _list_tasks(task_dirs: list[Path]) -> int:
     from .tasks import add_task_dir, all_tasks
-    for folder in args.tasks_dir:
+    for folder in task_dirs:
         add_task_dir(folder)
     for t in all_tasks():
         print(f"{t.name:34s} {t.group:22s} {t.kind:8s} shots={t.shots:<3d} {','.join(t.metrics)}")
@@ -301,9 +301,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["evaluate"] and "--list" in argv:  # no --model needed to list the tasks
-        args, _ = build_parser().parse_known_args(argv + ["--model", "-"])
-        return _list_tasks(args)
+    if argv[:1] == ["evaluate"] and "--list" in argv:  # listing needs no model, only --tasks-dir
+        listing = argparse.ArgumentParser(add_help=False)
+        listing.add_argument("--tasks-dir", action="append", default=[], type=Path)
+        try:
+            return _list_tasks(listing.parse_known_args(argv[1:])[0].tasks_dir)
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     args = build_parser().parse_args(argv)
     _, settings, _ = COMMANDS[args.command]
     try:

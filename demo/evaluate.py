@@ -22,6 +22,7 @@ import datetime as dt
 import json
 import math
 import random
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -45,8 +46,7 @@ def evaluate(lm, task: Task | str, output_dir: str | Path, settings: RunSettings
     """Evaluate one model on one task; returns the summary rows (one per metric).
 
     ``scoring`` applies to ranked tasks; a task's own scoring fields (its normalisation, its
-    unconditional context, its PLL method) are part of its definition and win, except that an
-    explicitly chosen ``scoring.method`` replaces the task's method. ``command`` is recorded
+    unconditional context, its PLL method) fill in whatever ``scoring`` leaves at its default. ``command`` is recorded
     in the summary (how to rerun it).
     """
     s = settings or RunSettings()
@@ -104,14 +104,10 @@ def _plan(lm, task: Task, s: RunSettings, scoring: ScoringSettings) -> dict:
         examples = [e for e in examples if e.index in keep]
 
     if task.kind == "choice":
-        task_scoring = dict(task.scoring)
-        if scoring.method is not None or lm.kind == "causal":
-            task_scoring.pop("method", None)
-        scoring = replace(scoring, **task_scoring)
+        scoring = _task_scoring(lm, task, scoring)
         method = scoring.method_for(lm)
         score = s.score or task.score
-        method_tag = f"{method}{scoring.right_masks}" if method == "right_masks" else method
-        tag = f"{method_tag}__{score}"
+        tag = f"{_scoring_tag(scoring, _task_scoring(lm, task, ScoringSettings()), method)}__{score}"
     else:
         method, score, tag = "generate", None, "generate"
     repetitions = 1 if shots == 0 else s.repetitions  # no sampling to repeat at 0 shots
@@ -119,6 +115,29 @@ def _plan(lm, task: Task, s: RunSettings, scoring: ScoringSettings) -> dict:
     return dict(id=run_id, shots=shots, examples=examples, pool=pool, same_split=same_split,
                 method=method, scoring=scoring, score=score, repetitions=repetitions,
                 n_total=n_total)
+
+
+def _task_scoring(lm, task: Task, scoring: ScoringSettings) -> ScoringSettings:
+    """The run's scoring: the task's own fields (its normalisation, its unconditional context, its
+    PLL method) fill in what the caller left at the default; a causal LM keeps its exact method."""
+    defaults = ScoringSettings()
+    fills = {k: v for k, v in task.scoring.items() if getattr(scoring, k) == getattr(defaults, k)}
+    if lm.kind == "causal":
+        fills.pop("method", None)
+    return replace(scoring, **fills)
+
+
+def _scoring_tag(scoring: ScoringSettings, task_default: ScoringSettings, method: str) -> str:
+    """The part of a run id that says how candidates were scored: the method, then whatever else
+    differs from the task's own definition (results differ when it does, so must the id)."""
+    tag = f"{method}{scoring.right_masks}" if method == "right_masks" else method
+    if scoring.reduction != task_default.reduction:
+        tag += f"-{scoring.reduction}"
+    if scoring.scope != task_default.scope:
+        tag += f"-{scoring.scope}"
+    if scoring.unconditional_context != task_default.unconditional_context:
+        tag += "-uncond" + re.sub(r"\W+", "", scoring.unconditional_context or "none")[:16]
+    return tag
 
 
 def model_slug(lm) -> str:

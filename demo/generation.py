@@ -27,7 +27,7 @@ from .settings import GenerationSettings
 from .text import decode_newlines, encode_newlines
 from .trace import StepRecorder, StepTrace, build_trace
 
-STOP_REASONS = ("max_new_tokens", "stop_string", "newline", "eos", "digits", "choice")
+STOP_REASONS = ("max_new_tokens", "stop_string", "newline", "eos", "digits", "choice", "time_limit")
 
 
 @dataclass
@@ -98,6 +98,17 @@ def _cut_at_stops(text: str, stop_strings: tuple[str, ...], stop_at_newline: boo
     return (text, None) if best is None else (text[:best[0]], best[1])
 
 
+class Deadline(StoppingCriteria):
+    """Stops every row once ``seconds`` have passed since it was made (a per-request time limit)."""
+
+    def __init__(self, seconds: float):
+        self.end, self.passed = time.perf_counter() + seconds, False
+
+    def __call__(self, input_ids, scores, **kwargs) -> torch.BoolTensor:
+        self.passed = self.passed or time.perf_counter() > self.end
+        return torch.full((input_ids.shape[0],), self.passed, dtype=torch.bool, device=input_ids.device)
+
+
 class ProgressBar(StoppingCriteria):
     """Advances a tqdm bar once per step; never stops anything."""
 
@@ -136,12 +147,14 @@ def _vocab_width(lm) -> int:
 
 
 def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, progress: bool = False,
-             **overrides) -> GenerationResult:
+             time_limit: float | None = None, **overrides) -> GenerationResult:
     """Continue ``prompt`` with a masked or causal LM (``demo.models.LoadedModel``).
 
     ``settings`` fields can be overridden by keyword (``generate(lm, p, strategy="beam")``).
     Temperature, top-k and top-p only act when ``strategy="sample"``; with ``choices`` the
-    stop strings and "stop at newline" are not needed and not applied.
+    stop strings and "stop at newline" are not needed and not applied. ``time_limit`` (seconds)
+    ends decoding after the step that passes it, keeping what was generated (stop reason
+    "time_limit").
     """
     s = _settings(settings, overrides)
     _validate(lm, prompt, s)
@@ -168,6 +181,9 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
     bar = ProgressBar(s.max_new_tokens) if progress else None
     if bar:
         stops.append(bar)
+    deadline = Deadline(time_limit) if time_limit is not None else None
+    if deadline:
+        stops.append(deadline)
 
     input_ids = torch.tensor([prompt_ids], device=lm.device)
     devices = [lm.device.index or 0] if lm.device.type == "cuda" else []
@@ -203,7 +219,8 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
         reason = "digits"
     else:
         text, reason = _cut_at_stops(text, tuple(s.stop_strings), s.stop_at_newline)
-        reason = reason or ("eos" if ended is not None else "max_new_tokens")
+        timed_out = deadline is not None and deadline.passed and len(generated) < s.max_new_tokens
+        reason = reason or ("eos" if ended is not None else "time_limit" if timed_out else "max_new_tokens")
 
     steps = build_trace(lm, model, recorder, prompt_ids, generated, tokens, end_ids, padding_masks,
                    s.strategy == "beam") if s.trace else []

@@ -34,13 +34,14 @@ where tokenization is not additive. Depth 0.0 puts the needle before the first f
 filler's tokens, so the needle sits within one sentence of the requested depth of the haystack.
 
 The grid runner appends one CSV row per finished cell, so an interrupted run resumes where it
-stopped: ``demo probe --model M --lengths 256 512 --output grid.csv``.
+stopped: ``mlm-icl probe --model M --lengths 256 512 --output grid.csv``.
 """
 
 import bisect
 import csv
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -348,6 +349,20 @@ def run_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | Non
     book. ``generate_fn``: defaults to ``demo.generation.generate`` (tests may wrap it to count
     calls). Cells longer than an absolute-position model's limit get status "beyond_limit".
     """
+    table = None
+    for table in iter_grid(lm, grid, sentences=sentences, output=output, model_name=model_name,
+                           progress=progress, generate_fn=generate_fn):
+        pass
+    return table
+
+
+def iter_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | None = None,
+              output: str | Path | None = None, model_name: str | None = None,
+              progress: bool = False, generate_fn=None,
+              time_limit: float | None = None) -> Iterator[pd.DataFrame]:
+    """:func:`run_grid` one cell at a time: yields the table so far, first with the cells an
+    earlier run finished, then after every new cell (for a page that shows progress). With
+    ``time_limit`` (seconds), no cell starts after that time: the last table is then partial."""
     from .generation import generate  # torch-heavy; imported when used
 
     grid = grid or GridSettings()
@@ -379,8 +394,13 @@ def run_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | Non
         needle, start = cell_needle_and_start(seed, fits[0], depths[0], 0, len(sentences))
         build_needle_prompt(reader, fits[0], depths[0], needle, sentences, start)
 
+    wanted = {_cell_key(model_name, *c) for c in cells}
+    deadline = None if time_limit is None else time.perf_counter() + time_limit
     rows = []
+    yield _grid_table(done, rows, wanted)
     for length, depth, repetition in tqdm(todo, desc=f"needle grid {model_name}", disable=not progress):
+        if deadline is not None and time.perf_counter() > deadline:
+            return
         began = time.perf_counter()
         needle, start = cell_needle_and_start(seed, length, depth, repetition, len(sentences))
         row = dict(model=model_name, length=length, depth=depth, repetition=repetition, needle=needle)
@@ -395,11 +415,14 @@ def run_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | Non
         if output is not None:
             _append_row(output, row)
         rows.append(row)
+        yield _grid_table(done, rows, wanted)
 
+
+def _grid_table(done: pd.DataFrame, rows: list[dict], wanted: set) -> pd.DataFrame:
+    """The cells of this grid: those finished before (``done``) and the new ``rows``, sorted."""
     table = pd.concat([done, pd.DataFrame(rows, columns=COLUMNS)], ignore_index=True)
-    wanted = {_cell_key(model_name, *c) for c in cells}
     keep = [_cell_key(*k) in wanted for k in table[["model", "length", "depth", "repetition"]]
             .itertuples(index=False, name=None)]
-    table = table[keep].copy()
+    table = table[pd.Series(keep, index=table.index, dtype=bool)].copy()
     table["correct"] = pd.to_numeric(table["correct"], errors="coerce")
     return table.sort_values(["length", "depth", "repetition"]).reset_index(drop=True)[COLUMNS]

@@ -17,6 +17,7 @@ import torch
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM,
                           AutoTokenizer)
 
+from . import settings
 from .settings import AppSettings
 from .sources import ModelSource, resolve
 from .families import Family, family_of, max_positions, pretrained_length
@@ -32,8 +33,8 @@ REMOTE_CODE_ALLOWLIST = frozenset({
     "ltg/deberta-base-fixed",
 })
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-KINDS = ("masked", "causal")
+DTYPES = {name: getattr(torch, name) for name in settings.DTYPES}  # "float32" -> torch.float32
+KINDS = settings.KINDS
 
 
 @dataclass

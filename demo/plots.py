@@ -3,6 +3,7 @@
 No gradio here: the app shows these figures, the command line saves them (``save_figure``).
 """
 
+import html
 import itertools
 from collections import Counter
 from pathlib import Path
@@ -69,13 +70,13 @@ def _add_needle_panel(fig: go.Figure, table: pd.DataFrame, col: int, pretrained_
     # pretraining-length line can fall between two columns.
     xs, ys = list(range(len(lengths))), list(range(len(depths)))
     custom = [[[int(n), float(d), int(counts.loc[d, n])] for n in lengths] for d in depths]
-    text = [["" if pd.isna(accuracy.loc[d, n]) else f"{accuracy.loc[d, n]:.2f}" for n in lengths]
-            for d in depths]
+    text = [["" if pd.isna(accuracy.loc[d, n]) else f"{accuracy.loc[d, n]:.0%}" for n in lengths]
+            for d in depths]  # percent, like the colour bar
     fig.add_trace(go.Heatmap(
         x=xs, y=ys, z=accuracy.values, text=text, texttemplate="%{text}", customdata=custom,
         coloraxis="coloraxis", xgap=1, ygap=1, name=_model_name(table),
         hovertemplate="length %{customdata[0]} tokens<br>needle depth %{customdata[1]:.0%}"
-                      "<br>accuracy %{z:.2f} over %{customdata[2]} run(s)<extra></extra>"),
+                      "<br>exact match %{z:.0%} over %{customdata[2]} run(s)<extra></extra>"),
         row=1, col=col)
     if beyond.values.any():
         limit = f" ({max_length} tokens)" if max_length else ""
@@ -174,15 +175,23 @@ def save_figure(fig: go.Figure, path: str | Path) -> Path:
 # ---------------------------------------------------------------- per-token scores (Ranking tab)
 
 
+LABELLED_TOKENS = 40  # rows longer than this get no cell labels (they would overlap): hover instead
+
+
+def _plain(text: str) -> str:
+    """Text for a plotly label or hover: entities, so tags typed by a user show as typed."""
+    return html.escape(text, quote=False)
+
+
 def _token_label(token: str) -> str:
     """A token as it reads in a cell: its text without the leading space ("␣" if only spaces)."""
     shown = token.strip()
-    return shown if shown else "␣"
+    return _plain(shown) if shown else "␣"
 
 
 def _row_label(candidate: str, prefix: str = "", suffix: str = "", width: int = 34) -> str:
     short = candidate if len(candidate) <= width else candidate[: width - 1] + "…"
-    return f"{prefix}{short}{suffix}"
+    return _plain(f"{prefix}{short}{suffix}")
 
 
 def _token_grid(rows: list[list], token_of, value_of, hover_of):
@@ -203,8 +212,11 @@ def token_heatmap(scores, title: str = "Log-probability of each scored token") -
     ranked = sorted(scores, key=lambda s: s.score, reverse=True)
     z, text, hover = _token_grid(
         [s.tokens for s in ranked], lambda t: t.token, lambda t: t.logprob,
-        lambda t: (f"token {t.token!r}<br>log-prob {t.logprob:.3f}<br>rank {t.rank}"
+        lambda t: (f"token {_plain(repr(t.token))}<br>log-prob {t.logprob:.3f}<br>rank {t.rank}"
                    + (f"<br>masked positions {t.masked}" if t.masked else "")))
+    if max((len(s.tokens) for s in ranked), default=0) > LABELLED_TOKENS:
+        text = [["" for _ in row] for row in text]
+        title += " (hover a cell to see its token)"
     labels = [_row_label(s.candidate, prefix=f"{i}. ") for i, s in enumerate(ranked, 1)]
     low = min((v for row in z for v in row if v is not None), default=-1.0)
     figure = go.Figure(go.Heatmap(
@@ -239,7 +251,7 @@ def pll_difference(first, second, first_label: str, second_label: str) -> go.Fig
         labels.append(_row_label(a.candidate, prefix=f"{i}. ", suffix=f" (Δ {b.score - a.score:+.2f})"))
     z, text, hover = _token_grid(
         rows, lambda p: p[0].token, lambda p: p[1].logprob - p[0].logprob,
-        lambda p: (f"token {p[0].token!r}<br>{first_label}: {p[0].logprob:.3f}<br>"
+        lambda p: (f"token {_plain(repr(p[0].token))}<br>{first_label}: {p[0].logprob:.3f}<br>"
                    f"{second_label}: {p[1].logprob:.3f}<br>difference {p[1].logprob - p[0].logprob:+.3f}"))
     extent = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
     figure = go.Figure(go.Heatmap(

@@ -29,6 +29,8 @@ STRATEGIES = ("greedy", "beam", "sample")
 MAX_NEW_TOKENS_CAP = 512  # every step of the exact MLM method re-encodes the whole window
 MAX_PADDING_MASKS = 16
 SCORE_SPANS = ("answer", "suffix", "example")
+KINDS = ("masked", "causal")
+DTYPES = ("float32", "bfloat16", "float16")
 DEPTHS = tuple(round(0.1 * i, 1) for i in range(11))
 
 
@@ -81,7 +83,8 @@ class ModelSettings:
         if not isinstance(self.model, str) or not self.model.strip():
             raise ValueError("No model given: a Hub id (e.g. 'bert-base-uncased'), a local model "
                              "folder or a .gguf file.")
-        _choice(self.kind, "model kind", ("masked", "causal"), optional=True)
+        _choice(self.kind, "model kind", KINDS, optional=True)
+        _choice(self.dtype, "dtype", DTYPES)
         _whole(self.threads, "threads", 1, optional=True)
 
 
@@ -111,8 +114,9 @@ class ScoringSettings:
         _whole(self.right_masks, "right_masks", 0, MAX_RIGHT_MASKS)
         _choice(self.reduction, "reduction", REDUCTIONS)
         _choice(self.scope, "scope", SCOPES)
-        if self.unconditional_context is not None and not isinstance(self.unconditional_context, str):
-            raise ValueError("unconditional_context must be text (e.g. 'Answer:') or None.")
+        if self.unconditional_context is not None and (
+                not isinstance(self.unconditional_context, str) or not self.unconditional_context.strip()):
+            raise ValueError("unconditional_context must be some text (e.g. 'Answer:'), or unset.")
         _whole(self.token_budget, "token_budget", 1)
 
     def method_for(self, lm) -> str:
@@ -167,8 +171,11 @@ class GenerationSettings:
         _whole(self.num_beams, "num_beams", 1)
         _number(self.top_p, "top_p", lambda v: 0 < v <= 1, "in (0, 1] (1 turns it off)")
         _whole(self.top_k, "top_k", 0)
-        _number(self.temperature, "temperature", lambda v: v > 0,
-                "> 0 (use strategy='greedy' for the deterministic limit)")
+        if self.strategy == "sample":
+            _number(self.temperature, "temperature", lambda v: v > 0,
+                    "> 0 for sampling (use strategy='greedy' for the deterministic limit)")
+        else:  # not used, but still a number
+            _number(self.temperature, "temperature", lambda v: v >= 0, "a number >= 0")
         _number(self.repetition_penalty, "repetition_penalty", lambda v: v > 0, "> 0 (1 = off)")
         _whole(self.trace_top_k, "trace_top_k", 1)
         _whole(self.padding_masks, "padding_masks", 0, MAX_PADDING_MASKS, optional=True)
@@ -276,6 +283,12 @@ class AppSettings:
     max_new_tokens: int = field(default=128, metadata=_help("new tokens per generation"))
     max_grid_cells: int = field(default=24, metadata=_help("needle-grid runs per request"))
     max_grid_tokens: int = field(default=2048, metadata=_help("longest needle-grid length"))
+    max_request_tflop: float = field(default=4.0, metadata=_help(
+        "work one request may do, in trillions of operations (demo.budget); refused beyond"))
+    assumed_gflops: float = field(default=50.0, metadata=_help(
+        "the machine's speed assumed when telling people how long a request would take"))
+    max_request_seconds: float = field(default=120.0, metadata=_help(
+        "a generation or needle grid stops after this long, keeping what it has"))
     local_models: str = field(default="", metadata=_help(
         "local model folders or .gguf files offered as 'local', separated by os.pathsep"))
     data_root: str = field(default="", metadata=_help("folder with the evaluation datasets"))
@@ -293,7 +306,7 @@ class AppSettings:
             if raw is None or (raw.strip() == "" and f.type is not str):
                 continue
             try:
-                values[f.name] = f.type(raw) if f.type is not int else int(raw)
+                values[f.name] = f.type(raw)
             except ValueError:
                 raise ValueError(f"{cls.variable(f.name)}={raw!r} is not a valid {f.type.__name__}.") from None
         return cls(**values)
@@ -301,5 +314,8 @@ class AppSettings:
     def __post_init__(self):
         for f in fields(self):
             if f.type is int:
-                _whole(getattr(self, f.name), self.variable(f.name), 1)
-        _number(self.max_model_gb, "DEMO_MAX_MODEL_GB", lambda v: v > 0, "> 0")
+                high = MAX_NEW_TOKENS_CAP if f.name == "max_new_tokens" else None
+                _whole(getattr(self, f.name), self.variable(f.name), 1, high)
+        for f in fields(self):
+            if f.type is float:
+                _number(getattr(self, f.name), self.variable(f.name), lambda v: v > 0, "> 0")

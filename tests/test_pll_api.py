@@ -7,9 +7,8 @@ import pytest
 from demo import pll
 from demo.pll import score_batch, score_candidates
 from demo.settings import ScoringSettings
-from demo.text import model_pair
 from tests.conftest import MASKED_FAMILIES
-from tests.test_pll import naive_scores
+from tests.test_pll import model_text, naive_scores
 
 TRICKY = [
     ("Café au lait", " (très chaud)!  Done.\nNext line's end, 42%."),
@@ -28,7 +27,7 @@ def test_offsets_slice_back_to_exactly_the_scored_text(tiny_model, family, scope
     lm = tiny_model(family)
     method = "causal" if lm.kind == "causal" else "salazar"
     for (context, completion), result in zip(TRICKY, score_batch(lm, TRICKY, ScoringSettings(method=method, scope=scope))):
-        context, completion = model_pair(context, completion, lm.newline_survives)  # what it read
+        context, completion = model_text(lm, context), model_text(lm, completion)  # what it read
         assert result.text == context + completion
         previous_end = 0
         for token in result.tokens:

@@ -6,8 +6,7 @@ import torch
 from demo import pll
 from demo.pll import score_batch, score_candidates
 from demo.settings import ScoringSettings
-from demo.text import model_pair
-from tests.test_pll import rank_range
+from tests.test_pll import model_text, rank_range
 
 ITEMS = [
     ("The capital of France is", " Paris."),
@@ -19,7 +18,7 @@ ITEMS = [
 @torch.no_grad()
 def hand_written_loglikelihood(lm, context, completion, scope="completion"):
     """[(logprob, rank range)] per scored token: log P(token | start token + everything before)."""
-    context, completion = model_pair(context, completion, lm.newline_survives)
+    context, completion = model_text(lm, context), model_text(lm, completion)
     tokenizer = lm.tokenizer
     start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     ids = [start] + tokenizer(context + completion)["input_ids"]

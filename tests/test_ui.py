@@ -102,29 +102,34 @@ def test_text_and_grid_caps():
 # ---------------------------------------------------------------- errors become page messages
 
 
-def test_errors_become_page_messages_without_traceback():
-    @shows_errors
+def test_errors_become_messages_in_the_outputs_without_python_text():
+    @shows_errors(lambda error: (error, None))
     def bad_input(x):
-        raise ValueError("The prompt is empty: type something.")
+        raise ValueError("The candidate <img src=x> is empty: type something.")
 
-    @shows_errors
+    @shows_errors(lambda error: (error, None))
     def broken(x):
         raise RuntimeError("shape mismatch in layer 3")
 
-    with pytest.raises(gr.Error) as caught:
-        bad_input(1)
-    assert caught.value.message == "The prompt is empty: type something."
-    with pytest.raises(gr.Error) as caught:
-        broken(1)
-    assert "RuntimeError: shape mismatch in layer 3" in caught.value.message
-    assert "Traceback" not in caught.value.message
+    @shows_errors(lambda error: (error, None))
+    def streaming(x):
+        yield "first", 1
+        raise ValueError("stopped half way")
+
+    shown, cleared = bad_input(1)
+    assert "The candidate &lt;img src=x&gt; is empty" in shown and "<img" not in shown
+    assert cleared is None and 'class="demo-error"' in shown
+    shown, _ = broken(1)
+    assert "went wrong" in shown and "RuntimeError" not in shown and "shape mismatch" not in shown
+    assert list(streaming(1))[-1][0].endswith("stopped half way</div>")
 
 
 @needs_shared
 def test_unloadable_model_is_a_page_message():
     from demo.ui.ranking import rank_masked
-    with pytest.raises(gr.Error, match="not exist|neither"):
-        rank_masked("ctx", "a\nb", "/no/such/model/folder", "right_masks", 2, False, "completion", "")
+    summary, table, plot, scores = rank_masked("ctx", "a\nb", "/no/such/model/folder", "right_masks",
+                                               2, False, "completion", "")
+    assert "does not exist" in summary and table is None and plot is None and scores is None
 
 
 # ---------------------------------------------------------------- the page

@@ -76,3 +76,33 @@ def test_bad_task_files_are_explained(tmp_path, entry, message):
     path.write_text("tasks:\n" + entry + "\n")
     with pytest.raises(ValueError, match=message):
         read_task_file(path)
+
+
+def test_labels_are_text_or_index_and_unregistered_tasks_load(tmp_path):
+    from demo.tasks import load_examples
+    (tmp_path / "votes.jsonl").write_text(
+        '{"q": "one", "options": ["1", "2", "3"], "answer": "2"}\n'
+        '{"q": "two", "options": ["1", "2", "3"], "answer": 0}\n')
+    (tmp_path / "votes.yaml").write_text(
+        "tasks:\n  - {name: votes_unregistered, data: {local: votes.jsonl}, convert: fields,\n"
+        "     convert_args: {candidates: options, label: answer}, template: '{q} {answer}',\n"
+        "     kind: choice, shots: 0, metrics: [accuracy]}\n")
+    task = read_task_file(tmp_path / "votes.yaml", base=tmp_path)[0]
+    first, second = load_examples(task)  # never registered: loads all the same
+    assert first.target == "2" and second.target == "1"  # "2" is a candidate's text, 0 an index
+    (tmp_path / "votes.jsonl").write_text('{"q": "x", "options": ["a", "b"], "answer": "c"}\n')
+    bad = read_task_file(tmp_path / "votes.yaml", base=tmp_path)[0]
+    with pytest.raises(ValueError, match="not one of its candidates"):
+        load_examples(bad, "data")
+
+
+@needs_shared
+def test_a_changed_scoring_setting_is_a_new_run(my_tasks, tmp_path, standin_mlm):
+    from demo.evaluate import evaluate
+    from demo.settings import RunSettings, ScoringSettings
+    task = read_task_file(my_tasks / "capitals.yaml", base=my_tasks)[0]
+    out = tmp_path / "runs"
+    plain = evaluate(standin_mlm, task, out, RunSettings(shots=0, limit=2))
+    full = evaluate(standin_mlm, task, out, RunSettings(shots=0, limit=2), ScoringSettings(scope="full"))
+    assert plain[0]["run"] != full[0]["run"] and "-full__" in full[0]["run"]
+    assert len(list(out.glob("capitals__*.jsonl"))) == 2  # the second run did not reuse the first

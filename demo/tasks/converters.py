@@ -57,20 +57,25 @@ def _fields(records, root, candidates: str | None = None, label: str | None = No
         values = {k: v for k, v in r.items() if k not in named}
         if candidates is not None:
             options = [str(c) for c in r[candidates]]
-            gold = r[label]
-            if isinstance(gold, str) and not gold.lstrip("-").isdigit():
-                if gold not in options:
-                    raise ValueError(f"Record {i}: the label {gold!r} is not one of its candidates {options}.")
-                gold = options.index(gold)
-            if not 0 <= int(gold) < len(options):
-                raise ValueError(f"Record {i}: the label {gold!r} is not an index of its {len(options)} candidates.")
             out.append(Example(i, str(r.get(id, i)) if id else str(i), values, candidates=options,
-                               label=int(gold)))
+                               label=_label_index(r[label], options, i)))
         else:
             gold = r[answers]
             out.append(Example(i, str(r.get(id, i)) if id else str(i), values,
                                answers=[gold] if isinstance(gold, str) else [str(a) for a in gold]))
     return out
+
+
+def _label_index(gold, options: list[str], record: int) -> int:
+    """A label given as one of the candidates' text (a string), or as its index (a number)."""
+    if isinstance(gold, str):
+        if gold not in options:
+            raise ValueError(f"Record {record}: the label {gold!r} is not one of its candidates {options}.")
+        return options.index(gold)
+    if isinstance(gold, int) and not isinstance(gold, bool) and 0 <= gold < len(options):
+        return gold
+    raise ValueError(f"Record {record}: the label {gold!r} is neither one of its candidates nor an "
+                     f"index of its {len(options)} candidates.")
 
 
 # ---------------------------------------------------------------- the papers' tasks

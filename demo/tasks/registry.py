@@ -14,7 +14,6 @@ a ValueError says what is missing.
 
 import difflib
 import json
-from functools import lru_cache
 from pathlib import Path
 
 import yaml
@@ -93,12 +92,12 @@ def add_task_dir(folder: str | Path) -> list[Task]:
     if not folder.is_dir():
         raise ValueError(f"Task folder {folder} does not exist.")
     added = []
-    for path in sorted(folder.glob("*.y*ml")):
+    for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
         tasks = read_task_file(path, base=folder)
         _register(tasks, path)
         added += tasks
     if not added:
-        raise ValueError(f"Task folder {folder} holds no task files (*.yaml).")
+        raise ValueError(f"Task folder {folder} holds no task files (*.yaml or *.yml).")
     return added
 
 
@@ -128,15 +127,23 @@ def load_examples(task: Task | str, which: str = "data", root: str | Path | None
     task = get_task(task) if isinstance(task, str) else task
     source = task.data if which == "data" else (task.demos or task.data)
     folder = Path(task.base) if task.base else data_root(root)
-    return list(_load_cached(task.name, source, str(folder)))
+    local = folder / source.local if source.local else None
+    edited = local.stat().st_mtime_ns if local is not None and local.is_file() else None
+    key = (repr(task), source, str(folder), edited)  # a Task holds dicts: its repr is its identity
+    if key not in _EXAMPLES:
+        if len(_EXAMPLES) >= 32:  # a few splits stay converted; the oldest goes first
+            _EXAMPLES.pop(next(iter(_EXAMPLES)))
+        _EXAMPLES[key] = _convert(task, source, folder)
+    return list(_EXAMPLES[key])
 
 
-@lru_cache(maxsize=32)
-def _load_cached(task_name: str, source: Source, root: str) -> tuple[Example, ...]:
-    task = TASKS[task_name]
-    records, where = _read_records(task, source, Path(root))
+_EXAMPLES: dict[tuple, tuple[Example, ...]] = {}
+
+
+def _convert(task: Task, source: Source, root: Path) -> tuple[Example, ...]:
+    records, where = _read_records(task, source, root)
     try:
-        examples = CONVERTERS[task.convert](records, Path(root), **task.convert_args)
+        examples = CONVERTERS[task.convert](records, root, **task.convert_args)
     except KeyError as err:
         keys = sorted(records[0]) if records and isinstance(records[0], dict) else []
         raise ValueError(

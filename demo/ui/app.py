@@ -7,6 +7,7 @@ first request does not pay for it.
 """
 
 import os
+from pathlib import Path
 
 import gradio as gr
 
@@ -16,6 +17,7 @@ from . import length_probe, prompting, ranking, results_tab
 from .common import import_core_in_background
 
 TITLE = "Masked language models are generative in-context learners"
+STYLE = Path(__file__).resolve().parent / "style.css"
 
 INTRO = f"""
 # {TITLE}
@@ -55,7 +57,7 @@ def launch(app: gr.Blocks, **kwargs) -> None:
     app.queue(default_concurrency_limit=settings.concurrency, max_size=settings.queue_size)
     options = dict(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                    ssr_mode=False, show_error=False, footer_links=["api", "gradio"],
-                   prevent_thread_lock=True)
+                   prevent_thread_lock=True, css_paths=[STYLE])
     options.update(kwargs)
     app.launch(**options)
     import_core_in_background()

@@ -1,12 +1,16 @@
-"""Wiring shared by the tabs: model pickers, loading with readable errors, GPU decorator.
+"""Wiring shared by the tabs: model pickers, loading, messages in the page, the GPU decorator.
 
-Every event handler is wrapped by :func:`shows_errors`: a ValueError from the core (bad input,
-model that cannot load, text too long) becomes a message in the page (``gr.Error``); anything
-unexpected is logged on the server and shown as a short message, never as a stack trace, and
-the app keeps serving.
+Every event handler is wrapped by :func:`handler` (or :func:`shows_errors`): a ValueError from
+the core (bad input, a model that cannot load, a request too big) becomes a message IN the output
+area, replacing what the last run showed, and the same message is what an API client receives;
+anything unexpected is logged on the server and shown as a short sentence, never as Python text.
+User text (candidates, prompts, model names, messages that quote them) is always escaped: it is
+shown as text, never interpreted as Markdown or HTML.
 """
 
 import functools
+import html
+import inspect
 import json
 import logging
 import threading
@@ -15,33 +19,58 @@ from pathlib import Path
 
 import gradio as gr
 
-from ..catalog import Catalog
+from ..catalog import Catalog, standin_note
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 log = logging.getLogger("demo.ui")
+UNEXPECTED = ("Something went wrong on the server with this input (the details are in the server's "
+              "log). Try another input or model; the app keeps working for everyone.")
+OUT_OF_MEMORY = "Out of memory: pick a smaller model or a shorter input."
 
 
-def shows_errors(fn):
-    """Turn exceptions into page messages (gr.Error); keep the signature for gr.Progress."""
+def escape(text) -> str:
+    """User text as HTML that shows exactly that text."""
+    return html.escape(str(text), quote=True)
 
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except gr.Error:
-            raise
-        except ValueError as err:  # the core's way of saying "bad input", worded for people
-            raise gr.Error(str(err), title="Cannot do that", print_exception=False) from None
-        except MemoryError:
-            raise gr.Error("Out of memory: pick a smaller model or a shorter input.") from None
-        except Exception as err:  # a bug or a broken model: log it, say it briefly, keep serving
-            if "out of memory" in str(err).lower():
-                raise gr.Error("Out of memory: pick a smaller model or a shorter input.") from None
-            log.exception("handler %s failed", fn.__name__)
-            raise gr.Error(f"Something went wrong ({type(err).__name__}: {str(err)[:300]}). "
-                           f"Try another input or model; the app keeps working.") from None
 
-    return wrapper
+def message(text: str, kind: str = "error") -> str:
+    """A sentence for the output area (kind "error" or "note"); the text is escaped."""
+    role = ' role="alert"' if kind == "error" else ""
+    return f'<div class="demo-{kind}"{role}>{escape(text)}</div>'
+
+
+def _sentence(err: Exception, name: str) -> str:
+    if isinstance(err, ValueError):  # the core's way of saying "bad input", worded for people
+        return str(err)
+    if isinstance(err, MemoryError) or "out of memory" in str(err).lower():
+        return OUT_OF_MEMORY
+    log.exception("handler %s failed", name)  # a bug or a broken model: for the maintainers
+    return UNEXPECTED
+
+
+def shows_errors(error_outputs):
+    """Decorator: on an exception, return ``error_outputs(message_html)`` instead of raising, so
+    the message replaces the stale output (also for generator handlers that stream)."""
+
+    def decorate(fn):
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def streaming(*args, **kwargs):
+                try:
+                    yield from fn(*args, **kwargs)
+                except Exception as err:  # noqa: BLE001 (every failure becomes a page message)
+                    yield error_outputs(message(_sentence(err, fn.__name__)))
+            return streaming
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except Exception as err:  # noqa: BLE001
+                return error_outputs(message(_sentence(err, fn.__name__)))
+        return wrapper
+
+    return decorate
 
 
 def on_gpu(fn):
@@ -85,19 +114,28 @@ def import_core_in_background() -> threading.Thread:
 
 
 def _wait_for_core(fn):
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wait():
         with _CORE_IMPORT:
             pass
-        return fn(*args, **kwargs)
 
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def streaming(*args, **kwargs):
+            wait()
+            yield from fn(*args, **kwargs)
+        return streaming
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        wait()
+        return fn(*args, **kwargs)
     return wrapper
 
 
-def handler(fn):
-    """What every model-running handler gets: page errors, a GPU slot on ZeroGPU, and a wait for
-    the background import of the core."""
-    return shows_errors(_wait_for_core(on_gpu(fn)))
+def handler(error_outputs):
+    """What every model-running handler gets: messages in its outputs (``error_outputs`` maps the
+    message to them), a GPU slot on ZeroGPU, and a wait for the background import of the core."""
+    return lambda fn: shows_errors(error_outputs)(_wait_for_core(on_gpu(fn)))
 
 
 def load(name: str, kind: str | None):
@@ -130,10 +168,14 @@ def model_picker(catalog: Catalog, kind: str, label: str, elem_id: str, with_non
 
 
 def model_note(lm) -> str:
-    """One line under an output: which model, how big, where it runs."""
+    """One line (HTML) under an output: which model, how big, where it runs; a caveat for the
+    offline stand-in, so nobody reads its weak answers as what masked LMs can do."""
     where = "local" if lm.local else "Hub"
-    return (f"`{Path(lm.name).name if lm.local else lm.name}` · {lm.kind} · {lm.family.name} · "
-            f"{lm.n_parameters / 1e6:,.0f}M parameters · {where} · {lm.device.type}")
+    line = (f"<code>{escape(Path(lm.name).name if lm.local else lm.name)}</code> · {lm.kind} · "
+            f"{escape(lm.family.name)} · {lm.n_parameters / 1e6:,.0f}M parameters · {where} · "
+            f"{lm.device.type}")
+    caveat = standin_note(lm.name)
+    return line + (message(caveat, "note") if caveat else "")
 
 
 def read_presets(name: str) -> list[dict]:

@@ -10,10 +10,10 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from ..catalog import Catalog
+from ..catalog import Catalog, standin_note
 from ..settings import GridSettings
-from .common import ASSETS, handler, load, model_note, model_picker, shows_errors
-from .limits import LIMITS, check_grid, parse_numbers
+from .common import ASSETS, handler, load, message, model_note, model_picker, shows_errors
+from .limits import LIMITS, check_grid, parse_numbers, whole
 
 GRIDS = ASSETS / "needle_grids"
 
@@ -52,42 +52,58 @@ def _short(name: str) -> str:
     return Path(name).name if name.startswith(("/", ".", "~")) else name
 
 
-def _summary(lm, table: pd.DataFrame) -> str:
+def _summary(lm, table: pd.DataFrame, grid: GridSettings) -> str:
     answered = table[table["status"] == "ok"]
     beyond = int((table["status"] == "beyond_limit").sum())
     accuracy = f"{answered['correct'].mean():.0%}" if len(answered) else "n/a"
-    return (f"{model_note(lm)}  \n{len(table)} runs · exact match {accuracy} over {len(answered)} "
-            f"answered" + (f" · {beyond} beyond the model's {lm.max_length}-token limit" if beyond else ""))
+    line = (f"{len(table)} of {grid.cells} runs · exact match {accuracy} over {len(answered)} answered"
+            + (f" · {beyond} beyond the model's {lm.max_length}-token limit" if beyond else ""))
+    return f"<div>{model_note(lm)}</div><div>{line}</div>"
 
 
-def _run(model_name, kind, lengths, depths, repetitions, seed):
-    from ..haystack import run_grid  # torch: imported on first use
-
-    lengths = parse_numbers(lengths, "length", int, 16, None)
-    depths = parse_numbers(depths, "depth", float, 0.0, 1.0)
-    grid = GridSettings(lengths=lengths, depths=depths, repetitions=int(repetitions), seed=int(seed or 0))
+def _grid(lengths, depths, repetitions, seed) -> GridSettings:
+    grid = GridSettings(lengths=parse_numbers(lengths, "length", int, 16, None),
+                        depths=parse_numbers(depths, "depth", float, 0.0, 1.0),
+                        repetitions=whole(repetitions), seed=0 if seed in (None, "") else whole(seed))
     check_grid(grid)
+    return grid
+
+
+def _stream(model_name, kind, lengths, depths, repetitions, seed):
+    """(figure, summary, table) after every finished cell; the grid stops at the time limit."""
+    from ..budget import grid_work
+    from ..haystack import iter_grid  # torch: imported on first use
+
+    grid = _grid(lengths, depths, repetitions, seed)
     lm = load(model_name, kind)
-    table = run_grid(lm, grid, progress=True)
-    return lm, table
+    grid_work(lm, grid).check(LIMITS)  # refused before it runs
+    table = None
+    for table in iter_grid(lm, grid, progress=True, time_limit=LIMITS.max_request_seconds):
+        if len(table):
+            yield _figure(table, _short(lm.name), lm), _summary(lm, table, grid), table
+    if len(table) < grid.cells:
+        yield (_figure(table, _short(lm.name), lm) if len(table) else None,
+               _summary(lm, table, grid) + message(
+                   f"Stopped after {LIMITS.max_request_seconds:.0f} s, the time one request may take "
+                   f"here: {len(table)} of {grid.cells} runs are shown. Run fewer or shorter cells, "
+                   f"or the whole grid on your own machine with mlm-icl probe.", "note"), table)
 
 
-@handler
+@handler(lambda error: (None, error, None))
 def probe_masked(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
-    lm, table = _run(model_name, "masked", lengths, depths, repetitions, seed)
-    return _figure(table, _short(lm.name), lm), _summary(lm, table), table
+    yield from _stream(model_name, "masked", lengths, depths, repetitions, seed)
 
 
-@handler
+@handler(lambda error: (None, error, None))
 def probe_second(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
     """The comparison model: a causal LM by default, or any model (its natural kind)."""
     if not model_name:
-        return None, "*Skipped: no second model picked.*", None
-    lm, table = _run(model_name, None, lengths, depths, repetitions, seed)
-    return _figure(table, _short(lm.name), lm), _summary(lm, table), table
+        yield None, message("Skipped: no second model picked.", "note"), None
+        return
+    yield from _stream(model_name, None, lengths, depths, repetitions, seed)
 
 
-@shows_errors  # a bundled CSV: no GPU slot, no wait for the torch import
+@shows_errors(lambda error: (None, error))  # a bundled CSV: no GPU slot, no wait for torch
 @functools.lru_cache(maxsize=16)  # static files; a page load asks for the plot and the note
 def show_precomputed(choice):
     if not choice:
@@ -100,8 +116,9 @@ def show_precomputed(choice):
     rows = table[table["model"] == model]
     if rows.empty:
         raise ValueError(f"{name} holds no runs of {model!r}.")
-    return (_figure(rows, _short(model)),
-            f"`{name}`: {len(rows)} runs of {model}, computed offline with `mlm-icl probe`.")
+    caveat = standin_note(model)
+    note = message(f"{name}: {len(rows)} runs of {model}, computed offline with mlm-icl probe.", "note")
+    return _figure(rows, _short(model)), note + (message(caveat, "note") if caveat else "")
 
 
 def build(catalog: Catalog) -> None:
@@ -123,35 +140,41 @@ def build(catalog: Catalog) -> None:
                                 info="Runs per cell, each with another needle and filler.")
         seed = gr.Number(value=0, precision=0, label="Seed",
                          info="Seed for the needles and the filler's starting point.")
-    gr.Markdown(f"<sub>At most {LIMITS.max_grid_cells} runs (lengths x depths x repetitions) per "
-                f"request.</sub>")
     run = gr.Button("Run the grid", variant="primary", elem_id="probe-run")
+    gr.Markdown(f"<sub>At most {LIMITS.max_grid_cells} runs (lengths x depths x repetitions) per "
+                f"request; the heatmap fills in run by run.</sub>")
     with gr.Row():
         with gr.Column():
             masked_plot = gr.Plot(label="Masked LM", elem_id="probe-mlm-plot")
-            masked_summary = gr.Markdown(elem_id="probe-mlm-summary")
+            masked_summary = gr.HTML(elem_id="probe-mlm-summary")
         with gr.Column():
             causal_plot = gr.Plot(label="Compared model", elem_id="probe-causal-plot")
-            causal_summary = gr.Markdown(elem_id="probe-causal-summary")
+            causal_summary = gr.HTML(elem_id="probe-causal-summary")
     with gr.Accordion("Every run (needle, answer, seconds)", open=False):
         with gr.Row():
             masked_table = gr.Dataframe(label="Masked LM runs", interactive=False)
             causal_table = gr.Dataframe(label="Compared model's runs", interactive=False)
     gr.Markdown("### Precomputed grids")
     grids = precomputed_grids()
-    first = grids[0][1] if grids else None
-    precomputed = gr.Dropdown(
-        choices=grids, value=first, label="Precomputed grid", elem_id="probe-precomputed",
-        info="Larger grids computed offline with `mlm-icl probe` (assets/needle_grids/).")
-    # Callables: computed when a page loads, not when the app starts.
-    precomputed_note = gr.Markdown(lambda: show_precomputed(first)[1] if first else "*None bundled.*")
-    precomputed_plot = gr.Plot(lambda: show_precomputed(first)[0] if first else None,
-                               label="Precomputed grid", elem_id="probe-precomputed-plot")
+    # The default teaches: a real model's grid first, the offline stand-in's beside it, labelled.
+    ordered = sorted(grids, key=lambda choice: standin_note(choice[1].partition("::")[2]) is not None)
+    defaults = [ordered[0][1] if ordered else None, ordered[-1][1] if len(ordered) > 1 else None]
+    with gr.Row():
+        for k, default in enumerate(defaults):
+            with gr.Column():
+                picker = gr.Dropdown(
+                    choices=grids, value=default, label="Precomputed grid", elem_id=f"probe-precomputed-{k}",
+                    info="Larger grids computed offline with `mlm-icl probe` (assets/needle_grids/).")
+                # Callables: computed when a page loads, not when the app starts.
+                note = gr.HTML(lambda d=default: show_precomputed(d)[1] if d else "",
+                               elem_id=f"probe-precomputed-note-{k}")
+                plot = gr.Plot(lambda d=default: show_precomputed(d)[0] if d else None,
+                               label="Precomputed grid", elem_id=f"probe-precomputed-plot-{k}")
+                picker.change(show_precomputed, picker, [plot, note], api_visibility="private")
 
     inputs = [lengths, depths, repetitions, seed]
+    # Grids are long jobs: their own queue, so rankings and generations never wait behind them.
     run.click(probe_masked, [masked_model] + inputs, [masked_plot, masked_summary, masked_table],
-              api_name="probe_mlm", concurrency_id="models")
+              api_name="probe_mlm", concurrency_id="probe")
     run.click(probe_second, [causal_model] + inputs, [causal_plot, causal_summary, causal_table],
-              api_name="probe_second", concurrency_id="models")
-    precomputed.change(show_precomputed, precomputed, [precomputed_plot, precomputed_note],
-                       api_visibility="private")
+              api_name="probe_second", concurrency_id="probe")

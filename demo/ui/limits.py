@@ -6,13 +6,28 @@ variable for a private deployment. Checks raise ValueError with
 a message the page shows as is; nothing is silently cut.
 """
 
+import math
+import re
+
 from ..settings import AppSettings, GridSettings
 
 LIMITS = AppSettings.from_env()  # the deployment's caps (DEMO_* variables)
 MIN_CANDIDATES, MAX_CANDIDATES = 2, 8
 
 
+def whole(value):
+    """A whole number from a widget or an API call (2.0 and "2" are 2); anything else is returned
+    unchanged, so the settings dataclass refuses it with a sentence naming the setting."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d{1,30}\s*", value):
+        return int(value)
+    return value
+
+
 def check_text(text: str, what: str, limit: int = LIMITS.max_prompt_chars, allow_empty: bool = False) -> str:
+    if text is not None and not isinstance(text, str):
+        raise ValueError(f"The {what} must be text, not {type(text).__name__}.")
     text = text or ""
     if not allow_empty and not text.strip():
         raise ValueError(f"The {what} is empty: type something or pick a preset.")
@@ -24,7 +39,9 @@ def check_text(text: str, what: str, limit: int = LIMITS.max_prompt_chars, allow
 
 def parse_candidates(lines: str, limits: AppSettings = LIMITS) -> list[str]:
     """One candidate per non-empty line; 2 to 8 of them, each within the character cap."""
-    candidates = [line.strip() for line in (lines or "").splitlines() if line.strip()]
+    lines = check_text(lines, "list of candidates", limit=MAX_CANDIDATES * (limits.max_candidate_chars + 1),
+                       allow_empty=True)
+    candidates = [line.strip() for line in lines.splitlines() if line.strip()]
     if len(candidates) < MIN_CANDIDATES:
         raise ValueError(f"Give at least {MIN_CANDIDATES} candidates, one per line "
                          f"(got {len(candidates)}).")
@@ -38,7 +55,9 @@ def parse_candidates(lines: str, limits: AppSettings = LIMITS) -> list[str]:
 
 def parse_numbers(text: str, what: str, kind=int, low=None, high=None) -> list:
     """'256, 512 1024' -> [256, 512, 1024]; a clear message for anything else."""
-    parts = (text or "").replace(",", " ").split()
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        text = str(text)
+    parts = check_text(text, f"list of {what}s", limit=500, allow_empty=True).replace(",", " ").split()
     if not parts:
         raise ValueError(f"Give at least one {what}.")
     try:
@@ -46,9 +65,12 @@ def parse_numbers(text: str, what: str, kind=int, low=None, high=None) -> list:
     except ValueError:
         raise ValueError(f"The {what}s must be numbers separated by commas or spaces, "
                          f"not {text!r}.") from None
+    if any(not math.isfinite(v) for v in values):
+        raise ValueError(f"The {what}s must be ordinary numbers, not {text!r}.")
     for v in values:
         if (low is not None and v < low) or (high is not None and v > high):
-            raise ValueError(f"Each {what} must lie between {low} and {high}; {v} does not.")
+            bounds = (f"between {low} and {high}" if high is not None else f"at least {low}")
+            raise ValueError(f"Each {what} must be {bounds}; {v} is not.")
     return sorted(set(values))
 
 

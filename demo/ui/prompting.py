@@ -1,16 +1,16 @@
 """Prompting tab: continue one few-shot prompt with a masked LM and a causal LM, side by side.
 
 Wiring only: ``demo.generation.generate`` decodes (with ``trace=True`` for the masked LM, which
-feeds the step-by-step view).
+feeds the step-by-step view, ``demo.ui.step_view``).
 """
 
 import gradio as gr
-import pandas as pd
 
 from ..catalog import Catalog
 from ..settings import GenerationSettings
-from .common import handler, load, model_note, model_picker, read_presets
-from .limits import LIMITS, check_text
+from .common import handler, load, message, model_note, model_picker, read_presets
+from .limits import LIMITS, check_text, whole
+from .step_view import step_view
 
 HELP = """
 Type a prompt (or pick a preset) and let both models continue it. The **masked LM** generates
@@ -23,40 +23,22 @@ with probabilities, and the beams.
 
 STRATEGIES = [("greedy", "greedy"), ("beam search", "beam"), ("sampling", "sample")]
 PADDING_CHOICES = [("family default", "default")] + [(str(n), str(n)) for n in range(0, 5)]
-WINDOW_TAIL = 14  # tokens of the window shown per step: the end, where the masks are
 
 
 def _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
               padding_masks, stop_at_newline, seed, trace):
-    if int(max_new_tokens) > LIMITS.max_new_tokens:
-        raise ValueError(f"At most {LIMITS.max_new_tokens} new tokens per request here.")
+    """The page's widgets (or an API call's values) as the core's settings, which check them."""
+    max_new_tokens = whole(max_new_tokens)
+    if isinstance(max_new_tokens, int) and max_new_tokens > LIMITS.max_new_tokens:
+        raise ValueError(f"At most {LIMITS.max_new_tokens} new tokens per request here "
+                         f"(you asked for {max_new_tokens}).")
     return GenerationSettings(
-        max_new_tokens=int(max_new_tokens), strategy=strategy, num_beams=int(num_beams),
-        temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
-        repetition_penalty=float(repetition_penalty),
-        padding_masks=None if padding_masks in (None, "", "default") else int(padding_masks),
-        stop_at_newline=bool(stop_at_newline), seed=None if seed in (None, "") else int(seed),
+        max_new_tokens=max_new_tokens, strategy=strategy, num_beams=whole(num_beams),
+        temperature=temperature, top_k=whole(top_k), top_p=top_p,
+        repetition_penalty=repetition_penalty,
+        padding_masks=None if padding_masks in (None, "", "default") else whole(padding_masks),
+        stop_at_newline=bool(stop_at_newline), seed=None if seed in (None, "") else whole(seed),
         trace=trace, trace_top_k=5)
-
-
-def trace_table(steps) -> pd.DataFrame:
-    """One row per decoding step: the end of the window, the guesses, the choice, the beams."""
-    rows = []
-    for step in steps:
-        window = list(step.window)
-        first_mask = step.mask_positions[0] if step.mask_positions else len(window)
-        start = max(0, first_mask - (WINDOW_TAIL - len(step.mask_positions) - 1))
-        shown = " ".join(window[start:])
-        rows.append({
-            "step": step.step + 1,
-            "window the model saw (end)": ("… " if start > 0 else "") + shown,
-            "top guesses (probability)": "  ".join(f"{t!r} {p:.2f}" for t, p in step.top),
-            "chosen": repr(step.chosen),
-            "beams (cumulative log-prob)": "  |  ".join(f"{b!r} {s:.2f}" for b, s in step.beams)
-                                          if step.beams else "",
-        })
-    return pd.DataFrame(rows, columns=["step", "window the model saw (end)", "top guesses (probability)",
-                                       "chosen", "beams (cumulative log-prob)"])
 
 
 _CORE = GenerationSettings()
@@ -85,35 +67,41 @@ def preset_values(preset: dict | None) -> dict:
 
 
 def _stats(lm, result) -> str:
-    return (f"{model_note(lm)}  \n{len(result.tokens)} tokens in {result.seconds:.1f} s "
-            f"({result.seconds_per_step * 1000:.0f} ms per step) · prompt {result.prompt_tokens} tokens · "
-            f"stopped by: {result.stop_reason.replace('_', ' ')}")
+    stats = (f"{len(result.tokens)} tokens in {result.seconds:.1f} s "
+             f"({result.seconds_per_step * 1000:.0f} ms per step) · prompt {result.prompt_tokens} "
+             f"tokens · stopped by: {result.stop_reason.replace('_', ' ')}")
+    timed_out = result.stop_reason == "time_limit"
+    return (f"<div>{model_note(lm)}</div><div>{stats}</div>"
+            + (message(f"Stopped after {LIMITS.max_request_seconds:.0f} s, the time one request may "
+                       f"take here; the text so far is shown.", "note") if timed_out else ""))
 
 
 def _run(prompt, model_name, kind, settings):
+    from ..budget import generation_work
     from ..generation import generate
 
     prompt = check_text(prompt, "prompt")
     lm = load(model_name, kind)
-    return lm, generate(lm, prompt, settings, progress=True)
+    generation_work(lm, prompt, settings).check(LIMITS)  # refused before it runs
+    return lm, generate(lm, prompt, settings, progress=True, time_limit=LIMITS.max_request_seconds)
 
 
-@handler
+@handler(lambda error: ("", error, ""))
 def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                     repetition_penalty, padding_masks, stop_at_newline, seed,
                     progress=gr.Progress(track_tqdm=True)):
     settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                          repetition_penalty, padding_masks, stop_at_newline, seed, trace=True)
     lm, result = _run(prompt, model_name, "masked", settings)
-    return result.text, _stats(lm, result), trace_table(result.steps)
+    return result.text, _stats(lm, result), step_view(result.steps)
 
 
-@handler
+@handler(lambda error: ("", error))
 def generate_causal(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                     repetition_penalty, padding_masks, stop_at_newline, seed,
                     progress=gr.Progress(track_tqdm=True)):
     if not model_name:
-        return "", "*Skipped: no causal LM picked.*"
+        return "", message("Skipped: no causal LM picked.", "note")
     settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                          repetition_penalty, padding_masks, stop_at_newline, seed, trace=False)
     lm, result = _run(prompt, model_name, "causal", settings)
@@ -140,7 +128,8 @@ def build(catalog: Catalog) -> None:
     with gr.Row():
         masked_model = model_picker(catalog, "masked", "Masked LM", "gen-mlm")
         causal_model = model_picker(catalog, "causal", "Causal LM", "gen-causal", with_none=True)
-    with gr.Accordion("Decoding settings", open=True):
+    run = gr.Button("Generate with both models", variant="primary", elem_id="gen-run")
+    with gr.Accordion("Decoding settings", open=False):
         with gr.Row():
             strategy = gr.Radio(
                 choices=STRATEGIES, value=first["strategy"], label="Strategy", elem_id="gen-strategy",
@@ -178,24 +167,17 @@ def build(catalog: Catalog) -> None:
                 info="End the continuation at the first line break.")
             seed = gr.Number(value=first["seed"], precision=0, label="Seed",
                              info="Sampling seed, for repeatable samples.")
-    run = gr.Button("Generate with both models", variant="primary", elem_id="gen-run")
     with gr.Row():
         with gr.Column():
             masked_text = gr.Textbox(label="Masked LM continuation", lines=4, elem_id="gen-mlm-text",
                                      interactive=False)
-            masked_stats = gr.Markdown(elem_id="gen-mlm-stats")
+            masked_stats = gr.HTML(elem_id="gen-mlm-stats")
         with gr.Column():
             causal_text = gr.Textbox(label="Causal LM continuation", lines=4, elem_id="gen-causal-text",
                                      interactive=False)
-            causal_stats = gr.Markdown(elem_id="gen-causal-stats")
+            causal_stats = gr.HTML(elem_id="gen-causal-stats")
     with gr.Accordion("Step-by-step view of the masked LM decoder", open=True):
-        gr.Markdown("Each row is one decoding step: the end of the window the masked LM read "
-                    "(`[MASK]` = the predicted position, then the padding masks and the end "
-                    "token), its top-5 guesses with probabilities, the token kept, and with beam "
-                    "search the live beams.")
-        trace = gr.Dataframe(trace_table([]), elem_id="gen-trace", interactive=False,
-                             column_widths=["6%", "34%", "30%", "10%", "20%"],
-                             label="Masked LM decoding steps")
+        trace = gr.HTML(elem_id="gen-trace")
 
     decoding = [strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
                 padding_masks, stop_at_newline, seed]
@@ -206,6 +188,6 @@ def build(catalog: Catalog) -> None:
 
     preset.change(fill, preset, [prompt, paper_output] + decoding, api_visibility="private")
     run.click(generate_masked, [prompt, masked_model] + decoding, [masked_text, masked_stats, trace],
-              api_name="generate_mlm", concurrency_id="models")
+              api_name="generate_mlm", concurrency_id="generate")
     run.click(generate_causal, [prompt, causal_model] + decoding, [causal_text, causal_stats],
-              api_name="generate_causal", concurrency_id="models")
+              api_name="generate_causal", concurrency_id="generate")

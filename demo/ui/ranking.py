@@ -8,8 +8,8 @@ import pandas as pd
 
 from ..catalog import Catalog
 from ..settings import DEFAULT_MASKED_METHOD, ScoringSettings
-from .common import handler, load, model_note, model_picker, read_presets
-from .limits import LIMITS, MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates
+from .common import escape, handler, load, message, model_note, model_picker, read_presets
+from .limits import LIMITS, MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates, whole
 
 VARIANTS = [
     ("1 mask (Salazar et al. 2020)", "salazar"),
@@ -58,18 +58,22 @@ def task_presets() -> list[dict]:
 
 def _scoring_settings(method, right_masks, normalize, scope, unconditional) -> ScoringSettings:
     """The page's widgets as the core's settings (a causal LM's method is left unset)."""
+    if unconditional is not None and not isinstance(unconditional, str):
+        raise ValueError("The unconditional context must be text (or empty).")
     return ScoringSettings(
-        method=method or None, right_masks=int(right_masks), scope=scope,
+        method=method or None, right_masks=whole(right_masks), scope=scope,
         reduction="mean" if normalize else "sum",
         unconditional_context=(unconditional.strip() or None) if unconditional else None)
 
 
 def _score(model_name, kind, context, candidates_text, settings: ScoringSettings):
+    from ..budget import ranking_work
     from ..pll import score_candidates  # torch: imported on first use
 
     context = check_text(context, "context", allow_empty=True)
     candidates = parse_candidates(candidates_text)
     lm = load(model_name, kind)
+    ranking_work(lm, context, candidates, settings).check(LIMITS)  # refused before it runs
     return lm, score_candidates(lm, context, candidates, settings, progress=True)
 
 
@@ -78,24 +82,46 @@ def ranking_table(scores) -> pd.DataFrame:
     return pd.DataFrame({
         "#": range(1, len(ranked) + 1),
         "candidate": [s.candidate for s in ranked],
-        "score": [round(s.score, 3) for s in ranked],
-        "per token": [round(s.mean, 3) for s in ranked],
+        "score": [round(s.score, 2) for s in ranked],
+        "per token": [round(s.mean, 2) for s in ranked],
         "tokens": [len(s.tokens) for s in ranked],
     })
 
 
-def ranking_summary(title: str, lm, what: str, scores) -> str:
+TIE = 1e-6  # scores closer than this are a tie (both are printed with 2 decimals)
+
+
+def ranking_summary(title: str, lm, what: str, scores, answer: str = "") -> str:
+    """The ranking as HTML: user text escaped, ties called ties, the correct answer marked."""
     ranked = sorted(scores, key=lambda s: s.score, reverse=True)
-    lines = [f"### {title}", f"{model_note(lm)} · {what}", ""]
-    lines += [f"{i}. {'**' if i == 1 else ''}{s.candidate}{'**' if i == 1 else ''} "
-              f"(score {s.score:.2f})" for i, s in enumerate(ranked, 1)]
-    return "\n".join(lines)
+    answer = (answer or "").strip()
+    items = []
+    for i, s in enumerate(ranked):
+        first = abs(s.score - ranked[0].score) <= TIE
+        mark = ' <span class="demo-correct">✓ correct answer</span>' if answer and s.candidate.strip() == answer else ""
+        items.append(f'<li class="{"demo-best" if first else ""}">{escape(s.candidate)} '
+                     f'<span class="demo-score">score {s.score:.2f}</span>{mark}</li>')
+    notes = []
+    tied = [s for s in ranked if abs(s.score - ranked[0].score) <= TIE]
+    if len(tied) > 1:
+        notes.append(message(f"Tie: {len(tied)} candidates share the top score ({ranked[0].score:.2f}); "
+                             f"this model cannot tell them apart.", "note"))
+    if answer:
+        place = next((i for i, s in enumerate(ranked, 1) if s.candidate.strip() == answer), None)
+        if place is None:
+            notes.append(message(f"The correct answer you gave ({answer}) is not one of the candidates.", "note"))
+        else:
+            verdict = "right" if place == 1 and len(tied) == 1 else "not sure (a tie)" if place == 1 else "wrong"
+            notes.append(message(f"The correct answer ranks {place} of {len(ranked)}: the model is {verdict}.",
+                                 "note"))
+    return (f"<h3>{escape(title)}</h3><div>{model_note(lm)}</div><div>{escape(what)}</div>"
+            f'<ol class="demo-ranking">{"".join(items)}</ol>' + "".join(notes))
 
 
 def _what(method, right_masks, normalize, scope, unconditional) -> str:
     name = VARIANT_NAMES.get(method, "exact log-likelihood") if method else "exact log-likelihood"
     if method == "right_masks":
-        name = f"+{int(right_masks)} right masks (Samuel 2024)"
+        name = f"+{right_masks} right masks (Samuel 2024)"
     extras = ["mean per token (NormPLL)" if normalize else "sum of log-probs",
               "full text scored" if scope == "full" else "candidate scored"]
     if unconditional and unconditional.strip():
@@ -103,64 +129,81 @@ def _what(method, right_masks, normalize, scope, unconditional) -> str:
     return f"{name}, {', '.join(extras)}"
 
 
-@handler
+@handler(lambda error: (error, None, None, None))
 def rank_masked(context, candidates, model_name, method, right_masks, normalize, scope, unconditional,
-                progress=gr.Progress(track_tqdm=True)):
+                answer="", progress=gr.Progress(track_tqdm=True)):
     from ..plots import token_heatmap
 
     settings = _scoring_settings(method, right_masks, normalize, scope, unconditional)
     lm, scores = _score(model_name, "masked", context, candidates, settings)
-    what = _what(method, right_masks, normalize, scope, unconditional)
+    what = _what(method, settings.right_masks, normalize, scope, unconditional)
     figure = token_heatmap(scores, title="Masked LM: log-prob of each scored token")
-    return ranking_summary("Masked LM ranking", lm, what, scores), ranking_table(scores), figure, scores
+    return (ranking_summary("Masked LM ranking", lm, what, scores, answer), ranking_table(scores),
+            figure, scores)
 
 
-@handler
-def rank_causal(context, candidates, model_name, normalize, scope, unconditional,
+@handler(lambda error: (error, None, None, None))
+def rank_causal(context, candidates, model_name, normalize, scope, unconditional, answer="",
                 progress=gr.Progress(track_tqdm=True)):
     from ..plots import token_heatmap
 
     if not model_name:
-        return "### Causal LM ranking\n*Skipped: no causal LM picked.*", None, None, None
+        return message("Skipped: no causal LM picked.", "note"), None, None, None
     settings = _scoring_settings(None, 0, normalize, scope, unconditional)
     lm, scores = _score(model_name, "causal", context, candidates, settings)
     what = _what(None, 0, normalize, scope, unconditional)
     figure = token_heatmap(scores, title="Causal LM: log-prob of each scored token")
-    return ranking_summary("Causal LM ranking", lm, what, scores), ranking_table(scores), figure, scores
+    return (ranking_summary("Causal LM ranking", lm, what, scores, answer), ranking_table(scores),
+            figure, scores)
 
 
-@handler
+@handler(lambda error: (None, error))
 def compare_variants(context, candidates, model_name, method, compare_method, right_masks, normalize,
                      scope, unconditional, first_scores, progress=gr.Progress(track_tqdm=True)):
     """The difference view: the same MLM and texts under a second PLL variant."""
     from ..plots import pll_difference
 
     if not compare_method or compare_method == method or not first_scores:
-        return None, ("*Pick a second PLL variant, different from the first, to see where they "
-                      "disagree.*" if first_scores else "")
+        return None, (message("Pick a second PLL variant, different from the first, to see where "
+                              "they disagree.", "note") if first_scores else "")
     settings = _scoring_settings(compare_method, right_masks, normalize, scope, unconditional)
     _, second_scores = _score(model_name, "masked", context, candidates, settings)
-    first_label = _what(method, right_masks, normalize, scope, None).split(",")[0]
-    second_label = _what(compare_method, right_masks, normalize, scope, None).split(",")[0]
+    first_label = _what(method, settings.right_masks, normalize, scope, None).split(",")[0]
+    second_label = _what(compare_method, settings.right_masks, normalize, scope, None).split(",")[0]
     figure = pll_difference(first_scores, second_scores, first_label, second_label)
     order = lambda scores: [s.candidate for s in sorted(scores, key=lambda s: s.score, reverse=True)]
     same = order(first_scores) == order(second_scores)
-    change = "is the same" if same else "changes to: " + " > ".join(repr(c) for c in order(second_scores))
-    note = (f"**{second_label}** vs **{first_label}**: the ranking {change}. "
-            f"Blue tokens are likelier under {second_label}, red ones under {first_label}.")
-    return figure, note
+    change = "is the same" if same else "changes to: " + " > ".join(order(second_scores))
+    note = (f"{second_label} vs {first_label}: the ranking {change}. Blue tokens are likelier "
+            f"under {second_label}, red ones under {first_label}.")
+    return figure, message(note, "note")
+
+
+def preset_note(preset: dict | None) -> str:
+    """What a preset expects, shown under it (the asset's own text, escaped)."""
+    if not preset:
+        return ""
+    lines = []
+    if preset.get("answer") is not None:
+        lines.append(f"Correct answer: {preset['candidates'][preset['answer']]}")
+    if preset.get("note"):
+        lines.append(preset["note"])
+    lines.append(f"Source: {preset.get('source', '')}")
+    return "".join(message(line, "note") for line in lines)
 
 
 def build(catalog: Catalog) -> None:
     """The Ranking tab's components and events (call inside a gr.Blocks/gr.Tab context)."""
     presets = read_presets("ranking") + task_presets()
     gr.Markdown(HELP)
-    first = presets[0] if presets else {"context": "", "candidates": []}
+    first = presets[0] if presets else {"context": "", "candidates": [], "answer": None}
     preset = gr.Dropdown(
         choices=[p["name"] for p in presets], value=presets[0]["name"] if presets else None,
         label="Preset",
         info="COPA, Winograd and Winogradversarial items, and the BERTs paper's multi-token word "
-             "example. Picking one fills the context and the candidates.", elem_id="rank-preset")
+             "example. Picking one fills the context, the candidates and the correct answer.",
+        elem_id="rank-preset")
+    note = gr.HTML(preset_note(presets[0] if presets else None), elem_id="rank-preset-note")
     context = gr.Textbox(
         value=first["context"], label="Context", lines=3, elem_id="rank-context",
         max_length=LIMITS.max_prompt_chars,
@@ -171,6 +214,10 @@ def build(catalog: Catalog) -> None:
         elem_id="rank-candidates",
         info=f"{MIN_CANDIDATES} to {MAX_CANDIDATES} completions, one per line, "
              f"each at most {LIMITS.max_candidate_chars} characters.")
+    answer = gr.Textbox(
+        value=_answer_of(first), label="Correct answer (optional)", elem_id="rank-answer",
+        info="If you know it, the ranking marks where it lands; presets fill it in.")
+    run = gr.Button("Rank candidates", variant="primary", elem_id="rank-run")
     with gr.Row():
         with gr.Column():
             masked_model = model_picker(catalog, "masked", "Masked LM", "rank-mlm")
@@ -204,39 +251,46 @@ def build(catalog: Catalog) -> None:
                 label="Unconditional context (optional)", value="",
                 info="If set (e.g. 'Answer:'), subtract each candidate's score after this neutral "
                      "text, as GPT-3 did for ARC and OpenBookQA.")
-    run = gr.Button("Rank candidates", variant="primary", elem_id="rank-run")
     # Rankings side by side; the per-token heatmaps full width below, so tokens stay readable.
     with gr.Row():
         with gr.Column():
-            masked_summary = gr.Markdown(elem_id="rank-mlm-summary")
+            masked_summary = gr.HTML(elem_id="rank-mlm-summary")
             masked_table = gr.Dataframe(label="Masked LM ranking", elem_id="rank-mlm-table",
                                         interactive=False, column_widths=TABLE_WIDTHS)
         with gr.Column():
-            causal_summary = gr.Markdown(elem_id="rank-causal-summary")
+            causal_summary = gr.HTML(elem_id="rank-causal-summary")
             causal_table = gr.Dataframe(label="Causal LM ranking", elem_id="rank-causal-table",
                                         interactive=False, column_widths=TABLE_WIDTHS)
     masked_plot = gr.Plot(label="Masked LM: per-token log-probs", elem_id="rank-mlm-plot")
     causal_plot = gr.Plot(label="Causal LM: per-token log-probs", elem_id="rank-causal-plot")
-    difference_note = gr.Markdown(elem_id="rank-diff-note")
+    difference_note = gr.HTML(elem_id="rank-diff-note")
     difference_plot = gr.Plot(label="Difference between two PLL variants", elem_id="rank-diff-plot")
     masked_scores, causal_scores = gr.State(), gr.State()  # the full scores, for the next events
 
     def fill(name):
         chosen = next((p for p in presets if p["name"] == name), None)
         if chosen is None:
-            return gr.update(), gr.update()
-        return chosen["context"], "\n".join(chosen["candidates"])
+            return gr.update(), gr.update(), gr.update(), gr.update()
+        return chosen["context"], "\n".join(chosen["candidates"]), _answer_of(chosen), preset_note(chosen)
 
-    preset.change(fill, preset, [context, candidates], api_visibility="private")
+    preset.change(fill, preset, [context, candidates, answer, note], api_visibility="private")
+    # The right-masks slider only means something for the right-masks variant.
+    method.change(lambda m: gr.update(interactive=m == "right_masks"), method, right_masks,
+                  api_visibility="private")
     masked_event = run.click(
-        rank_masked, [context, candidates, masked_model, method, right_masks, normalize, scope, unconditional],
+        rank_masked, [context, candidates, masked_model, method, right_masks, normalize, scope,
+                      unconditional, answer],
         [masked_summary, masked_table, masked_plot, masked_scores], api_name="rank_mlm",
-        concurrency_id="models")
+        concurrency_id="score")
     masked_event.success(
         compare_variants,
         [context, candidates, masked_model, method, compare_method, right_masks, normalize, scope,
          unconditional, masked_scores],
-        [difference_plot, difference_note], api_name="rank_mlm_difference", concurrency_id="models")
-    run.click(rank_causal, [context, candidates, causal_model, normalize, scope, unconditional],
+        [difference_plot, difference_note], api_name="rank_mlm_difference", concurrency_id="score")
+    run.click(rank_causal, [context, candidates, causal_model, normalize, scope, unconditional, answer],
               [causal_summary, causal_table, causal_plot, causal_scores], api_name="rank_causal",
-              concurrency_id="models")
+              concurrency_id="score")
+
+
+def _answer_of(preset: dict) -> str:
+    return preset["candidates"][preset["answer"]] if preset.get("answer") is not None else ""

@@ -7,7 +7,7 @@ score vs model size (the BERTs paper's Figure 1) and score vs shots (its Figure 
 import gradio as gr
 import pandas as pd
 
-from .common import shows_errors
+from .common import message, shows_errors
 
 HELP = """
 Browse the numbers behind the claim: the BERTs paper (DeBERTa vs GPT-3 at 0, 1 and few shots,
@@ -57,7 +57,7 @@ def build():
         papers = gr.Dropdown(
             choices=_choices(frame, "paper"), value=default_papers, multiselect=True, label="Paper",
             elem_id="results-paper",
-            info="Which source: a paper's published tables, or 'ours' (runs of demo.evaluate). "
+            info="Which source: a paper's published tables, or 'ours' (runs of mlm-icl evaluate). "
                  "Empty = all.")
         groups = gr.Dropdown(
             choices=_choices(frame, "group"), value=[], multiselect=True, label="Task group",
@@ -74,7 +74,7 @@ def build():
         tasks = gr.Dropdown(
             choices=_choices(frame, "task_label"), value=[], multiselect=True, label="Task",
             elem_id="results-task", info="Single tasks to keep. Empty = all.")
-    count = gr.Markdown(elem_id="results-count")
+    count = gr.HTML(elem_id="results-count")
     table = gr.Dataframe(label="Results", elem_id="results-table", interactive=False, max_height=420,
                          column_widths=["20%", "6%", "12%", "10%", "12%", "7%", "8%", "6%", "12%", "7%"])
     with gr.Row():
@@ -82,7 +82,8 @@ def build():
     with gr.Row():
         shots_plot = gr.Plot(label="Score vs shots (Figure 4)", elem_id="results-shots-plot")
 
-    @shows_errors  # no model, no torch: need not wait for the core import
+    # no model, no torch: need not wait for the core import; an empty filter clears the stale view
+    @shows_errors(lambda error: (error, None, None, None))
     def show(papers, groups, models, shots, tasks):
         from ..plots import accuracy_vs_shots, accuracy_vs_size
 
@@ -90,8 +91,8 @@ def build():
         if rows.empty:
             raise ValueError("No result matches these filters: remove some of them.")
         shown = rows[SHOWN_COLUMNS].rename(columns=SHOWN_NAMES)
-        note = (f"{len(rows)} numbers from {rows['paper'].nunique()} source(s), "
-                f"{rows['model'].nunique()} model(s).")
+        note = message(f"{len(rows)} numbers from {rows['paper'].nunique()} source(s), "
+                       f"{rows['model'].nunique()} model(s).", "note")
         return (note, shown, accuracy_vs_size(rows, "Score vs model size"),
                 accuracy_vs_shots(rows, "Score vs number of shots"))
 

@@ -1,0 +1,97 @@
+"""How much work a request is, counted before it runs, so a shared app can refuse what is too big.
+
+A transformer's forward pass costs about 2 x parameters floating-point operations per token it
+reads (attention's extra cost is left out: small next to the weights at these lengths). So the
+work of a request is 2 x parameters x the tokens all its forward passes read:
+
+- ranking a masked LM: one masked copy per scored token, each as long as the whole text
+  (context + candidate; plus the unconditional context's copies if asked);
+- ranking a causal LM: one pass per text;
+- generating with a masked LM: every step re-reads the window (text so far, masks, end token),
+  once per beam; with a causal LM the prompt once, then one token per step and beam (KV cache);
+- a needle grid: per cell, the answer's steps over the whole prompt (masked) or the prompt once
+  (causal); cells beyond the model's limit cost nothing.
+
+Counts use the model's own tokenizer on the text it will read (``demo.text``), so they are exact
+in tokens; the seconds shown are a rough guide from an assumed speed (``AppSettings``).
+"""
+
+from dataclasses import dataclass
+
+from .settings import AppSettings, GenerationSettings, GridSettings, ScoringSettings
+from .text import join, model_pair
+
+
+@dataclass(frozen=True)
+class Work:
+    tokens: int  # tokens read by all forward passes together
+    parameters: int
+    what: str  # how the tokens were counted, in words
+
+    @property
+    def tflop(self) -> float:
+        return 2 * self.parameters * self.tokens / 1e12
+
+    def seconds(self, gflops: float) -> float:
+        return self.tflop * 1e3 / gflops
+
+    def check(self, app: AppSettings) -> None:
+        """Refuse, before it runs, work beyond the deployment's per-request budget."""
+        if self.tflop > app.max_request_tflop:
+            raise ValueError(
+                f"This request is too big for this app: {self.what}, about {self.tflop:,.1f} "
+                f"trillion operations (roughly {_duration(self.seconds(app.assumed_gflops))} here), "
+                f"and one request may use at most {app.max_request_tflop:,.1f} trillion. Use fewer "
+                f"or shorter inputs, a smaller model, or run it on your own machine with mlm-icl.")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def _count(lm, text: str, specials: bool = True) -> int:
+    return len(lm.tokenizer(text, add_special_tokens=specials, verbose=False)["input_ids"])
+
+
+def ranking_work(lm, context: str, candidates: list[str], settings: ScoringSettings) -> Work:
+    pairs = [(context, join(context, c)) for c in candidates]
+    if settings.unconditional_context is not None:
+        neutral = settings.unconditional_context
+        pairs += [(neutral, join(neutral, c.strip())) for c in candidates]
+    tokens = 0
+    for pair in pairs:
+        model_context, completion = model_pair(*pair, lm.newline_survives)
+        total = _count(lm, model_context + completion)
+        if lm.kind == "causal":
+            tokens += total + 1
+        else:
+            scored = total if settings.scope == "full" else total - _count(lm, model_context)
+            tokens += max(scored, 1) * total
+    what = (f"{len(candidates)} candidates" + (" twice (with the unconditional context)"
+                                               if settings.unconditional_context is not None else "")
+            + (", one masked copy per scored token" if lm.kind == "masked" else ""))
+    return Work(tokens, lm.n_parameters, what)
+
+
+def generation_work(lm, prompt: str, settings: GenerationSettings) -> Work:
+    n = _count(lm, model_pair(prompt, "", lm.newline_survives)[0], specials=False)
+    steps, rows = settings.max_new_tokens, settings.num_beams if settings.strategy == "beam" else 1
+    if lm.kind == "masked":
+        padding = settings.padding_masks if settings.padding_masks is not None else lm.padding_masks
+        tokens = rows * (steps * (n + padding + 3) + steps * (steps - 1) // 2)
+        what = f"{steps} steps x {rows} beam(s), each re-reading a window of {n}+ tokens"
+    else:
+        tokens = n + rows * steps
+        what = f"a {n}-token prompt, then {steps} steps x {rows} beam(s)"
+    return Work(tokens, lm.n_parameters, what)
+
+
+def grid_work(lm, grid: GridSettings) -> Work:
+    from .haystack import ANSWER_TOKENS  # the grid's own answer length
+
+    fits = [n for n in grid.lengths if lm.max_length is None or n <= lm.max_length]
+    per_cell = [(ANSWER_TOKENS * n if lm.kind == "masked" else n) for n in fits]
+    runs = len(grid.depths) * grid.repetitions
+    tokens = runs * sum(per_cell)
+    what = f"{len(fits) * runs} needle runs of up to {max(fits, default=0):,} tokens"
+    return Work(tokens, lm.n_parameters, what)
