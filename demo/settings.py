@@ -28,6 +28,7 @@ MAX_RIGHT_MASKS = 16
 STRATEGIES = ("greedy", "beam", "sample")
 MAX_NEW_TOKENS_CAP = 512  # every step of the exact MLM method re-encodes the whole window
 MAX_PADDING_MASKS = 16
+MAX_BEAMS = 16
 SCORE_SPANS = ("answer", "suffix", "example")
 KINDS = ("masked", "causal")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -53,6 +54,11 @@ def _number(value, name: str, check, what: str):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or not check(value):
         raise ValueError(f"{name} must be {what}, not {value!r}.")
+
+
+def _flag(value, name: str):
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, not {value!r}.")
 
 
 def _choice(value, name: str, allowed, optional=False):
@@ -118,6 +124,7 @@ class ScoringSettings:
                 not isinstance(self.unconditional_context, str) or not self.unconditional_context.strip()):
             raise ValueError("unconditional_context must be some text (e.g. 'Answer:'), or unset.")
         _whole(self.token_budget, "token_budget", 1)
+        _flag(self.word_level, "word_level")
 
     def method_for(self, lm) -> str:
         """The method used for ``lm``: its natural one when unset, checked against its kind."""
@@ -168,7 +175,7 @@ class GenerationSettings:
                 object.__setattr__(self, name, list(value))
         _whole(self.max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS_CAP)
         _choice(self.strategy, "strategy", STRATEGIES)
-        _whole(self.num_beams, "num_beams", 1)
+        _whole(self.num_beams, "num_beams", 1, MAX_BEAMS)
         _number(self.top_p, "top_p", lambda v: 0 < v <= 1, "in (0, 1] (1 turns it off)")
         _whole(self.top_k, "top_k", 0)
         if self.strategy == "sample":
@@ -178,6 +185,8 @@ class GenerationSettings:
             _number(self.temperature, "temperature", lambda v: v >= 0, "a number >= 0")
         _number(self.repetition_penalty, "repetition_penalty", lambda v: v > 0, "> 0 (1 = off)")
         _whole(self.trace_top_k, "trace_top_k", 1)
+        _flag(self.stop_at_newline, "stop_at_newline")
+        _flag(self.trace, "trace")
         _whole(self.padding_masks, "padding_masks", 0, MAX_PADDING_MASKS, optional=True)
         _whole(self.seed, "seed", 0, 2**63 - 1, optional=True)
         if any(not isinstance(x, str) or x == "" for x in self.stop_strings):

@@ -28,6 +28,34 @@ UNEXPECTED = ("Something went wrong on the server with this input (the details a
 OUT_OF_MEMORY = "Out of memory: pick a smaller model or a shorter input."
 
 
+class _HandsOverAnyValue:
+    """Widgets that hand any value an API call sends to the handler: the settings dataclass then
+    says in words what is wrong ("seed must be a whole number ..."), where Gradio's own check
+    would answer with Python text ("type str doesn't define __round__") or, unshown, nothing."""
+
+    def preprocess(self, payload):
+        try:
+            return super().preprocess(payload)
+        except Exception:  # noqa: BLE001 (any value goes on to be checked, and explained, there)
+            return payload
+
+
+class Number(_HandsOverAnyValue, gr.Number):
+    pass
+
+
+class Slider(_HandsOverAnyValue, gr.Slider):
+    pass
+
+
+class Radio(_HandsOverAnyValue, gr.Radio):
+    pass
+
+
+class Dropdown(_HandsOverAnyValue, gr.Dropdown):
+    pass
+
+
 def escape(text) -> str:
     """User text as HTML that shows exactly that text."""
     return html.escape(str(text), quote=True)

@@ -12,7 +12,8 @@ import pandas as pd
 
 from ..catalog import Catalog, standin_note
 from ..settings import GridSettings
-from .common import ASSETS, handler, load, message, model_note, model_picker, shows_errors
+from .common import (ASSETS, Number, Slider, handler, load, message, model_note, model_picker,
+                     shows_errors)
 from .limits import LIMITS, check_grid, parse_numbers, whole
 
 GRIDS = ASSETS / "needle_grids"
@@ -136,9 +137,9 @@ def build(catalog: Catalog) -> None:
         depths = gr.Textbox(
             value="0, 0.5, 1", label="Needle depths", elem_id="probe-depths",
             info="Where the needle sits, 0 (start) to 1 (end), separated by commas.")
-        repetitions = gr.Slider(1, 5, value=1, step=1, label="Repetitions",
+        repetitions = Slider(1, 5, value=1, step=1, label="Repetitions",
                                 info="Runs per cell, each with another needle and filler.")
-        seed = gr.Number(value=0, precision=0, label="Seed",
+        seed = Number(value=0, precision=0, label="Seed",
                          info="Seed for the needles and the filler's starting point.")
     run = gr.Button("Run the grid", variant="primary", elem_id="probe-run")
     gr.Markdown(f"<sub>At most {LIMITS.max_grid_cells} runs (lengths x depths x repetitions) per "

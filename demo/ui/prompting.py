@@ -8,7 +8,8 @@ import gradio as gr
 
 from ..catalog import Catalog
 from ..settings import GenerationSettings
-from .common import handler, load, message, model_note, model_picker, read_presets
+from .common import (Dropdown, Number, Radio, Slider, handler, load, message, model_note,
+                     model_picker, read_presets)
 from .limits import LIMITS, check_text, whole
 from .step_view import step_view
 
@@ -30,14 +31,14 @@ def _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, re
     """The page's widgets (or an API call's values) as the core's settings, which check them."""
     max_new_tokens = whole(max_new_tokens)
     if isinstance(max_new_tokens, int) and max_new_tokens > LIMITS.max_new_tokens:
-        raise ValueError(f"At most {LIMITS.max_new_tokens} new tokens per request here "
-                         f"(you asked for {max_new_tokens}).")
+        raise ValueError(f"max_new_tokens may be at most {LIMITS.max_new_tokens} new tokens per request "
+                         f"here (you asked for {max_new_tokens}).")
     return GenerationSettings(
         max_new_tokens=max_new_tokens, strategy=strategy, num_beams=whole(num_beams),
         temperature=temperature, top_k=whole(top_k), top_p=top_p,
         repetition_penalty=repetition_penalty,
         padding_masks=None if padding_masks in (None, "", "default") else whole(padding_masks),
-        stop_at_newline=bool(stop_at_newline), seed=None if seed in (None, "") else whole(seed),
+        stop_at_newline=stop_at_newline, seed=None if seed in (None, "") else whole(seed),
         trace=trace, trace_top_k=5)
 
 
@@ -131,41 +132,41 @@ def build(catalog: Catalog) -> None:
     run = gr.Button("Generate with both models", variant="primary", elem_id="gen-run")
     with gr.Accordion("Decoding settings", open=False):
         with gr.Row():
-            strategy = gr.Radio(
+            strategy = Radio(
                 choices=STRATEGIES, value=first["strategy"], label="Strategy", elem_id="gen-strategy",
                 info="Greedy: always the likeliest token. Beam search keeps several candidate "
                      "texts (the paper: 4 beams). Sampling draws at random (the paper's examples: "
                      "top-k 64, top-p 0.9, temperature 0.2).")
-            max_new_tokens = gr.Slider(
+            max_new_tokens = Slider(
                 1, LIMITS.max_new_tokens, value=first["max_new_tokens"], step=1,
                 label="Max new tokens", elem_id="gen-max",
                 info="Upper bound on the continuation's length in tokens.")
-            num_beams = gr.Slider(
+            num_beams = Slider(
                 2, 8, value=first["num_beams"], step=1, label="Beams",
                 info="Beam search only: how many hypotheses are kept.")
         with gr.Row():
-            temperature = gr.Slider(
+            temperature = Slider(
                 0.05, 2.0, value=first["temperature"], step=0.05, label="Temperature",
                 info="Sampling only: below 1 sharpens the distribution.")
-            top_k = gr.Slider(
+            top_k = Slider(
                 0, 200, value=first["top_k"], step=1, label="Top-k",
                 info="Sampling only: draw from the k likeliest tokens (0 = all).")
-            top_p = gr.Slider(
+            top_p = Slider(
                 0.05, 1.0, value=first["top_p"], step=0.05, label="Top-p",
                 info="Sampling only: draw from the smallest set holding this probability mass "
                      "(1 = all).")
         with gr.Row():
-            repetition_penalty = gr.Slider(
+            repetition_penalty = Slider(
                 1.0, 2.0, value=first["repetition_penalty"], step=0.05, label="Repetition penalty",
                 info="Above 1 discourages repeating tokens already seen.")
-            padding_masks = gr.Dropdown(
+            padding_masks = Dropdown(
                 choices=PADDING_CHOICES, value=first["padding_masks"], label="Padding masks (masked LM)",
                 info="Extra [MASK] tokens after the predicted one, so the end-of-text token does "
                      "not sit right after it (the paper: 2 for DeBERTa).")
             stop_at_newline = gr.Checkbox(
                 value=first["stop_at_newline"], label="Stop at newline",
                 info="End the continuation at the first line break.")
-            seed = gr.Number(value=first["seed"], precision=0, label="Seed",
+            seed = Number(value=first["seed"], precision=0, label="Seed",
                              info="Sampling seed, for repeatable samples.")
     with gr.Row():
         with gr.Column():

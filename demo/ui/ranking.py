@@ -8,7 +8,8 @@ import pandas as pd
 
 from ..catalog import Catalog
 from ..settings import DEFAULT_MASKED_METHOD, ScoringSettings
-from .common import escape, handler, load, message, model_note, model_picker, read_presets
+from .common import (Dropdown, Radio, Slider, escape, handler, load, message, model_note,
+                     model_picker, read_presets)
 from .limits import LIMITS, MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates, whole
 
 VARIANTS = [
@@ -60,6 +61,8 @@ def _scoring_settings(method, right_masks, normalize, scope, unconditional) -> S
     """The page's widgets as the core's settings (a causal LM's method is left unset)."""
     if unconditional is not None and not isinstance(unconditional, str):
         raise ValueError("The unconditional context must be text (or empty).")
+    if not isinstance(normalize, bool):
+        raise ValueError(f"normalize must be true or false, not {normalize!r}.")
     return ScoringSettings(
         method=method or None, right_masks=whole(right_masks), scope=scope,
         reduction="mean" if normalize else "sum",
@@ -221,17 +224,17 @@ def build(catalog: Catalog) -> None:
     with gr.Row():
         with gr.Column():
             masked_model = model_picker(catalog, "masked", "Masked LM", "rank-mlm")
-            method = gr.Radio(
+            method = Radio(
                 choices=VARIANTS, value=DEFAULT_MASKED_METHOD, label="PLL variant", elem_id="rank-variant",
                 info="How the masked LM scores a token: mask it alone, also mask tokens to its "
                      "right, mask the rest of its word, or mask the whole word.")
-            right_masks = gr.Slider(
+            right_masks = Slider(
                 1, 4, value=ScoringSettings().right_masks, step=1, label="Right masks",
                 info="How many tokens to the right are masked too (the paper: 2; its ablation "
                      "on ReCoRD: 1 mask 80.9, 2 masks 86.0, 3 masks 87.1 EM).")
         with gr.Column():
             causal_model = model_picker(catalog, "causal", "Causal LM", "rank-causal", with_none=True)
-            compare_method = gr.Dropdown(
+            compare_method = Dropdown(
                 choices=[("(no difference view)", "")] + VARIANTS, value="salazar",
                 label="Difference view: compare with", elem_id="rank-compare",
                 info="A second PLL variant for the same masked LM; the view shows, token by "
@@ -242,7 +245,7 @@ def build(catalog: Catalog) -> None:
                 value=False, label="Normalise by length (NormPLL)",
                 info="Rank by the mean log-prob per scored token instead of the sum (the ALBERT "
                      "paper's NormPLL); helps when candidates differ in length.")
-            scope = gr.Radio(
+            scope = Radio(
                 choices=[("the candidate only", "completion"), ("full text", "full")],
                 value="completion", label="Score",
                 info="Score only the candidate's tokens (the context just conditions), or every "
@@ -286,7 +289,7 @@ def build(catalog: Catalog) -> None:
         compare_variants,
         [context, candidates, masked_model, method, compare_method, right_masks, normalize, scope,
          unconditional, masked_scores],
-        [difference_plot, difference_note], api_name="rank_mlm_difference", concurrency_id="score")
+        [difference_plot, difference_note], api_visibility="private", concurrency_id="score")
     run.click(rank_causal, [context, candidates, causal_model, normalize, scope, unconditional, answer],
               [causal_summary, causal_table, causal_plot, causal_scores], api_name="rank_causal",
               concurrency_id="score")

@@ -7,7 +7,7 @@ score vs model size (the BERTs paper's Figure 1) and score vs shots (its Figure 
 import gradio as gr
 import pandas as pd
 
-from .common import message, shows_errors
+from .common import Dropdown, message, shows_errors
 
 HELP = """
 Browse the numbers behind the claim: the BERTs paper (DeBERTa vs GPT-3 at 0, 1 and few shots,
@@ -31,8 +31,11 @@ def _choices(frame: pd.DataFrame, column: str) -> list[str]:
 def filter_results(frame: pd.DataFrame, papers, groups, models, shots, tasks=None) -> pd.DataFrame:
     """Rows matching every non-empty filter (an empty filter keeps everything)."""
     keep = pd.Series(True, index=frame.index)
-    for column, wanted in (("paper", papers), ("group", groups), ("model", models),
-                           ("shots_label", shots), ("task_label", tasks)):
+    for name, column, wanted in (("paper", "paper", papers), ("task group", "group", groups),
+                                 ("model", "model", models), ("shots", "shots_label", shots),
+                                 ("task", "task_label", tasks)):
+        if wanted and not (isinstance(wanted, list) and all(isinstance(w, str) for w in wanted)):
+            raise ValueError(f"The {name} filter must be a list of its choices, not {wanted!r}.")
         if wanted:
             keep &= frame[column].astype(str).isin(wanted)
     return frame[keep]
@@ -54,24 +57,24 @@ def build():
 
     default_papers = [DEFAULT_PAPER] if DEFAULT_PAPER in set(frame["paper"]) else []
     with gr.Row():
-        papers = gr.Dropdown(
+        papers = Dropdown(
             choices=_choices(frame, "paper"), value=default_papers, multiselect=True, label="Paper",
             elem_id="results-paper",
             info="Which source: a paper's published tables, or 'ours' (runs of mlm-icl evaluate). "
                  "Empty = all.")
-        groups = gr.Dropdown(
+        groups = Dropdown(
             choices=_choices(frame, "group"), value=[], multiselect=True, label="Task group",
             elem_id="results-group",
             info="SuperGLUE, language modeling, translation, question answering, ... Empty = all.")
     with gr.Row():
-        models = gr.Dropdown(
+        models = Dropdown(
             choices=_choices(frame, "model"), value=[], multiselect=True, label="Model",
             elem_id="results-model", info="Models to keep (masked and causal). Empty = all.")
-        shots = gr.Dropdown(
+        shots = Dropdown(
             choices=_choices(frame, "shots_label"), value=[], multiselect=True, label="Shots",
             elem_id="results-shots",
             info="Number of in-context examples (few-shot = the paper's k per task). Empty = all.")
-        tasks = gr.Dropdown(
+        tasks = Dropdown(
             choices=_choices(frame, "task_label"), value=[], multiselect=True, label="Task",
             elem_id="results-task", info="Single tasks to keep. Empty = all.")
     count = gr.HTML(elem_id="results-count")

@@ -1,0 +1,235 @@
+"""Wiring shared by the tabs: model pickers, loading, messages in the page, the GPU decorator.
+
+Every event handler is wrapped by :func:`handler` (or :func:`shows_errors`): a ValueError from
+the core (bad input, a model that cannot load, a request too big) becomes a message IN the output
+area, replacing what the last run showed, and the same message is what an API client receives;
+anything unexpected is logged on the server and shown as a short sentence, never as Python text.
+User text (candidates, prompts, model names, messages that quote them) is always escaped: it is
+shown as text, never interpreted as Markdown or HTML.
+"""
+
+import functools
+import html
+import inspect
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+
+import gradio as gr
+
+from ..catalog import Catalog, standin_note
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+log = logging.getLogger("demo.ui")
+UNEXPECTED = ("Something went wrong on the server with this input (the details are in the server's "
+              "log). Try another input or model; the app keeps working for everyone.")
+OUT_OF_MEMORY = "Out of memory: pick a smaller model or a shorter input."
+
+
+class _HandsOverAnyValue:
+    """Widgets that hand any value an API call sends to the handler: the settings dataclass then
+    says in words what is wrong ("seed must be a whole number ..."), where Gradio's own check
+    would answer with Python text ("type str doesn't define __round__") or, unshown, nothing."""
+
+    def preprocess(self, payload):
+        try:
+            return super().preprocess(payload)
+        except Exception:  # noqa: BLE001 (any value goes on to be checked, and explained, there)
+            return payload
+
+from gradio.events import Dependency
+
+class Number(_HandsOverAnyValue, gr.Number):
+    pass
+    from typing import Callable, Literal, Sequence, Any, TYPE_CHECKING
+    from gradio.blocks import Block
+    if TYPE_CHECKING:
+        from gradio.components import Timer
+        from gradio.components.base import Component
+
+
+class Slider(_HandsOverAnyValue, gr.Slider):
+    pass
+    from typing import Callable, Literal, Sequence, Any, TYPE_CHECKING
+    from gradio.blocks import Block
+    if TYPE_CHECKING:
+        from gradio.components import Timer
+        from gradio.components.base import Component
+
+
+class Radio(_HandsOverAnyValue, gr.Radio):
+    pass
+    from typing import Callable, Literal, Sequence, Any, TYPE_CHECKING
+    from gradio.blocks import Block
+    if TYPE_CHECKING:
+        from gradio.components import Timer
+        from gradio.components.base import Component
+
+
+class Dropdown(_HandsOverAnyValue, gr.Dropdown):
+    pass
+    from typing import Callable, Literal, Sequence, Any, TYPE_CHECKING
+    from gradio.blocks import Block
+    if TYPE_CHECKING:
+        from gradio.components import Timer
+        from gradio.components.base import Component
+
+
+def escape(text) -> str:
+    """User text as HTML that shows exactly that text."""
+    return html.escape(str(text), quote=True)
+
+
+def message(text: str, kind: str = "error") -> str:
+    """A sentence for the output area (kind "error" or "note"); the text is escaped."""
+    role = ' role="alert"' if kind == "error" else ""
+    return f'<div class="demo-{kind}"{role}>{escape(text)}</div>'
+
+
+def _sentence(err: Exception, name: str) -> str:
+    if isinstance(err, ValueError):  # the core's way of saying "bad input", worded for people
+        return str(err)
+    if isinstance(err, MemoryError) or "out of memory" in str(err).lower():
+        return OUT_OF_MEMORY
+    log.exception("handler %s failed", name)  # a bug or a broken model: for the maintainers
+    return UNEXPECTED
+
+
+def shows_errors(error_outputs):
+    """Decorator: on an exception, return ``error_outputs(message_html)`` instead of raising, so
+    the message replaces the stale output (also for generator handlers that stream)."""
+
+    def decorate(fn):
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def streaming(*args, **kwargs):
+                try:
+                    yield from fn(*args, **kwargs)
+                except Exception as err:  # noqa: BLE001 (every failure becomes a page message)
+                    yield error_outputs(message(_sentence(err, fn.__name__)))
+            return streaming
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except Exception as err:  # noqa: BLE001
+                return error_outputs(message(_sentence(err, fn.__name__)))
+        return wrapper
+
+    return decorate
+
+
+def on_gpu(fn):
+    """ZeroGPU's ``spaces.GPU`` when that package is installed (a Space), else the function itself.
+
+    On other machines ``demo.models.load_model`` already puts models on CUDA when there is one.
+    """
+    try:
+        import spaces
+    except ImportError:
+        return fn
+    return spaces.GPU(duration=120)(fn)
+
+
+# The app imports torch and the engines in a background thread once the page is served
+# (import_core_in_background). A request arriving meanwhile must wait: importing transformers from
+# two threads at once can fail ("cannot import name 'AutoConfig'") on its lazy module.
+_CORE_IMPORT = threading.Lock()
+
+
+CORE_READY_MESSAGE = "demo: core imported"  # printed once done (benchmarks/bench_app.py waits for it)
+
+
+def _import_core() -> None:
+    start = time.perf_counter()
+    try:
+        from .. import generation, haystack, models, pll  # noqa: F401
+        print(f"{CORE_READY_MESSAGE} in {time.perf_counter() - start:.1f} s", flush=True)
+    except Exception:  # the handler will import again and show the error in the page
+        log.exception("background import of the core failed")
+    finally:
+        _CORE_IMPORT.release()  # taken by import_core_in_background (a Lock may be released here)
+
+
+def import_core_in_background() -> threading.Thread:
+    """Start importing torch, transformers and the engines; handlers wait until it is done."""
+    _CORE_IMPORT.acquire()  # taken before the thread starts: no request can slip in between
+    thread = threading.Thread(target=_import_core, name="import-core", daemon=True)
+    thread.start()
+    return thread
+
+
+def _wait_for_core(fn):
+    def wait():
+        with _CORE_IMPORT:
+            pass
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def streaming(*args, **kwargs):
+            wait()
+            yield from fn(*args, **kwargs)
+        return streaming
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        wait()
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+def handler(error_outputs):
+    """What every model-running handler gets: messages in its outputs (``error_outputs`` maps the
+    message to them), a GPU slot on ZeroGPU, and a wait for the background import of the core."""
+    return lambda fn: shows_errors(error_outputs)(_wait_for_core(on_gpu(fn)))
+
+
+def load(name: str, kind: str | None):
+    """Load a model from the picker's value (a catalog entry or what the user typed); ``kind``
+    "masked" or "causal", or None for the model's natural kind."""
+    from ..models import REMOTE_CODE_ALLOWLIST, load_model  # torch: imported on first use
+
+    if not name or not str(name).strip():
+        raise ValueError("Pick a model first.")
+    name = str(name).strip()
+    return load_model(name, kind=kind, trust_remote_code=name in REMOTE_CODE_ALLOWLIST)
+
+
+def model_picker(catalog: Catalog, kind: str, label: str, elem_id: str, with_none: bool = False,
+                 any_kind: bool = False):
+    """Dropdown of the catalog's models of ``kind`` (first, and the default) or, with
+    ``any_kind``, followed by those of the other kind; a Hub id or local path may be typed in."""
+    other = "causal" if kind == "masked" else "masked"
+    choices = catalog.choices(kind) + (catalog.choices(other) if any_kind else [])
+    if with_none:
+        choices = choices + [("(none: skip this side)", "")]
+    what = "masked LM (BERT-like)" if kind == "masked" else "causal LM (GPT-like)"
+    if any_kind:
+        what += " or any other masked or causal LM"
+    return gr.Dropdown(
+        choices=choices, value=catalog.default(kind).name, label=label, elem_id=elem_id,
+        allow_custom_value=True, filterable=True,
+        info=f"A {what}. 'local' models load offline; Hub models download on first use. "
+             f"You may also type a Hub id or a local folder path.")
+
+
+def model_note(lm) -> str:
+    """One line (HTML) under an output: which model, how big, where it runs; a caveat for the
+    offline stand-in, so nobody reads its weak answers as what masked LMs can do."""
+    where = "local" if lm.local else "Hub"
+    line = (f"<code>{escape(Path(lm.name).name if lm.local else lm.name)}</code> · {lm.kind} · "
+            f"{escape(lm.family.name)} · {lm.n_parameters / 1e6:,.0f}M parameters · {where} · "
+            f"{lm.device.type}")
+    caveat = standin_note(lm.name)
+    return line + (message(caveat, "note") if caveat else "")
+
+
+def read_presets(name: str) -> list[dict]:
+    """The presets of ``assets/presets/<name>.json`` (an empty list if the file is missing)."""
+    path = ASSETS / "presets" / f"{name}.json"
+    if not path.is_file():
+        return []
+    return json.loads(path.read_text(encoding="utf-8"))["presets"]

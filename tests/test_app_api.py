@@ -1,0 +1,215 @@
+"""The running app through its API, as a class of students (or a script) would hit it.
+
+One `python app.py` with the offline stand-in MLM, driven by gradio_client:
+- fuzz: hundreds of bad inputs across every endpoint; each gets a message in words that names the
+  setting or input, no Python text, no HTML made from user text, and the app keeps answering;
+- fairness: while the largest needle grid the limits allow is running, a ranking from another
+  client comes back within seconds; a request over the work budget is refused before it starts.
+"""
+
+import html
+import math
+import re
+import time
+
+import pytest
+
+from benchmarks.app_process import running_app
+from tests.conftest import STANDIN_MLM
+
+gradio_client = pytest.importorskip("gradio_client")
+pytestmark = pytest.mark.skipif(not STANDIN_MLM.is_dir(), reason="../shared/models (offline stand-in "
+                                "MLM) is not beside this clone")
+
+MLM = str(STANDIN_MLM)
+PYTHON_TEXT = re.compile(r"Traceback|Exception|Error:|<class |NoneType|object has no attribute|"
+                         r"unsupported operand|invalid literal|could not convert|__round__|unpacking|"
+                         r"TextEncodeInput|not subscriptable|argument of type")
+HOSTILE = "<img src=x onerror=alert(1)> # heading **bold**"
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory, monkeypatch_module):
+    monkeypatch_module.setenv("DEMO_MAX_REQUEST_SECONDS", "25")  # the grid below stops by itself
+    log = tmp_path_factory.mktemp("app") / "app.log"
+    with running_app([MLM], log) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+@pytest.fixture(scope="module")
+def client(app):
+    return gradio_client.Client(app.url, verbose=False)
+
+
+# endpoint: (valid arguments by name)
+VALID = {
+    "/rank_mlm": dict(context="My body cast a shadow over the grass because",
+                      candidates="the sun was rising.\nthe grass was cut.", model_name=MLM,
+                      method="right_masks", right_masks=2, normalize=False, scope="completion",
+                      unconditional="", answer=""),
+    "/rank_causal": dict(context="My body cast a shadow over the grass because",
+                         candidates="the sun was rising.\nthe grass was cut.", model_name=MLM,
+                         normalize=False, scope="completion", unconditional="", answer=""),
+    "/generate_causal": dict(prompt="The capital of France is", model_name=MLM, strategy="greedy",
+                             max_new_tokens=3, num_beams=2, temperature=1.0, top_k=0, top_p=1.0,
+                             repetition_penalty=1.0, padding_masks="default", stop_at_newline=True,
+                             seed=0),
+    "/generate_mlm": dict(prompt="The capital of France is", model_name=MLM, strategy="greedy",
+                          max_new_tokens=3, num_beams=2, temperature=1.0, top_k=0, top_p=1.0,
+                          repetition_penalty=1.0, padding_masks="default", stop_at_newline=True, seed=0),
+    "/probe_mlm": dict(model_name=MLM, lengths="128", depths="0.5", repetitions=1, seed=0),
+    "/probe_second": dict(model_name=MLM, lengths="128", depths="0.5", repetitions=1, seed=0),
+    "/results": dict(papers=[], groups=[], models=["GPT-3 1.3B"], shots=[], tasks=[]),
+}
+
+# (NaN and infinities cannot travel in the client's JSON: test_not_a_number_anywhere sends them.)
+NUMBERS = [-1, 10**30, "abc", "", None, True, 3.5]
+TEXTS = ["", "   \n ", None, "x" * 7000]  # (a Textbox turns any other value into its text)
+CHOICES = ["nonsense", 7, None, "", "<b>bold</b>"]
+MODELS = ["", "/etc", "/etc/passwd", "../../secret", "not a/valid id!", 42, None, "/nonexistent/model"]
+
+
+def bad_cases() -> list[tuple[str, dict, str]]:
+    """(endpoint, arguments, a word the message must contain) for every bad input we can think of."""
+    cases = []
+
+    def vary(endpoint, field, values, word):
+        for value in values:
+            cases.append((endpoint, dict(VALID[endpoint], **{field: value}), word))
+
+    for endpoint, kind in (("/rank_mlm", "masked"), ("/rank_causal", "causal")):
+        vary(endpoint, "context", ["x" * 7000], "context")
+        vary(endpoint, "candidates", ["", "only one", "\n".join(f"c{i}" for i in range(9)),
+                                      "ok\n" + "y" * 401, None], "candidate")
+        vary(endpoint, "model_name", [m for m in MODELS if m], "model")
+        vary(endpoint, "scope", CHOICES, "scope")
+    vary("/rank_mlm", "method", CHOICES[:2] + ["causal"], "method")
+    vary("/rank_mlm", "model_name", [""], "model")
+    vary("/rank_mlm", "right_masks", [-1, 10**30, "abc", 3.5, True, None], "right_masks")
+    vary("/rank_mlm", "context", ["x " * 2900], "512 tokens")
+    vary("/rank_mlm", "normalize", ["maybe", 3], "normalize")  # BERT's positions, said in words
+    for gen in ("/generate_causal", "/generate_mlm"):  # (the last one stays `gen` below)
+        vary(gen, "prompt", TEXTS, "prompt")
+        vary(gen, "strategy", CHOICES, "strategy")
+        vary(gen, "max_new_tokens", NUMBERS + [0], "max_new_tokens")
+        vary(gen, "max_new_tokens", [129, 600], "per request")  # the app's own cap
+        vary(gen, "top_k", [n for n in NUMBERS if n != 10**30], "top_k")
+    vary("/generate_causal", "model_name", ["/etc", "not a/valid id!", 42], "model")
+    vary("/generate_causal", "padding_masks", ["2"], "padding_masks")  # masked LMs only
+    vary("/probe_second", "model_name", ["/etc", "../../secret", 42], "model")
+    vary("/probe_second", "lengths", ["abc", "0"], "length")
+    vary(gen, "model_name", [m for m in MODELS if m], "model")
+    vary(gen, "num_beams", NUMBERS + [0], "num_beams")
+    vary(gen, "repetition_penalty", [-1, 0, "abc", None], "repetition_penalty")
+    vary(gen, "padding_masks", ["nonsense", -3, 99], "padding_masks")
+    vary(gen, "seed", [-1, 10**30, "abc"], "seed")  # (the Number widget rounds 3.5 and True)
+    cases += [(gen, dict(VALID[gen], strategy="sample", **{field: value}), word)
+              for field, word in (("temperature", "temperature"), ("top_p", "top_p"))
+              for value in [-1, 0, "abc", None, 5]]
+    cases.append((gen, dict(VALID[gen], prompt="word " * 1200, max_new_tokens=128), "too big"))
+    probe = "/probe_mlm"
+    vary(probe, "model_name", [m for m in MODELS if m], "model")
+    vary(probe, "lengths", ["", "abc", "0", "-5", "1e9", "nan", "inf", "99999", "128, x", None, 7.5],
+         "length")
+    vary(probe, "depths", ["", "2", "-1", "x", "nan", "0.5, inf", None], "depth")
+    vary(probe, "repetitions", [0, -1, "x", None, 10**30], "repetitions")
+    vary(probe, "seed", [-1, "abc", 10**30], "seed")
+    cases.append((probe, dict(VALID[probe], lengths="128, 256", depths="0, 0.1, 0.2, 0.3, 0.4, 0.5",
+                              repetitions=3), "runs"))
+    for field in ("papers", "groups", "models", "shots", "tasks"):
+        vary("/results", field, ["not a list", 5, [3], ["no such " + field]], "filter")
+    vary("/generate_causal", "num_beams", [0, -2, "abc", 10**30, 17], "num_beams")
+    vary(gen, "num_beams", [17, 1000], "num_beams")
+    vary(gen, "stop_at_newline", ["maybe", 2], "stop_at_newline")
+    vary(gen, "seed", [2**64], "seed")
+    return cases
+
+
+def _outputs_text(result) -> str:
+    items = result if isinstance(result, (list, tuple)) else [result]
+    return " ".join(str(item) for item in items if isinstance(item, str))
+
+
+def test_bad_inputs_get_words_not_python_and_the_app_keeps_answering(client):
+    cases = bad_cases()
+    assert len(cases) >= 200, len(cases)
+    failures = []
+    for endpoint, arguments, word in cases:
+        try:
+            result = client.predict(**arguments, api_name=endpoint)
+        except Exception as err:  # noqa: BLE001 (an error reply, e.g. {"error": null}, is a failure)
+            failures.append((endpoint, arguments, f"no page message: {err!r}"[:300]))
+            continue
+        shown = _outputs_text(result)
+        match = re.search(r'class="demo-error"[^>]*>(.*?)</div>', shown, re.S)
+        message = html.unescape(match.group(1)) if match else ""
+        problem = ("no message" if not message
+                   else f"message does not name {word!r}" if word.lower() not in message.lower()
+                   else "Python text in the message" if PYTHON_TEXT.search(message)
+                   else "HTML from user text" if "<img" in shown or "<b>bold" in shown else None)
+        if problem:
+            failures.append((endpoint, {k: str(v)[:40] for k, v in arguments.items()}, problem, message[:200]))
+    assert not failures, f"{len(failures)} of {len(cases)} bad inputs:\n" + "\n".join(map(str, failures[:20]))
+    # user text that is fine is shown as text, never as markup
+    result = client.predict(**dict(VALID["/rank_mlm"], candidates=f"{HOSTILE}\nplain."), api_name="/rank_mlm")
+    assert "&lt;img src=x" in result[0] and "<img" not in result[0]
+    # and the app still answers
+    result = client.predict(**VALID["/rank_mlm"], api_name="/rank_mlm")
+    assert "Masked LM ranking" in result[0]
+
+
+def test_a_long_grid_does_not_hold_up_a_ranking(app, client):
+    """The largest grid the limits allow runs in its own queue: another client's ranking returns
+    within seconds; the grid streams partial results and stops at the time limit."""
+    grid = dict(model_name=MLM, lengths="512", depths="0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1",
+                repetitions=2, seed=0)  # 22 runs x 512 tokens: just under the work budget
+    job = client.submit(**grid, api_name="/probe_mlm")
+    started = time.perf_counter()
+    while not job.outputs():  # the first cell is on the page: the grid is running
+        assert time.perf_counter() - started < 60, "the grid never started"
+        time.sleep(0.2)
+    second = gradio_client.Client(app.url, verbose=False)
+    began = time.perf_counter()
+    ranking = second.predict(**VALID["/rank_mlm"], api_name="/rank_mlm")
+    waited = time.perf_counter() - began
+    assert "Masked LM ranking" in ranking[0]
+    assert waited < 5, f"a ranking waited {waited:.1f} s behind a running grid"
+    assert not job.done()  # the grid was still running while the ranking came back
+    job.cancel()
+
+
+def test_a_request_over_budget_is_refused_before_it_starts(client):
+    began = time.perf_counter()
+    result = client.predict(**dict(VALID["/rank_mlm"], context="word " * 1200,
+                                   candidates="\n".join(["some candidate text " * 20] * 8)),
+                            api_name="/rank_mlm")
+    assert time.perf_counter() - began < 10  # refused, not run
+    assert "too big" in result[0] and "trillion operations" in result[0]
+    assert not (result[1] or {}).get("data")  # the last ranking's table is gone, not left stale
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_not_a_number_anywhere(value):
+    """NaN and infinities (which a raw HTTP client can send) meet the same checks, in words."""
+    from demo.ui.length_probe import probe_masked
+    from demo.ui.prompting import generate_masked
+    from demo.ui.ranking import rank_masked
+
+    base = dict(prompt="The capital of France is", model_name=MLM, strategy="sample", max_new_tokens=3,
+                num_beams=2, temperature=1.0, top_k=0, top_p=1.0, repetition_penalty=1.0,
+                padding_masks="default", stop_at_newline=True, seed=0)
+    for field in ("max_new_tokens", "num_beams", "temperature", "top_k", "top_p", "repetition_penalty",
+                  "seed"):
+        shown = generate_masked(**dict(base, **{field: value}))[1]
+        assert "demo-error" in shown and field in shown and not PYTHON_TEXT.search(shown), (field, shown)
+    shown = rank_masked(**dict(VALID["/rank_mlm"], right_masks=value))[0]
+    assert "right_masks" in shown and not PYTHON_TEXT.search(shown)
+    for field in ("repetitions", "seed"):
+        shown = list(probe_masked(**dict(VALID["/probe_mlm"], **{field: value})))[-1][1]
+        assert field in shown and not PYTHON_TEXT.search(shown), (field, shown)
