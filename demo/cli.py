@@ -24,6 +24,7 @@ from transformers import HfArgumentParser
 
 from .settings import (GenerationSettings, GridSettings, ModelSettings, RunSettings,
                        ScoringSettings)
+from .text import special_token_note
 
 PROG = "mlm-icl"
 
@@ -81,6 +82,8 @@ def _generate(args, model: ModelSettings, generation: GenerationSettings) -> int
     if args.json:
         print(json.dumps(dataclasses.asdict(result), indent=1, ensure_ascii=False))
         return 0
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
     if generation.trace:
         print(format_trace(result) + "\n")
     print(result.text)
@@ -150,6 +153,10 @@ def _score(args, model: ModelSettings, scoring: ScoringSettings) -> int:
     _refuse_overwrite(args.output, args.overwrite)
     requests = read_requests(args.input)
     lm = _load(model)
+    for line, (context, candidates) in enumerate(requests, start=1):
+        note = special_token_note("\n".join([context, *map(str, candidates)]), lm.tokenizer)
+        if note:
+            print(f"note: {args.input}, line {line}: {note}", file=sys.stderr)
     results = score_candidate_sets(lm, requests, scoring, progress=not args.no_progress)
     if args.output.suffix == ".json":
         records = [{"context": context, "best": max(scores, key=lambda s: s.score).candidate,

@@ -24,7 +24,7 @@ from transformers import GenerationConfig, StoppingCriteria
 from .constraints import constraints, pieces
 from .mlm_decoder import MaskedLMAsCausalLM, WindowSpecials, window_length
 from .settings import GenerationSettings
-from .text import decode_newlines, encode_newlines
+from .text import decode_newlines, encode_newlines, special_token_note
 from .trace import StepRecorder, StepTrace, build_trace
 
 STOP_REASONS = ("max_new_tokens", "stop_string", "newline", "eos", "digits", "choice", "time_limit")
@@ -41,6 +41,7 @@ class GenerationResult:
     seconds_per_step: float  # one step = one forward pass over all beams / samples
     prompt_tokens: int
     token_ids: list[int] = field(default_factory=list)  # ids of `tokens` (end token excluded)
+    notes: list[str] = field(default_factory=list)  # things the reader should know (demo.text)
 
 
 # ---------------------------------------------------------------- validation
@@ -224,10 +225,11 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
 
     steps = build_trace(lm, model, recorder, prompt_ids, generated, tokens, end_ids, padding_masks,
                    s.strategy == "beam") if s.trace else []
+    note = special_token_note(prompt, tokenizer)
     return GenerationResult(prompt=prompt, text=text, tokens=tokens, stop_reason=reason,
                             steps=steps, seconds=seconds,
                             seconds_per_step=seconds / max(recorder.n_steps, 1), prompt_tokens=n,
-                            token_ids=text_ids)
+                            token_ids=text_ids, notes=[note] if note else [])
 
 
 def _decoding_config(lm, s: GenerationSettings, end_ids: list[int]) -> GenerationConfig:

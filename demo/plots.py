@@ -340,7 +340,8 @@ def accuracy_vs_size(frame: pd.DataFrame, title: str = "Score vs model size") ->
                 hovertemplate="%{customdata[0]}, " + shots + "<br>mean %{y:.1f} over %{customdata[1]} "
                               "task(s): %{customdata[2]}<extra></extra>"), row=row, col=col)
             shown.add(name)
-        fig.update_xaxes(type="log", title_text="parameters", row=row, col=col)
+        # decades only: plotly's minor log labels ("2", "5") collide with "100M"
+        fig.update_xaxes(type="log", title_text="parameters", dtick=1, row=row, col=col)
     return fig
 
 

@@ -284,7 +284,8 @@ class AppSettings:
     ``AppSettings.from_env()`` is the only reader of ``DEMO_*`` variables.
     """
     concurrency: int = field(default=1, metadata=_help("model runs at a time (1 on CPU)"))
-    queue_size: int = field(default=32, metadata=_help("requests waiting before new ones are refused"))
+    queue_size: int = field(default=64, metadata=_help(
+        "requests waiting before new ones are refused (a class of 30, each with a request or two)"))
     max_models: int = field(default=3, metadata=_help("models kept loaded (least recently used dropped)"))
     max_model_gb: float = field(default=8.0, metadata=_help("their total parameter memory"))
     max_prompt_chars: int = field(default=6000, metadata=_help("characters of a prompt or context"))

@@ -48,6 +48,17 @@ def newline_survives(tokenizer) -> bool:
     return "\n" in tokenizer.decode(ids)
 
 
+def special_token_note(text: str, tokenizer) -> str | None:
+    """Special-token strings typed into a text ("[MASK]", "</s>") are read by the model as its
+    special tokens, not as plain text: allowed (it is instructive to try), but always said.
+    The app, the command line and ``generate()`` show this same note."""
+    found = sorted({t for t in tokenizer.all_special_tokens if t and t in text})
+    if not found:
+        return None
+    return (f"The text contains {', '.join(found)}: the model reads {'it' if len(found) == 1 else 'them'} "
+            f"as its special token{'s' if len(found) > 1 else ''}, not as plain text.")
+
+
 def join(context: str, candidate: str) -> str:
     """The completion for a candidate: a leading space when the junction has no whitespace."""
     if context and candidate and not context[-1].isspace() and not candidate[0].isspace():

@@ -100,3 +100,16 @@ def test_the_scored_text_has_the_marker_only_where_newlines_are_lost(standin_mlm
     assert "rising.\\n \\n The grass" in mlm.text and "\n" not in mlm.text
     assert "rising.\n\nThe grass" in clm.text and "\\n" not in clm.text
     assert mlm.text.endswith("because the sun rose.") and clm.text.endswith("because the sun rose.")
+
+
+def test_typed_special_tokens_are_allowed_and_always_said(tiny_model, capsys):
+    """One rule for the core, the app and the command line (demo.text.special_token_note)."""
+    from demo.generation import generate
+    bert, gpt2 = tiny_model("bert"), tiny_model("gpt2")
+    assert text.special_token_note("A [MASK] sat.", bert.tokenizer) == (
+        "The text contains [MASK]: the model reads it as its special token, not as plain text.")
+    assert text.special_token_note("A [MASK] sat.", gpt2.tokenizer) is None  # not special there
+    assert "<|endoftext|>" in text.special_token_note("end<|endoftext|>", gpt2.tokenizer)
+    assert generate(bert, "The [SEP] cat", max_new_tokens=1).notes == [
+        "The text contains [SEP]: the model reads it as its special token, not as plain text."]
+    assert generate(bert, "The cat", max_new_tokens=1).notes == []

@@ -79,7 +79,8 @@ def _stream(model_name, kind, lengths, depths, repetitions, seed):
     lm = load(model_name, kind)
     grid_work(lm, grid).check(LIMITS)  # refused before it runs
     table = None
-    for table in iter_grid(lm, grid, progress=True, time_limit=LIMITS.max_request_seconds):
+    for table in iter_grid(lm, grid, model_name=_short(lm.name), progress=True,
+                           time_limit=LIMITS.max_request_seconds):
         if len(table):
             yield _figure(table, _short(lm.name), lm), _summary(lm, table, grid), table
     if len(table) < grid.cells:

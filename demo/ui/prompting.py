@@ -73,6 +73,7 @@ def _stats(lm, result) -> str:
              f"tokens · stopped by: {result.stop_reason.replace('_', ' ')}")
     timed_out = result.stop_reason == "time_limit"
     return (f"<div>{model_note(lm)}</div><div>{stats}</div>"
+            + "".join(message(note, "note") for note in result.notes)
             + (message(f"Stopped after {LIMITS.max_request_seconds:.0f} s, the time one request may "
                        f"take here; the text so far is shown.", "note") if timed_out else ""))
 

@@ -8,6 +8,7 @@ import pandas as pd
 
 from ..catalog import Catalog
 from ..settings import DEFAULT_MASKED_METHOD, ScoringSettings
+from ..text import special_token_note
 from .common import (Dropdown, Radio, Slider, escape, handler, load, message, model_note,
                      model_picker, read_presets)
 from .limits import LIMITS, MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates, whole
@@ -19,7 +20,7 @@ VARIANTS = [
     ("whole word masked", "whole_word"),
 ]
 VARIANT_NAMES = {value: label for label, value in VARIANTS}
-TABLE_WIDTHS = ["7%", "49%", "16%", "15%", "13%"]
+TABLE_WIDTHS = ["40px", "220px", "80px", "80px", "70px"]  # pixels: a phone scrolls, never squeezes
 
 HELP = """
 Rank candidate completions of a context by how likely each model finds them. A **causal LM**
@@ -78,6 +79,11 @@ def _score(model_name, kind, context, candidates_text, settings: ScoringSettings
     lm = load(model_name, kind)
     ranking_work(lm, context, candidates, settings).check(LIMITS)  # refused before it runs
     return lm, score_candidates(lm, context, candidates, settings, progress=True)
+
+
+def _typed_specials(lm, context: str, candidates: str) -> str:
+    note = special_token_note(f"{context}\n{candidates}", lm.tokenizer)
+    return message(note, "note") if note else ""
 
 
 def ranking_table(scores) -> pd.DataFrame:
@@ -141,8 +147,8 @@ def rank_masked(context, candidates, model_name, method, right_masks, normalize,
     lm, scores = _score(model_name, "masked", context, candidates, settings)
     what = _what(method, settings.right_masks, normalize, scope, unconditional)
     figure = token_heatmap(scores, title="Masked LM: log-prob of each scored token")
-    return (ranking_summary("Masked LM ranking", lm, what, scores, answer), ranking_table(scores),
-            figure, scores)
+    summary = ranking_summary("Masked LM ranking", lm, what, scores, answer)
+    return summary + _typed_specials(lm, context, candidates), ranking_table(scores), figure, scores
 
 
 @handler(lambda error: (error, None, None, None))
@@ -156,8 +162,8 @@ def rank_causal(context, candidates, model_name, normalize, scope, unconditional
     lm, scores = _score(model_name, "causal", context, candidates, settings)
     what = _what(None, 0, normalize, scope, unconditional)
     figure = token_heatmap(scores, title="Causal LM: log-prob of each scored token")
-    return (ranking_summary("Causal LM ranking", lm, what, scores, answer), ranking_table(scores),
-            figure, scores)
+    summary = ranking_summary("Causal LM ranking", lm, what, scores, answer)
+    return summary + _typed_specials(lm, context, candidates), ranking_table(scores), figure, scores
 
 
 @handler(lambda error: (None, error))
@@ -259,11 +265,11 @@ def build(catalog: Catalog) -> None:
         with gr.Column():
             masked_summary = gr.HTML(elem_id="rank-mlm-summary")
             masked_table = gr.Dataframe(label="Masked LM ranking", elem_id="rank-mlm-table",
-                                        interactive=False, column_widths=TABLE_WIDTHS)
+                                        interactive=False, column_widths=TABLE_WIDTHS, wrap=True)
         with gr.Column():
             causal_summary = gr.HTML(elem_id="rank-causal-summary")
             causal_table = gr.Dataframe(label="Causal LM ranking", elem_id="rank-causal-table",
-                                        interactive=False, column_widths=TABLE_WIDTHS)
+                                        interactive=False, column_widths=TABLE_WIDTHS, wrap=True)
     masked_plot = gr.Plot(label="Masked LM: per-token log-probs", elem_id="rank-mlm-plot")
     causal_plot = gr.Plot(label="Causal LM: per-token log-probs", elem_id="rank-causal-plot")
     difference_note = gr.HTML(elem_id="rank-diff-note")

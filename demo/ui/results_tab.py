@@ -79,7 +79,9 @@ def build():
             elem_id="results-task", info="Single tasks to keep. Empty = all.")
     count = gr.HTML(elem_id="results-count")
     table = gr.Dataframe(label="Results", elem_id="results-table", interactive=False, max_height=420,
-                         column_widths=["20%", "6%", "12%", "10%", "12%", "7%", "8%", "6%", "12%", "7%"])
+                         wrap=True,  # pixel widths: on a phone the table scrolls sideways, stays readable
+                         column_widths=["220px", "80px", "140px", "120px", "160px", "90px", "110px",
+                                        "70px", "150px", "80px"])
     with gr.Row():
         size_plot = gr.Plot(label="Score vs model size (Figure 1)", elem_id="results-size-plot")
     with gr.Row():
