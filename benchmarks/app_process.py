@@ -32,12 +32,13 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_app(local_models: list[str], log: Path, timeout: float = 120.0):
-    """Yield a RunningApp serving the given local models; RuntimeError with the log's tail if
-    the page is not served within ``timeout`` seconds. The process is stopped on exit."""
+def running_app(local_models: list[str], log: Path, timeout: float = 120.0, **settings: str):
+    """Yield a RunningApp serving the given local models (``settings``: more DEMO_* variables);
+    RuntimeError with the log's tail if the page is not served within ``timeout`` seconds. The
+    process is stopped on exit."""
     port = free_port()
     env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False",
-               HF_HUB_OFFLINE="1", DEMO_LOCAL_MODELS=os.pathsep.join(local_models))
+               HF_HUB_OFFLINE="1", DEMO_LOCAL_MODELS=os.pathsep.join(local_models), **settings)
     url = f"http://127.0.0.1:{port}/"
     start = time.perf_counter()
     with open(log, "w") as out:

@@ -11,8 +11,9 @@ if there is one, else a Hub causal LM. The offline stand-in MLM is never a produ
 only offered when a setting points at it.
 """
 
+import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .settings import AppSettings
@@ -29,6 +30,9 @@ class ModelEntry:
     size: str = ""  # parameter count, as the model card gives it ("1.5B"), "" if unknown
     local: bool = False
     note: str = ""
+    family: str = ""  # architecture (config.model_type)
+    licence: str = ""
+    context: str = ""  # tokens it reads: the position limit, or the pretraining length ("8k")
 
     @property
     def choice(self) -> tuple[str, str]:
@@ -36,37 +40,79 @@ class ModelEntry:
         return self.label, self.name
 
 
-def _hub(name, kind, size, note=""):
-    return ModelEntry(name=name, kind=kind, label=f"{name} · {size}", size=size, note=note)
+@dataclass(frozen=True)
+class ModelPair:
+    """A masked LM and a causal LM that differ only in their training objective, so a difference
+    between them is the objective's, not the data's or the size's."""
+    name: str  # what the pair picker shows
+    masked: str  # ModelEntry names
+    causal: str
+    why: str  # one sentence: why the comparison is fair
 
 
-# Curated Hub models. The first MLM is the default when no local MLM is configured: large enough to
-# show the effect, small enough for a T4 or a CPU Space. The DeBERTa checkpoints are the BERTs
-# paper's (Samuel 2024): the ltg "-fixed" conversions it released (remote code, allowlisted in
-# demo.models) and Microsoft's originals, which load with their real head via legacy=False.
-# DeBERTa-v3 is left out on purpose: its checkpoints are ELECTRA-style discriminators without a
-# trained MLM head (load_model would refuse them).
+def _hub(name, kind, size, family, licence, context, note=""):
+    return ModelEntry(name=name, kind=kind, label=f"{name} · {size}", size=size, note=note,
+                      family=family, licence=licence, context=context)
+
+
+ETTIN_SIZES = ("17m", "32m", "68m", "150m", "400m", "1b")
+ETTIN_WHY = ("Ettin (JHU CLSP, 2025) trained this encoder and this decoder on the same 2T tokens, "
+             "with the same recipe and the same size; only the objective differs (masked vs next token).")
+
+# Curated Hub models. Ettin pairs first: the fair comparison (same data, size and recipe). The
+# DeBERTa checkpoints are the BERTs paper's (Samuel 2024): Microsoft's originals, which load with
+# their real head via legacy=False, and the ltg "-fixed" conversions the paper released (remote
+# code, pinned in demo.models). DeBERTa-v3 is left out on purpose: its checkpoints are
+# ELECTRA-style discriminators without a trained MLM head (load_model would refuse them).
 HUB_MODELS = [
-    _hub("microsoft/deberta-large", "masked", "0.4B", "DeBERTa 0.4B of the paper"),
-    _hub("microsoft/deberta-v2-xxlarge", "masked", "1.5B", "the paper's largest DeBERTa (1.4B)"),
-    _hub("microsoft/deberta-v2-xlarge", "masked", "0.9B", "DeBERTa 0.9B of the paper"),
-    _hub("microsoft/deberta-base", "masked", "0.1B", "DeBERTa 0.1B of the paper"),
-    _hub("ltg/deberta-xxlarge-fixed", "masked", "1.5B", "the paper's own conversion (remote code)"),
-    _hub("ltg/deberta-xlarge-fixed", "masked", "0.9B", "the paper's own conversion (remote code)"),
-    _hub("ltg/deberta-large-fixed", "masked", "0.4B", "the paper's own conversion (remote code)"),
-    _hub("ltg/deberta-base-fixed", "masked", "0.1B", "the paper's own conversion (remote code)"),
-    _hub("albert/albert-xxlarge-v2", "masked", "223M", "the ALBERT NormPLL paper's model"),
-    _hub("google-bert/bert-large-cased", "masked", "335M"),
-    _hub("google-bert/bert-base-uncased", "masked", "110M"),
-    _hub("FacebookAI/roberta-large", "masked", "355M"),
-    _hub("answerdotai/ModernBERT-large", "masked", "395M"),
-    _hub("HuggingFaceTB/SmolLM2-135M-Instruct", "causal", "135M"),
-    _hub("openai-community/gpt2", "causal", "124M"),
-    _hub("openai-community/gpt2-medium", "causal", "355M"),
-    _hub("facebook/opt-125m", "causal", "125M"),
-    _hub("facebook/opt-350m", "causal", "350M"),
-    _hub("facebook/opt-1.3b", "causal", "1.3B", "the paper's open stand-in for GPT-3 1.3B"),
+    *[_hub(f"jhu-clsp/ettin-encoder-{n}", "masked", n.upper(), "modernbert", "MIT", "8k",
+           "Ettin encoder: ModernBERT architecture, paired with the decoder of the same size")
+      for n in ETTIN_SIZES],
+    *[_hub(f"jhu-clsp/ettin-decoder-{n}", "causal", n.upper(), "modernbert-decoder", "MIT", "8k",
+           "Ettin decoder: the encoder's twin, trained left to right")
+      for n in ETTIN_SIZES],
+    _hub("answerdotai/ModernBERT-base", "masked", "149M", "modernbert", "Apache-2.0", "8k",
+         "rotary positions, 8k context"),
+    _hub("answerdotai/ModernBERT-large", "masked", "395M", "modernbert", "Apache-2.0", "8k",
+         "rotary positions, 8k context"),
+    _hub("answerdotai/ModernBERT-Large-Instruct", "masked", "395M", "modernbert", "Apache-2.0", "8k",
+         "instruction-tuned to answer through its MLM head"),
+    _hub("microsoft/deberta-large", "masked", "0.4B", "deberta", "MIT", "512 (relative)",
+         "DeBERTa 0.4B of the paper (Microsoft's original, legacy=False)"),
+    _hub("microsoft/deberta-v2-xxlarge", "masked", "1.5B", "deberta-v2", "MIT", "512 (relative)",
+         "the paper's largest DeBERTa (1.4B)"),
+    _hub("microsoft/deberta-v2-xlarge", "masked", "0.9B", "deberta-v2", "MIT", "512 (relative)",
+         "DeBERTa 0.9B of the paper"),
+    _hub("microsoft/deberta-base", "masked", "0.1B", "deberta", "MIT", "512 (relative)",
+         "DeBERTa 0.1B of the paper"),
+    _hub("ltg/deberta-xxlarge-fixed", "masked", "1.5B", "deberta-v2", "MIT", "512 (relative)",
+         "the paper's own conversion (remote code: refused until pinned)"),
+    _hub("ltg/deberta-xlarge-fixed", "masked", "0.9B", "deberta-v2", "MIT", "512 (relative)",
+         "the paper's own conversion (remote code: refused until pinned)"),
+    _hub("ltg/deberta-large-fixed", "masked", "0.4B", "deberta", "MIT", "512 (relative)",
+         "the paper's own conversion (remote code: refused until pinned)"),
+    _hub("ltg/deberta-base-fixed", "masked", "0.1B", "deberta", "MIT", "512 (relative)",
+         "the paper's own conversion (remote code: refused until pinned)"),
+    _hub("albert/albert-xxlarge-v2", "masked", "223M", "albert", "Apache-2.0", "512",
+         "the ALBERT NormPLL paper's model"),
+    _hub("google-bert/bert-large-cased", "masked", "335M", "bert", "Apache-2.0", "512"),
+    _hub("google-bert/bert-base-uncased", "masked", "110M", "bert", "Apache-2.0", "512"),
+    _hub("FacebookAI/roberta-large", "masked", "355M", "roberta", "MIT", "512"),
+    _hub("HuggingFaceTB/SmolLM2-135M-Instruct", "causal", "135M", "llama", "Apache-2.0", "8k"),
+    _hub("openai-community/gpt2", "causal", "124M", "gpt2", "MIT", "1024"),
+    _hub("openai-community/gpt2-medium", "causal", "355M", "gpt2", "MIT", "1024"),
+    _hub("facebook/opt-125m", "causal", "125M", "opt", "OPT licence (non-commercial)", "2048"),
+    _hub("facebook/opt-350m", "causal", "350M", "opt", "OPT licence (non-commercial)", "2048"),
+    _hub("facebook/opt-1.3b", "causal", "1.3B", "opt", "OPT licence (non-commercial)", "2048",
+         "the paper's open stand-in for GPT-3 1.3B"),
 ]
+
+PAIRS = [ModelPair(f"Ettin {n.upper()}", f"jhu-clsp/ettin-encoder-{n}", f"jhu-clsp/ettin-decoder-{n}",
+                   ETTIN_WHY) for n in ETTIN_SIZES]
+# The default on a CPU Space: ranking a COPA preset in well under 3 s and 24 tokens of a few-shot
+# prompt in under 30 s on 2 vCPUs, estimated from the offline stand-in's measured cost per token
+# and parameter (README, "Models"). 400M fits only prompts under ~220 tokens; 150M up to ~600.
+DEFAULT_PAIR = "Ettin 150M"
 
 
 STANDIN_MARK = "standin"  # the offline stand-in MLM's folder name says so (../shared/models)
@@ -116,6 +162,7 @@ def local_models(environ=os.environ) -> tuple[list[ModelEntry], list[str]]:
 class Catalog:
     models: list[ModelEntry]
     problems: list[str]  # configuration mistakes to show in the page
+    pairs: list[ModelPair] = field(default_factory=list)
 
     def of_kind(self, kind: str) -> list[ModelEntry]:
         return [m for m in self.models if m.kind == kind]
@@ -123,13 +170,63 @@ class Catalog:
     def choices(self, kind: str) -> list[tuple[str, str]]:
         return [m.choice for m in self.of_kind(kind)]
 
+    def entry(self, name: str) -> ModelEntry | None:
+        return next((m for m in self.models if m.name == name), None)
+
+    def pair(self, name: str) -> ModelPair | None:
+        return next((p for p in self.pairs if p.name == name), None)
+
     def default(self, kind: str) -> ModelEntry:
-        """The first local model of that kind, else the first Hub one."""
+        """The first local model of that kind, else the default pair's, else the first Hub one."""
         models = self.of_kind(kind)
-        return next((m for m in models if m.local), models[0])
+        local = next((m for m in models if m.local), None)
+        pair = self.pair(DEFAULT_PAIR)
+        paired = self.entry(getattr(pair, kind)) if pair else None
+        return local or paired or models[0]
+
+    def pair_note(self, pair: ModelPair) -> str:
+        """Why the pair is fair, and both sizes (plain text)."""
+        sizes = " and ".join(f"{m.label.split(' · ')[0]} ({m.size or 'size unknown'})"
+                             for m in (self.entry(pair.masked), self.entry(pair.causal)) if m)
+        return f"{pair.why} Masked and causal side: {sizes}."
+
+
+def local_pairs(environ=os.environ) -> tuple[list[ModelPair], list[ModelEntry], list[str]]:
+    """Pairs from the JSON file ``DEMO_LOCAL_PAIRS`` names (a list of {name, masked, causal, why}),
+    their members as local entries, and a problem per bad entry."""
+    path = AppSettings.from_env(environ).local_pairs
+    if not path:
+        return [], [], []
+    where = f"{AppSettings.variable('local_pairs')}: {path}"
+    try:
+        records = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return [], [], [f"{where} could not be read ({err}); no local pairs."]
+    pairs, entries, problems = [], [], []
+    for record in records if isinstance(records, list) else []:
+        try:
+            pair = ModelPair(str(record["name"]), str(record["masked"]), str(record["causal"]),
+                             str(record.get("why", "A pair configured for this app.")))
+        except (KeyError, TypeError):
+            problems.append(f"{where}: {record!r} needs 'name', 'masked' and 'causal'; skipped.")
+            continue
+        members = [_local_entry(Path(pair.masked)), _local_entry(Path(pair.causal))]
+        if any(m is None for m in members) or [m.kind for m in members] != ["masked", "causal"]:
+            problems.append(f"{where}: pair {pair.name!r} needs a masked LM folder then a causal LM "
+                            f"folder; skipped.")
+            continue
+        pairs.append(pair)
+        entries += members
+    return pairs, entries, problems
 
 
 def build_catalog(environ=os.environ) -> Catalog:
-    """Local models first (they load offline and fast), then the curated Hub list."""
+    """Local models first (they load offline and fast), then the curated Hub list; local pairs
+    first, then the curated ones."""
     local, problems = local_models(environ)
-    return Catalog(models=local + HUB_MODELS, problems=problems)
+    pairs, members, pair_problems = local_pairs(environ)
+    for member in members:
+        if member.name not in {m.name for m in local}:
+            local.append(member)
+    return Catalog(models=local + HUB_MODELS, problems=problems + pair_problems,
+                   pairs=pairs + PAIRS)

@@ -43,7 +43,7 @@ def _load(model: ModelSettings):
         import torch
         torch.set_num_threads(model.threads)
     return load_model(model.model, kind=model.kind, device=model.device, dtype=model.dtype,
-                      trust_remote_code=model.trust_remote_code)
+                      trust_remote_code=model.trust_remote_code, revision=model.revision)
 
 
 def _refuse_overwrite(path: Path, overwrite: bool) -> None:

@@ -40,6 +40,8 @@ FAMILIES = {
         Family("gemma", "causal", relative_positions=True, padding_masks=0),
         Family("phi3", "causal", relative_positions=True, padding_masks=0),
         Family("gpt_neox", "causal", relative_positions=True, padding_masks=0),
+        # Ettin's decoders: ModernBERT's architecture (rotary positions) with causal attention
+        Family("modernbert-decoder", "causal", relative_positions=True, padding_masks=0),
     ]
 }
 

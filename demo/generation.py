@@ -166,6 +166,9 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
     model_prompt = encode_newlines(prompt, lm.newline_survives)
     # verbose=False: the length check below is ours (with a clearer message)
     prompt_ids = tokenizer(model_prompt, add_special_tokens=not masked, verbose=False)["input_ids"]
+    if not masked:  # a causal LM continues the text: drop an end token the tokenizer appends
+        while len(prompt_ids) > 1 and prompt_ids[-1] in (tokenizer.sep_token_id, tokenizer.eos_token_id):
+            prompt_ids = prompt_ids[:-1]  # (ModernBERT-style tokenizers add [SEP], as Ettin's decoders' do)
     n = len(prompt_ids)
     if n == 0:
         raise ValueError("The prompt encodes to no tokens.")

@@ -23,15 +23,33 @@ from .sources import ModelSource, resolve
 from .families import Family, family_of, max_positions, pretrained_length
 from .text import newline_survives
 
-# Models whose Hub code may run (``trust_remote_code``). Keep this short and reviewed: remote
-# code runs with the Space's permissions. The ltg "-fixed" DeBERTa checkpoints are the ones the
-# BERTs paper used.
-REMOTE_CODE_ALLOWLIST = frozenset({
-    "ltg/deberta-xxlarge-fixed",
-    "ltg/deberta-xlarge-fixed",
-    "ltg/deberta-large-fixed",
-    "ltg/deberta-base-fixed",
-})
+# Models whose Hub code may run (``trust_remote_code``), each at the one commit whose code was
+# reviewed: remote code runs with the Space's permissions, and a later push to the repository
+# must not change what runs. The ltg "-fixed" DeBERTa conversions are the ones the BERTs paper
+# used. None = not pinned yet: refused until someone with network access reviews the code and
+# records the full 40-character commit id here (the Hub was not reachable when this was written).
+REMOTE_CODE_ALLOWLIST: dict[str, str | None] = {
+    "ltg/deberta-xxlarge-fixed": None,
+    "ltg/deberta-xlarge-fixed": None,
+    "ltg/deberta-large-fixed": None,
+    "ltg/deberta-base-fixed": None,
+}
+
+
+def remote_code_revision(name: str, revision: str | None) -> str:
+    """The pinned commit an allowlisted model's code is loaded at; ValueError for anything else."""
+    if name not in REMOTE_CODE_ALLOWLIST:
+        raise ValueError(f"'{name}' is not on the remote-code allowlist; it can only be loaded "
+                         f"with transformers' own model classes.")
+    pinned = REMOTE_CODE_ALLOWLIST[name]
+    if pinned is None:
+        raise ValueError(f"'{name}' needs Hub code that has not been reviewed and pinned to a commit "
+                         f"here yet, so it does not run. Use Microsoft's original checkpoint of the "
+                         f"same size (loaded with its real MLM head) instead.")
+    if revision not in (None, pinned):
+        raise ValueError(f"'{name}' runs Hub code only at its reviewed commit {pinned[:12]}, not at "
+                         f"{revision!r}.")
+    return pinned
 
 DTYPES = {name: getattr(torch, name) for name in settings.DTYPES}  # "float32" -> torch.float32
 KINDS = settings.KINDS
@@ -94,12 +112,13 @@ def _head_missing(model, missing_keys) -> list[str]:
 
 
 def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, dtype: torch.dtype,
-                   trust_remote_code: bool) -> LoadedModel:
-    name, location, extra, local = source.name, source.location, source.extra, source.local
-    remote_code = trust_remote_code and name in REMOTE_CODE_ALLOWLIST
-    if trust_remote_code and not remote_code:
-        raise ValueError(f"'{name}' is not on the remote-code allowlist; it can only be loaded "
-                         f"with transformers' own model classes.")
+                   trust_remote_code: bool, revision: str | None) -> LoadedModel:
+    name, location, extra, local = source.name, source.location, dict(source.extra), source.local
+    remote_code = bool(trust_remote_code)
+    if remote_code:
+        extra["revision"] = remote_code_revision(name, revision)
+    elif revision is not None:
+        extra["revision"] = revision
     try:
         config = AutoConfig.from_pretrained(location, trust_remote_code=remote_code, **extra)
         tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=remote_code, **extra)
@@ -176,11 +195,14 @@ CACHE = _ModelCache(max_models=_APP.max_models, max_bytes=int(_APP.max_model_gb 
 
 
 def load_model(name: str, kind: str | None = None, device: str | None = "auto",
-               dtype: str = "float32", trust_remote_code: bool = False) -> LoadedModel:
+               dtype: str = "float32", trust_remote_code: bool = False,
+               revision: str | None = None) -> LoadedModel:
     """Load (or fetch from the cache) a masked or causal LM with its tokenizer.
 
-    ``kind`` defaults to the family's natural kind ("masked" for BERT-likes). Raises ValueError
-    with a readable message for unknown ids, folders that are not models, missing heads.
+    ``kind`` defaults to the family's natural kind ("masked" for BERT-likes). ``revision``: a Hub
+    branch, tag or commit; remote code runs only for allowlisted models, at their pinned commit.
+    Raises ValueError with a readable message for unknown ids, folders that are not models,
+    missing heads.
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
@@ -188,8 +210,10 @@ def load_model(name: str, kind: str | None = None, device: str | None = "auto",
     source = resolve(name)
     # Keyed on where the weights are, not on the spelling ("m" and "m/" are one model), and on
     # the kind the files tell when the caller leaves it to the model.
-    key = (source.location, tuple(sorted(source.extra.items())), kind or source.kind, str(dev), dtype)
-    return CACHE.get(key, lambda: _load_uncached(source, kind, dev, DTYPES[dtype], trust_remote_code))
+    key = (source.location, tuple(sorted(source.extra.items())), kind or source.kind, str(dev), dtype,
+           revision, trust_remote_code)
+    return CACHE.get(key, lambda: _load_uncached(source, kind, dev, DTYPES[dtype], trust_remote_code,
+                                                 revision))
 
 
 def random_model(folder: str | Path, kind: str | None = None, seed: int = 0, shrink: bool = True,
@@ -208,6 +232,8 @@ def random_model(folder: str | Path, kind: str | None = None, seed: int = 0, shr
                      intermediate_size=128, embedding_size=32, n_layer=2, n_embd=64, n_head=2,
                      global_attn_every_n_layers=1)
         config.update({k: v for k, v in sizes.items() if hasattr(config, k)})
+        if getattr(config, "layer_types", None):  # one entry per layer (ModernBERT): keep it consistent
+            config.layer_types = config.layer_types[:config.num_hidden_layers]
     config.update(dict(vocab_size=max(len(tokenizer), config.vocab_size), **config_overrides))
     if family.name in ("deberta", "deberta-v2"):
         config.legacy = False

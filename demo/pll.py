@@ -204,8 +204,17 @@ def mlm_head(model):
 
 
 def causal_head(model):
-    """The output projection of a causal LM, with Gemma-2-style logit soft-capping if set."""
-    head = model.get_output_embeddings()
+    """The output projection of a causal LM, with Gemma-2-style logit soft-capping if set.
+
+    ModernBERT-decoder (Ettin's decoders) puts a transform (``lm_head``: dense, activation, norm)
+    before its output projection (``decoder``); get_output_embeddings() returns only the latter.
+    """
+    projection = model.get_output_embeddings()
+    transform = getattr(model, "lm_head", None)
+    if transform is not None and transform is not projection:
+        head = lambda hidden: projection(transform(hidden))  # noqa: E731
+    else:
+        head = projection
     cap = getattr(model.config, "final_logit_softcapping", None)
     if cap:
         return lambda hidden: torch.tanh(head(hidden) / cap) * cap

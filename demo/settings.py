@@ -81,7 +81,8 @@ class ModelSettings:
     dtype: Literal["float32", "bfloat16", "float16"] = field(default="float32", metadata=_help(
         "weights' precision (float32 is exact; bfloat16 is faster and moves scores slightly)"))
     trust_remote_code: bool = field(default=False, metadata=_help(
-        "allow Hub code for the allowlisted models (demo.models.REMOTE_CODE_ALLOWLIST)"))
+        "allow Hub code for the allowlisted models, at their pinned commits (demo.models)"))
+    revision: str | None = field(default=None, metadata=_help("Hub branch, tag or commit to load"))
     threads: int | None = field(default=None, metadata=_help(
         "torch CPU threads (1 is fastest on a crowded machine)"))
 
@@ -301,6 +302,8 @@ class AppSettings:
         "a generation or needle grid stops after this long, keeping what it has"))
     local_models: str = field(default="", metadata=_help(
         "local model folders or .gguf files offered as 'local', separated by os.pathsep"))
+    local_pairs: str = field(default="", metadata=_help(
+        "JSON file of model pairs to offer: [{name, masked, causal, why}], local folders"))
     data_root: str = field(default="", metadata=_help("folder with the evaluation datasets"))
 
     @staticmethod

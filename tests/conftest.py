@@ -67,6 +67,24 @@ def _spm_folder(family: str, root: Path) -> Path:
     return folder
 
 
+def _modernbert_decoder_folder(root: Path) -> Path:
+    """Ettin's decoders: ModernBERT's tokenizer and a ModernBERT-decoder config (Ettin-150M-like
+    sizes: 22 layers, hidden 768, 12 heads; shrunk by random_model for speed)."""
+    from transformers import AutoTokenizer, ModernBertDecoderConfig
+
+    folder = root / "modernbert-decoder"
+    tokenizer = AutoTokenizer.from_pretrained(TOKENIZERS / "answerdotai-ModernBERT-large")
+    config = ModernBertDecoderConfig(
+        vocab_size=50368, hidden_size=768, num_hidden_layers=22, num_attention_heads=12,
+        intermediate_size=1152, max_position_embeddings=8192, pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
+        cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id,
+        architectures=["ModernBertDecoderForCausalLM"])
+    tokenizer.save_pretrained(folder)
+    config.save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def family_folder(tmp_path_factory):
     """family name -> folder with a real tokenizer and config (SentencePiece ones trained here)."""
@@ -76,6 +94,8 @@ def family_folder(tmp_path_factory):
     cache = {}
 
     def get(family: str) -> Path:
+        if family == "modernbert-decoder" and family not in cache:
+            cache[family] = _modernbert_decoder_folder(root)
         if family not in cache:
             fixed = {"bert": "bert-base-uncased", "bert-cased": "bert-base-cased",
                      "roberta": "roberta-base", "gpt2": "gpt2",

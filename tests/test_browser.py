@@ -41,11 +41,26 @@ def smollm2_path():
 
 
 @pytest.fixture(scope="module")
-def server(smollm2_path, tmp_path_factory):
+def tiny_pair(tiny_model, tmp_path_factory):
+    """A random-weight ModernBERT encoder and decoder in local folders, offered as a pair."""
+    import json
+    root = tmp_path_factory.mktemp("pair")
+    for lm, name in ((tiny_model("modernbert"), "tiny-encoder"), (tiny_model("modernbert-decoder"), "tiny-decoder")):
+        lm.model.save_pretrained(root / name)
+        lm.tokenizer.save_pretrained(root / name)
+    pairs = root / "pairs.json"
+    pairs.write_text(json.dumps([{"name": "Tiny pair", "masked": str(root / "tiny-encoder"),
+                                  "causal": str(root / "tiny-decoder"), "why": "Both random."}]))
+    return pairs
+
+
+@pytest.fixture(scope="module")
+def server(smollm2_path, tiny_pair, tmp_path_factory):
     """`python app.py` on a free port; the URL once the page is served."""
     log = tmp_path_factory.mktemp("app") / "app.log"
     try:
-        with running_app([str(STANDIN_MLM), str(smollm2_path)], log, timeout=60) as app:
+        with running_app([str(STANDIN_MLM), str(smollm2_path)], log, timeout=60,
+                         DEMO_LOCAL_PAIRS=str(tiny_pair)) as app:
             yield app.url
     except RuntimeError as err:
         pytest.fail(str(err))
@@ -306,3 +321,19 @@ def test_the_page_teaches_at_desktop_and_phone_width(page, width):
     page.locator("#rank-mlm-summary .demo-correct").first.wait_for(timeout=MODEL_WAIT_MS)
     _screenshot(page, f"ranking-with-answer-{width}")
     page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def test_choosing_a_pair_fills_both_sides_and_both_run(page):
+    _open_tab(page, "Ranking")
+    _choose(page, "rank-pair", "Tiny pair")
+    page.locator("#rank-pair-note").filter(has_text="Both random").wait_for()
+    page.wait_for_function("() => document.querySelector('#rank-mlm input').value === 'tiny-encoder · local'"
+                           " && document.querySelector('#rank-causal input').value === 'tiny-decoder · local'")
+    before = page.locator("#rank-causal-summary").inner_text()
+    page.click("#rank-run")
+    page.wait_for_function("(before) => { const s = document.querySelector('#rank-causal-summary');"
+                           " return s.innerText.includes('tiny-decoder') && s.innerText !== before; }",
+                           arg=before, timeout=MODEL_WAIT_MS)
+    page.locator("#rank-mlm-summary").filter(has_text="tiny-encoder").wait_for(timeout=MODEL_WAIT_MS)
+    assert page.locator("#rank-mlm-summary li").count() >= 2 and page.locator("#rank-causal-summary li").count() >= 2
+    _screenshot(page, "pair-ranking")

@@ -6,6 +6,7 @@ cannot see cheaply.
 
 import json
 import os
+from pathlib import Path
 
 import gradio as gr
 import pytest
@@ -64,7 +65,9 @@ def test_catalog_without_local_models_defaults_to_hub_models(monkeypatch):
 def test_remote_code_models_in_the_catalog_are_allowlisted():
     from demo.models import REMOTE_CODE_ALLOWLIST
     ltg = {m.name for m in HUB_MODELS if m.name.startswith("ltg/")}
-    assert ltg and ltg <= REMOTE_CODE_ALLOWLIST
+    assert ltg and ltg <= set(REMOTE_CODE_ALLOWLIST)
+    for name, pinned in REMOTE_CODE_ALLOWLIST.items():  # a pin is a full commit id, or not there yet
+        assert pinned is None or (len(pinned) == 40 and int(pinned, 16) >= 0), name
 
 
 # ---------------------------------------------------------------- input caps
@@ -172,3 +175,14 @@ def test_space_front_matter_is_the_documented_copy_and_matches_the_gradio_pin():
     pin = re.search(r"^gradio==(\S+)$", (root / "requirements.txt").read_text(), re.M).group(1)
     assert front["sdk"] == "gradio" and front["sdk_version"] == pin
     assert (root / front["app_file"]).is_file()
+
+
+def test_readme_lists_every_catalog_model_with_size_context_and_licence():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    rows = {line.split("|")[1].strip().strip("`"): [c.strip() for c in line.split("|")[2:7]]
+            for line in readme.splitlines() if line.startswith("| `")}
+    for entry in HUB_MODELS:
+        assert entry.name in rows, entry.name
+        kind, size, context, licence, _ = rows[entry.name]
+        assert (kind, size, context, licence) == (entry.kind, entry.size, entry.context, entry.licence)
+        assert size and context and licence

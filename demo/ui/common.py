@@ -195,6 +195,28 @@ def model_picker(catalog: Catalog, kind: str, label: str, elem_id: str, with_non
              f"You may also type a Hub id or a local folder path.")
 
 
+def pair_picker(catalog: Catalog, elem_id: str, masked, causal):
+    """A dropdown of the catalog's model pairs that sets both model pickers together, and a note
+    saying why the chosen pair is a fair comparison (call after the two pickers exist)."""
+    defaults = (catalog.default("masked").name, catalog.default("causal").name)
+    chosen = next((p for p in catalog.pairs if (p.masked, p.causal) == defaults), None)
+    picker = gr.Dropdown(
+        choices=[("(choose the two models yourself)", "")] + [(p.name, p.name) for p in catalog.pairs],
+        value=chosen.name if chosen else "", label="Model pair", elem_id=elem_id,
+        info="A masked LM and a causal LM trained alike, so differences come from the objective "
+             "(fill in blanks vs continue the text), not from data or size.")
+    note = gr.HTML(message(catalog.pair_note(chosen), "note") if chosen else "", elem_id=f"{elem_id}-note")
+
+    def choose(name):
+        pair = catalog.pair(name)
+        if pair is None:  # back to choosing freely: the pickers stay as they are
+            return gr.update(), gr.update(), ""
+        return pair.masked, pair.causal, message(catalog.pair_note(pair), "note")
+
+    picker.change(choose, picker, [masked, causal, note], api_visibility="private")
+    return picker
+
+
 def model_note(lm) -> str:
     """One line (HTML) under an output: which model, how big, where it runs; a caveat for the
     offline stand-in, so nobody reads its weak answers as what masked LMs can do."""

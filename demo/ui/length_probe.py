@@ -13,7 +13,7 @@ import pandas as pd
 from ..catalog import Catalog, standin_note
 from ..settings import GridSettings
 from .common import (ASSETS, Number, Slider, handler, load, message, model_note, model_picker,
-                     shows_errors)
+                     pair_picker, shows_errors)
 from .limits import LIMITS, check_grid, parse_numbers, whole
 
 GRIDS = ASSETS / "needle_grids"
@@ -130,6 +130,7 @@ def build(catalog: Catalog) -> None:
         masked_model = model_picker(catalog, "masked", "Masked LM", "probe-mlm")
         causal_model = model_picker(catalog, "causal", "Compare with", "probe-causal",
                                     with_none=True, any_kind=True)
+    pair_picker(catalog, "probe-pair", masked_model, causal_model)
     with gr.Row():
         lengths = gr.Textbox(
             value="128, 256", label="Lengths (tokens)", elem_id="probe-lengths",

@@ -9,7 +9,7 @@ import gradio as gr
 from ..catalog import Catalog
 from ..settings import GenerationSettings
 from .common import (Dropdown, Number, Radio, Slider, handler, load, message, model_note,
-                     model_picker, read_presets)
+                     model_picker, pair_picker, read_presets)
 from .limits import LIMITS, check_text, whole
 from .step_view import step_view
 
@@ -130,6 +130,7 @@ def build(catalog: Catalog) -> None:
     with gr.Row():
         masked_model = model_picker(catalog, "masked", "Masked LM", "gen-mlm")
         causal_model = model_picker(catalog, "causal", "Causal LM", "gen-causal", with_none=True)
+    pair_picker(catalog, "gen-pair", masked_model, causal_model)
     run = gr.Button("Generate with both models", variant="primary", elem_id="gen-run")
     with gr.Accordion("Decoding settings", open=False):
         with gr.Row():

@@ -10,7 +10,7 @@ from ..catalog import Catalog
 from ..settings import DEFAULT_MASKED_METHOD, ScoringSettings
 from ..text import special_token_note
 from .common import (Dropdown, Radio, Slider, escape, handler, load, message, model_note,
-                     model_picker, read_presets)
+                     model_picker, pair_picker, read_presets)
 from .limits import LIMITS, MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates, whole
 
 VARIANTS = [
@@ -245,6 +245,7 @@ def build(catalog: Catalog) -> None:
                 label="Difference view: compare with", elem_id="rank-compare",
                 info="A second PLL variant for the same masked LM; the view shows, token by "
                      "token, where the two disagree.")
+    pair_picker(catalog, "rank-pair", masked_model, causal_model)
     with gr.Accordion("Scoring options", open=False):
         with gr.Row():
             normalize = gr.Checkbox(
