@@ -46,6 +46,16 @@ def _load(model: ModelSettings):
                       trust_remote_code=model.trust_remote_code, revision=model.revision)
 
 
+def _sides(model: ModelSettings) -> list[ModelSettings]:
+    """``--model`` names one model, or a pair of the catalog ("Ettin 150M"): then both sides."""
+    from .catalog import build_catalog
+    pair = build_catalog().pair(model.model)
+    if pair is None:
+        return [model]
+    return [dataclasses.replace(model, model=pair.masked, kind="masked"),
+            dataclasses.replace(model, model=pair.causal, kind="causal")]
+
+
 def _refuse_overwrite(path: Path, overwrite: bool) -> None:
     if path.exists() and not overwrite:
         raise ValueError(f"{path} exists; pass --overwrite to replace it, or pick another file.")
@@ -78,17 +88,22 @@ def format_trace(result) -> str:
 def _generate(args, model: ModelSettings, generation: GenerationSettings) -> int:
     from .generation import generate
     prompt = args.prompt if args.prompt is not None else args.prompt_file.read_text(encoding="utf-8")
-    result = generate(_load(model), prompt, generation, progress=not args.no_progress)
-    if args.json:
-        print(json.dumps(dataclasses.asdict(result), indent=1, ensure_ascii=False))
-        return 0
-    for note in result.notes:
-        print(f"note: {note}", file=sys.stderr)
-    if generation.trace:
-        print(format_trace(result) + "\n")
-    print(result.text)
-    print(f"[{result.stop_reason}; {len(result.tokens)} tokens; prompt {result.prompt_tokens} tokens; "
-          f"{result.seconds:.2f} s, {result.seconds_per_step * 1000:.0f} ms/step]", file=sys.stderr)
+    sides = _sides(model)
+    for side in sides:
+        result = generate(_load(side), prompt, generation, progress=not args.no_progress)
+        if args.json:
+            print(json.dumps(dataclasses.asdict(result), indent=1, ensure_ascii=False))
+            continue
+        if len(sides) > 1:
+            print(f"== {side.kind} LM: {side.model}")
+        for note in result.notes:
+            print(f"note: {note}", file=sys.stderr)
+        if generation.trace:
+            print(format_trace(result) + "\n")
+        print(result.text)
+        print(f"[{result.stop_reason}; {len(result.tokens)} tokens; prompt {result.prompt_tokens} "
+              f"tokens; {result.seconds:.2f} s, {result.seconds_per_step * 1000:.0f} ms/step]",
+              file=sys.stderr)
     return 0
 
 
@@ -152,23 +167,29 @@ def _score(args, model: ModelSettings, scoring: ScoringSettings) -> int:
         raise ValueError("--output must end in .json or .csv")
     _refuse_overwrite(args.output, args.overwrite)
     requests = read_requests(args.input)
-    lm = _load(model)
-    for line, (context, candidates) in enumerate(requests, start=1):
-        note = special_token_note("\n".join([context, *map(str, candidates)]), lm.tokenizer)
-        if note:
-            print(f"note: {args.input}, line {line}: {note}", file=sys.stderr)
-    results = score_candidate_sets(lm, requests, scoring, progress=not args.no_progress)
-    if args.output.suffix == ".json":
+    payloads, tables = [], []
+    for side in _sides(model):
+        lm = _load(side)
+        for line, (context, candidates) in enumerate(requests, start=1):
+            note = special_token_note("\n".join([context, *map(str, candidates)]), lm.tokenizer)
+            if note:
+                print(f"note: {args.input}, line {line}: {note}", file=sys.stderr)
+        results = score_candidate_sets(lm, requests, scoring, progress=not args.no_progress)
         records = [{"context": context, "best": max(scores, key=lambda s: s.score).candidate,
                     "candidates": [dataclasses.asdict(s) for s in scores]}
                    for (context, _), scores in zip(requests, results)]
-        payload = {"model": dataclasses.asdict(model), "scoring": dataclasses.asdict(scoring),
-                   "results": records}
+        payloads.append({"model": dataclasses.asdict(side), "scoring": dataclasses.asdict(scoring),
+                         "results": records})
+        tables.append(score_table(requests, results).assign(model=lm.name))
+        print(f"Scored {sum(len(r) for r in results)} candidates of {len(requests)} contexts "
+              f"with {lm.name}", file=sys.stderr)
+    if args.output.suffix == ".json":  # a pair: both sides' payloads under "runs"
+        payload = payloads[0] if len(payloads) == 1 else {"pair": model.model, "runs": payloads}
         args.output.write_text(json.dumps(payload, indent=1, ensure_ascii=False), encoding="utf-8")
     else:
-        score_table(requests, results).to_csv(args.output, index=False)
-    print(f"Scored {sum(len(r) for r in results)} candidates of {len(requests)} contexts "
-          f"with {lm.name} -> {args.output}", file=sys.stderr)
+        import pandas as pd
+        pd.concat(tables, ignore_index=True).to_csv(args.output, index=False)
+    print(f"-> {args.output}", file=sys.stderr)
     return 0
 
 
@@ -184,9 +205,17 @@ def _probe_arguments(parser):
 
 def _probe(args, model: ModelSettings, grid: GridSettings) -> int:
     from .haystack import run_grid
-    lm = _load(model)
-    table = run_grid(lm, grid, output=args.output, model_name=args.label,
-                     progress=not args.no_progress)
+    sides = _sides(model)
+    for side in sides:  # a pair: both sides into the same file, told apart by their model column
+        lm = _load(side)
+        table = run_grid(lm, grid, output=args.output,
+                         model_name=args.label if len(sides) == 1 else side.model,
+                         progress=not args.no_progress)
+        _report_grid(args, lm, table, f"-{side.kind}" if len(sides) > 1 else "")
+    return 0
+
+
+def _report_grid(args, lm, table, suffix: str) -> None:
     ok = table[table["status"] == "ok"]
     print(f"{len(table)} cells, {len(ok)} answered, accuracy {ok['correct'].mean():.3f}, "
           f"{(table['status'] == 'beyond_limit').sum()} beyond the model's limit -> {args.output}")
@@ -194,11 +223,12 @@ def _probe(args, model: ModelSettings, grid: GridSettings) -> int:
         from .plots import needle_heatmap, save_figure
         figure = needle_heatmap(table, title=f"Needle in a haystack: {table['model'].iloc[0]}",
                                 pretrained_length=lm.pretrained_length, max_length=lm.max_length)
+        path = Path(args.plot)
+        path = path.with_stem(path.stem + suffix)  # a pair: one figure per side
         try:
-            print(f"plot -> {save_figure(figure, args.plot)}")
+            print(f"plot -> {save_figure(figure, path)}")
         except ValueError as err:
             raise ValueError(f"{err} (the grid itself is saved in {args.output})") from None
-    return 0
 
 
 # ---------------------------------------------------------------- evaluate
@@ -229,14 +259,15 @@ def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSett
         if limit and not limit.isdigit():
             raise ValueError(f"In --task {spec!r}, what follows ':' must be a number of items.")
         tasks.append((get_task(name), dataclasses.replace(run, limit=int(limit)) if limit else run))
-    lm = _load(model)
-    for task, task_run in tasks:
-        rows = evaluate(lm, task, args.output_dir, task_run, scoring, progress=not args.no_progress,
-                        command=f"{PROG} " + shlex.join(argv))
-        for row in rows:
-            print(f"{row['task']:24s} {row['model']:28s} {row['shots']:>3d}-shot "
-                  f"{row['metric']:16s} {row['value']:6.2f} ± {row['stderr']} (n={row['n']}, "
-                  f"{row['seconds']:.0f} s)", flush=True)
+    for side in _sides(model):
+        lm = _load(side)
+        for task, task_run in tasks:
+            rows = evaluate(lm, task, args.output_dir, task_run, scoring, progress=not args.no_progress,
+                            command=f"{PROG} " + shlex.join(argv))
+            for row in rows:
+                print(f"{row['task']:24s} {row['model']:28s} {row['shots']:>3d}-shot "
+                      f"{row['metric']:16s} {row['value']:6.2f} ± {row['stderr']} (n={row['n']}, "
+                      f"{row['seconds']:.0f} s)", flush=True)
     return 0
 
 

@@ -155,6 +155,22 @@ def test_catalog_pairs_are_data_and_fill_both_sides(local_pair, monkeypatch):
     assert "needs a masked LM folder then a causal LM" in build_catalog({"DEMO_LOCAL_PAIRS": str(broken)}).problems[0]
 
 
+def test_the_command_line_takes_a_pair_for_a_model(local_pair, monkeypatch, tmp_path, capsys):
+    from demo.cli import main
+    pairs_file, (encoder, decoder) = local_pair
+    monkeypatch.setenv("DEMO_LOCAL_PAIRS", str(pairs_file))
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({"context": "The cat sat on the", "candidates": ["mat.", "moon."]}) + "\n")
+    assert main(["score", "--model", "Tiny pair", "--input", str(items), "--output",
+                 str(tmp_path / "out.json"), "--no-progress"]) == 0
+    runs = json.loads((tmp_path / "out.json").read_text())["runs"]
+    assert [r["model"]["model"] for r in runs] == [encoder, decoder]
+    assert main(["generate", "--model", "Tiny pair", "--prompt", "The cat", "--max-new-tokens", "2",
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert f"== masked LM: {encoder}" in out and f"== causal LM: {decoder}" in out
+
+
 def test_a_pair_ranks_and_generates_in_the_apps_handlers(local_pair):
     from demo.ui.prompting import generate_causal, generate_masked
     from demo.ui.ranking import rank_causal, rank_masked
