@@ -46,7 +46,8 @@ def evaluate(lm, task: Task | str, output_dir: str | Path, settings: RunSettings
     """Evaluate one model on one task; returns the summary rows (one per metric).
 
     ``scoring`` applies to ranked tasks; a task's own scoring fields (its normalisation, its
-    unconditional context, its PLL method) fill in whatever ``scoring`` leaves at its default. ``command`` is recorded
+    unconditional context, its PLL method) fill in whatever ``scoring`` leaves at its default.
+    ``command`` is recorded
     in the summary (how to rerun it).
     """
     s = settings or RunSettings()

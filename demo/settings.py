@@ -321,7 +321,8 @@ class AppSettings:
             try:
                 values[f.name] = f.type(raw)
             except ValueError:
-                raise ValueError(f"{cls.variable(f.name)}={raw!r} is not a valid {f.type.__name__}.") from None
+                raise ValueError(f"{cls.variable(f.name)}={raw!r} is not a valid "
+                                 f"{f.type.__name__}.") from None
         return cls(**values)
 
     def __post_init__(self):

@@ -164,7 +164,8 @@ def preset_examples(task: Task | str) -> list[Example]:
     presets = json.loads(PRESETS.read_text(encoding="utf-8"))
     if task.name not in presets:
         shipped = [k for k in presets if k != "about"]
-        raise ValueError(f"No preset examples for {task.name!r}; the app ships some for: {', '.join(shipped)}.")
+        raise ValueError(f"No preset examples for {task.name!r}; the app ships some for: "
+                         f"{', '.join(shipped)}.")
     examples = CONVERTERS[task.convert](presets[task.name], PRESETS.parent, **task.convert_args)
     check_template(task, examples[0])
     return examples

@@ -68,7 +68,8 @@ class Task:
             raise ValueError(f"{where}: score must be one of {', '.join(SCORE_SPANS)}, not {self.score!r}.")
         for source in (self.data, self.demos):
             if source is not None and source.format not in FORMATS:
-                raise ValueError(f"{where}: format must be one of {', '.join(FORMATS)}, not {source.format!r}.")
+                raise ValueError(f"{where}: format must be one of {', '.join(FORMATS)}, "
+                                 f"not {source.format!r}.")
             if source is not None and not (source.local or source.hub_id):
                 raise ValueError(f"{where}: a data source needs 'local' (a file) or 'hub_id'.")
         if "{answer}" not in self.template:

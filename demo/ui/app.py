@@ -14,7 +14,7 @@ import gradio as gr
 from ..catalog import LOCAL_MODELS_VAR, Catalog, build_catalog
 from ..settings import AppSettings
 from . import length_probe, prompting, ranking, results_tab
-from .common import import_core_in_background
+from .common import import_core_in_background, message
 
 TITLE = "Masked language models are generative in-context learners"
 STYLE = Path(__file__).resolve().parent / "style.css"
@@ -34,7 +34,7 @@ def build_app(catalog: Catalog | None = None) -> gr.Blocks:
     with gr.Blocks(title=TITLE) as app:
         gr.Markdown(INTRO)
         if catalog.problems:
-            gr.Markdown("**Model setting problems:** " + " ".join(catalog.problems), elem_id="catalog-problems")
+            gr.HTML("".join(message(problem) for problem in catalog.problems), elem_id="catalog-problems")
         if not any(m.local for m in catalog.models):
             gr.Markdown(f"<sub>No local models configured: set `{LOCAL_MODELS_VAR}` to model folders "
                         f"or .gguf files (separated by `{os.pathsep}`) to use models offline.</sub>")

@@ -60,7 +60,8 @@ def preset_values(preset: dict | None) -> dict:
     values.update(preset.get("settings", {}), prompt=preset["prompt"])
     paper, expected = preset.get("paper_output") or {}, preset.get("expected")
     if paper:
-        values["note"] = "**The paper's models wrote:** " + " · ".join(f"{m}: *{t}*" for m, t in paper.items())
+        values["note"] = "**The paper's models wrote:** " + " · ".join(
+            f"{m}: *{t}*" for m, t in paper.items())
     elif expected:
         values["note"] = f"**Expected:** *{expected}*"
     values["note"] += f"  \n<sub>Source: {preset.get('source', '')}</sub>"

@@ -107,7 +107,8 @@ def ranking_summary(title: str, lm, what: str, scores, answer: str = "") -> str:
     items = []
     for i, s in enumerate(ranked):
         first = abs(s.score - ranked[0].score) <= TIE
-        mark = ' <span class="demo-correct">✓ correct answer</span>' if answer and s.candidate.strip() == answer else ""
+        right = answer and s.candidate.strip() == answer
+        mark = ' <span class="demo-correct">✓ correct answer</span>' if right else ""
         items.append(f'<li class="{"demo-best" if first else ""}">{escape(s.candidate)} '
                      f'<span class="demo-score">score {s.score:.2f}</span>{mark}</li>')
     notes = []
@@ -118,7 +119,8 @@ def ranking_summary(title: str, lm, what: str, scores, answer: str = "") -> str:
     if answer:
         place = next((i for i, s in enumerate(ranked, 1) if s.candidate.strip() == answer), None)
         if place is None:
-            notes.append(message(f"The correct answer you gave ({answer}) is not one of the candidates.", "note"))
+            notes.append(message(f"The correct answer you gave ({answer}) is not one of the "
+                                 f"candidates.", "note"))
         else:
             verdict = "right" if place == 1 and len(tied) == 1 else "not sure (a tie)" if place == 1 else "wrong"
             notes.append(message(f"The correct answer ranks {place} of {len(ranked)}: the model is {verdict}.",
