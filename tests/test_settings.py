@@ -71,3 +71,14 @@ def test_single_strings_and_grid_normalisation():
     assert settings.stop_strings == ["END"] and settings.choices == ["yes", "no"]
     grid = GridSettings(lengths=[512, 256.0, 256], depths=[0.5, 0.0], repetitions=2)
     assert grid.lengths == [256, 512] and grid.depths == [0.0, 0.5] and grid.cells == 8
+
+
+def test_readme_layout_names_every_module():
+    """The README's layout table is the map of the package: every module is on it."""
+    layout = (ROOT / "README.md").read_text().split("## Layout", 1)[1].split("\n## ", 1)[0]
+    modules = [p for p in (ROOT / "demo").rglob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    for module in modules:
+        relative = module.relative_to(ROOT).as_posix()
+        named = relative in layout or module.name in layout or f"{module.parent.relative_to(ROOT).as_posix()}/" in layout
+        assert named, relative
+    assert "docs/method.md" in layout and "tests/" in layout
