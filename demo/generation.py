@@ -60,7 +60,7 @@ def _validate(lm, prompt, s: GenerationSettings) -> None:
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("The prompt is empty: give the model some text to continue.")
     if s.padding_masks is not None and lm.kind != "masked":
-        raise ValueError(f"padding_masks only applies to masked LMs; {lm.name} is a causal LM "
+        raise ValueError(f"padding_masks only applies to masked LMs; {lm.label} is a causal LM "
                          f"(leave it unset).")
 
 
@@ -79,11 +79,11 @@ def _check_room(lm, n_prompt: int, max_new_tokens: int, padding_masks: int) -> N
         return
     if room <= 0:
         raise ValueError(
-            f"The prompt is {n_prompt} tokens: with {layout} it already fills {lm.name}'s "
+            f"The prompt is {n_prompt} tokens: with {layout} it already fills {lm.label}'s "
             f"{lm.max_length} positions (absolute position embeddings), so no token can be "
             f"generated. Shorten the prompt or pick a model with relative positions (DeBERTa).")
     raise ValueError(
-        f"The prompt is {n_prompt} tokens; {lm.name} reads at most {lm.max_length} tokens, so with "
+        f"The prompt is {n_prompt} tokens; {lm.label} reads at most {lm.max_length} tokens, so with "
         f"{layout} there is room for {room} new token(s), not {max_new_tokens}. Lower "
         f"max_new_tokens to {room} or shorten the prompt.")
 

@@ -68,6 +68,11 @@ class LoadedModel:
     local: bool
 
     @property
+    def label(self) -> str:
+        """The name to show people: a local model's folder or file name, else the Hub id."""
+        return Path(self.name).name if self.local else self.name
+
+    @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
@@ -91,7 +96,7 @@ class LoadedModel:
         """Refuse (never truncate) an input longer than an absolute-position model allows."""
         if self.max_length is not None and n_tokens > self.max_length:
             raise ValueError(
-                f"The {what} is {n_tokens} tokens long, but {self.name} ({self.family.name}, "
+                f"The {what} is {n_tokens} tokens long, but {self.label} ({self.family.name}, "
                 f"absolute positions) can read at most {self.max_length} tokens. Shorten it or "
                 f"pick a model with relative positions (DeBERTa, ModernBERT).")
 

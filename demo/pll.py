@@ -131,7 +131,7 @@ def _tokenize(lm, context: str, completion: str, scope: str, blank_ids: dict) ->
         # (BOS, else EOS, as lm-evaluation-harness does) when the tokenizer adds none itself.
         start_id = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
         if start_id is None:
-            raise ValueError(f"{lm.name} has no BOS or EOS token to condition the first token on.")
+            raise ValueError(f"{lm.label} has no BOS or EOS token to condition the first token on.")
         ids, offsets = [start_id] + ids, [(0, 0)] + offsets
         special, word_ids = [True] + special, [None] + word_ids
     lm.check_length(len(ids), what="text")

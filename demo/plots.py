@@ -189,7 +189,7 @@ def _token_label(token: str) -> str:
     return _plain(shown) if shown else "␣"
 
 
-def _row_label(candidate: str, prefix: str = "", suffix: str = "", width: int = 34) -> str:
+def _row_label(candidate: str, prefix: str = "", suffix: str = "", width: int = 22) -> str:
     short = candidate if len(candidate) <= width else candidate[: width - 1] + "…"
     return _plain(f"{prefix}{short}{suffix}")
 

@@ -131,10 +131,10 @@ class ScoringSettings:
         """The method used for ``lm``: its natural one when unset, checked against its kind."""
         method = self.method or ("causal" if lm.kind == "causal" else DEFAULT_MASKED_METHOD)
         if lm.kind == "causal" and method != "causal":
-            raise ValueError(f"{lm.name} is a causal LM: it is scored by exact log-likelihood "
+            raise ValueError(f"{lm.label} is a causal LM: it is scored by exact log-likelihood "
                              f"(method='causal'); {method!r} is a masked-LM method.")
         if lm.kind == "masked" and method == "causal":
-            raise ValueError(f"{lm.name} is a masked LM; method='causal' needs a causal LM. Use one "
+            raise ValueError(f"{lm.label} is a masked LM; method='causal' needs a causal LM. Use one "
                              f"of {', '.join(MASKED_METHODS)}.")
         return method
 

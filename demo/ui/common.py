@@ -221,7 +221,7 @@ def model_note(lm) -> str:
     """One line (HTML) under an output: which model, how big, where it runs; a caveat for the
     offline stand-in, so nobody reads its weak answers as what masked LMs can do."""
     where = "local" if lm.local else "Hub"
-    line = (f"<code>{escape(Path(lm.name).name if lm.local else lm.name)}</code> · {lm.kind} · "
+    line = (f"<code>{escape(lm.label)}</code> · {lm.kind} · "
             f"{escape(lm.family.name)} · {lm.n_parameters / 1e6:,.0f}M parameters · {where} · "
             f"{lm.device.type}")
     caveat = standin_note(lm.name)

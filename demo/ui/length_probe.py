@@ -79,12 +79,12 @@ def _stream(model_name, kind, lengths, depths, repetitions, seed):
     lm = load(model_name, kind)
     grid_work(lm, grid).check(LIMITS)  # refused before it runs
     table = None
-    for table in iter_grid(lm, grid, model_name=_short(lm.name), progress=True,
+    for table in iter_grid(lm, grid, model_name=lm.label, progress=True,
                            time_limit=LIMITS.max_request_seconds):
         if len(table):
-            yield _figure(table, _short(lm.name), lm), _summary(lm, table, grid), table
+            yield _figure(table, lm.label, lm), _summary(lm, table, grid), table
     if len(table) < grid.cells:
-        yield (_figure(table, _short(lm.name), lm) if len(table) else None,
+        yield (_figure(table, lm.label, lm) if len(table) else None,
                _summary(lm, table, grid) + message(
                    f"Stopped after {LIMITS.max_request_seconds:.0f} s, the time one request may take "
                    f"here: {len(table)} of {grid.cells} runs are shown. Run fewer or shorter cells, "

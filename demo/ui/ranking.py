@@ -185,7 +185,7 @@ def compare_variants(context, candidates, model_name, method, compare_method, ri
     order = lambda scores: [s.candidate for s in sorted(scores, key=lambda s: s.score, reverse=True)]
     same = order(first_scores) == order(second_scores)
     change = "is the same" if same else "changes to: " + " > ".join(order(second_scores))
-    note = (f"{second_label} vs {first_label}: the ranking {change}. Blue tokens are likelier "
+    note = (f"{second_label} vs {first_label}: the ranking {change.rstrip('.')}. Blue tokens are likelier "
             f"under {second_label}, red ones under {first_label}.")
     return figure, message(note, "note")
 
