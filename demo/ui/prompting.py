@@ -190,7 +190,8 @@ def build(catalog: Catalog) -> None:
         values = preset_values(next((p for p in presets if p["name"] == name), None))
         return [values["prompt"], values["note"]] + [values[k] for k in SETTING_NAMES]
 
-    preset.change(fill, preset, [prompt, paper_output] + decoding, api_visibility="private")
+    # select, not change: picking the same preset again restores its text after an edit
+    preset.select(fill, preset, [prompt, paper_output] + decoding, api_visibility="private")
     run.click(generate_masked, [prompt, masked_model] + decoding, [masked_text, masked_stats, trace],
               api_name="generate_mlm", concurrency_id="generate")
     run.click(generate_causal, [prompt, causal_model] + decoding, [causal_text, causal_stats],

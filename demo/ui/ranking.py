@@ -285,7 +285,8 @@ def build(catalog: Catalog) -> None:
             return gr.update(), gr.update(), gr.update(), gr.update()
         return chosen["context"], "\n".join(chosen["candidates"]), _answer_of(chosen), preset_note(chosen)
 
-    preset.change(fill, preset, [context, candidates, answer, note], api_visibility="private")
+    # select, not change: picking the same preset again restores its text after an edit
+    preset.select(fill, preset, [context, candidates, answer, note], api_visibility="private")
     # The right-masks slider only means something for the right-masks variant.
     method.change(lambda m: gr.update(interactive=m == "right_masks"), method, right_masks,
                   api_visibility="private")
