@@ -291,6 +291,8 @@ def _results_arguments(parser):
     parser.add_argument("path", nargs="?", type=Path, help="the summary.csv or the folder")
     parser.add_argument("--into", type=Path, help="add-runs: the table to extend "
                         "(default: assets/results/ours.csv)")
+    parser.add_argument("--replace", action="store_true",
+                        help="add-runs: let a run on fewer items replace the same run's rows")
 
 
 def _results(args) -> int:
@@ -302,7 +304,7 @@ def _results(args) -> int:
             print(path)
     elif args.action == "add-runs":
         target = args.into or results.OURS
-        print(f"{len(results.add_runs(args.path, target))} rows in {target}")
+        print(f"{len(results.add_runs(args.path, target, replace=args.replace))} rows in {target}")
     else:
         print(results.load_results().groupby(["source", "paper", "table"]).size().to_string())
     return 0

@@ -8,7 +8,9 @@ Where a model name points (Hub id, local folder, GGUF file) is decided by ``demo
 ``random_model`` builds random weights from a real config and tokenizer: tests and benchmarks only.
 """
 
+import socket
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,6 +118,38 @@ def _head_missing(model, missing_keys) -> list[str]:
     return sorted(k for k in missing_keys if not k.startswith(prefix))
 
 
+HUB_PROBE_SECONDS = 2.0
+_HUB_PROBE: dict = {}  # the last reachability check: (time, reason or None)
+
+
+def _hub_unreachable() -> str | None:
+    """Why the Hub cannot be reached (offline setting, no network), or None; checked at most
+    once a minute. transformers would otherwise retry for half a minute before saying so."""
+    from huggingface_hub import constants
+    if constants.HF_HUB_OFFLINE:
+        return "Hub access is switched off here (HF_HUB_OFFLINE=1)"
+    checked, reason = _HUB_PROBE.get("last", (-1e9, None))
+    if time.monotonic() - checked > 60:
+        try:
+            socket.create_connection(("huggingface.co", 443), timeout=HUB_PROBE_SECONDS).close()
+            reason = None
+        except OSError:
+            reason = "the Hugging Face Hub cannot be reached from this machine (no network?)"
+        _HUB_PROBE["last"] = (time.monotonic(), reason)
+    return reason
+
+
+def _check_hub(name: str, revision: str | None) -> None:
+    """Fail fast, in words, for a Hub model that is neither reachable nor in the local cache."""
+    from huggingface_hub import try_to_load_from_cache
+    if isinstance(try_to_load_from_cache(name, "config.json", revision=revision), str):
+        return  # cached: transformers loads it without the network
+    reason = _hub_unreachable()
+    if reason:
+        raise ValueError(f"Could not load model '{name}': {reason}, and it is not in the local "
+                         f"Hugging Face cache. Pick a local model (they load offline), or connect.")
+
+
 def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, dtype: torch.dtype,
                    trust_remote_code: bool, revision: str | None) -> LoadedModel:
     name, location, extra, local = source.name, source.location, dict(source.extra), source.local
@@ -124,6 +158,8 @@ def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, 
         extra["revision"] = remote_code_revision(name, revision)
     elif revision is not None:
         extra["revision"] = revision
+    if not local:
+        _check_hub(name, extra.get("revision"))
     try:
         config = AutoConfig.from_pretrained(location, trust_remote_code=remote_code, **extra)
         tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=remote_code, **extra)

@@ -248,19 +248,45 @@ def load_ours(path: str | Path = OURS) -> pd.DataFrame:
     return _columns(frame)
 
 
-def add_runs(summary_csv: str | Path, target: str | Path = OURS) -> pd.DataFrame:
-    """Merge evaluate's summary rows into ours.csv (a rerun replaces the same run and metric)."""
-    new = pd.read_csv(summary_csv)
+SUMMARY_COLUMNS = {"run", "task", "model", "shots", "metric", "value", "n"}
+
+
+def add_runs(summary_csv: str | Path, target: str | Path = OURS, replace: bool = False) -> pd.DataFrame:
+    """Merge evaluate's summary rows into ours.csv. A rerun of the same run and metric replaces
+    the old row, but never silently with a run on fewer items (``replace=True`` allows it)."""
+    new = _read_summary(Path(summary_csv))
     target = Path(target)
     if target.is_file():
-        old = pd.read_csv(target)
+        old = _read_summary(target)
         keys = set(zip(new["run"], new["metric"]))
+        replaced = old[[(r, m) in keys for r, m in zip(old["run"], old["metric"])]]
+        smaller = replaced.merge(new, on=["run", "metric"], suffixes=("_old", "_new")).query("n_new < n_old")
+        if len(smaller) and not replace:
+            first = smaller.iloc[0]
+            raise ValueError(
+                f"{summary_csv} would replace {len(smaller)} row(s) of {target} with runs on fewer items "
+                f"(e.g. {first['run']}: {int(first['n_old'])} items -> {int(first['n_new'])}). Nothing "
+                f"was changed; pass --replace to do it anyway.")
         old = old[[(r, m) not in keys for r, m in zip(old["run"], old["metric"])]]
         new = pd.concat([old, new], ignore_index=True)
     new = new.sort_values(["task", "model", "shots", "metric"], kind="stable")
     target.parent.mkdir(parents=True, exist_ok=True)
     new.to_csv(target, index=False)
     return new
+
+
+def _read_summary(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise ValueError(f"{path} does not exist: give the summary.csv that mlm-icl evaluate wrote.")
+    try:
+        table = pd.read_csv(path)
+    except (ValueError, UnicodeDecodeError) as err:  # pandas' parser errors are ValueErrors
+        raise ValueError(f"{path} is not a CSV table: {err}") from None
+    missing = SUMMARY_COLUMNS - set(table.columns)
+    if missing:
+        raise ValueError(f"{path} is not a summary of mlm-icl evaluate: it lacks the column(s) "
+                         f"{', '.join(sorted(missing))}.")
+    return table
 
 
 def load_results(folder: str | Path = RESULTS_DIR) -> pd.DataFrame:

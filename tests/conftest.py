@@ -17,6 +17,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 TOKENIZERS = SHARED / "tokenizers"
 STANDIN_MLM = SHARED / "models" / "minilm-l6-mlm-standin"
+# The app's handlers load local files only from the app's own list: the tests' list.
+os.environ.setdefault("DEMO_LOCAL_MODELS", str(STANDIN_MLM))
 HAYSTACK = SHARED / "data" / "haystack"
 
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared (offline test material) is not beside this clone")

@@ -166,10 +166,20 @@ def test_probe_writes_the_grid(tmp_path, capsys):
 
 def test_results_show_and_add_runs(tmp_path, capsys):
     summary = tmp_path / "summary.csv"
-    pd.DataFrame([dict(run="r1", task="copa", model="m", shots=0, metric="accuracy", value=50.0)]).to_csv(
-        summary, index=False)
+    row = dict(run="r1", task="copa", model="m", shots=0, metric="accuracy", value=50.0, n=100)
+    pd.DataFrame([row]).to_csv(summary, index=False)
     target = tmp_path / "ours.csv"
     assert main(["results", "add-runs", str(summary), "--into", str(target)]) == 0
     assert pd.read_csv(target)["value"].tolist() == [50.0]
     assert main(["results"]) == 0 and "published" in capsys.readouterr().out
     assert main(["results", "add-runs"]) == 2
+    # a smaller run never silently replaces a larger one; a broken file is a message, not a traceback
+    pd.DataFrame([dict(row, value=70.0, n=20)]).to_csv(summary, index=False)
+    assert main(["results", "add-runs", str(summary), "--into", str(target)]) == 2
+    assert "100 items -> 20" in capsys.readouterr().err and pd.read_csv(target)["value"].tolist() == [50.0]
+    assert main(["results", "add-runs", str(summary), "--into", str(target), "--replace"]) == 0
+    assert pd.read_csv(target)["value"].tolist() == [70.0]
+    (tmp_path / "wrong.csv").write_text("a,b\n1,2\n")
+    for bad, message in ((tmp_path / "missing.csv", "does not exist"), (tmp_path / "wrong.csv", "lacks")):
+        assert main(["results", "add-runs", str(bad), "--into", str(target)]) == 2
+        assert message in capsys.readouterr().err

@@ -71,9 +71,19 @@ def test_folder_that_is_not_a_model(tmp_path):
         load_model(str(tmp_path))
 
 
-def test_unknown_hub_id_offline_is_a_clear_error():
-    with pytest.raises(ValueError, match="Could not load model"):
-        load_model("no-such-owner/no-such-model-xyz")
+def test_unknown_hub_id_offline_is_a_clear_error_at_once(monkeypatch):
+    import time
+
+    import demo.models as models
+    began = time.perf_counter()
+    with pytest.raises(ValueError, match="Could not load model.*switched off"):
+        load_model("no-such-owner/no-such-model-xyz")  # HF_HUB_OFFLINE=1 in these tests
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(models.socket, "create_connection", lambda *a, **k: (_ for _ in ()).throw(OSError()))
+    monkeypatch.setattr(models, "_HUB_PROBE", {})
+    with pytest.raises(ValueError, match="cannot be reached from this machine"):
+        load_model("no-such-owner/another-model-xyz")  # no network: said at once, no retries
+    assert time.perf_counter() - began < 3
 
 
 def test_remote_code_only_for_allowlist():

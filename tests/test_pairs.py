@@ -97,6 +97,7 @@ def hub_recorder(monkeypatch):
         raise Recorded
 
     monkeypatch.setattr(models.AutoConfig, "from_pretrained", record)
+    monkeypatch.setattr(models, "_check_hub", lambda name, revision: None)  # "the Hub answers"
     monkeypatch.setitem(models.REMOTE_CODE_ALLOWLIST, "ltg/pinned-model", "a" * 40)
     models.CACHE.clear()
     return calls
@@ -171,10 +172,11 @@ def test_the_command_line_takes_a_pair_for_a_model(local_pair, monkeypatch, tmp_
     assert f"== masked LM: {encoder}" in out and f"== causal LM: {decoder}" in out
 
 
-def test_a_pair_ranks_and_generates_in_the_apps_handlers(local_pair):
+def test_a_pair_ranks_and_generates_in_the_apps_handlers(local_pair, monkeypatch):
     from demo.ui.prompting import generate_causal, generate_masked
     from demo.ui.ranking import rank_causal, rank_masked
-    _, (encoder, decoder) = local_pair
+    pairs_file, (encoder, decoder) = local_pair
+    monkeypatch.setenv("DEMO_LOCAL_PAIRS", str(pairs_file))  # the app offers the pair's folders
     ranking = dict(context="The cat sat on the", candidates="mat.\nmoon.", normalize=False,
                    scope="completion", unconditional="", answer="mat.")
     masked = rank_masked(model_name=encoder, method="right_masks", right_masks=2, **ranking)

@@ -132,7 +132,11 @@ def test_unloadable_model_is_a_page_message():
     from demo.ui.ranking import rank_masked
     summary, table, plot, scores = rank_masked("ctx", "a\nb", "/no/such/model/folder", "right_masks",
                                                2, False, "completion", "")
-    assert "does not exist" in summary and table is None and plot is None and scores is None
+    assert "not one of this app&#x27;s models" in summary and table is None and plot is None and scores is None
+    # an existing folder and a missing one get the same words: the page tells nothing about disks
+    for path in ("/etc", "/etc/passwd", "/no/such/folder", "assets"):
+        shown = rank_masked("ctx", "a\nb", path, "right_masks", 2, False, "completion", "")[0]
+        assert shown.replace(path, "PATH") == summary.replace("/no/such/model/folder", "PATH")
 
 
 # ---------------------------------------------------------------- the page

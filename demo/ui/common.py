@@ -19,7 +19,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from ..catalog import Catalog, standin_note
+from ..catalog import Catalog, build_catalog, standin_note
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 log = logging.getLogger("demo.ui")
@@ -174,6 +174,13 @@ def load(name: str, kind: str | None):
     if not name or not str(name).strip():
         raise ValueError("Pick a model first.")
     name = str(name).strip()
+    # A public page loads local files only from its own list: anything else that names a path is
+    # refused with one sentence, whether or not it exists, so the page tells nothing about disks.
+    path_like = (name.startswith(("/", ".", "~", "\\")) or name.count("/") > 1
+                 or Path(name).expanduser().exists())
+    if path_like and name not in {m.name for m in build_catalog().models if m.local}:
+        raise ValueError(f"'{name}' is not one of this app's models: pick a model from the list, or "
+                         f"type a Hugging Face Hub id (owner/name).")
     return load_model(name, kind=kind, trust_remote_code=name in REMOTE_CODE_ALLOWLIST)
 
 
