@@ -20,6 +20,7 @@ from pathlib import Path
 import gradio as gr
 
 from ..catalog import Catalog, build_catalog, standin_note
+from ..settings import AppSettings
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 log = logging.getLogger("demo.ui")
@@ -178,10 +179,19 @@ def load(name: str, kind: str | None):
     # refused with one sentence, whether or not it exists, so the page tells nothing about disks.
     path_like = (name.startswith(("/", ".", "~", "\\")) or name.count("/") > 1
                  or Path(name).expanduser().exists())
-    if path_like and name not in {m.name for m in build_catalog().models if m.local}:
+    settings = AppSettings.from_env()
+    if path_like and name not in _local_names(settings.local_models, settings.local_pairs):
         raise ValueError(f"'{name}' is not one of this app's models: pick a model from the list, or "
                          f"type a Hugging Face Hub id (owner/name).")
     return load_model(name, kind=kind, trust_remote_code=name in REMOTE_CODE_ALLOWLIST)
+
+
+@functools.lru_cache(maxsize=4)
+def _local_names(local_models: str, local_pairs: str) -> frozenset[str]:
+    """The app's local models, read once per configuration (not on every request)."""
+    environ = {AppSettings.variable("local_models"): local_models,
+               AppSettings.variable("local_pairs"): local_pairs}
+    return frozenset(m.name for m in build_catalog(environ).models if m.local)
 
 
 def model_picker(catalog: Catalog, kind: str, label: str, elem_id: str, with_none: bool = False,
