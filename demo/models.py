@@ -8,7 +8,6 @@ Where a model name points (Hub id, local folder, GGUF file) is decided by ``demo
 ``random_model`` builds random weights from a real config and tokenizer: tests and benchmarks only.
 """
 
-import socket
 import threading
 import time
 from collections import OrderedDict
@@ -21,7 +20,7 @@ from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
 
 from . import settings
 from .settings import AppSettings
-from .sources import ModelSource, resolve
+from .sources import ModelSource, hub_unreachable, resolve
 from .families import Family, family_of, max_positions, pretrained_length
 from .text import newline_survives
 
@@ -118,36 +117,45 @@ def _head_missing(model, missing_keys) -> list[str]:
     return sorted(k for k in missing_keys if not k.startswith(prefix))
 
 
-HUB_PROBE_SECONDS = 2.0
-_HUB_PROBE: dict = {}  # the last reachability check: (time, reason or None)
-
-
-def _hub_unreachable() -> str | None:
-    """Why the Hub cannot be reached (offline setting, no network), or None; checked at most
-    once a minute. transformers would otherwise retry for half a minute before saying so."""
-    from huggingface_hub import constants
-    if constants.HF_HUB_OFFLINE:
-        return "Hub access is switched off here (HF_HUB_OFFLINE=1)"
-    checked, reason = _HUB_PROBE.get("last", (-1e9, None))
-    if time.monotonic() - checked > 60:
-        try:
-            socket.create_connection(("huggingface.co", 443), timeout=HUB_PROBE_SECONDS).close()
-            reason = None
-        except OSError:
-            reason = "the Hugging Face Hub cannot be reached from this machine (no network?)"
-        _HUB_PROBE["last"] = (time.monotonic(), reason)
-    return reason
+def _cached(name: str, revision: str | None) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+    return isinstance(try_to_load_from_cache(name, "config.json", revision=revision), str)
 
 
 def _check_hub(name: str, revision: str | None) -> None:
     """Fail fast, in words, for a Hub model that is neither reachable nor in the local cache."""
-    from huggingface_hub import try_to_load_from_cache
-    if isinstance(try_to_load_from_cache(name, "config.json", revision=revision), str):
-        return  # cached: transformers loads it without the network
-    reason = _hub_unreachable()
+    if _cached(name, revision):
+        return  # transformers loads it without the network
+    reason = hub_unreachable()
     if reason:
         raise ValueError(f"Could not load model '{name}': {reason}, and it is not in the local "
                          f"Hugging Face cache. Pick a local model (they load offline), or connect.")
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf")
+
+
+def check_download_size(name: str, revision: str | None, max_gb: float) -> None:
+    """Refuse, before any download, a Hub model whose weights are larger than ``max_gb``: its
+    safetensors files if it has them (what transformers loads), else its other weight files, as
+    the Hub's metadata lists them. Nothing to check for a model already in the local cache."""
+    if _cached(name, revision):
+        return
+    _check_hub(name, revision)
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+    try:
+        info = HfApi().model_info(name, revision=revision, files_metadata=True)
+    except RepositoryNotFoundError:
+        raise ValueError(f"There is no model '{name}' on the Hugging Face Hub (or it is private).") from None
+    except (HfHubHTTPError, OSError) as err:
+        raise ValueError(f"Could not read the Hub's record of '{name}': {str(err).splitlines()[0]}") from None
+    files = [f for f in info.siblings or [] if f.rfilename.endswith(WEIGHT_SUFFIXES)]
+    safetensors = [f for f in files if f.rfilename.endswith(".safetensors")]
+    size_gb = sum(f.size or 0 for f in safetensors or files) / 1e9
+    if size_gb > max_gb:
+        raise ValueError(f"'{name}' has {size_gb:.1f} GB of weights; this app downloads Hub models of "
+                         f"up to {max_gb:g} GB. Pick a smaller model.")
 
 
 def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, dtype: torch.dtype,

@@ -3,8 +3,12 @@
 Files (all in ``assets/results/``):
 - copies of the papers' tables (``../shared/results/*.csv``), each row carrying its ``paper``
   and ``table``; made by ``mlm-icl results import-published ../shared/results``;
-- ``ours.csv``: our runs of ``demo.evaluate`` (summary rows with command, date, n), extended by
-  ``mlm-icl results add-runs runs/ours/summary.csv``.
+- ``ours.csv``: the runs of ``demo.evaluate`` shipped with the app (summary rows with command,
+  date, n).
+
+Your own runs go to ``runs/ours.csv`` (``mlm-icl results add-runs runs/eval/summary.csv``) and
+are shown beside the shipped ones; merging into the shipped table is explicit (``--into
+assets/results/ours.csv``). Either way a run never silently replaces one on more items.
 
 ``load_results()`` returns one row per number, columns:
 paper, table, task (our registry name where the task is registered, else the table's label),
@@ -23,7 +27,8 @@ import pandas as pd
 from .tasks import TASKS
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "assets" / "results"
-OURS = RESULTS_DIR / "ours.csv"
+OURS = RESULTS_DIR / "ours.csv"  # shipped runs
+USER_RUNS = Path("runs") / "ours.csv"  # the user's runs, relative to where the command runs
 COLUMNS = ["paper", "table", "task", "task_label", "group", "model", "model_size", "shots",
            "shots_label", "metric", "value", "variant", "source", "n", "stderr", "std", "seconds",
            "method", "score", "command", "date"]
@@ -251,11 +256,13 @@ def load_ours(path: str | Path = OURS) -> pd.DataFrame:
 SUMMARY_COLUMNS = {"run", "task", "model", "shots", "metric", "value", "n"}
 
 
-def add_runs(summary_csv: str | Path, target: str | Path = OURS, replace: bool = False) -> pd.DataFrame:
-    """Merge evaluate's summary rows into ours.csv. A rerun of the same run and metric replaces
-    the old row, but never silently with a run on fewer items (``replace=True`` allows it)."""
+def add_runs(summary_csv: str | Path, target: str | Path = USER_RUNS, replace: bool = False) -> pd.DataFrame:
+    """Merge evaluate's summary rows into a runs table (the user's by default). A rerun of the same
+    run and metric replaces the old row, but never silently with a run on fewer items
+    (``replace=True`` allows it). The merged table's ``attrs["replaced"]`` lists the replaced runs."""
     new = _read_summary(Path(summary_csv))
     target = Path(target)
+    replaced_runs = []
     if target.is_file():
         old = _read_summary(target)
         keys = set(zip(new["run"], new["metric"]))
@@ -267,11 +274,13 @@ def add_runs(summary_csv: str | Path, target: str | Path = OURS, replace: bool =
                 f"{summary_csv} would replace {len(smaller)} row(s) of {target} with runs on fewer items "
                 f"(e.g. {first['run']}: {int(first['n_old'])} items -> {int(first['n_new'])}). Nothing "
                 f"was changed; pass --replace to do it anyway.")
+        replaced_runs = sorted(set(replaced["run"]))
         old = old[[(r, m) not in keys for r, m in zip(old["run"], old["metric"])]]
         new = pd.concat([old, new], ignore_index=True)
     new = new.sort_values(["task", "model", "shots", "metric"], kind="stable")
     target.parent.mkdir(parents=True, exist_ok=True)
     new.to_csv(target, index=False)
+    new.attrs["replaced"] = replaced_runs
     return new
 
 
@@ -289,9 +298,12 @@ def _read_summary(path: Path) -> pd.DataFrame:
     return table
 
 
-def load_results(folder: str | Path = RESULTS_DIR) -> pd.DataFrame:
-    """Published numbers and our runs together."""
-    return pd.concat([load_published(folder), load_ours(Path(folder) / "ours.csv")], ignore_index=True)
+def load_results(folder: str | Path = RESULTS_DIR, user_runs: str | Path = USER_RUNS) -> pd.DataFrame:
+    """Published numbers, the shipped runs and the user's runs (where there are any) together."""
+    frames = [load_published(folder), load_ours(Path(folder) / "ours.csv")]
+    if Path(user_runs).is_file():
+        frames.append(load_ours(user_runs).assign(table=f"demo.evaluate ({user_runs})"))
+    return pd.concat(frames, ignore_index=True)
 
 
 def _columns(frame: pd.DataFrame) -> pd.DataFrame:

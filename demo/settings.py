@@ -74,7 +74,9 @@ def _choice(value, name: str, allowed, optional=False):
 @dataclass(frozen=True)
 class ModelSettings:
     """Which model to load and where (the command line's model options)."""
-    model: str = field(metadata=_help("Hugging Face Hub id, local model folder or .gguf file"))
+    model: str = field(metadata=_help(
+        "Hugging Face Hub id, local model folder or .gguf file, a local model's short name, or a "
+        "pair's name (mlm-icl models lists them)"))
     kind: Literal["masked", "causal"] | None = field(default=None, metadata=_help(
         "load as a masked or causal LM (default: the family's natural kind)"))
     device: str = field(default="auto", metadata=_help("cpu, cuda, cuda:1, ... (auto: cuda if any)"))
@@ -224,6 +226,10 @@ class RunSettings:
         "generated tasks: token limit (default: the task's)"))
     data_root: str | None = field(default=None, metadata=_help(
         "folder with the datasets (default: $DEMO_DATA_ROOT, else ../shared/data)"))
+    skip_too_long: bool = field(default=True, metadata=_help(
+        "skip items longer than an absolute-position model reads (BERT: 512 tokens; with their "
+        "demonstrations, in any repetition) and report how many; n and the metrics are then over "
+        "the items kept. Off (--no-skip-too-long): such an item stops the run with an error"))
 
     def __post_init__(self):
         _whole(self.shots, "shots", 0, optional=True)
@@ -234,6 +240,7 @@ class RunSettings:
         _whole(self.chunk_size, "chunk_size", 1)
         _whole(self.execute_limit, "execute_limit", 1)
         _whole(self.max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS_CAP, optional=True)
+        _flag(self.skip_too_long, "skip_too_long")
 
 
 # ---------------------------------------------------------------- needle in a haystack
@@ -278,6 +285,13 @@ class GridSettings:
 # ---------------------------------------------------------------- the deployment
 
 
+def _boolean(raw: str) -> bool:
+    word = raw.strip().lower()
+    if word not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        raise ValueError(raw)
+    return word in ("1", "true", "yes", "on")
+
+
 @dataclass(frozen=True)
 class AppSettings:
     """What a deployment sets through environment variables (``DEMO_<FIELD>``, upper case).
@@ -305,6 +319,13 @@ class AppSettings:
     local_pairs: str = field(default="", metadata=_help(
         "JSON file of model pairs to offer: [{name, masked, causal, why}], local folders"))
     data_root: str = field(default="", metadata=_help("folder with the evaluation datasets"))
+    public: bool = field(default=False, metadata=_help(
+        "public mode: typed names must be Hub ids, Hub models are size-checked before download, "
+        "and each visitor's model runs are rate-limited (on by itself where SPACE_ID is set)"))
+    max_hub_gb: float = field(default=6.0, metadata=_help(
+        "public mode: weight files a typed Hub model may download, from Hub metadata"))
+    runs_per_minute: int = field(default=20, metadata=_help(
+        "public mode: model runs per visitor per minute"))
 
     @staticmethod
     def variable(name: str) -> str:
@@ -313,13 +334,14 @@ class AppSettings:
 
     @classmethod
     def from_env(cls, environ=os.environ) -> "AppSettings":
-        values = {}
+        # A Hugging Face Space sets SPACE_ID: public mode unless DEMO_PUBLIC says otherwise.
+        values = {"public": True} if environ.get("SPACE_ID") else {}
         for f in fields(cls):
             raw = environ.get(cls.variable(f.name))
             if raw is None or (raw.strip() == "" and f.type is not str):
                 continue
             try:
-                values[f.name] = f.type(raw)
+                values[f.name] = _boolean(raw) if f.type is bool else f.type(raw)
             except ValueError:
                 raise ValueError(f"{cls.variable(f.name)}={raw!r} is not a valid "
                                  f"{f.type.__name__}.") from None

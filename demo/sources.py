@@ -13,10 +13,13 @@ Sources, in the order they are tried:
 import importlib.util
 import json
 import re
+import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 CAUSAL_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 
 
@@ -65,7 +68,7 @@ def resolve(name: str) -> ModelSource:
                          f"(save_pretrained layout) and no single .gguf file.")
     if path.is_absolute() or name.startswith((".", "~")) or name.count("/") > 1:
         raise ValueError(f"Model folder '{name}' does not exist.")
-    if not _HUB_ID.match(name):
+    if not HUB_ID.match(name):
         raise ValueError(f"'{name}' is neither a local model folder nor a valid Hugging Face "
                          f"Hub id (expected 'owner/name').")
     return ModelSource(name, name)
@@ -81,3 +84,26 @@ def smollm2_gguf() -> Path | None:
         return None
     files = sorted(Path(list(spec.submodule_search_locations)[0]).glob("*.gguf"))
     return files[0] if files else None
+
+
+HUB_PROBE_SECONDS = 2.0
+_HUB_PROBE: dict = {}  # the last reachability check: (time, reason or None)
+
+
+def hub_unreachable() -> str | None:
+    """Why the Hub cannot be reached (offline setting, no network), or None; checked at most
+    once a minute. transformers would otherwise retry for half a minute before saying so."""
+    from huggingface_hub import constants
+    if constants.HF_HUB_OFFLINE:
+        return "Hub access is switched off here (HF_HUB_OFFLINE=1)"
+    checked, reason = _HUB_PROBE.get("last", (-1e9, None))
+    if time.monotonic() - checked > 60:
+        endpoint = urlsplit(constants.ENDPOINT)  # huggingface.co, or a mirror set by HF_ENDPOINT
+        port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+        try:
+            socket.create_connection((endpoint.hostname, port), timeout=HUB_PROBE_SECONDS).close()
+            reason = None
+        except OSError:
+            reason = f"the Hugging Face Hub ({endpoint.hostname}) cannot be reached from this machine"
+        _HUB_PROBE["last"] = (time.monotonic(), reason)
+    return reason

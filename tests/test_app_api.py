@@ -213,3 +213,16 @@ def test_not_a_number_anywhere(value):
     for field in ("repetitions", "seed"):
         shown = list(probe_masked(**dict(VALID["/probe_mlm"], **{field: value})))[-1][1]
         assert field in shown and not PYTHON_TEXT.search(shown), (field, shown)
+
+
+def test_the_api_schema_names_models_not_server_paths(app):
+    """What an API client can read about the app holds no path of the server, and only the
+    documented endpoints (no page-load helpers such as /lambda_1)."""
+    import json
+    import urllib.request
+    with urllib.request.urlopen(app.url + "gradio_api/info", timeout=30) as response:
+        info = json.load(response)
+    text = json.dumps(info)
+    assert str(STANDIN_MLM.resolve()) not in text and "site-packages" not in text
+    assert STANDIN_MLM.name in text  # the local model, by its short name
+    assert set(info["named_endpoints"]) == set(VALID)

@@ -183,3 +183,52 @@ def test_results_show_and_add_runs(tmp_path, capsys):
     for bad, message in ((tmp_path / "missing.csv", "does not exist"), (tmp_path / "wrong.csv", "lacks")):
         assert main(["results", "add-runs", str(bad), "--into", str(target)]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_add_runs_goes_to_your_file_and_never_touches_the_shipped_rows(tmp_path, monkeypatch, capsys):
+    from demo.results import OURS, load_results
+    shipped = OURS.read_bytes()
+    shipped_rows = pd.read_csv(OURS)
+    monkeypatch.chdir(tmp_path)
+    big = shipped_rows.iloc[0]  # a shipped run, redone on fewer items
+    summary = tmp_path / "summary.csv"
+    pd.DataFrame([dict(big, value=1.0, n=int(big["n"]) // 5)]).to_csv(summary, index=False)
+    assert main(["results", "add-runs", str(summary)]) == 0
+    assert "runs/ours.csv" in capsys.readouterr().out and OURS.read_bytes() == shipped
+    assert pd.read_csv(tmp_path / "runs" / "ours.csv")["value"].tolist() == [1.0]
+    assert (load_results()["table"] == "demo.evaluate (runs/ours.csv)").sum() == 1  # shown in the app
+    # merging into (a copy of) the shipped table is explicit, and keeps the larger run
+    copy = tmp_path / "shipped.csv"
+    copy.write_bytes(shipped)
+    assert main(["results", "add-runs", str(summary), "--into", str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and "Nothing was changed" in err
+    assert copy.read_bytes() == shipped
+    # a rerun on as many items replaces the row and says so
+    pd.DataFrame([dict(big, value=2.0)]).to_csv(summary, index=False)
+    assert main(["results", "add-runs", str(summary), "--into", str(copy)]) == 0
+    assert f"replaced the earlier rows of 1 run(s): {big['run']}" in capsys.readouterr().out
+    (tmp_path / "binary.csv").write_bytes(b"\x00\xff\xfe")
+    for bad in ("missing.csv", "binary.csv"):
+        assert main(["results", "add-runs", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_help_needs_neither_torch_nor_transformers():
+    """--help answers before the heavy imports (under 1 s; timed in the closing note)."""
+    code = ("import sys; from demo.cli import main\ntry: main(['generate', '--help'])\n"
+            "except SystemExit: pass\nprint(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1]).stdout
+    assert "--max-new-tokens" in out and "Local models, by short name" in out
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+@needs_shared
+def test_models_lists_short_names_that_the_commands_take(capsys):
+    assert main(["models", "--local"]) == 0
+    listed = capsys.readouterr().out
+    assert STANDIN_MLM.name in listed and str(STANDIN_MLM.resolve()) in listed
+    assert main(["generate", "--model", STANDIN_MLM.name, "--prompt", "The cat", "--max-new-tokens",
+                 "2", "--no-progress"]) == 0

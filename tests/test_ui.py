@@ -38,15 +38,40 @@ def test_catalog_reads_local_models_and_prefers_them(tmp_path, monkeypatch):
 
     catalog = build_catalog(env)
 
-    assert catalog.default("masked").name == str(mlm)
-    assert catalog.default("causal").name == str(clm)
+    # local models go by short names (folder name, file stem); only location() knows the path
+    assert catalog.default("masked").name == "my-mlm"
+    assert catalog.default("causal").name == "my-clm"
     local = [m for m in catalog.models if m.local]
-    assert [(m.name, m.kind) for m in local] == [(str(mlm), "masked"), (str(clm), "causal"),
-                                                  (str(gguf), "causal")]
+    assert [(m.name, m.kind, m.path) for m in local] == [
+        ("my-mlm", "masked", str(mlm)), ("my-clm", "causal", str(clm)), ("tiny", "causal", str(gguf))]
     assert all("local" in m.label for m in local)
+    assert [catalog.location(n) for n in ("my-mlm", str(mlm), "tiny", "bert-base-uncased")] == [
+        str(mlm), str(mlm), str(gguf), "bert-base-uncased"]
     assert len(catalog.problems) == 1 and "missing" in catalog.problems[0]
     # the curated Hub list follows, none of it marked local
     assert [m.name for m in catalog.models[3:]] == [m.name for m in HUB_MODELS]
+
+
+def test_local_short_names_are_unique_and_smollm2_has_its_own(tmp_path, monkeypatch):
+    gguf = tmp_path / "pkg" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setattr("demo.catalog.smollm2_gguf", lambda: gguf)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = _model_folder(tmp_path / "a", "mlm", "BertForMaskedLM"), _model_folder(tmp_path / "b", "mlm", "BertForMaskedLM")
+    catalog = build_catalog({LOCAL_MODELS_VAR: os.pathsep.join([str(first), str(second), str(first)])})
+    local = [(m.name, m.path) for m in catalog.models if m.local]
+    assert local == [("mlm", str(first)), ("mlm-2", str(second)), ("smollm2", str(gguf))]
+
+
+def test_offline_without_local_models_defaults_to_nothing(monkeypatch):
+    """Offline, a picker must not default to a Hub model that cannot load."""
+    from dataclasses import replace
+    monkeypatch.setattr("demo.catalog.smollm2_gguf", lambda: None)
+    catalog = replace(build_catalog({}), offline=True)
+    assert catalog.default("masked") is None and catalog.default("causal") is None
+    assert "cannot be reached" in catalog.summary() and "no local models" in catalog.summary()
 
 
 def test_catalog_without_local_models_defaults_to_hub_models(monkeypatch):
@@ -157,7 +182,7 @@ def test_every_control_has_a_label_and_help_and_defaults_pick_local_models(monke
     assert unlabelled == []
     pickers = {c.elem_id: c.value for c in controls if isinstance(c, gr.Dropdown) and c.elem_id
                and c.elem_id.endswith(("-mlm", "-causal"))}
-    assert pickers["gen-mlm"] == pickers["rank-mlm"] == pickers["probe-mlm"] == str(STANDIN_MLM)
+    assert pickers["gen-mlm"] == pickers["rank-mlm"] == pickers["probe-mlm"] == STANDIN_MLM.name
     smollm2 = catalog.default("causal")
     assert pickers["gen-causal"] == pickers["rank-causal"] == smollm2.name
 

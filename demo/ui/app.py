@@ -7,12 +7,14 @@ first request does not pay for it.
 """
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import gradio as gr
 
 from ..catalog import LOCAL_MODELS_VAR, Catalog, build_catalog
 from ..settings import AppSettings
+from ..sources import hub_unreachable
 from . import length_probe, prompting, ranking, results_tab
 from .common import import_core_in_background, message
 
@@ -29,13 +31,24 @@ puts one masked LM and one causal LM side by side on the same input. Models load
 """
 
 
+def app_catalog() -> Catalog:
+    """The catalog, marked offline when the Hub cannot be reached (then pickers default to local
+    models only, never to a Hub model that cannot load)."""
+    return replace(build_catalog(), offline=hub_unreachable() is not None)
+
+
 def build_app(catalog: Catalog | None = None) -> gr.Blocks:
-    catalog = catalog or build_catalog()
+    catalog = catalog or app_catalog()
     with gr.Blocks(title=TITLE) as app:
         gr.Markdown(INTRO)
         if catalog.problems:
             gr.HTML("".join(message(problem) for problem in catalog.problems), elem_id="catalog-problems")
-        if not any(m.local for m in catalog.models):
+        if catalog.offline and not any(m.local for m in catalog.models):
+            gr.HTML(message(f"This app cannot reach the Hugging Face Hub and has no local models, so no "
+                            f"model can load. Whoever runs it: set {LOCAL_MODELS_VAR} to model folders "
+                            f"or .gguf files (separated by '{os.pathsep}'), or connect to the network."),
+                    elem_id="catalog-offline")
+        elif not any(m.local for m in catalog.models):
             gr.Markdown(f"<sub>No local models configured: set `{LOCAL_MODELS_VAR}` to model folders "
                         f"or .gguf files (separated by `{os.pathsep}`) to use models offline.</sub>")
         with gr.Tabs():
@@ -44,16 +57,20 @@ def build_app(catalog: Catalog | None = None) -> gr.Blocks:
             with gr.Tab("Ranking", id="ranking"):
                 ranking.build(catalog)
             with gr.Tab("Length probe", id="length"):
-                length_probe.build(catalog)
+                first_views = [length_probe.build(catalog)]
             with gr.Tab("Results", id="results"):
-                first_view = results_tab.build()
-        if first_view is not None:
-            app.load(*first_view, api_visibility="private")
+                first_views.append(results_tab.build())
+        for view in filter(None, first_views):  # what a page shows when it opens: not an API
+            app.load(*view, api_visibility="private")
     return app
 
 
-def launch(app: gr.Blocks, **kwargs) -> None:
+def launch(app: gr.Blocks, catalog: Catalog | None = None, **kwargs) -> None:
     settings = AppSettings.from_env()
+    print("demo: " + (catalog or app_catalog()).summary().replace("\n", "\ndemo: "), flush=True)
+    if settings.public:
+        print("demo: public mode (typed names must be Hub ids; size cap "
+              f"{settings.max_hub_gb:g} GB; {settings.runs_per_minute} runs per visitor a minute)")
     app.queue(default_concurrency_limit=settings.concurrency, max_size=settings.queue_size)
     options = dict(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                    ssr_mode=False, show_error=False, footer_links=["api", "gradio"],

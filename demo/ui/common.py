@@ -18,9 +18,12 @@ import time
 from pathlib import Path
 
 import gradio as gr
+from gradio.context import LocalContext  # the request being served (Gradio sets it per event)
 
 from ..catalog import Catalog, build_catalog, standin_note
 from ..settings import AppSettings
+from ..sources import HUB_ID
+from .limits import RUNS
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 log = logging.getLogger("demo.ui")
@@ -142,62 +145,75 @@ def import_core_in_background() -> threading.Thread:
     return thread
 
 
-def _wait_for_core(fn):
-    def wait():
-        with _CORE_IMPORT:
-            pass
+def _first(check):
+    """Decorator: ``check()`` runs before the handler (before a streaming one's first output)."""
+    def decorate(fn):
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def streaming(*args, **kwargs):
+                check()
+                yield from fn(*args, **kwargs)
+            return streaming
 
-    if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
-        def streaming(*args, **kwargs):
-            wait()
-            yield from fn(*args, **kwargs)
-        return streaming
+        def wrapper(*args, **kwargs):
+            check()
+            return fn(*args, **kwargs)
+        return wrapper
+    return decorate
 
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        wait()
-        return fn(*args, **kwargs)
-    return wrapper
+
+def _core_imported():
+    with _CORE_IMPORT:
+        pass
+
+
+def _count_run():
+    """A model run counts against its visitor's share on a public Space (``limits.RUNS``)."""
+    if AppSettings.from_env().public:
+        RUNS.check(LocalContext.request.get(None))
 
 
 def handler(error_outputs):
     """What every model-running handler gets: messages in its outputs (``error_outputs`` maps the
-    message to them), a GPU slot on ZeroGPU, and a wait for the background import of the core."""
-    return lambda fn: shows_errors(error_outputs)(_wait_for_core(on_gpu(fn)))
+    message to them), a per-visitor share on a public Space, a GPU slot on ZeroGPU, and a wait
+    for the background import of the core."""
+    return lambda fn: shows_errors(error_outputs)(_first(_count_run)(_first(_core_imported)(on_gpu(fn))))
 
 
 def load(name: str, kind: str | None):
     """Load a model from the picker's value (a catalog entry or what the user typed); ``kind``
     "masked" or "causal", or None for the model's natural kind."""
-    from ..models import REMOTE_CODE_ALLOWLIST, load_model  # torch: imported on first use
+    from ..models import REMOTE_CODE_ALLOWLIST, check_download_size, load_model  # torch: on first use
 
     if not name or not str(name).strip():
         raise ValueError("Pick a model first.")
     name = str(name).strip()
-    # A public page loads local files only from its own list: anything else that names a path is
-    # refused with one sentence, whether or not it exists, so the page tells nothing about disks.
-    path_like = (name.startswith(("/", ".", "~", "\\")) or name.count("/") > 1
-                 or Path(name).expanduser().exists())
     settings = AppSettings.from_env()
-    if path_like and name not in _local_names(settings.local_models, settings.local_pairs):
+    local = app_catalog(settings.local_models, settings.local_pairs).local_entry(name)
+    if local and (name == local.name or not settings.public):  # public: short names only
+        return load_model(local.path, kind=kind)
+    # Anything else must be a Hub id. Whatever names a path is refused with one sentence, whether
+    # or not it exists, so the page tells nothing about the server's disks.
+    if not HUB_ID.match(name) or ".." in name or Path(name).expanduser().exists():
         raise ValueError(f"'{name}' is not one of this app's models: pick a model from the list, or "
                          f"type a Hugging Face Hub id (owner/name).")
+    if settings.public:
+        check_download_size(name, None, settings.max_hub_gb)
     return load_model(name, kind=kind, trust_remote_code=name in REMOTE_CODE_ALLOWLIST)
 
 
 @functools.lru_cache(maxsize=4)
-def _local_names(local_models: str, local_pairs: str) -> frozenset[str]:
-    """The app's local models, read once per configuration (not on every request)."""
-    environ = {AppSettings.variable("local_models"): local_models,
-               AppSettings.variable("local_pairs"): local_pairs}
-    return frozenset(m.name for m in build_catalog(environ).models if m.local)
+def app_catalog(local_models: str, local_pairs: str) -> Catalog:
+    """The app's catalog, built once per configuration (not on every request)."""
+    return build_catalog({AppSettings.variable("local_models"): local_models,
+                          AppSettings.variable("local_pairs"): local_pairs})
 
 
 def model_picker(catalog: Catalog, kind: str, label: str, elem_id: str, with_none: bool = False,
                  any_kind: bool = False):
     """Dropdown of the catalog's models of ``kind`` (first, and the default) or, with
-    ``any_kind``, followed by those of the other kind; a Hub id or local path may be typed in."""
+    ``any_kind``, followed by those of the other kind; a Hub id may be typed in."""
     other = "causal" if kind == "masked" else "masked"
     choices = catalog.choices(kind) + (catalog.choices(other) if any_kind else [])
     if with_none:
@@ -206,16 +222,16 @@ def model_picker(catalog: Catalog, kind: str, label: str, elem_id: str, with_non
     if any_kind:
         what += " or any other masked or causal LM"
     return gr.Dropdown(
-        choices=choices, value=catalog.default(kind).name, label=label, elem_id=elem_id,
+        choices=choices, value=getattr(catalog.default(kind), "name", None), label=label, elem_id=elem_id,
         allow_custom_value=True, filterable=True,
         info=f"A {what}. 'local' models load offline; Hub models download on first use. "
-             f"You may also type a Hub id or a local folder path.")
+             f"You may also type a Hugging Face Hub id (owner/name).")
 
 
 def pair_picker(catalog: Catalog, elem_id: str, masked, causal):
     """A dropdown of the catalog's model pairs that sets both model pickers together, and a note
     saying why the chosen pair is a fair comparison (call after the two pickers exist)."""
-    defaults = (catalog.default("masked").name, catalog.default("causal").name)
+    defaults = tuple(getattr(catalog.default(kind), "name", None) for kind in ("masked", "causal"))
     chosen = next((p for p in catalog.pairs if (p.masked, p.causal) == defaults), None)
     picker = gr.Dropdown(
         choices=[("(choose the two models yourself)", "")] + [(p.name, p.name) for p in catalog.pairs],

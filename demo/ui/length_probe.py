@@ -123,8 +123,11 @@ def show_precomputed(choice):
     return _figure(rows, _short(model)), note + (message(caveat, "note") if caveat else "")
 
 
-def build(catalog: Catalog) -> None:
-    """The Length probe tab's components and events (call inside a gr.Blocks/gr.Tab context)."""
+def build(catalog: Catalog):
+    """The Length probe tab's components and events (call inside a gr.Blocks/gr.Tab context).
+
+    Returns (function, inputs, outputs) for the page-load event that shows the precomputed grids
+    (an event the app keeps out of the API)."""
     gr.Markdown(HELP)
     with gr.Row():
         masked_model = model_picker(catalog, "masked", "Masked LM", "probe-mlm")
@@ -162,18 +165,17 @@ def build(catalog: Catalog) -> None:
     # The default teaches: a real model's grid first, the offline stand-in's beside it, labelled.
     ordered = sorted(grids, key=lambda choice: standin_note(choice[1].partition("::")[2]) is not None)
     defaults = [ordered[0][1] if ordered else None, ordered[-1][1] if len(ordered) > 1 else None]
+    shown = []
     with gr.Row():
         for k, default in enumerate(defaults):
             with gr.Column():
                 picker = gr.Dropdown(
                     choices=grids, value=default, label="Precomputed grid", elem_id=f"probe-precomputed-{k}",
                     info="Larger grids computed offline with `mlm-icl probe` (assets/needle_grids/).")
-                # Callables: computed when a page loads, not when the app starts.
-                note = gr.HTML(lambda d=default: show_precomputed(d)[1] if d else "",
-                               elem_id=f"probe-precomputed-note-{k}")
-                plot = gr.Plot(lambda d=default: show_precomputed(d)[0] if d else None,
-                               label="Precomputed grid", elem_id=f"probe-precomputed-plot-{k}")
+                note = gr.HTML(elem_id=f"probe-precomputed-note-{k}")
+                plot = gr.Plot(label="Precomputed grid", elem_id=f"probe-precomputed-plot-{k}")
                 picker.change(show_precomputed, picker, [plot, note], api_visibility="private")
+                shown += [plot, note]
 
     inputs = [lengths, depths, repetitions, seed]
     # Grids are long jobs: their own queue, so rankings and generations never wait behind them.
@@ -181,3 +183,8 @@ def build(catalog: Catalog) -> None:
               api_name="probe_mlm", concurrency_id="probe")
     run.click(probe_second, [causal_model] + inputs, [causal_plot, causal_summary, causal_table],
               api_name="probe_second", concurrency_id="probe")
+
+    def first_view():  # computed when a page loads, not when the app starts
+        return [part for d in defaults for part in (show_precomputed(d) if d else (None, ""))]
+
+    return first_view, [], shown

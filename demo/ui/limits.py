@@ -8,6 +8,9 @@ a message the page shows as is; nothing is silently cut.
 
 import math
 import re
+import threading
+import time
+from collections import defaultdict, deque
 
 from ..settings import AppSettings, GridSettings
 
@@ -82,3 +85,39 @@ def check_grid(grid: GridSettings, limits: AppSettings = LIMITS) -> None:
     if max(grid.lengths) > limits.max_grid_tokens:
         raise ValueError(f"Lengths above {limits.max_grid_tokens:,} tokens are not run live here; see the "
                          f"precomputed grids below, or run `mlm-icl probe` locally.")
+
+
+class RunsPerVisitor:
+    """At most ``AppSettings.runs_per_minute`` model runs per visitor in any minute, so that on a
+    public Space one visitor (or one script) cannot fill the queue everyone shares. A visitor is
+    the first address of ``X-Forwarded-For`` (a Space runs behind a proxy), else the client's
+    address, else the page session."""
+
+    def __init__(self):
+        self._runs: dict[str, deque] = defaultdict(deque)
+        self._lock = threading.Lock()
+
+    def check(self, request, limits: AppSettings | None = None) -> None:
+        limit = (limits or AppSettings.from_env()).runs_per_minute
+        now = time.monotonic()
+        with self._lock:
+            runs = self._runs[_visitor(request)]
+            while runs and now - runs[0] > 60:
+                runs.popleft()
+            if len(runs) >= limit:
+                wait = 60 - (now - runs[0])
+                raise ValueError(f"You started {limit} model runs in the last minute, the most this "
+                                 f"shared app allows one visitor, so that everyone gets a turn. Try "
+                                 f"again in {math.ceil(wait)} s.")
+            runs.append(now)
+
+
+def _visitor(request) -> str:
+    if request is None:
+        return "local"
+    forwarded = (request.headers.get("x-forwarded-for") or "").split(",")[0].strip()
+    host = getattr(request.client, "host", None) if request.client else None
+    return forwarded or host or request.session_hash or "unknown"
+
+
+RUNS = RunsPerVisitor()

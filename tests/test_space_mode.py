@@ -1,0 +1,110 @@
+"""Public mode (a Hugging Face Space): typed names are Hub ids only, Hub models are size-checked
+before they download, and each visitor gets a share of the model runs.
+
+The checks run in-process on ``demo.ui.common.load`` and ``handler`` (what every tab calls);
+test_app_api.py checks the served API schema for server paths.
+"""
+
+import types
+
+import pytest
+
+from demo.ui import common
+from demo.ui.limits import RunsPerVisitor
+from tests.conftest import STANDIN_MLM, needs_shared
+
+PATH_LIKE = [
+    "/", "/etc", "/etc/passwd", "/nonexistent/model", "~", "~/.ssh/id_rsa", "~root", "..", "../..",
+    "../../etc/passwd", "./assets", "assets", "demo", "tests/../assets", "a/../../etc",
+    "%2Fetc%2Fpasswd", "..%2F..%2Fetc%2Fpasswd", "file:///etc/passwd", "C:\\Windows\\win.ini",
+    "\\\\server\\share", str(STANDIN_MLM), str(STANDIN_MLM.resolve()),  # the listed model's own paths
+]
+
+
+@pytest.fixture
+def public(monkeypatch):
+    monkeypatch.setenv("SPACE_ID", "someone/mlm-icl")  # what a Space sets
+    monkeypatch.setenv("DEMO_LOCAL_MODELS", str(STANDIN_MLM))
+    loads = []
+    monkeypatch.setattr("demo.models.load_model", lambda name, **kw: loads.append(name) or name)
+    return loads
+
+
+def test_every_path_like_name_gets_the_same_refusal(public):
+    messages = set()
+    for name in PATH_LIKE:
+        with pytest.raises(ValueError) as refused:
+            common.load(name, "masked")
+        messages.add(str(refused.value).replace(f"'{name}'", "'NAME'", 1))
+    assert len(PATH_LIKE) >= 20 and public == []  # nothing was loaded
+    assert messages == {"'NAME' is not one of this app's models: pick a model from the list, or type "
+                        "a Hugging Face Hub id (owner/name)."}
+
+
+@needs_shared
+def test_listed_local_models_load_by_short_name_only(public, monkeypatch):
+    assert common.load(STANDIN_MLM.name, "masked") == str(STANDIN_MLM.resolve())
+    monkeypatch.delenv("SPACE_ID")  # on your own machine the listed path works too
+    assert common.load(str(STANDIN_MLM), "masked") == str(STANDIN_MLM.resolve())
+
+
+def _hub_record(monkeypatch, files: dict[str, float]):
+    """The Hub's metadata, mocked: a repository holding ``files`` (name -> bytes)."""
+    siblings = [types.SimpleNamespace(rfilename=name, size=size) for name, size in files.items()]
+    monkeypatch.setattr("demo.models._cached", lambda name, revision: False)
+    monkeypatch.setattr("demo.models.hub_unreachable", lambda: None)
+    monkeypatch.setattr("huggingface_hub.HfApi.model_info",
+                        lambda self, name, revision=None, files_metadata=False: types.SimpleNamespace(siblings=siblings))
+
+
+def test_a_hub_model_over_the_size_cap_is_refused_before_download(public, monkeypatch):
+    monkeypatch.setenv("DEMO_MAX_HUB_GB", "6")
+    _hub_record(monkeypatch, {"config.json": 1e3, "model-00001.safetensors": 5e9,
+                              "model-00002.safetensors": 2e9, "tokenizer.json": 2e6})
+    with pytest.raises(ValueError, match=r"'big/model' has 7\.0 GB of weights; this app downloads "
+                                         r"Hub models of up to 6 GB"):
+        common.load("big/model", "masked")
+    assert public == []
+    # safetensors are what loads: a repository's extra .bin copy does not count against it
+    _hub_record(monkeypatch, {"model.safetensors": 3e9, "pytorch_model.bin": 3e9})
+    assert common.load("small/model", "masked") == "small/model"
+    _hub_record(monkeypatch, {"pytorch_model.bin": 6.5e9})  # no safetensors: its .bin files count
+    with pytest.raises(ValueError, match="6.5 GB"):
+        common.load("old/model", "masked")
+    monkeypatch.delenv("SPACE_ID")  # not public: no check, it loads
+    assert common.load("old/model", "masked") == "old/model"
+
+
+def _request(address, forwarded=""):
+    return types.SimpleNamespace(headers={"x-forwarded-for": forwarded} if forwarded else {},
+                                 client=types.SimpleNamespace(host=address), session_hash="s")
+
+
+def test_each_visitor_gets_a_share_of_the_runs(monkeypatch):
+    monkeypatch.setenv("DEMO_RUNS_PER_MINUTE", "3")
+    runs, clock = RunsPerVisitor(), [1000.0]
+    monkeypatch.setattr("demo.ui.limits.time.monotonic", lambda: clock[0])
+    proxy = "10.0.0.1"  # a Space's proxy: visitors are told apart by X-Forwarded-For
+    for _ in range(3):
+        runs.check(_request(proxy, "1.1.1.1"))
+    with pytest.raises(ValueError, match="3 model runs in the last minute.*Try again in 60 s"):
+        runs.check(_request(proxy, "1.1.1.1, 10.0.0.1"))
+    runs.check(_request(proxy, "2.2.2.2"))  # someone else is not held up
+    clock[0] += 61
+    runs.check(_request(proxy, "1.1.1.1"))  # a minute later: a new share
+
+
+def test_the_share_is_applied_to_every_model_running_handler(monkeypatch):
+    from gradio.context import LocalContext
+    monkeypatch.setenv("SPACE_ID", "someone/mlm-icl")
+    monkeypatch.setenv("DEMO_RUNS_PER_MINUTE", "2")
+    monkeypatch.setattr(common, "RUNS", RunsPerVisitor())
+    ran = []
+    run = common.handler(lambda error: error)(lambda x: ran.append(x) or "ok")
+    LocalContext.request.set(_request("3.3.3.3"))
+    try:
+        answers = [run(k) for k in range(3)]
+    finally:
+        LocalContext.request.set(None)
+    assert answers[:2] == ["ok", "ok"] and ran == [0, 1]
+    assert "2 model runs in the last minute" in answers[2] and 'role="alert"' in answers[2]
