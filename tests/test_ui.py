@@ -190,7 +190,7 @@ def test_every_control_has_a_label_and_help_and_defaults_pick_local_models(monke
 # ---------------------------------------------------------------- Space configuration
 
 
-def test_space_front_matter_is_the_documented_copy_and_matches_the_gradio_pin():
+def test_space_front_matter_is_the_documented_copy_and_matches_the_gradio_pin(monkeypatch):
     import re
     from pathlib import Path
 
@@ -204,6 +204,11 @@ def test_space_front_matter_is_the_documented_copy_and_matches_the_gradio_pin():
     pin = re.search(r"^gradio==(\S+)$", (root / "requirements.txt").read_text(), re.M).group(1)
     assert front["sdk"] == "gradio" and front["sdk_version"] == pin
     assert (root / front["app_file"]).is_file()
+    # the Space's default models are downloaded at build time, not by the first visitor
+    import demo.catalog
+    monkeypatch.setattr(demo.catalog, "smollm2_gguf", lambda: None)  # a Space has no local models
+    hub = build_catalog({})
+    assert front["preload_from_hub"][:2] == [hub.default("masked").name, hub.default("causal").name]
 
 
 def test_readme_lists_every_catalog_model_with_size_context_and_licence():
