@@ -12,14 +12,20 @@ Outputs in ``--output-dir``, per run (task, model, shots, method, scored span, s
 - ``<run>.jsonl``: one line per evaluated example and repetition, appended as chunks finish;
   a rerun of the same command skips what is there (resume after an interruption);
 - ``<run>.summary.json`` and a row per metric in ``summary.csv``: task, model, shots, metric,
-  value (percent), stderr, std over repetitions, n, seconds, date, command.
+  value (percent), stderr, std over repetitions, n (items evaluated), skipped (items too long
+  for the model), max_tokens (its position limit), seconds, date, command.
 
 ``--limit N`` evaluates a fixed random sample of N items (the first N of one seeded
 permutation, the same for every model and seed, so a larger limit extends a smaller one).
+
+Items longer than an absolute-position model reads (BERT, RoBERTa, ALBERT: 512 tokens) are
+skipped before anything is scored and counted (``--skip-too-long``, the default; see
+``_drop_too_long``); with ``--no-skip-too-long`` the first such item stops the run, named.
 """
 
 import datetime as dt
 import json
+import logging
 import math
 import random
 import re
@@ -35,6 +41,7 @@ from .settings import GenerationSettings, RunSettings, ScoringSettings
 from .tasks import Example, Task, get_task, load_examples, render_query
 
 SUBSET_SEED = 0  # the --limit sample does not depend on --seed: models and seeds see the same items
+log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------- public entry point
@@ -53,6 +60,8 @@ def evaluate(lm, task: Task | str, output_dir: str | Path, settings: RunSettings
     s = settings or RunSettings()
     task = get_task(task) if isinstance(task, str) else task
     run = _plan(lm, task, s, scoring or ScoringSettings())
+    if run["skipped"]:
+        log.warning(_skipped_note(lm, task, run))
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     predictions = out / f"{run['id']}.jsonl"
@@ -113,9 +122,11 @@ def _plan(lm, task: Task, s: RunSettings, scoring: ScoringSettings) -> dict:
         method, score, tag = "generate", None, "generate"
     repetitions = 1 if shots == 0 else s.repetitions  # no sampling to repeat at 0 shots
     run_id = f"{task.name}__{model_slug(lm)}__{shots}shot__{tag}__seed{s.seed}"
-    return dict(id=run_id, shots=shots, examples=examples, pool=pool, same_split=same_split,
-                method=method, scoring=scoring, score=score, repetitions=repetitions,
-                n_total=n_total)
+    run = dict(id=run_id, shots=shots, examples=examples, pool=pool, same_split=same_split,
+               method=method, scoring=scoring, score=score, repetitions=repetitions,
+               n_total=n_total, demos={})
+    run["examples"], run["skipped"] = _drop_too_long(lm, task, run, s)
+    return run
 
 
 def _task_scoring(lm, task: Task, scoring: ScoringSettings) -> ScoringSettings:
@@ -141,6 +152,16 @@ def _scoring_tag(scoring: ScoringSettings, task_default: ScoringSettings, method
     return tag
 
 
+def _demonstrations(run, s: RunSettings, rep: int, e: Example) -> list[Example]:
+    """An item's demonstrations in one repetition, drawn once per run (measuring an item's length
+    and scoring it need the same ones; a draw from a large same-split pool is not free)."""
+    key = (rep, e.index)
+    if key not in run["demos"]:
+        run["demos"][key] = sample_demonstrations(run["pool"], run["shots"], seed=s.seed,
+                                                  repetition=rep, item=e, same_split=run["same_split"])
+    return run["demos"][key]
+
+
 def model_slug(lm) -> str:
     """A short, file-safe model name: folder or file name of a local model, else the Hub id."""
     name = str(lm.name)
@@ -150,13 +171,67 @@ def model_slug(lm) -> str:
     return name.replace("/", "--").replace(" ", "_")
 
 
+# ---------------------------------------------------------------- items too long for the model
+
+
+def _drop_too_long(lm, task: Task, run: dict, s: RunSettings) -> tuple[list[Example], int]:
+    """(the examples that fit the model, how many were skipped).
+
+    An absolute-position model (BERT, RoBERTa, ALBERT: 512 tokens) cannot read a longer input and
+    the engines refuse one rather than truncate it, which would stop a run midway. So every item
+    is measured before anything is scored, with its demonstrations in every repetition, and
+    skipped whole (the ALBERT paper filtered long TimeDial items the same way) or, with
+    --no-skip-too-long, refused here by name. An item too long in one repetition is skipped in
+    all, so that every repetition averages the same items. The limit is the model's own
+    (``LoadedModel.max_length``, enforced by its ``check_length``); relative-position models
+    have none and skip nothing.
+    """
+    if lm.max_length is None:
+        return run["examples"], 0
+    kept = [e for e in run["examples"] if _fits(lm, task, run, s, e)]
+    if not kept:
+        raise ValueError(f"Task {task.name!r} ({run['shots']}-shot): all {len(run['examples'])} "
+                         f"items are longer than {lm.label} reads ({lm.max_length} tokens); "
+                         f"nothing is left to evaluate.")
+    return kept, len(run["examples"]) - len(kept)
+
+
+def _fits(lm, task: Task, run: dict, s: RunSettings, e: Example) -> bool:
+    """Whether the engines accept every input of this item, asked of the engines themselves (their
+    own tokenization and length checks), so the rule is never re-done here."""
+    from .generation import check_prompt
+    from .models import InputTooLong
+    from .pll import check_choices
+    for rep in range(run["repetitions"]):
+        demos = _demonstrations(run, s, rep, e)
+        try:
+            if task.kind == "choice":
+                check_choices(lm, _choices(task, run, e, demos), run["scoring"])
+            else:  # induction: its induction prompt (execution prompts hold the instruction to come)
+                prompt = generation_prompt(task, e, demos) if task.kind == "generate" else render_query(task, e)
+                check_prompt(lm, prompt, _generation_settings(task, s))
+        except InputTooLong as err:
+            if s.skip_too_long:
+                return False
+            raise ValueError(f"Task {task.name!r} ({run['shots']}-shot), item {e.index} (id "
+                             f"{e.id!r}, {len(demos)} demonstration(s)): {err} --skip-too-long "
+                             f"(the default) skips such items instead.") from None
+    return True
+
+
+def _skipped_note(lm, task: Task, run: dict) -> str:
+    kept = len(run["examples"])
+    return (f"{task.name} {run['shots']}-shot: skipped {run['skipped']} of {kept + run['skipped']} "
+            f"items longer than {lm.label} reads ({lm.max_length} tokens, demonstrations included); "
+            f"the results are over the {kept} kept (--no-skip-too-long stops at such an item instead).")
+
+
 # ---------------------------------------------------------------- one chunk of examples
 
 
 def _evaluate_chunk(lm, task, run, s, rep, chunk: list[Example]) -> list[dict]:
     start = time.perf_counter()
-    demos = {e.index: sample_demonstrations(run["pool"], run["shots"], seed=s.seed, repetition=rep,
-                                            item=e, same_split=run["same_split"]) for e in chunk}
+    demos = {e.index: _demonstrations(run, s, rep, e) for e in chunk}
     if task.kind == "choice":
         records = _rank(lm, task, run, s, chunk, demos)
     elif task.kind == "generate":
@@ -170,12 +245,16 @@ def _evaluate_chunk(lm, task, run, s, rep, chunk: list[Example]) -> list[dict]:
     return records
 
 
-def _rank(lm, task, run, s, chunk, demos) -> list[dict]:
-    from .pll import Choice, score_choices  # engines load lazily: listing tasks needs no torch
+def _choices(task, run, e: Example, demos: list[Example]):
+    from .pll import Choice  # engines load lazily: listing tasks needs no torch
+    return [Choice(context, completion, candidate) for (context, completion), candidate in
+            zip(choice_items(task, e, demos, run["score"]), e.candidates)]
 
-    choice_sets = [[Choice(context, completion, candidate) for (context, completion), candidate in
-                    zip(choice_items(task, e, demos[e.index], run["score"]), e.candidates)]
-                   for e in chunk]
+
+def _rank(lm, task, run, s, chunk, demos) -> list[dict]:
+    from .pll import score_choices
+
+    choice_sets = [_choices(task, run, e, demos[e.index]) for e in chunk]
     try:
         results = score_choices(lm, choice_sets, run["scoring"])
     except ValueError as err:
@@ -270,7 +349,8 @@ def _summarise(lm, task, run, s, done: dict, command: str) -> list[dict]:
             metric_label=M.METRICS[name].label, value=round(100 * mean, 2),
             stderr=round(100 * sum(stderr) / len(stderr), 2) if stderr else None,
             std=round(100 * std, 2), repetitions=run["repetitions"], n=len(per_rep[0]),
-            n_total=run["n_total"], method=run["method"], score=run["score"], seed=s.seed,
+            n_total=run["n_total"], skipped=run["skipped"], max_tokens=lm.max_length,
+            method=run["method"], score=run["score"], seed=s.seed,
             seconds=round(seconds, 1), date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"),
             command=command))
     return rows

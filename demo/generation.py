@@ -23,6 +23,7 @@ from transformers import GenerationConfig, StoppingCriteria
 
 from .constraints import constraints, pieces
 from .mlm_decoder import MaskedLMAsCausalLM, WindowSpecials, window_length
+from .models import InputTooLong
 from .settings import GenerationSettings
 from .text import decode_newlines, encode_newlines, special_token_note
 from .trace import StepRecorder, StepTrace, build_trace
@@ -64,6 +65,30 @@ def _validate(lm, prompt, s: GenerationSettings) -> None:
                          f"(leave it unset).")
 
 
+def _prompt_ids(lm, prompt: str) -> list[int]:
+    """The prompt's token ids as the model reads them: the newline convention applied; no special
+    tokens for a masked LM (the decoder adds its window's); none at the end for a causal LM."""
+    tokenizer = lm.tokenizer
+    masked = lm.kind == "masked"
+    # verbose=False: the length check is ours (_check_room, with a clearer message)
+    ids = tokenizer(encode_newlines(prompt, lm.newline_survives), add_special_tokens=not masked,
+                    verbose=False)["input_ids"]
+    if not masked:  # a causal LM continues the text: drop an end token the tokenizer appends
+        while len(ids) > 1 and ids[-1] in (tokenizer.sep_token_id, tokenizer.eos_token_id):
+            ids = ids[:-1]  # (ModernBERT-style tokenizers add [SEP], as Ettin's decoders' do)
+    if not ids:
+        raise ValueError("The prompt encodes to no tokens.")
+    return ids
+
+
+def check_prompt(lm, prompt: str, settings: GenerationSettings) -> None:
+    """Raise what ``generate`` would raise for this prompt's length (InputTooLong when the last
+    step would not fit), without generating: for callers that filter inputs first."""
+    padding_masks = settings.padding_masks if settings.padding_masks is not None else lm.padding_masks
+    _check_room(lm, len(_prompt_ids(lm, prompt)), settings.max_new_tokens,
+                padding_masks if lm.kind == "masked" else 0)
+
+
 def _check_room(lm, n_prompt: int, max_new_tokens: int, padding_masks: int) -> None:
     """Refuse a request whose last step would not fit an absolute-position model."""
     if lm.max_length is None:
@@ -78,11 +103,11 @@ def _check_room(lm, n_prompt: int, max_new_tokens: int, padding_masks: int) -> N
     if needed <= lm.max_length:
         return
     if room <= 0:
-        raise ValueError(
+        raise InputTooLong(
             f"The prompt is {n_prompt} tokens: with {layout} it already fills {lm.label}'s "
             f"{lm.max_length} positions (absolute position embeddings), so no token can be "
             f"generated. Shorten the prompt or pick a model with relative positions (DeBERTa).")
-    raise ValueError(
+    raise InputTooLong(
         f"The prompt is {n_prompt} tokens; {lm.label} reads at most {lm.max_length} tokens, so with "
         f"{layout} there is room for {room} new token(s), not {max_new_tokens}. Lower "
         f"max_new_tokens to {room} or shorten the prompt.")
@@ -164,14 +189,8 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
     padding_masks = (s.padding_masks if s.padding_masks is not None else lm.padding_masks) if masked else 0
 
     model_prompt = encode_newlines(prompt, lm.newline_survives)
-    # verbose=False: the length check below is ours (with a clearer message)
-    prompt_ids = tokenizer(model_prompt, add_special_tokens=not masked, verbose=False)["input_ids"]
-    if not masked:  # a causal LM continues the text: drop an end token the tokenizer appends
-        while len(prompt_ids) > 1 and prompt_ids[-1] in (tokenizer.sep_token_id, tokenizer.eos_token_id):
-            prompt_ids = prompt_ids[:-1]  # (ModernBERT-style tokenizers add [SEP], as Ettin's decoders' do)
+    prompt_ids = _prompt_ids(lm, prompt)
     n = len(prompt_ids)
-    if n == 0:
-        raise ValueError("The prompt encodes to no tokens.")
     _check_room(lm, n, s.max_new_tokens, padding_masks)
 
     end_ids = _end_ids(lm)

@@ -52,6 +52,11 @@ def remote_code_revision(name: str, revision: str | None) -> str:
                          f"{revision!r}.")
     return pinned
 
+class InputTooLong(ValueError):
+    """An input longer than an absolute-position model reads (the engines refuse, never truncate;
+    the evaluator skips such items)."""
+
+
 DTYPES = {name: getattr(torch, name) for name in settings.DTYPES}  # "float32" -> torch.float32
 KINDS = settings.KINDS
 
@@ -96,7 +101,7 @@ class LoadedModel:
     def check_length(self, n_tokens: int, what: str = "input") -> None:
         """Refuse (never truncate) an input longer than an absolute-position model allows."""
         if self.max_length is not None and n_tokens > self.max_length:
-            raise ValueError(
+            raise InputTooLong(
                 f"The {what} is {n_tokens} tokens long, but {self.label} ({self.family.name}, "
                 f"absolute positions) can read at most {self.max_length} tokens. Shorten it or "
                 f"pick a model with relative positions (DeBERTa, ModernBERT).")

@@ -121,7 +121,8 @@ def _tokenize(lm, context: str, completion: str, scope: str, blank_ids: dict) ->
     """Tokenize context + completion; ``blank_ids`` caches which token ids decode to whitespace."""
     tokenizer = lm.tokenizer
     text = context + completion
-    encoding = tokenizer(text, return_offsets_mapping=True, return_special_tokens_mask=True)
+    encoding = tokenizer(text, return_offsets_mapping=True, return_special_tokens_mask=True,
+                         verbose=False)  # the length check is ours (lm.check_length)
     ids = list(encoding["input_ids"])
     offsets = [tuple(o) for o in encoding["offset_mapping"]]
     special = [bool(s) for s in encoding["special_tokens_mask"]]
@@ -422,11 +423,8 @@ def score_choices(lm, choice_sets: list[list[Choice]], settings: ScoringSettings
     """
     settings = settings or ScoringSettings()
     flat = [choice for choices in choice_sets for choice in choices]
-    items = [(c.context, c.completion) for c in flat]
     neutral = settings.unconditional_context
-    if neutral is not None:
-        items += [(neutral, join(neutral, c.candidate.strip())) for c in flat]
-    scores = score_batch(lm, items, settings, progress=progress)
+    scores = score_batch(lm, _items(flat, neutral), settings, progress=progress)
     results = []
     for k, choice in enumerate(flat):
         result = replace(scores[k], candidate=choice.candidate)
@@ -436,6 +434,23 @@ def score_choices(lm, choice_sets: list[list[Choice]], settings: ScoringSettings
         results.append(result)
     remaining = iter(results)
     return [[next(remaining) for _ in choices] for choices in choice_sets]
+
+
+def _items(flat: list[Choice], neutral: str | None) -> list[tuple[str, str]]:
+    """The (context, completion) pairs scored for these choices: each choice, then (with an
+    unconditional context) each candidate after it."""
+    items = [(c.context, c.completion) for c in flat]
+    if neutral is not None:
+        items += [(neutral, join(neutral, c.candidate.strip())) for c in flat]
+    return items
+
+
+def check_choices(lm, choices: list[Choice], settings: ScoringSettings | None = None) -> None:
+    """Raise what ``score_choices`` would raise for these texts (``InputTooLong`` for one longer
+    than the model reads), without running the model: for callers that filter inputs first."""
+    settings = settings or ScoringSettings()
+    for context, completion in _items(choices, settings.unconditional_context):
+        _tokenize(lm, *model_pair(context, completion, lm.newline_survives), settings.scope, {})
 
 
 def score_candidate_sets(lm, requests: list[tuple[str, list[str]]],

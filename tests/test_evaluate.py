@@ -2,11 +2,13 @@
 clear errors for bad input."""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
 import demo.pll as pll
-from conftest import SHARED, needs_shared
+from conftest import SHARED, STANDIN_MLM, needs_shared
 from demo import evaluate as E
 from demo import tasks as T
 from demo.settings import RunSettings, ScoringSettings
@@ -153,6 +155,192 @@ def test_bad_requests_are_explained(bert, tmp_path):
         E.evaluate(bert, "ii_sum_gold", tmp_path, RunSettings(shots=1, data_root=DATA))
     with pytest.raises(ValueError, match="needs the local file '.*winogradversarial.jsonl'"):
         E.evaluate(bert, "winogradversarial", tmp_path, RunSettings(shots=0, data_root=str(tmp_path)))
+
+
+# ---------------------------------------------------------------- items too long for the model
+
+
+def _task_file(folder, records, kind="choice", demos=None, **fields):
+    """A task of your own (YAML + JSONL, as the README shows) holding ``records``; its
+    demonstrations come from ``demos`` if given, else from the records minus the item;
+    ``fields`` override the task's own."""
+    import yaml
+    folder.mkdir(parents=True)
+    spec = dict(name="long_items", data={"local": "items.jsonl"}, convert="fields", kind=kind,
+                shots=0)
+    if kind == "choice":
+        spec.update(convert_args={"candidates": "options", "label": "answer"},
+                    template="{text} A: {answer}", metrics=["accuracy"])
+    else:
+        spec.update(convert_args={"answers": "answer"}, template="{text} => {answer}",
+                    metrics=["exact_match"], generation={"max_new_tokens": 4})
+    for split, rows in (("items", records), ("demos", demos)):
+        if rows:
+            (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if demos:
+        spec["demos"] = {"local": "demos.jsonl"}
+    spec.update(fields)
+    (folder / "long_items.yaml").write_text(yaml.safe_dump({"tasks": [spec]}))
+    return T.read_task_file(folder / "long_items.yaml", base=folder)[0]
+
+
+CAPITALS = [("France", ["Paris", "Lyon"], "Paris"), ("Italy", ["Milan", "Rome"], "Rome"),
+            ("Japan", ["Osaka", "Tokyo"], "Tokyo"), ("Canada", ["Ottawa", "Toronto"], "Ottawa"),
+            ("Germany", ["Munich", "Berlin"], "Berlin"), ("Spain", ["Madrid", "Seville"], "Madrid"),
+            ("Egypt", ["Cairo", "Giza"], "Cairo"), ("Peru", ["Cusco", "Lima"], "Lima")]
+
+
+@needs_shared
+def test_items_too_long_for_the_model_are_skipped_and_counted(standin_mlm, tmp_path, caplog):
+    """The stand-in reads 512 tokens: items padded to 512 tokens are kept, to 513 and 700
+    skipped (lengths counted here with the tokenizer alone); the accuracy is that of a run on
+    the kept items only; with skip_too_long=False the run stops, naming the item."""
+    def tokens(record):  # the longest text the model would read: the template, filled
+        return max(len(standin_mlm.tokenizer(f"{record['text']} A: {o}")["input_ids"])
+                   for o in record["options"])
+
+    def padded(country, options, answer, length=None):
+        record = dict(text=f"What is the capital of {country}?", options=options, answer=answer)
+        if length is not None:  # every "one" is one more token
+            record["text"] = "one " * (length - tokens(record)) + record["text"]
+        return record
+
+    targets = {"Japan": 512, "Canada": 513, "Spain": 700}
+    records = [padded(c, o, a, targets.get(c)) for c, o, a in CAPITALS]
+    lengths = [tokens(r) for r in records]
+    assert sorted(n for n in lengths if n >= 512) == [512, 513, 700]
+    fits = [i for i, n in enumerate(lengths) if n <= 512]
+
+    task = _task_file(tmp_path / "all", records)
+    with caplog.at_level("WARNING", logger="demo.evaluate"):
+        rows = E.evaluate(standin_mlm, task, tmp_path / "runs", RunSettings(shots=0))
+    assert (rows[0]["skipped"], rows[0]["max_tokens"], rows[0]["n"]) == (2, 512, len(fits))
+    assert sorted(r["index"] for r in _records(tmp_path / "runs")) == fits
+    assert "long_items 0-shot: skipped 2 of 8 items longer than minilm-l6-mlm-standin reads " \
+           "(512 tokens" in caplog.text
+    short = _task_file(tmp_path / "short", [records[i] for i in fits])
+    short_rows = E.evaluate(standin_mlm, short, tmp_path / "short_runs", RunSettings(shots=0))
+    assert short_rows[0]["skipped"] == 0 and short_rows[0]["n"] == rows[0]["n"]
+    assert short_rows[0]["value"] == rows[0]["value"]
+    # the engine agrees: 513 tokens are refused, and the 512-token item above was scored
+    with pytest.raises(ValueError, match="513 tokens long.*at most 512"):
+        pll.score_batch(standin_mlm, [(records[3]["text"] + " A:", " Ottawa")])
+
+    with pytest.raises(ValueError, match=r"Task 'long_items' \(0-shot\), item 3 \(id '3', 0 "
+                                         r"demonstration\(s\)\): The text is 513 tokens long.*at most 512"):
+        E.evaluate(standin_mlm, task, tmp_path / "strict", RunSettings(shots=0, skip_too_long=False))
+    assert not list((tmp_path / "strict").glob("*.jsonl"))  # refused before anything was scored
+
+
+@needs_shared
+@pytest.mark.parametrize("kind", ["choice", "generate"])
+@pytest.mark.parametrize("family", ["bert", "gpt2"])
+def test_skipped_items_are_exactly_those_the_engines_refuse(tiny_model, tmp_path, kind, family):
+    """A 64-position model, items of every length around its limit, 1-shot, two repetitions,
+    demonstrations 0, 1 and 5 tokens longer than the shortest: an item is skipped exactly when
+    the scoring (or generation) engine refuses its input with the demonstration of some
+    repetition. The engines' own refusals decide here, so special and start tokens, right masks
+    and padding masks all count as the engines build their inputs."""
+    from demo.fewshot import choice_items, generation_prompt, sample_demonstrations
+    from demo.generation import generate
+    from demo.settings import GenerationSettings
+    lm = tiny_model(family, **{"max_position_embeddings" if family == "bert" else "n_positions": 64})
+
+    def record(k):
+        options = {"options": ["two", "three"]} if kind == "choice" else {}
+        return dict(text="one " * k + "go", answer="two", **options)
+
+    task = _task_file(tmp_path / "task", [record(k) for k in range(40, 56)], kind,
+                      demos=[record(k) for k in (0, 1, 5)])
+    items, pool = T.load_examples(task), T.load_examples(task, "demos")
+
+    def refused(item, repetition):
+        shown = sample_demonstrations(pool, 1, seed=0, repetition=repetition, item=item)
+        try:
+            if kind == "choice":
+                pll.score_batch(lm, choice_items(task, item, shown))
+            else:
+                generate(lm, generation_prompt(task, item, shown),
+                         GenerationSettings(**task.generation))
+        except ValueError as err:
+            assert re.search("64 (tokens|positions)", str(err)), err
+            return True
+        return False
+
+    refusals = [(refused(e, 0), refused(e, 1)) for e in items]
+    assert any(a != b for a, b in refusals)  # too long in one repetition only: skipped in both
+    rows = E.evaluate(lm, task, tmp_path / "runs", RunSettings(shots=1, repetitions=2))
+    kept = [e.index for e, (a, b) in zip(items, refusals) if not (a or b)]
+    assert 0 < len(kept) < len(items)
+    assert (rows[0]["skipped"], rows[0]["n"], rows[0]["max_tokens"]) == (
+        len(items) - len(kept), len(kept), 64)
+    records = _records(tmp_path / "runs")
+    for repetition in (0, 1):
+        assert sorted(r["index"] for r in records if r["repetition"] == repetition) == kept
+
+
+@needs_shared
+def test_the_unconditional_text_counts_too(tiny_model, tmp_path):
+    """With GPT-3's unconditional normalisation the engine also reads "Answer: <candidate>",
+    longer than the item itself when the template is the bare candidate."""
+    from demo.fewshot import choice_items
+    lm = tiny_model("bert", max_position_embeddings=64)
+    records = [dict(options=["one " * k + "go", "go"], answer="go") for k in range(58, 63)]
+    task = _task_file(tmp_path / "task", records, template="{answer}",
+                      scoring={"unconditional_context": "Answer:"})
+    items = T.load_examples(task)
+
+    def refused(item, neutral):
+        choices = [pll.Choice(context, completion, candidate) for (context, completion), candidate
+                   in zip(choice_items(task, item, []), item.candidates)]
+        try:
+            pll.score_choices(lm, [choices], ScoringSettings(unconditional_context=neutral))
+        except ValueError:
+            return True
+        return False
+
+    assert any(refused(e, "Answer:") and not refused(e, None) for e in items)
+    rows = E.evaluate(lm, task, tmp_path / "runs", RunSettings(shots=0))
+    kept = [e.index for e in items if not refused(e, "Answer:")]
+    assert rows[0]["skipped"] == len(items) - len(kept) and 0 < len(kept) < len(items)
+    assert sorted(r["index"] for r in _records(tmp_path / "runs")) == kept
+
+
+@needs_shared
+def test_relative_position_models_skip_nothing(tiny_model, tmp_path):
+    """DeBERTa-v2 has no position limit (relative attention): items far past the 64 positions its
+    config names are all scored."""
+    lm = tiny_model("deberta-v2", max_position_embeddings=64)
+    assert lm.max_length is None
+    records = [dict(text="one " * k + "go", options=["two", "three"], answer="two")
+               for k in (10, 100)]
+    task = _task_file(tmp_path / "task", records)
+    rows = E.evaluate(lm, task, tmp_path / "runs", RunSettings(shots=0))
+    assert (rows[0]["skipped"], rows[0]["max_tokens"], rows[0]["n"]) == (0, None, 2)
+
+
+@needs_shared
+def test_skip_setting_on_the_command_line(standin_mlm, tmp_path, capsys):
+    from demo.cli import main
+    _task_file(tmp_path / "tasks", [dict(text="one " * 600 + "go", options=["a", "b"], answer="a"),
+                                    dict(text="go", options=["a", "b"], answer="b")])
+    argv = ["evaluate", "--model", str(STANDIN_MLM), "--tasks-dir", str(tmp_path / "tasks"),
+            "--task", "long_items", "--shots", "0", "--output-dir", str(tmp_path / "runs"),
+            "--no-progress"]
+    assert main(argv + ["--no-skip-too-long"]) == 2
+    assert "error: Task 'long_items' (0-shot), item 0 (id '0', 0 demonstration(s)): " in capsys.readouterr().err
+    assert main(argv) == 0
+    import pandas as pd
+    from demo.results import add_runs, load_ours
+    summary = pd.read_csv(tmp_path / "runs" / "summary.csv")
+    assert (summary["n"][0], summary["skipped"][0], summary["max_tokens"][0]) == (1, 1, 512)
+    # our results table takes the new columns beside rows written before they existed
+    shipped = Path(__file__).resolve().parents[1] / "assets" / "results" / "ours.csv"
+    older = pd.read_csv(shipped).drop(columns=["skipped", "max_tokens"], errors="ignore")
+    older.to_csv(tmp_path / "ours.csv", index=False)
+    merged = add_runs(tmp_path / "runs" / "summary.csv", tmp_path / "ours.csv")
+    assert len(merged) == len(older) + 1
+    assert len(load_ours(tmp_path / "ours.csv")) == len(older) + 1
 
 
 # ---------------------------------------------------------------- result tables

@@ -1,6 +1,7 @@
 """Task registry, templates and few-shot prompts, against strings written out by hand."""
 
 import json
+import re
 
 import pytest
 
@@ -71,6 +72,47 @@ def test_hellaswag_golden():
         "The lady stands and lifts the weight over her head.\n\n",
         "Roof shingle removal: A man is sitting on a roof. He is using wrap to wrap a pair of skis.")
 
+
+
+@needs_shared
+def test_hellaswag_wikihow_markers_golden():
+    """A WikiHow item (ind 1), its markers removed by hand: [title] ends a sentence (a second
+    full stop where one was there already, as lm-eval writes it), [header] and [step] go."""
+    task, item = T.get_task("hellaswag"), _example("hellaswag", index=3243)
+    assert item.id == "1"
+    assert T.render_query(task, item) == (
+        "Personal Care and Style: How to become a fashion consultant. Obtain your high school "
+        "diploma or ged. This job requires a high school diploma or equivalent, so make sure to "
+        "apply yourself and finish school. If your high school offers these classes, take art, "
+        "design, and sewing to familiarize yourself with foundational concepts in fashion.")
+    assert item.candidates[0] == (
+        " Many high schools have classes offered for their students who do not have a high school "
+        "diploma, so be sure to register to take these classes and find a job in your field.. "
+        "Search for entry-level positions in fashion industries.")
+
+
+@needs_shared
+def test_hellaswag_text_is_lm_evals():
+    """Every HellaSwag item's query and endings are lm-eval's own preprocessing of the record
+    (lm_eval/tasks/hellaswag/utils.py), with the paper's space before each ending kept."""
+    lm_eval_hellaswag = pytest.importorskip(
+        "lm_eval.tasks.hellaswag.utils", reason="lm-eval (requirements-dev.txt) is not installed")
+    preprocess = lm_eval_hellaswag.preprocess
+    task = T.get_task("hellaswag")
+    records = [json.loads(line) for line in (DATA / task.data.local).read_text().splitlines()]
+    items = T.load_examples(task, "data", DATA)
+    assert len(items) == len(records)
+    bracketed = re.compile(r"\[[^\]]*\]")  # what the rule removes: no such span may be left
+    for record, item in zip(records, items):
+        # lm-eval's process_docs builds the query this way, then preprocesses it whole
+        query = record["activity_label"] + ": " + record["ctx_a"] + " " + record["ctx_b"].capitalize()
+        assert T.render_query(task, item) == preprocess(query), item.id
+        for ending, candidate in zip(record["endings"], item.candidates, strict=True):
+            expected = preprocess(ending).strip()
+            assert candidate == (expected if expected[:1] in ",.;:!?')]}\"" else " " + expected), item.id
+            assert not bracketed.search(candidate), item.id
+        assert not bracketed.search(T.render_query(task, item)), item.id
+    assert sum("[title]" in r["ctx_a"] for r in records) > 1000  # there were markers to remove
 
 @needs_shared
 def test_arc_golden():

@@ -238,13 +238,26 @@ def _hellaswag(records, root):
     out = []
     for i, r in enumerate(records):
         ctx_b = r["ctx_b"].strip()
-        context = r["ctx_a"].strip() + (" " + ctx_b[:1].upper() + ctx_b[1:] if ctx_b else "")
+        # (lm-eval capitalises ctx_b with str.capitalize(), which would also lower-case the
+        # rest of it; HellaSwag's ctx_b has no other capitals, so the texts are the same)
+        context = _wikihow_text(r["ctx_a"] + " " + ctx_b[:1].upper() + ctx_b[1:])
         # Paper: a space before each ending; none before one that starts with punctuation.
-        endings = [(" " if e.strip()[:1] not in _CLOSING else "") + e.strip() for e in r["endings"]]
+        endings = [_wikihow_text(e) for e in r["endings"]]
+        endings = [(" " if e[:1] not in _CLOSING else "") + e for e in endings]
         out.append(Example(i, str(r.get("ind", i)), {
-            "activity_label": r["activity_label"].strip(), "context": context},
+            "activity_label": _wikihow_text(r["activity_label"]), "context": context},
             candidates=endings, label=int(r["label"])))
     return out
+
+
+def _wikihow_text(text: str) -> str:
+    """HellaSwag's WikiHow items carry scraping markers ([header], [title], [step], [substeps])
+    that no model should read as text. Removed by lm-evaluation-harness's rule (lm-eval 0.4,
+    lm_eval/tasks/hellaswag/utils.py, preprocess()): a title marker becomes a sentence end, the
+    other markers go, a double space closes up. Stripped again, because a marker at the start
+    leaves a space where our template joins the fields."""
+    text = text.strip().replace(" [title]", ". ")
+    return re.sub(r"\[.*?\]", "", text).replace("  ", " ").strip()
 
 
 @converter("story_cloze")
