@@ -5,6 +5,7 @@
     mlm-icl probe    --model M --lengths 256 512 --output grid.csv [--plot grid.html]
     mlm-icl evaluate --model M --task copa:100 --shots 1 [--tasks-dir my_tasks/]
     mlm-icl results  show | add-runs runs/eval/summary.csv | import-published DIR
+    mlm-icl export-tasks --task copa --shots 4 --output-dir DIR   (for lm-eval's --include_path)
     mlm-icl models   (the catalog: local models' short names, Hub models, pairs)
 
 Options come from the settings dataclasses of ``demo.settings`` through transformers'
@@ -319,6 +320,29 @@ def _results(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- export-tasks
+
+
+def _export_arguments(parser):
+    parser.add_argument("--task", action="append", default=[], help="task name (repeatable)")
+    parser.add_argument("--tasks-dir", action="append", default=[], type=Path,
+                        help="folder of your own task YAML files; repeatable")
+    parser.add_argument("--output-dir", required=True, type=Path,
+                        help="the folder to give lm-eval's --include_path")
+
+
+def _export(args, run: RunSettings) -> int:
+    from .lm_eval_tasks import export_task
+    from .tasks import add_task_dir
+    for folder in args.tasks_dir:
+        add_task_dir(folder)
+    if not args.task:
+        raise ValueError(f"Give at least one --task ({PROG} evaluate --list shows them).")
+    for name in (n.strip() for arg in args.task for n in arg.split(",") if n.strip()):
+        print(export_task(name, args.output_dir, run))
+    return 0
+
+
 # ---------------------------------------------------------------- models
 
 
@@ -362,6 +386,8 @@ COMMANDS = {  # name: (help, settings dataclasses, adds the command's own argume
     "evaluate": ("few-shot evaluation on the papers' tasks or your own (resumable)",
                  [ModelSettings, RunSettings, ScoringSettings], _evaluate_arguments),
     "results": ("the papers' published tables next to our runs", [], _results_arguments),
+    "export-tasks": ("our tasks as lm-evaluation-harness tasks (a folder for --include_path)",
+                     [RunSettings], _export_arguments),
     "models": ("the models --model takes by name: local ones (short names), Hub ones, pairs",
                [], _models_arguments),
 }
@@ -422,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "evaluate":
             return _evaluate(args, *built, argv)
         return {"generate": _generate, "score": _score, "probe": _probe, "results": _results,
-                "models": _models}[args.command](args, *built)
+                "export-tasks": _export, "models": _models}[args.command](args, *built)
     except (ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

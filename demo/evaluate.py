@@ -107,11 +107,7 @@ def _plan(lm, task: Task, s: RunSettings, scoring: ScoringSettings) -> dict:
                          f"holds ({available} examples"
                          f"{', the evaluated split minus the evaluated item' if same_split else ''}).")
     n_total = len(examples)
-    if s.limit is not None and s.limit < n_total:
-        order = list(range(n_total))
-        random.Random(SUBSET_SEED).shuffle(order)
-        keep = set(order[:s.limit])
-        examples = [e for e in examples if e.index in keep]
+    examples = fixed_sample(examples, s.limit)
 
     if task.kind == "choice":
         scoring = _task_scoring(lm, task, scoring)
@@ -127,6 +123,17 @@ def _plan(lm, task: Task, s: RunSettings, scoring: ScoringSettings) -> dict:
                n_total=n_total, demos={})
     run["examples"], run["skipped"] = _drop_too_long(lm, task, run, s)
     return run
+
+
+def fixed_sample(examples: list[Example], limit: int | None) -> list[Example]:
+    """``--limit N``: the first N items of one seeded permutation (the same for every model and
+    seed, so a larger limit extends a smaller one), kept in their order."""
+    if limit is None or limit >= len(examples):
+        return examples
+    order = list(range(len(examples)))
+    random.Random(SUBSET_SEED).shuffle(order)
+    keep = {examples[i].index for i in order[:limit]}
+    return [e for e in examples if e.index in keep]
 
 
 def _task_scoring(lm, task: Task, scoring: ScoringSettings) -> ScoringSettings:

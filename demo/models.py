@@ -9,7 +9,6 @@ Where a model name points (Hub id, local folder, GGUF file) is decided by ``demo
 """
 
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,7 +163,7 @@ def check_download_size(name: str, revision: str | None, max_gb: float) -> None:
 
 
 def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, dtype: torch.dtype,
-                   trust_remote_code: bool, revision: str | None) -> LoadedModel:
+                   trust_remote_code: bool, revision: str | None, device_map=None) -> LoadedModel:
     name, location, extra, local = source.name, source.location, dict(source.extra), source.local
     remote_code = bool(trust_remote_code)
     if remote_code:
@@ -186,6 +185,8 @@ def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, 
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
 
     kwargs = dict(extra, dtype=dtype, trust_remote_code=remote_code, output_loading_info=True)
+    if device_map is not None:  # model parallel: accelerate places the layers across devices
+        kwargs["device_map"] = device_map
     if family.name in ("deberta", "deberta-v2"):
         # legacy=True builds a head that does not match the checkpoints' lm_predictions.* weights,
         # so it would be silently re-initialised (docs/method.md, section 2).
@@ -202,7 +203,8 @@ def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, 
             f"'{name}' has no trained {kind} LM head: these weights are missing from the checkpoint "
             f"and would be random: {', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}. "
             f"Pick a checkpoint that includes its prediction head.")
-    return _wrap(name, kind, model, tokenizer, config, family, device, local)
+    return _wrap(name, kind, model, tokenizer, config, family,
+                 None if device_map is not None else device, local)
 
 
 def _wrap(name, kind, model, tokenizer, config, family, device, local) -> LoadedModel:
@@ -211,7 +213,9 @@ def _wrap(name, kind, model, tokenizer, config, family, device, local) -> Loaded
     if tokenizer.pad_token_id is None:
         # Causal tokenizers often lack a pad token; padding is always masked out by attention.
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
-    model.eval().to(device)
+    model.eval()
+    if device is not None:  # None: already placed by a device_map
+        model.to(device)
     return LoadedModel(name=name, kind=kind, model=model, tokenizer=tokenizer, family=family,
                        max_length=max_positions(config, family),
                        pretrained_length=pretrained_length(config, family),
@@ -250,11 +254,13 @@ CACHE = _ModelCache(max_models=_APP.max_models, max_bytes=int(_APP.max_model_gb 
 
 def load_model(name: str, kind: str | None = None, device: str | None = "auto",
                dtype: str = "float32", trust_remote_code: bool = False,
-               revision: str | None = None) -> LoadedModel:
+               revision: str | None = None, device_map: str | dict | None = None) -> LoadedModel:
     """Load (or fetch from the cache) a masked or causal LM with its tokenizer.
 
     ``kind`` defaults to the family's natural kind ("masked" for BERT-likes). ``revision``: a Hub
     branch, tag or commit; remote code runs only for allowlisted models, at their pinned commit.
+    ``device_map`` ("auto" or a transformers map) spreads a model too large for one GPU across
+    several (model parallel, through accelerate); inputs then go to its first layer's device.
     Raises ValueError with a readable message for unknown ids, folders that are not models,
     missing heads.
     """
@@ -265,9 +271,9 @@ def load_model(name: str, kind: str | None = None, device: str | None = "auto",
     # Keyed on where the weights are, not on the spelling ("m" and "m/" are one model), and on
     # the kind the files tell when the caller leaves it to the model.
     key = (source.location, tuple(sorted(source.extra.items())), kind or source.kind, str(dev), dtype,
-           revision, trust_remote_code)
+           revision, trust_remote_code, str(device_map))
     return CACHE.get(key, lambda: _load_uncached(source, kind, dev, DTYPES[dtype], trust_remote_code,
-                                                 revision))
+                                                 revision, device_map))
 
 
 def random_model(folder: str | Path, kind: str | None = None, seed: int = 0, shrink: bool = True,

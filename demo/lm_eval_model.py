@@ -1,0 +1,360 @@
+"""Our engines as an lm-evaluation-harness model: ``--model mlm`` (lm-eval 0.4.13).
+
+    python -m demo.lm_eval --model mlm --model_args pretrained=microsoft/deberta-v2-xxlarge --tasks copa
+    accelerate launch -m demo.lm_eval --model mlm --model_args pretrained=... --tasks ...  # per GPU
+
+Importing this module registers the model with lm-eval (``demo.lm_eval`` is lm-eval's own command
+line with this import done first); ``lm_eval.simple_evaluate(model=MaskedLMEval(pretrained=...))``
+works from Python. Masked and causal LMs alike (``demo.models.load_model``):
+
+- ``loglikelihood``: ``demo.pll.score_batch`` of (context, continuation): a masked LM's PLL with
+  the method, right masks and reduction of ``--model_args`` (default: the BERTs paper's, +2 right
+  masks, sum), a causal LM's exact log-likelihood. All requests go to the engine in one call, so
+  its token-budget sub-batches are what batches them (lm-eval's ``batch_size`` is not used).
+- ``loglikelihood_rolling``: the same engine over the whole text, in windows (:func:`rolling_pairs`).
+- ``generate_until``: ``demo.generation.generate`` with lm-eval's ``until``, ``max_gen_toks``,
+  ``do_sample``, ``temperature`` (:func:`generation_settings`), one prompt at a time.
+
+The text conventions (newline marker, junction space) are the engines' (``demo.text``): requests
+go to them as lm-eval wrote them. Inputs longer than an absolute-position model reads are refused
+by the engines, as everywhere in this project, never truncated.
+
+Data parallel: launched by ``accelerate launch`` or ``torchrun`` (more than one process), each
+process takes its own device and lm-eval gives it every world_size-th document; rank 0 gathers
+and reports (lm-eval's evaluator does that through ``all_gather``/``gather_object`` below).
+"""
+
+import logging
+import os
+from dataclasses import dataclass, fields, replace
+from datetime import timedelta
+
+import lm_eval.models  # noqa: F401  lm-eval's own models: registering ours first would hide them
+import torch
+from lm_eval.api.model import LM
+from lm_eval.api.registry import register_model
+from tqdm.auto import tqdm
+
+from .generation import generate
+from .models import load_model
+from .pll import score_batch
+from .settings import GenerationSettings, ModelSettings, ScoringSettings
+from .text import encode_newlines
+
+logger = logging.getLogger(__name__)
+
+# ---------------------------------------------------------------- model_args
+
+# Each key of --model_args belongs to one settings dataclass, which validates it.
+MODEL_KEYS = {"pretrained": "model", **{f.name: f.name for f in fields(ModelSettings) if f.name != "model"}}
+SCORING_KEYS = ("method", "right_masks", "reduction", "token_budget")
+GENERATION_KEYS = ("padding_masks",)
+PARALLEL_KEYS = ("parallelize", "device_map")
+# lm-eval's command line passes these to every model; our sub-batches are sized by token_budget.
+IGNORED_KEYS = ("batch_size", "max_batch_size")
+VALID_KEYS = (*MODEL_KEYS, *SCORING_KEYS, *GENERATION_KEYS, *PARALLEL_KEYS, *IGNORED_KEYS)
+# Scoring settings that have no meaning behind lm-eval's requests, and why.
+NOT_HERE = {
+    "scope": "lm-eval asks for the continuation's log-likelihood (scope=completion); its "
+             "loglikelihood_rolling requests score whole texts",
+    "unconditional_context": "lm-eval normalises by an unconditional score itself (metric "
+                             "acc_mutual_info)",
+    "word_level": "lm-eval's answers have no per-word scores",
+}
+MASKED_ONLY = ("right_masks", "padding_masks")
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """What ``--model_args`` says, each part validated by its own dataclass."""
+    model: ModelSettings
+    scoring: ScoringSettings
+    padding_masks: int | None = None  # masked LMs' generation (GenerationSettings.padding_masks)
+    device_map: str | None = None  # model parallel: "auto" (parallelize=True) or a transformers map
+    given: tuple[str, ...] = ()  # the keys the user set (to refuse masked-only ones on causal LMs)
+
+
+def parse_model_args(args: dict) -> EvalSettings:
+    """``--model_args`` (already split by lm-eval into a dict) into our settings; ValueError if bad."""
+    unknown = sorted(set(args) - set(VALID_KEYS))
+    for key in unknown:
+        if key in NOT_HERE:
+            raise ValueError(f"model_args {key}= is not used by the lm-eval model: {NOT_HERE[key]}.")
+    if unknown:
+        raise ValueError(f"Unknown model_args {', '.join(unknown)}; valid keys: {', '.join(VALID_KEYS)}.")
+    args = {k: v for k, v in args.items() if v is not None}  # key=None: left at its default
+    if args.get("pretrained") in (None, ""):
+        raise ValueError("model_args needs pretrained=<Hugging Face Hub id, local model folder or "
+                         ".gguf file>.")
+    model = ModelSettings(**{MODEL_KEYS[k]: v for k, v in args.items() if k in MODEL_KEYS})
+    scoring = ScoringSettings(**{k: v for k, v in args.items() if k in SCORING_KEYS})
+    padding_masks = GenerationSettings(padding_masks=args.get("padding_masks")).padding_masks
+    parallelize, device_map = args.get("parallelize", False), args.get("device_map")
+    if not isinstance(parallelize, bool):
+        raise ValueError(f"parallelize must be true or false, not {parallelize!r}.")
+    if parallelize and device_map not in (None, "auto"):
+        raise ValueError("parallelize=true means device_map=auto; give one of the two.")
+    if "right_masks" in args and scoring.method not in (None, "right_masks"):
+        raise ValueError(f"right_masks only applies to method=right_masks, not method={scoring.method}.")
+    return EvalSettings(model=model, scoring=scoring, padding_masks=padding_masks,
+                        device_map="auto" if parallelize else device_map, given=tuple(args))
+
+
+def check_kind(lm, s: EvalSettings) -> ScoringSettings:
+    """The scoring settings for this model (method resolved), or a ValueError naming the mismatch."""
+    method = s.scoring.method_for(lm)  # method=causal on a masked LM, a PLL method on a causal LM
+    wrong = [k for k in MASKED_ONLY if k in s.given] if lm.kind == "causal" else []
+    if wrong:
+        raise ValueError(f"{lm.label} is a causal LM; {', '.join(wrong)} only apply to masked LMs "
+                         f"(leave them out).")
+    return replace(s.scoring, method=method)
+
+
+# ---------------------------------------------------------------- devices and processes
+
+
+def launched_processes() -> int:
+    """How many processes ``accelerate launch`` / ``torchrun`` started (1 when run directly)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def make_accelerator(device: str):
+    """The Accelerator of a multi-process launch, as lm-eval's HFLM makes it (a year-long timeout:
+    ranks wait for each other at the end, and one may have much longer generations)."""
+    from accelerate import Accelerator, InitProcessGroupKwargs
+    # On CPU accelerate needs cpu=True to use gloo (torchrun on a machine without GPUs, tests).
+    cpu = device.startswith("cpu") or not torch.cuda.is_available()
+    return Accelerator(cpu=cpu, kwargs_handlers=[InitProcessGroupKwargs(timeout=timedelta(weeks=52))])
+
+
+def single_device(requested: str) -> str:
+    """The device of a one-process run. lm-eval's command line passes --device, default cuda:0,
+    to every model; like HFLM, a machine without CUDA then runs on the CPU (with a warning)."""
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        logger.warning("device=%s asked for, but CUDA is not available: running on the CPU.", requested)
+        return "cpu"
+    return requested
+
+
+def load(s: EvalSettings, device: str):
+    """``load_model`` with the settings (``device_map``: one model across GPUs)."""
+    m = s.model
+    return load_model(m.model, kind=m.kind, device=device, dtype=m.dtype,
+                      trust_remote_code=m.trust_remote_code, revision=m.revision,
+                      device_map=s.device_map)
+
+
+# ---------------------------------------------------------------- loglikelihood_rolling
+
+
+def model_length(lm, text: str) -> int:
+    """Tokens the scoring engine reads for ``text`` scored on its own: specials included, the
+    newline marker applied (the engine's convention, from its owner), a causal LM's start token."""
+    ids = lm.tokenizer(encode_newlines(text, lm.newline_survives), verbose=False)["input_ids"]
+    starts = lm.kind == "causal" and not (ids and ids[0] in lm.tokenizer.all_special_ids)
+    return len(ids) + starts
+
+
+def rolling_window(lm) -> int | None:
+    """Tokens one scored window may hold: the model's hard limit (absolute positions), else the
+    length it was trained on (relative positions read further, but PLL costs length squared and
+    the model never learnt to use more), else None (no limit)."""
+    return lm.max_length or lm.pretrained_length
+
+
+def rolling_pairs(lm, text: str) -> list[tuple[str, str]]:
+    """(context, chunk) pairs whose chunks tile ``text``, so every token is scored exactly once.
+
+    The rule: a text that fits the window is one pair, ("", text), every token scored with all
+    the others in view. A longer text is cut at token starts into chunks of at most half a window;
+    each chunk is scored after as much of the text before it as fits in the window with it (so
+    every token but the first half-window's sees at least half a window of context to its left;
+    for a masked LM, nothing to the right of its chunk). lm-eval's HFLM rolls causal models over
+    disjoint full-length windows, where the first tokens of each window see almost no context;
+    half-window chunks cost up to twice the passes and give every token at least half a window.
+    """
+    window = rolling_window(lm)
+    if window is None or model_length(lm, text) <= window:
+        return [("", text)]
+    offsets = lm.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True,
+                           verbose=False)["offset_mapping"]
+    cuts = sorted({0, len(text), *(start for start, _ in offsets[1:])})
+
+    def fits(a: int, b: int, room: int) -> bool:
+        return model_length(lm, text[cuts[a]:cuts[b]]) <= room
+
+    pairs, a = [], 0
+    while a < len(cuts) - 1:
+        b = _last_true(lambda j: fits(a, j, window // 2), a + 1, len(cuts) - 1)
+        c = _first_true(lambda i: fits(i, b, window), 0, a)
+        pairs.append((text[cuts[c]:cuts[a]], text[cuts[a]:cuts[b]]))
+        a = b
+    return pairs
+
+
+def _last_true(ok, low: int, high: int) -> int:
+    """The largest j in [low, high] with ok(j) (ok true then false as j grows); low if none."""
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if ok(mid) else (low, mid - 1)
+    return low
+
+
+def _first_true(ok, low: int, high: int) -> int:
+    """The smallest i in [low, high] with ok(i) (ok false then true as i grows); high if none."""
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if ok(mid) else (mid + 1, high)
+    return high
+
+
+# ---------------------------------------------------------------- generate_until
+
+GEN_KWARGS = ("until", "max_gen_toks", "do_sample", "temperature", "top_p", "top_k", "num_beams",
+              "repetition_penalty")
+DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's HFLM default
+
+
+def generation_settings(gen_kwargs: dict, padding_masks: int | None = None) -> GenerationSettings:
+    """lm-eval's generation kwargs as our settings, read as HFLM reads them: greedy unless
+    do_sample (temperature 0 means greedy); ``until`` strings are stop strings. Sampling draws from
+    torch's generator, which lm-eval seeds (``--seed``), so repeats of a request differ."""
+    unknown = sorted(set(gen_kwargs) - set(GEN_KWARGS))
+    if unknown:
+        raise ValueError(f"Unsupported generation kwargs {', '.join(unknown)} (in {gen_kwargs}); the "
+                         f"mlm model reads {', '.join(GEN_KWARGS)}.")
+    g = dict(gen_kwargs)
+    until = g.pop("until", None) or []
+    sample = bool(g.pop("do_sample", False))
+    beams = g.get("num_beams", 1)
+    strategy = "sample" if sample else "beam" if beams != 1 else "greedy"
+    if not sample:  # HFLM drops the sampling flags of greedy requests (temperature: 0.0)
+        for key in ("temperature", "top_p", "top_k"):
+            g.pop(key, None)
+    try:
+        return GenerationSettings(
+            max_new_tokens=g.pop("max_gen_toks", DEFAULT_MAX_GEN_TOKS), strategy=strategy,
+            stop_strings=[until] if isinstance(until, str) else list(until),
+            padding_masks=padding_masks, seed=None if sample else 0, **g)
+    except ValueError as err:
+        raise ValueError(f"Generation kwargs {gen_kwargs}: {err}") from err
+
+
+# ---------------------------------------------------------------- the model
+
+
+@register_model("mlm")
+class MaskedLMEval(LM):
+    """A masked or causal LM behind lm-eval's three request types, on this project's engines.
+
+    ``--model_args`` keys (validated by ``demo.settings``): ``pretrained`` (Hub id, local folder or
+    .gguf file), ``kind``, ``device``, ``dtype``, ``trust_remote_code``, ``revision``,
+    ``threads``; ``method`` (salazar, right_masks, within_word_l2r, whole_word; causal for causal
+    LMs), ``right_masks``, ``reduction`` (sum or mean), ``token_budget`` (tokens per forward
+    pass); ``padding_masks`` (masked LMs' generation); ``parallelize`` / ``device_map``.
+
+    ``is_greedy`` of a loglikelihood answer: every scored token is the model's top prediction at
+    its position (rank 1; a tie with another token counts as top). For a masked LM that is the
+    prediction at its mask with the method's masking (with right masks, the next tokens masked
+    too), the PLL counterpart of "greedy decoding would have written it"; for a causal LM it is
+    exactly lm-eval's greedy check.
+    """
+
+    def __init__(self, **model_args):
+        super().__init__()
+        self.settings = parse_model_args(model_args)
+        if self.settings.model.threads:
+            torch.set_num_threads(self.settings.model.threads)
+        self.accelerator = None
+        device = self.settings.model.device
+        if launched_processes() > 1:
+            if self.settings.device_map is not None:
+                raise ValueError("parallelize / device_map (one model across GPUs) and a multi-process "
+                                 "launch (a model per process) do not mix here; pick one.")
+            self.accelerator = make_accelerator(device)
+            self._rank = self.accelerator.process_index  # global: correct across nodes too
+            self._world_size = self.accelerator.num_processes
+            device = str(self.accelerator.device)
+        elif self.settings.device_map is None:
+            device = single_device(device)
+        self.lm = load(self.settings, device)
+        self.scoring = check_kind(self.lm, self.settings)  # refuse mismatches before any request
+        self._device = self.lm.device
+
+    # -- what lm-eval reads besides the three request types
+
+    @property
+    def tokenizer(self):
+        return self.lm.tokenizer
+
+    @property
+    def max_length(self) -> int | None:
+        return self.lm.max_length
+
+    def get_model_info(self) -> dict:
+        """Recorded in lm-eval's results ("config"), so a results file says how it was scored."""
+        s = self.scoring
+        return dict(model_label=self.lm.label, model_kind=self.lm.kind,
+                    model_num_parameters=self.lm.n_parameters, model_dtype=str(self.lm.dtype),
+                    model_device=str(self.lm.device),
+                    pll_method=s.method, right_masks=s.right_masks if s.method == "right_masks" else None,
+                    reduction=s.reduction)
+
+    def _progress(self, disable_tqdm: bool) -> bool:
+        return not disable_tqdm and self.rank == 0
+
+    # -- the three request types
+
+    def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        """(score, is_greedy) of each (context, continuation), all in one engine call."""
+        pairs = [tuple(req.args) for req in requests]
+        scores = score_batch(self.lm, pairs, self.scoring, progress=self._progress(disable_tqdm))
+        answers = []
+        for pair, s in zip(pairs, scores):
+            answer = (s.score, all(t.rank == 1 for t in s.tokens))
+            self.cache_hook.add_partial("loglikelihood", pair, answer)
+            answers.append(answer)
+        return answers
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        """Total log-likelihood (PLL for a masked LM) of each text, windows by :func:`rolling_pairs`.
+
+        Always the sum over tokens, whatever ``reduction`` says: perplexity-style metrics divide
+        the total by words or bytes themselves."""
+        texts = [req.args[0] for req in requests]
+        windows = [rolling_pairs(self.lm, text) for text in texts]
+        flat = [pair for pairs in windows for pair in pairs]
+        scores = iter(score_batch(self.lm, flat, self.scoring, progress=self._progress(disable_tqdm)))
+        totals = []
+        for text, pairs in zip(texts, windows):
+            total = sum(next(scores).total for _ in pairs)
+            self.cache_hook.add_partial("loglikelihood_rolling", (text,), total)
+            totals.append(total)
+        return totals
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        """``generate()`` per request (our engine has no batching across prompts)."""
+        outputs = []
+        for req in tqdm(requests, desc="generate_until", disable=not self._progress(disable_tqdm)):
+            context, gen_kwargs = req.args
+            settings = generation_settings(gen_kwargs, self.settings.padding_masks)
+            text = generate(self.lm, context, settings).text
+            self.cache_hook.add_partial("generate_until", req.args, text)
+            outputs.append(text)
+        return outputs
+
+    # -- data parallel (what lm-eval's evaluator calls when world_size > 1), as HFLM does it
+
+    def all_gather(self, tensor):
+        return tensor if self.world_size <= 1 else self.accelerator.gather(tensor)
+
+    def gather_object(self, obj, dst=0):
+        if self.world_size <= 1:
+            return [obj]
+        gathered = [None] * self.world_size if self.rank == dst else None
+        torch.distributed.gather_object(obj=obj, object_gather_list=gathered, dst=dst)
+        return gathered
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            self.accelerator.wait_for_everyone()
