@@ -40,7 +40,6 @@ def _settings(cls, args: argparse.Namespace):
 
 
 def _load(model: ModelSettings, progress: bool = True):
-    from .catalog import build_catalog
     from .models import load_model  # torch: after the options are known to be good
     if not progress:  # transformers' and the Hub's own bars (loading weights, downloads) too
         from huggingface_hub.utils import disable_progress_bars
@@ -50,7 +49,7 @@ def _load(model: ModelSettings, progress: bool = True):
     if model.threads:
         import torch
         torch.set_num_threads(model.threads)
-    return load_model(build_catalog().location(model.model), kind=model.kind, device=model.device,
+    return load_model(model.model, kind=model.kind, device=model.device,
                       dtype=model.dtype, trust_remote_code=model.trust_remote_code,
                       revision=model.revision)
 
@@ -149,28 +148,8 @@ def read_requests(path: Path) -> list[tuple[str, list[str]]]:
     return requests
 
 
-def score_table(requests, results):
-    """Tidy scores: a "candidate" row per candidate, then its "token" (and "word") rows."""
-    import pandas as pd
-    rows = []
-    for line, ((context, _), scores) in enumerate(zip(requests, results)):
-        best = max(s.score for s in scores)
-        for index, s in enumerate(scores):
-            common = dict(line=line, context=context, candidate_index=index, candidate=s.candidate,
-                          total=s.total, mean=s.mean, score=s.score, unconditional=s.unconditional,
-                          best=s.score == best, scored_text=s.text)
-            rows.append(dict(common, level="candidate", n_tokens=len(s.tokens)))
-            rows += [dict(common, level="token", index=k, text=t.token, start=t.start, end=t.end,
-                          logprob=t.logprob, rank=t.rank, n_tokens=1,
-                          masked=" ".join(map(str, t.masked))) for k, t in enumerate(s.tokens)]
-            rows += [dict(common, level="word", index=k, text=w.word, start=w.start, end=w.end,
-                          logprob=w.logprob, n_tokens=w.n_tokens) for k, w in enumerate(s.words or [])]
-    table = pd.DataFrame(rows)
-    table["rank"] = table["rank"].astype("Int64")  # empty on candidate and word rows, not a float
-    return table
-
-
 def _score(args, model: ModelSettings, scoring: ScoringSettings) -> int:
+    from .exports import score_table
     from .pll import score_candidate_sets
     if args.output.suffix not in (".json", ".csv"):
         raise ValueError("--output must end in .json or .csv")

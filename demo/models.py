@@ -19,6 +19,7 @@ from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
 
 from . import settings
 from .settings import AppSettings
+from .catalog import build_catalog
 from .sources import ModelSource, hub_unreachable, resolve
 from .families import Family, family_of, max_positions, pretrained_length
 from .text import newline_survives
@@ -255,7 +256,8 @@ CACHE = _ModelCache(max_models=_APP.max_models, max_bytes=int(_APP.max_model_gb 
 def load_model(name: str, kind: str | None = None, device: str | None = "auto",
                dtype: str = "float32", trust_remote_code: bool = False,
                revision: str | None = None, device_map: str | dict | None = None) -> LoadedModel:
-    """Load (or fetch from the cache) a masked or causal LM with its tokenizer.
+    """Load (or fetch from the cache) a masked or causal LM with its tokenizer: ``name`` is a Hub
+    id, a local folder or .gguf file, or a local model's short name (``smollm2``; ``mlm-icl models``).
 
     ``kind`` defaults to the family's natural kind ("masked" for BERT-likes). ``revision``: a Hub
     branch, tag or commit; remote code runs only for allowlisted models, at their pinned commit.
@@ -267,7 +269,7 @@ def load_model(name: str, kind: str | None = None, device: str | None = "auto",
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
     dev = _pick_device(device)
-    source = resolve(name)
+    source = resolve(build_catalog().location(name))  # a local model may go by its short name
     # Keyed on where the weights are, not on the spelling ("m" and "m/" are one model), and on
     # the kind the files tell when the caller leaves it to the model.
     key = (source.location, tuple(sorted(source.extra.items())), kind or source.kind, str(dev), dtype,

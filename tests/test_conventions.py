@@ -7,7 +7,9 @@ The rules themselves are checked by hand-written cases (``demo.text``).
 """
 
 import json
+import subprocess
 
+import pandas as pd
 import pytest
 
 from demo import text
@@ -78,18 +80,26 @@ def _four_ways(lm, kind, task, tmp_path):
                               "completion", "")
     else:
         outputs = rank_causal(context, "\n".join(candidates), lm.name, False, "completion", "")
-    tab = [s.score for s in outputs[-1]]
-    return record["scores"], core, command, tab
+    tab = [s.score for s in outputs[3]]
+    return record["scores"], core, command, tab, outputs[5:]
 
 
 @needs_shared
 @pytest.mark.parametrize("model", ["standin_mlm", "smollm2"])
 def test_one_item_scores_the_same_through_every_door(model, copa_task, tmp_path, request):
     lm = request.getfixturevalue(model)
-    evaluator, core, command, tab = _four_ways(lm, lm.kind, copa_task, tmp_path)
+    evaluator, core, command, tab, reproduce = _four_ways(lm, lm.kind, copa_task, tmp_path)
     assert len(evaluator) == 2
     for other in (core, command, tab):
         assert other == pytest.approx(evaluator, abs=1e-6)
+    # the tab's "Reproduce" block: its Python call and its command line give the same scores
+    python, shell = reproduce
+    namespace = {}
+    exec(python, namespace)
+    assert [s.score for s in namespace["result"]] == pytest.approx(evaluator, abs=1e-6)
+    subprocess.run(["bash", "-c", shell], cwd=tmp_path, check=True, capture_output=True)
+    rows = pd.read_csv(tmp_path / "scores.csv").query("level == 'candidate'")
+    assert rows["score"].tolist() == pytest.approx(evaluator, abs=1e-5)
 
 
 @needs_shared
@@ -113,3 +123,27 @@ def test_typed_special_tokens_are_allowed_and_always_said(tiny_model, capsys):
     assert generate(bert, "The [SEP] cat", max_new_tokens=1).notes == [
         "The text contains [SEP]: the model reads it as its special token, not as plain text."]
     assert generate(bert, "The cat", max_new_tokens=1).notes == []
+
+
+@needs_shared
+@pytest.mark.parametrize("model", ["standin_mlm", "smollm2"])
+def test_the_prompting_tabs_reproduce_block_writes_the_same_text(model, request, capsys):
+    """The Python call and the command line under a generation give the page's text."""
+    import shlex
+
+    from demo.ui.prompting import generate_causal, generate_masked
+    lm = request.getfixturevalue(model)
+    handler = generate_masked if lm.kind == "masked" else generate_causal
+    outputs = handler(prompt="Q: What is the capital of France?\nA: Paris\nQ: And of Italy?\nA:",
+                      model_name=lm.name, strategy="beam", max_new_tokens=4, num_beams=3,
+                      temperature=1.0, top_k=0, top_p=1.0, repetition_penalty=1.0,
+                      padding_masks="default", stop_at_newline=True, seed=0)
+    text, (python, shell) = outputs[0], outputs[-2:]
+    assert "num_beams=3" in python and "--num-beams 3" in shell and "--strategy beam" in shell
+    namespace = {}
+    exec(python, namespace)
+    assert namespace["result"].text == text
+    capsys.readouterr()
+    assert main(shlex.split(shell)[1:] + ["--no-progress"]) == 0
+    out = capsys.readouterr().out  # (the masked LM's: the step view as text first, --trace)
+    assert out.endswith(text + "\n") and ("step   0" in out) == (lm.kind == "masked")

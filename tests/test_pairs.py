@@ -188,7 +188,7 @@ def test_a_pair_ranks_and_generates_in_the_apps_handlers(local_pair, monkeypatch
     settings = dict(prompt="The cat sat on the", strategy="greedy", max_new_tokens=3, num_beams=2,
                     temperature=1.0, top_k=0, top_p=1.0, repetition_penalty=1.0,
                     padding_masks="default", stop_at_newline=True, seed=0)
-    text, stats, steps = generate_masked(model_name=encoder, **settings)
+    text, stats, steps, *_ = generate_masked(model_name=encoder, **settings)
     assert "demo-error" not in stats and "demo-step" in steps
-    text, stats = generate_causal(model_name=decoder, **settings)
+    text, stats, *_ = generate_causal(model_name=decoder, **settings)
     assert "demo-error" not in stats and "modernbert-decoder" in stats

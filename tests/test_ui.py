@@ -155,7 +155,7 @@ def test_errors_become_messages_in_the_outputs_without_python_text():
 @needs_shared
 def test_unloadable_model_is_a_page_message():
     from demo.ui.ranking import rank_masked
-    summary, table, plot, scores = rank_masked("ctx", "a\nb", "/no/such/model/folder", "right_masks",
+    summary, table, plot, scores, *_ = rank_masked("ctx", "a\nb", "/no/such/model/folder", "right_masks",
                                                2, False, "completion", "")
     assert "not one of this app&#x27;s models" in summary and table is None and plot is None and scores is None
     # an existing folder and a missing one get the same words: the page tells nothing about disks

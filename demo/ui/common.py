@@ -267,3 +267,19 @@ def read_presets(name: str) -> list[dict]:
     if not path.is_file():
         return []
     return json.loads(path.read_text(encoding="utf-8"))["presets"]
+
+
+def reproduce_block(elem_id: str) -> list:
+    """A collapsed "Reproduce" block under a result: its Python call and its command line, each
+    with a copy button (fill with :func:`reproduction`)."""
+    with gr.Accordion("Reproduce: the Python call and the command line", open=False, elem_id=elem_id):
+        python = gr.Code(language="python", label="Python", interactive=False, elem_id=f"{elem_id}-python")
+        shell = gr.Code(language="shell", label="Command line", interactive=False, elem_id=f"{elem_id}-shell")
+    return [python, shell]
+
+
+def reproduction(command: str, model_name: str, kind: str | None, settings, **inputs) -> tuple[str, str]:
+    """(Python, command line) for a result, from the settings object its handler ran with."""
+    from ..reproduce import command_line, python_call
+    return (python_call(command, model_name, kind, settings, **inputs),
+            command_line(command, model_name, kind, settings, **inputs))

@@ -9,7 +9,7 @@ import gradio as gr
 from ..catalog import Catalog
 from ..settings import GenerationSettings
 from .common import (Dropdown, Number, Radio, Slider, handler, load, message, model_note,
-                     model_picker, pair_picker, read_presets)
+                     model_picker, pair_picker, read_presets, reproduce_block, reproduction)
 from .limits import LIMITS, check_text, whole
 from .step_view import step_view
 
@@ -80,35 +80,37 @@ def _stats(lm, result) -> str:
 
 
 def _run(prompt, model_name, kind, settings):
+    """(model, result, its Python call, its command line)."""
     from ..budget import generation_work
     from ..generation import generate
 
     prompt = check_text(prompt, "prompt")
     lm = load(model_name, kind)
     generation_work(lm, prompt, settings).check(LIMITS)  # refused before it runs
-    return lm, generate(lm, prompt, settings, progress=True, time_limit=LIMITS.max_request_seconds)
+    result = generate(lm, prompt, settings, progress=True, time_limit=LIMITS.max_request_seconds)
+    return (lm, result, *reproduction("generate", model_name, kind, settings, prompt=prompt))
 
 
-@handler(lambda error: ("", error, ""))
+@handler(lambda error: ("", error, "", "", ""))
 def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                     repetition_penalty, padding_masks, stop_at_newline, seed,
                     progress=gr.Progress(track_tqdm=True)):
     settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                          repetition_penalty, padding_masks, stop_at_newline, seed, trace=True)
-    lm, result = _run(prompt, model_name, "masked", settings)
-    return result.text, _stats(lm, result), step_view(result.steps)
+    lm, result, python, shell = _run(prompt, model_name, "masked", settings)
+    return result.text, _stats(lm, result), step_view(result.steps), python, shell
 
 
-@handler(lambda error: ("", error))
+@handler(lambda error: ("", error, "", ""))
 def generate_causal(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                     repetition_penalty, padding_masks, stop_at_newline, seed,
                     progress=gr.Progress(track_tqdm=True)):
     if not model_name:
-        return "", message("Skipped: no causal LM picked.", "note")
+        return "", message("Skipped: no causal LM picked.", "note"), "", ""
     settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                          repetition_penalty, padding_masks, stop_at_newline, seed, trace=False)
-    lm, result = _run(prompt, model_name, "causal", settings)
-    return result.text, _stats(lm, result)
+    lm, result, python, shell = _run(prompt, model_name, "causal", settings)
+    return result.text, _stats(lm, result), python, shell
 
 
 def build(catalog: Catalog) -> None:
@@ -176,10 +178,12 @@ def build(catalog: Catalog) -> None:
             masked_text = gr.Textbox(label="Masked LM continuation", lines=4, elem_id="gen-mlm-text",
                                      interactive=False)
             masked_stats = gr.HTML(elem_id="gen-mlm-stats")
+            masked_code = reproduce_block("gen-mlm-reproduce")
         with gr.Column():
             causal_text = gr.Textbox(label="Causal LM continuation", lines=4, elem_id="gen-causal-text",
                                      interactive=False)
             causal_stats = gr.HTML(elem_id="gen-causal-stats")
+            causal_code = reproduce_block("gen-causal-reproduce")
     with gr.Accordion("Step-by-step view of the masked LM decoder", open=True):
         trace = gr.HTML(elem_id="gen-trace")
 
@@ -192,7 +196,8 @@ def build(catalog: Catalog) -> None:
 
     # select, not change: picking the same preset again restores its text after an edit
     preset.select(fill, preset, [prompt, paper_output] + decoding, api_visibility="private")
-    run.click(generate_masked, [prompt, masked_model] + decoding, [masked_text, masked_stats, trace],
-              api_name="generate_mlm", concurrency_id="generate")
-    run.click(generate_causal, [prompt, causal_model] + decoding, [causal_text, causal_stats],
+    run.click(generate_masked, [prompt, masked_model] + decoding,
+              [masked_text, masked_stats, trace, *masked_code], api_name="generate_mlm",
+              concurrency_id="generate")
+    run.click(generate_causal, [prompt, causal_model] + decoding, [causal_text, causal_stats, *causal_code],
               api_name="generate_causal", concurrency_id="generate")

@@ -10,7 +10,7 @@ from ..catalog import Catalog
 from ..settings import DEFAULT_MASKED_METHOD, ScoringSettings
 from ..text import special_token_note
 from .common import (Dropdown, Radio, Slider, escape, handler, load, message, model_note,
-                     model_picker, pair_picker, read_presets)
+                     model_picker, pair_picker, read_presets, reproduce_block, reproduction)
 from .limits import LIMITS, MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates, whole
 
 VARIANTS = [
@@ -140,32 +140,42 @@ def _what(method, right_masks, normalize, scope, unconditional) -> str:
     return f"{name}, {', '.join(extras)}"
 
 
-@handler(lambda error: (error, None, None, None))
-def rank_masked(context, candidates, model_name, method, right_masks, normalize, scope, unconditional,
-                answer="", progress=gr.Progress(track_tqdm=True)):
+def _outputs(title, lm, kind, model_name, context, candidates, settings, scores, what, answer):
+    """A side's outputs: summary, table, heatmap, scores (for the difference view), the per-token
+    CSV, and the Python call and command line that reproduce them."""
+    from ..exports import download, score_table
     from ..plots import token_heatmap
 
+    figure = token_heatmap(scores, title=f"{title}: log-prob of each scored token")
+    summary = ranking_summary(f"{title} ranking", lm, what, scores, answer)
+    typed = parse_candidates(candidates)
+    csv = download(score_table([(context, typed)], [scores]).assign(model=model_name),
+                   "ranking", model_name, kind)
+    return (summary + _typed_specials(lm, context, candidates), ranking_table(scores), figure, scores,
+            csv, *reproduction("score", model_name, kind, settings, context=context, candidates=typed))
+
+
+NO_RESULT = (None,) * 6  # table, plot, scores, CSV, Python, command line
+
+
+@handler(lambda error: (error, *NO_RESULT))
+def rank_masked(context, candidates, model_name, method, right_masks, normalize, scope, unconditional,
+                answer="", progress=gr.Progress(track_tqdm=True)):
     settings = _scoring_settings(method, right_masks, normalize, scope, unconditional)
     lm, scores = _score(model_name, "masked", context, candidates, settings)
     what = _what(method, settings.right_masks, normalize, scope, unconditional)
-    figure = token_heatmap(scores, title="Masked LM: log-prob of each scored token")
-    summary = ranking_summary("Masked LM ranking", lm, what, scores, answer)
-    return summary + _typed_specials(lm, context, candidates), ranking_table(scores), figure, scores
+    return _outputs("Masked LM", lm, "masked", model_name, context, candidates, settings, scores, what, answer)
 
 
-@handler(lambda error: (error, None, None, None))
+@handler(lambda error: (error, *NO_RESULT))
 def rank_causal(context, candidates, model_name, normalize, scope, unconditional, answer="",
                 progress=gr.Progress(track_tqdm=True)):
-    from ..plots import token_heatmap
-
     if not model_name:
-        return message("Skipped: no causal LM picked.", "note"), None, None, None
+        return message("Skipped: no causal LM picked.", "note"), *NO_RESULT
     settings = _scoring_settings(None, 0, normalize, scope, unconditional)
     lm, scores = _score(model_name, "causal", context, candidates, settings)
     what = _what(None, 0, normalize, scope, unconditional)
-    figure = token_heatmap(scores, title="Causal LM: log-prob of each scored token")
-    summary = ranking_summary("Causal LM ranking", lm, what, scores, answer)
-    return summary + _typed_specials(lm, context, candidates), ranking_table(scores), figure, scores
+    return _outputs("Causal LM", lm, "causal", model_name, context, candidates, settings, scores, what, answer)
 
 
 @handler(lambda error: (None, error))
@@ -269,10 +279,14 @@ def build(catalog: Catalog) -> None:
             masked_summary = gr.HTML(elem_id="rank-mlm-summary")
             masked_table = gr.Dataframe(label="Masked LM ranking", elem_id="rank-mlm-table",
                                         interactive=False, column_widths=TABLE_WIDTHS, wrap=True)
+            masked_extra = [gr.File(label="Per-token scores (CSV)", elem_id="rank-mlm-csv"),
+                            *reproduce_block("rank-mlm-reproduce")]
         with gr.Column():
             causal_summary = gr.HTML(elem_id="rank-causal-summary")
             causal_table = gr.Dataframe(label="Causal LM ranking", elem_id="rank-causal-table",
                                         interactive=False, column_widths=TABLE_WIDTHS, wrap=True)
+            causal_extra = [gr.File(label="Per-token scores (CSV)", elem_id="rank-causal-csv"),
+                            *reproduce_block("rank-causal-reproduce")]
     masked_plot = gr.Plot(label="Masked LM: per-token log-probs", elem_id="rank-mlm-plot")
     causal_plot = gr.Plot(label="Causal LM: per-token log-probs", elem_id="rank-causal-plot")
     difference_note = gr.HTML(elem_id="rank-diff-note")
@@ -293,7 +307,7 @@ def build(catalog: Catalog) -> None:
     masked_event = run.click(
         rank_masked, [context, candidates, masked_model, method, right_masks, normalize, scope,
                       unconditional, answer],
-        [masked_summary, masked_table, masked_plot, masked_scores], api_name="rank_mlm",
+        [masked_summary, masked_table, masked_plot, masked_scores, *masked_extra], api_name="rank_mlm",
         concurrency_id="score")
     masked_event.success(
         compare_variants,
@@ -301,7 +315,7 @@ def build(catalog: Catalog) -> None:
          unconditional, masked_scores],
         [difference_plot, difference_note], api_visibility="private", concurrency_id="score")
     run.click(rank_causal, [context, candidates, causal_model, normalize, scope, unconditional, answer],
-              [causal_summary, causal_table, causal_plot, causal_scores], api_name="rank_causal",
+              [causal_summary, causal_table, causal_plot, causal_scores, *causal_extra], api_name="rank_causal",
               concurrency_id="score")
 
 
