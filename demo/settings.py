@@ -26,6 +26,7 @@ SCOPES = ("completion", "full")
 REDUCTIONS = ("sum", "mean")
 MAX_RIGHT_MASKS = 16
 STRATEGIES = ("greedy", "beam", "sample")
+CACHE_MODES = ("exact", "prefix")  # masked-LM generation: demo.prefix_cache
 MAX_NEW_TOKENS_CAP = 512  # every step of the exact MLM method re-encodes the whole window
 MAX_PADDING_MASKS = 16
 MAX_BEAMS = 16
@@ -158,6 +159,12 @@ class GenerationSettings:
         "1 = off; > 1 penalises tokens already in the prompt or output"))
     padding_masks: int | None = field(default=None, metadata=_help(
         "masked LMs: masks after the predicted one (default: the family's)"))
+    cache: Literal["exact", "prefix"] = field(default="exact", metadata=_help(
+        "masked LMs: 'exact' re-encodes the whole window at every step (the paper's method); "
+        "'prefix' reuses the prompt's keys and values between refreshes: faster, approximate "
+        "(BERT, RoBERTa, ModernBERT, DeBERTa-v2). Causal LMs always use their own exact cache"))
+    cache_refresh: int = field(default=8, metadata=_help(
+        "prefix cache: re-encode the whole window every N new tokens (1 = every step, exact)"))
     stop_at_newline: bool = field(default=False, metadata=_help("stop at the first newline"))
     stop_strings: list[str] = field(default_factory=list, metadata=_help(
         "stop strings (removed from the output)", aliases=["--stop"]))
@@ -191,6 +198,8 @@ class GenerationSettings:
         _flag(self.stop_at_newline, "stop_at_newline")
         _flag(self.trace, "trace")
         _whole(self.padding_masks, "padding_masks", 0, MAX_PADDING_MASKS, optional=True)
+        _choice(self.cache, "cache", CACHE_MODES)
+        _whole(self.cache_refresh, "cache_refresh", 1, MAX_NEW_TOKENS_CAP)
         _whole(self.seed, "seed", 0, 2**63 - 1, optional=True)
         if any(not isinstance(x, str) or x == "" for x in self.stop_strings):
             raise ValueError("Stop strings must be non-empty strings.")
@@ -319,6 +328,8 @@ class AppSettings:
     local_pairs: str = field(default="", metadata=_help(
         "JSON file of model pairs to offer: [{name, masked, causal, why}], local folders"))
     data_root: str = field(default="", metadata=_help("folder with the evaluation datasets"))
+    mcp: bool = field(default=True, metadata=_help(
+        "also serve the app's endpoints as MCP tools, for agents (/gradio_api/mcp/sse)"))
     public: bool = field(default=False, metadata=_help(
         "public mode: typed names must be Hub ids, Hub models are size-checked before download, "
         "and each visitor's model runs are rate-limited (on by itself where SPACE_ID is set)"))

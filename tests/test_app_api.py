@@ -226,3 +226,27 @@ def test_the_api_schema_names_models_not_server_paths(app):
     assert str(STANDIN_MLM.resolve()) not in text and "site-packages" not in text
     assert STANDIN_MLM.name in text  # the local model, by its short name
     assert set(info["named_endpoints"]) == set(VALID)
+
+
+def test_agents_find_the_tools_and_rank_like_the_core_api(app, client):
+    """The MCP tool listing names rank, generate, needle-probe and results tools with documented
+    parameters; the rank tool, called through gradio_client, gives the core API's scores."""
+    import json
+    import urllib.request
+
+    from demo.models import load_model
+    from demo.pll import score_candidates
+    from demo.settings import ScoringSettings
+    with urllib.request.urlopen(app.url + "gradio_api/mcp/schema", timeout=30) as response:
+        tools = {tool["name"]: tool for tool in json.load(response)}
+    assert set(tools) == {"rank_masked", "rank_causal", "generate_masked", "generate_causal",
+                          "probe_masked", "probe_second", "lookup_results"}
+    rank = tools["rank_masked"]
+    assert "pseudo-log-likelihood" in rank["description"]
+    assert "right_masks" in rank["inputSchema"]["properties"]["method"]["description"]
+    arguments = dict(VALID["/rank_mlm"], method="salazar")
+    table = client.predict(**arguments, api_name="/rank_mlm")[1]
+    served = dict(zip((row[1] for row in table["data"]), (row[2] for row in table["data"])))
+    candidates = arguments["candidates"].split("\n")
+    core = score_candidates(load_model(MLM), arguments["context"], candidates, ScoringSettings(method="salazar"))
+    assert served == {s.candidate: round(s.score, 2) for s in core}

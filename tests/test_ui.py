@@ -201,7 +201,7 @@ def test_space_front_matter_is_the_documented_copy_and_matches_the_gradio_pin(mo
     front = yaml.safe_load(readme.split("---")[1])  # README.md starts with "---\n...\n---"
     copy = yaml.safe_load((root / "spaces_config" / "README_front_matter.yaml").read_text(encoding="utf-8"))
     assert front == copy
-    pin = re.search(r"^gradio==(\S+)$", (root / "requirements.txt").read_text(), re.M).group(1)
+    pin = re.search(r"^gradio(?:\[mcp\])?==(\S+?)\s", (root / "requirements.txt").read_text(), re.M).group(1)
     assert front["sdk"] == "gradio" and front["sdk_version"] == pin
     assert (root / front["app_file"]).is_file()
     # the Space's default models are downloaded at build time, not by the first visitor

@@ -74,7 +74,7 @@ def launch(app: gr.Blocks, catalog: Catalog | None = None, **kwargs) -> None:
     app.queue(default_concurrency_limit=settings.concurrency, max_size=settings.queue_size)
     options = dict(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                    ssr_mode=False, show_error=False, footer_links=["api", "gradio"],
-                   prevent_thread_lock=True, css_paths=[STYLE])
+                   prevent_thread_lock=True, css_paths=[STYLE], mcp_server=settings.mcp)
     options.update(kwargs)
     app.launch(**options)
     import_core_in_background()

@@ -93,12 +93,31 @@ def _stream(model_name, kind, lengths, depths, repetitions, seed):
 
 @handler(lambda error: (None, error, None))
 def probe_masked(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
+    """Needle in a haystack with a masked LM: can it find a number hidden at each depth of each
+    prompt length? Streams the grid as it fills in.
+
+    Args:
+        model_name: a masked LM: Hugging Face Hub id, or one of the app's models
+        lengths: prompt lengths in tokens, e.g. "256, 512"
+        depths: needle depths from 0 (start) to 1 (end), e.g. "0, 0.5, 1"
+        repetitions: needles per cell
+        seed: seed of the needles and filler
+    """
     yield from _stream(model_name, "masked", lengths, depths, repetitions, seed)
 
 
 @handler(lambda error: (None, error, None))
 def probe_second(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
-    """The comparison model: a causal LM by default, or any model (its natural kind)."""
+    """Needle in a haystack with a second model (a causal LM, or any model in its natural kind).
+
+    Args:
+        model_name: any model: Hugging Face Hub id, or one of the app's models
+        lengths: prompt lengths in tokens, e.g. "256, 512"
+        depths: needle depths from 0 (start) to 1 (end), e.g. "0, 0.5, 1"
+        repetitions: needles per cell
+        seed: seed of the needles and filler
+    """
+
     if not model_name:
         yield None, message("Skipped: no second model picked.", "note"), None
         return

@@ -95,6 +95,23 @@ def _run(prompt, model_name, kind, settings):
 def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                     repetition_penalty, padding_masks, stop_at_newline, seed,
                     progress=gr.Progress(track_tqdm=True)):
+    """Continue a prompt with a masked LM, the BERTs paper's way: append [MASK] (and padding
+    masks) and [SEP], predict the first mask, keep it, repeat. Also returns the step-by-step view.
+
+    Args:
+        prompt: the few-shot prompt to continue
+        model_name: a masked LM: Hugging Face Hub id, or one of the app's models
+        strategy: greedy, beam or sample
+        max_new_tokens: upper bound on the continuation's length in tokens
+        num_beams: beams kept (beam search only)
+        temperature: sampling temperature (sampling only)
+        top_k: sample from the k likeliest tokens, 0 = all (sampling only)
+        top_p: sample from the smallest set holding this probability mass (sampling only)
+        repetition_penalty: above 1 discourages repeating tokens
+        padding_masks: masks after the predicted one (masked LMs), or "default" for the family's
+        stop_at_newline: end the continuation at the first line break
+        seed: sampling seed
+    """
     settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                          repetition_penalty, padding_masks, stop_at_newline, seed, trace=True)
     lm, result, python, shell = _run(prompt, model_name, "masked", settings)
@@ -105,6 +122,22 @@ def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, tem
 def generate_causal(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                     repetition_penalty, padding_masks, stop_at_newline, seed,
                     progress=gr.Progress(track_tqdm=True)):
+    """Continue a prompt with a causal LM (left to right, transformers' generate()).
+
+    Args:
+        prompt: the few-shot prompt to continue
+        model_name: a causal LM: Hugging Face Hub id, or one of the app's models
+        strategy: greedy, beam or sample
+        max_new_tokens: upper bound on the continuation's length in tokens
+        num_beams: beams kept (beam search only)
+        temperature: sampling temperature (sampling only)
+        top_k: sample from the k likeliest tokens, 0 = all (sampling only)
+        top_p: sample from the smallest set holding this probability mass (sampling only)
+        repetition_penalty: above 1 discourages repeating tokens
+        padding_masks: masks after the predicted one (masked LMs), or "default" for the family's
+        stop_at_newline: end the continuation at the first line break
+        seed: sampling seed
+    """
     if not model_name:
         return "", message("Skipped: no causal LM picked.", "note"), "", ""
     settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,

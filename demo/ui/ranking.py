@@ -161,6 +161,19 @@ NO_RESULT = (None,) * 6  # table, plot, scores, CSV, Python, command line
 @handler(lambda error: (error, *NO_RESULT))
 def rank_masked(context, candidates, model_name, method, right_masks, normalize, scope, unconditional,
                 answer="", progress=gr.Progress(track_tqdm=True)):
+    """Rank candidate completions of a context with a masked LM's pseudo-log-likelihood (PLL).
+
+    Args:
+        context: text before the candidates (may be empty, may hold few-shot examples)
+        candidates: 2 to 8 completions, one per line
+        model_name: a masked LM: Hugging Face Hub id, or one of the app's models
+        method: PLL variant: salazar (1 mask), right_masks (the BERTs paper), within_word_l2r, whole_word
+        right_masks: tokens to the right masked too (right_masks variant; the paper: 2)
+        normalize: rank by the mean log-prob per token instead of the sum (NormPLL)
+        scope: completion (score the candidate only) or full (context + candidate)
+        unconditional: optional neutral context (e.g. "Answer:") whose score is subtracted
+        answer: optional correct candidate, marked in the ranking
+    """
     settings = _scoring_settings(method, right_masks, normalize, scope, unconditional)
     lm, scores = _score(model_name, "masked", context, candidates, settings)
     what = _what(method, settings.right_masks, normalize, scope, unconditional)
@@ -170,6 +183,17 @@ def rank_masked(context, candidates, model_name, method, right_masks, normalize,
 @handler(lambda error: (error, *NO_RESULT))
 def rank_causal(context, candidates, model_name, normalize, scope, unconditional, answer="",
                 progress=gr.Progress(track_tqdm=True)):
+    """Rank candidate completions of a context by a causal LM's exact log-likelihood.
+
+    Args:
+        context: text before the candidates (may be empty, may hold few-shot examples)
+        candidates: 2 to 8 completions, one per line
+        model_name: a causal LM: Hugging Face Hub id, or one of the app's models
+        normalize: rank by the mean log-prob per token instead of the sum
+        scope: completion (score the candidate only) or full (context + candidate)
+        unconditional: optional neutral context (e.g. "Answer:") whose score is subtracted
+        answer: optional correct candidate, marked in the ranking
+    """
     if not model_name:
         return message("Skipped: no causal LM picked.", "note"), *NO_RESULT
     settings = _scoring_settings(None, 0, normalize, scope, unconditional)

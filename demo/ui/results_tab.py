@@ -89,7 +89,16 @@ def build():
 
     # no model, no torch: need not wait for the core import; an empty filter clears the stale view
     @shows_errors(lambda error: (error, None, None, None))
-    def show(papers, groups, models, shots, tasks):
+    def lookup_results(papers, groups, models, shots, tasks):
+        """Published results of the papers next to our runs, filtered (an empty filter keeps all).
+
+        Args:
+            papers: papers to show ("ours" for our runs)
+            groups: task groups
+            models: models, as the tables name them
+            shots: numbers of demonstrations, e.g. "0-shot"
+            tasks: tasks, as the tables name them
+        """
         from ..plots import accuracy_vs_shots, accuracy_vs_size
 
         rows = filter_results(frame, papers, groups, models, shots, tasks)
@@ -103,6 +112,6 @@ def build():
 
     filters = [papers, groups, models, shots, tasks]
     outputs = [count, table, size_plot, shots_plot]
-    gr.on([control.change for control in filters], show, filters, outputs, api_name="results",
+    gr.on([control.change for control in filters], lookup_results, filters, outputs, api_name="results",
           show_progress="minimal")
-    return show, filters, outputs  # the app runs this once when a page loads: the first view
+    return lookup_results, filters, outputs  # the app runs this once when a page loads: the first view
