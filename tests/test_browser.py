@@ -342,3 +342,53 @@ def test_choosing_a_pair_fills_both_sides_and_both_run(page):
     page.locator("#rank-mlm-summary").filter(has_text="tiny-encoder").wait_for(timeout=MODEL_WAIT_MS)
     assert page.locator("#rank-mlm-summary li").count() >= 2 and page.locator("#rank-causal-summary li").count() >= 2
     _screenshot(page, "pair-ranking")
+
+
+def test_downloads_and_a_link_to_the_view(page, server):
+    """A ranking's per-token CSV and its heatmap as PNG download with content; a copied link
+    opened in a fresh page shows the same inputs."""
+    import io
+
+    import pandas as pd
+    from PIL import Image
+
+    _open_tab(page, "Ranking")
+    page.locator("#rank-context textarea").fill("The cat sat on the")
+    page.locator("#rank-candidates textarea").fill("mat.\nmoon.")
+    page.click("#rank-run")
+    page.locator("#rank-mlm-summary").filter(has_text="moon.").wait_for(timeout=MODEL_WAIT_MS)
+    link = page.locator("#rank-mlm-csv a").first
+    link.wait_for(timeout=MODEL_WAIT_MS)
+    with page.expect_download() as download:
+        link.click()
+    assert download.value.suggested_filename.startswith("ranking_minilm-l6-mlm-standin_masked_")
+    table = pd.read_csv(download.value.path())
+    assert sorted(table.query("level == 'candidate'")["candidate"]) == ["mat.", "moon."]
+    assert (table["level"] == "token").sum() >= 2
+    # the heatmap's own camera button: a PNG drawn by the browser
+    page.locator("#rank-mlm-plot .js-plotly-plot").hover()
+    with page.expect_download() as download:
+        page.locator('#rank-mlm-plot .modebar-btn[data-title="Download plot as a PNG"]').click()
+    width, height = Image.open(io.BytesIO(open(download.value.path(), "rb").read())).size
+    assert width >= 300 and height >= 200
+
+    _open_tab(page, "Prompting")
+    prompt = "A link keeps this prompt: the capital of Peru is"
+    page.locator("#gen-prompt textarea").fill(prompt)
+    page.click("#gen-run")  # the server keeps what a run used (and showed): that is what a link holds
+    page.locator("#gen-mlm-stats").filter(has_text="tokens in").wait_for(timeout=MODEL_WAIT_MS)
+    text = page.locator("#gen-mlm-text textarea").input_value()
+    with page.expect_response("**/gradio_api/deep_link**") as response:
+        page.get_by_role("button", name="Copy a link to this view").click()
+    shared = f"{server}?deep_link={response.value.text().strip(chr(34))}"
+    fresh = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        fresh.goto(shared)
+        fresh.wait_for_function("p => document.querySelector('#gen-prompt textarea')?.value === p",
+                                arg=prompt, timeout=30_000)
+        assert fresh.locator("#gen-mlm-text textarea").input_value() == text  # the result too
+        fresh.goto(f"{server}?deep_link=..%2F..%2Fetc%2Fpasswd")  # a tampered link: the usual page
+        fresh.wait_for_selector("#gen-prompt textarea")
+        assert "Traceback" not in fresh.locator("body").inner_text()
+    finally:
+        fresh.close()

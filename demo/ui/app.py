@@ -60,6 +60,10 @@ def build_app(catalog: Catalog | None = None) -> gr.Blocks:
                 first_views = [length_probe.build(catalog)]
             with gr.Tab("Results", id="results"):
                 first_views.append(results_tab.build())
+        # A link to this page as it is now (the tab's inputs, settings and results), kept by the
+        # server: someone who opens it sees the same view, and a run checks its inputs as usual.
+        gr.DeepLinkButton("Copy a link to this view", copied_value="Link copied", variant="secondary",
+                          size="sm")
         for view in filter(None, first_views):  # what a page shows when it opens: not an API
             app.load(*view, api_visibility="private")
     return app

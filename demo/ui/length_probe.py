@@ -13,6 +13,7 @@ import pandas as pd
 from ..catalog import Catalog, standin_note
 from ..settings import GridSettings
 from .common import (ASSETS, Number, Slider, handler, load, message, model_note, model_picker,
+                     reproduce_block, reproduction,
                      pair_picker, shows_errors)
 from .limits import LIMITS, check_grid, parse_numbers, whole
 
@@ -71,27 +72,44 @@ def _grid(lengths, depths, repetitions, seed) -> GridSettings:
 
 
 def _stream(model_name, kind, lengths, depths, repetitions, seed):
-    """(figure, summary, table) after every finished cell; the grid stops at the time limit."""
+    """(figure, summary, table, downloads, Python, command line) after every finished cell; the
+    grid stops at the time limit."""
     from ..budget import grid_work
     from ..haystack import iter_grid  # torch: imported on first use
 
     grid = _grid(lengths, depths, repetitions, seed)
     lm = load(model_name, kind)
     grid_work(lm, grid).check(LIMITS)  # refused before it runs
+    code = reproduction("probe", model_name, kind, grid)
     table = None
     for table in iter_grid(lm, grid, model_name=lm.label, progress=True,
                            time_limit=LIMITS.max_request_seconds):
         if len(table):
-            yield _figure(table, lm.label, lm), _summary(lm, table, grid), table
+            figure = _figure(table, lm.label, lm)
+            yield figure, _summary(lm, table, grid), table, _downloads(table, figure, model_name), *code
     if len(table) < grid.cells:
-        yield (_figure(table, lm.label, lm) if len(table) else None,
-               _summary(lm, table, grid) + message(
+        figure = _figure(table, lm.label, lm) if len(table) else None
+        yield (figure, _summary(lm, table, grid) + message(
                    f"Stopped after {LIMITS.max_request_seconds:.0f} s, the time one request may take "
                    f"here: {len(table)} of {grid.cells} runs are shown. Run fewer or shorter cells, "
-                   f"or the whole grid on your own machine with mlm-icl probe.", "note"), table)
+                   f"or the whole grid on your own machine with mlm-icl probe.", "note"), table,
+               _downloads(table, figure, model_name) if figure else None, *code)
 
 
-@handler(lambda error: (None, error, None))
+def _downloads(table, figure, model_name) -> list[str]:
+    """The grid as CSV and its heatmap as a standalone HTML page (a PNG comes from the plot's own
+    camera button, drawn by the browser)."""
+    from ..exports import download, file_name
+    from ..plots import save_figure
+    csv = download(table, "needle-grid", model_name)
+    html = save_figure(figure, Path(csv).with_name(file_name("needle-grid", model_name, suffix=".html")))
+    return [csv, str(html)]
+
+
+NO_RESULT = (None,) * 4  # table, downloads, Python, command line (after plot and summary)
+
+
+@handler(lambda error: (None, error, *NO_RESULT))
 def probe_masked(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
     """Needle in a haystack with a masked LM: can it find a number hidden at each depth of each
     prompt length? Streams the grid as it fills in.
@@ -106,7 +124,7 @@ def probe_masked(model_name, lengths, depths, repetitions, seed, progress=gr.Pro
     yield from _stream(model_name, "masked", lengths, depths, repetitions, seed)
 
 
-@handler(lambda error: (None, error, None))
+@handler(lambda error: (None, error, *NO_RESULT))
 def probe_second(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
     """Needle in a haystack with a second model (a causal LM, or any model in its natural kind).
 
@@ -119,7 +137,7 @@ def probe_second(model_name, lengths, depths, repetitions, seed, progress=gr.Pro
     """
 
     if not model_name:
-        yield None, message("Skipped: no second model picked.", "note"), None
+        yield None, message("Skipped: no second model picked.", "note"), *NO_RESULT
         return
     yield from _stream(model_name, None, lengths, depths, repetitions, seed)
 
@@ -172,9 +190,13 @@ def build(catalog: Catalog):
         with gr.Column():
             masked_plot = gr.Plot(label="Masked LM", elem_id="probe-mlm-plot")
             masked_summary = gr.HTML(elem_id="probe-mlm-summary")
+            masked_extra = [gr.File(label="The grid (CSV) and its heatmap (HTML)", file_count="multiple",
+                                    elem_id="probe-mlm-files"), *reproduce_block("probe-mlm-reproduce")]
         with gr.Column():
             causal_plot = gr.Plot(label="Compared model", elem_id="probe-causal-plot")
             causal_summary = gr.HTML(elem_id="probe-causal-summary")
+            causal_extra = [gr.File(label="The grid (CSV) and its heatmap (HTML)", file_count="multiple",
+                                    elem_id="probe-causal-files"), *reproduce_block("probe-causal-reproduce")]
     with gr.Accordion("Every run (needle, answer, seconds)", open=False):
         with gr.Row():
             masked_table = gr.Dataframe(label="Masked LM runs", interactive=False)
@@ -198,9 +220,9 @@ def build(catalog: Catalog):
 
     inputs = [lengths, depths, repetitions, seed]
     # Grids are long jobs: their own queue, so rankings and generations never wait behind them.
-    run.click(probe_masked, [masked_model] + inputs, [masked_plot, masked_summary, masked_table],
+    run.click(probe_masked, [masked_model] + inputs, [masked_plot, masked_summary, masked_table, *masked_extra],
               api_name="probe_mlm", concurrency_id="probe")
-    run.click(probe_second, [causal_model] + inputs, [causal_plot, causal_summary, causal_table],
+    run.click(probe_second, [causal_model] + inputs, [causal_plot, causal_summary, causal_table, *causal_extra],
               api_name="probe_second", concurrency_id="probe")
 
     def first_view():  # computed when a page loads, not when the app starts

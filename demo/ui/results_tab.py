@@ -88,7 +88,7 @@ def build():
         shots_plot = gr.Plot(label="Score vs shots (Figure 4)", elem_id="results-shots-plot")
 
     # no model, no torch: need not wait for the core import; an empty filter clears the stale view
-    @shows_errors(lambda error: (error, None, None, None))
+    @shows_errors(lambda error: (error, None, None, None, None))
     def lookup_results(papers, groups, models, shots, tasks):
         """Published results of the papers next to our runs, filtered (an empty filter keeps all).
 
@@ -99,6 +99,7 @@ def build():
             shots: numbers of demonstrations, e.g. "0-shot"
             tasks: tasks, as the tables name them
         """
+        from ..exports import download
         from ..plots import accuracy_vs_shots, accuracy_vs_size
 
         rows = filter_results(frame, papers, groups, models, shots, tasks)
@@ -108,10 +109,12 @@ def build():
         note = message(f"{len(rows)} numbers from {rows['paper'].nunique()} source(s), "
                        f"{rows['model'].nunique()} model(s).", "note")
         return (note, shown, accuracy_vs_size(rows, "Score vs model size"),
-                accuracy_vs_shots(rows, "Score vs number of shots"))
+                accuracy_vs_shots(rows, "Score vs number of shots"),
+                download(rows, "results", *(papers or ["all"])[:2]))
 
     filters = [papers, groups, models, shots, tasks]
-    outputs = [count, table, size_plot, shots_plot]
+    csv = gr.File(label="These results (CSV, every column)", elem_id="results-csv")
+    outputs = [count, table, size_plot, shots_plot, csv]
     gr.on([control.change for control in filters], lookup_results, filters, outputs, api_name="results",
           show_progress="minimal")
     return lookup_results, filters, outputs  # the app runs this once when a page loads: the first view
