@@ -232,3 +232,15 @@ def test_models_lists_short_names_that_the_commands_take(capsys):
     assert STANDIN_MLM.name in listed and str(STANDIN_MLM.resolve()) in listed
     assert main(["generate", "--model", STANDIN_MLM.name, "--prompt", "The cat", "--max-new-tokens",
                  "2", "--no-progress"]) == 0
+
+
+@needs_shared
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="no Chromium for kaleido (apt-get install chromium)")
+def test_probe_draws_its_heatmap_as_png(tmp_path, capsys):
+    """PNG export: kaleido (from PyPI) with the system's Chromium, no browser download."""
+    from PIL import Image
+    assert main(["probe", "--model", str(STANDIN_MLM), "--lengths", "96", "--depths", "0", "1",
+                 "--repetitions", "1", "--output", str(tmp_path / "grid.csv"), "--plot",
+                 str(tmp_path / "grid.png"), "--no-progress"]) == 0
+    width, height = Image.open(tmp_path / "grid.png").size
+    assert width >= 300 and height >= 200  # the figure's own size (a one-column grid is narrow)
