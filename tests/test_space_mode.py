@@ -108,3 +108,36 @@ def test_the_share_is_applied_to_every_model_running_handler(monkeypatch):
         LocalContext.request.set(None)
     assert answers[:2] == ["ok", "ok"] and ran == [0, 1]
     assert "2 model runs in the last minute" in answers[2] and 'role="alert"' in answers[2]
+
+
+def test_zerogpu_asks_for_as_long_as_the_request_needs(monkeypatch):
+    """On ZeroGPU (the `spaces` package) each model-running handler asks for a GPU for a duration
+    computed from its own arguments: more tokens or a bigger model ask for longer, within bounds."""
+    import sys
+
+    asked = {}
+
+    class FakeSpaces:
+        @staticmethod
+        def GPU(duration):
+            return lambda fn: asked.setdefault(fn.__name__, duration) and fn
+
+    monkeypatch.setitem(sys.modules, "spaces", FakeSpaces)
+
+    def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams):
+        return prompt
+
+    def rank_masked(context, candidates, model_name):
+        return context
+
+    common.on_gpu(generate_masked)
+    common.on_gpu(rank_masked)
+    generation, ranking = asked["generate_masked"], asked["rank_masked"]
+    small, large = "jhu-clsp/ettin-encoder-17m", "microsoft/deberta-v2-xxlarge"
+    assert generation("Hi", small, "greedy", 8, 4) == 15  # a small request: the least
+    assert 15 < generation("Hi " * 500, large, "greedy", 128, 4) < 120
+    assert generation("Hi " * 500, large, "greedy", 32, 4) < generation("Hi " * 500, large, "greedy", 128, 4)
+    assert generation("Hi " * 900, small, "greedy", 128, 4) < generation("Hi " * 900, large, "greedy", 128, 4)
+    assert generation("Hi " * 500, large, "beam", 64, 8) > generation("Hi " * 500, large, "greedy", 64, 8)
+    assert generation("x" * 6000, large, "beam", 128, 8) == 120  # capped: the per-request time
+    assert 15 == ranking("ctx", "a\nb", small) < ranking("ctx " * 1500, "long answer " * 30 + "\nb", large)

@@ -69,6 +69,27 @@ def build_app(catalog: Catalog | None = None) -> gr.Blocks:
     return app
 
 
+def on_zerogpu() -> bool:
+    """Whether this is a ZeroGPU Space (the ``spaces`` package says so)."""
+    try:
+        import spaces.config
+    except ImportError:
+        return False
+    return bool(spaces.config.Config.zero_gpu)
+
+
+def preload(catalog: Catalog | None = None) -> None:
+    """Load the default masked and causal LMs now, at start-up: on ZeroGPU, weights must be put on
+    the GPU outside the requests (``spaces`` moves them when a request gets a GPU), or every first
+    request would spend its GPU time loading."""
+    from .common import load
+    catalog = catalog or app_catalog()
+    for kind in ("masked", "causal"):
+        entry = catalog.default(kind)
+        if entry is not None:
+            load(entry.name, kind)
+
+
 def launch(app: gr.Blocks, catalog: Catalog | None = None, **kwargs) -> None:
     settings = AppSettings.from_env()
     print("demo: " + (catalog or app_catalog()).summary().replace("\n", "\ndemo: "), flush=True)

@@ -108,13 +108,62 @@ def shows_errors(error_outputs):
 def on_gpu(fn):
     """ZeroGPU's ``spaces.GPU`` when that package is installed (a Space), else the function itself.
 
-    On other machines ``demo.models.load_model`` already puts models on CUDA when there is one.
+    The GPU is asked for as long as this request needs (:func:`gpu_seconds`): ZeroGPU serves
+    shorter requests first, so a ranking does not wait behind a long grid's reservation. On other
+    machines ``demo.models.load_model`` already puts models on CUDA when there is one.
     """
     try:
         import spaces
     except ImportError:
         return fn
-    return spaces.GPU(duration=120)(fn)
+    return spaces.GPU(duration=gpu_seconds(fn))(fn)
+
+
+GPU_TFLOPS = 20.0  # sustained float32 speed assumed on a ZeroGPU slice (an A100 share), TFLOP/s
+GPU_SECONDS = (15, 120)  # the least asked for (loading a model, moving it) and the most
+
+
+def gpu_seconds(fn):
+    """A function of the handler's own arguments: the seconds its request needs, from the model's
+    size (the catalog's, else 1B assumed) and the tokens it will read, counted as demo.budget
+    does but from characters (4 per token), since the model is not loaded yet."""
+    signature = inspect.signature(fn)
+
+    def seconds(*args, **kwargs) -> int:
+        given = signature.bind_partial(*args, **kwargs).arguments
+        entry = build_catalog().entry(str(given.get("model_name") or ""))
+        parameters = _parameters(entry.size if entry else "") or 1e9
+        text = len(str(given.get("prompt") or given.get("context") or "")) / 4 + 8
+        if "max_new_tokens" in given:  # generation: every step re-reads the window, per beam
+            steps = _number(given["max_new_tokens"], 24)
+            beams = _number(given.get("num_beams"), 1) if given.get("strategy") == "beam" else 1
+            tokens = beams * steps * (text + steps)
+        elif "candidates" in given:  # ranking: one masked copy per scored token
+            lines = [c for c in str(given["candidates"]).splitlines() if c.strip()]
+            tokens = sum((text + len(c) / 4) * (len(c) / 4 + 2) for c in lines)
+        else:  # a needle grid
+            lengths = [_number(n, 0) for n in str(given.get("lengths", "")).replace(",", " ").split()]
+            cells = len(str(given.get("depths", "")).split(",")) * _number(given.get("repetitions"), 1)
+            tokens = cells * sum(lengths) * 8
+        low, high = GPU_SECONDS
+        return int(min(high, low + 2 * parameters * tokens / (GPU_TFLOPS * 1e12)))
+    return seconds
+
+
+def _parameters(size: str) -> float | None:
+    """ "150M" -> 1.5e8, "1.5B" -> 1.5e9 (the catalog's sizes); None if not given."""
+    scale = {"M": 1e6, "B": 1e9}.get(size[-1:].upper())
+    try:
+        return float(size[:-1]) * scale if scale else None
+    except ValueError:
+        return None
+
+
+def _number(value, default: float) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return default
 
 
 # The app imports torch and the engines in a background thread once the page is served
