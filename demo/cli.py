@@ -24,7 +24,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .settings import (GenerationSettings, GridSettings, ModelSettings, RunSettings,
+from .settings import (GenerationSettings, GridSettings, ModelSettings, ResultsFilter, RunSettings,
                        ScoringSettings)
 from .text import special_token_note
 
@@ -281,7 +281,7 @@ def _results_arguments(parser):
                         help="add-runs: let a run on fewer items replace the same run's rows")
 
 
-def _results(args) -> int:
+def _results(args, filters: ResultsFilter) -> int:
     from . import results
     if args.action != "show" and args.path is None:
         raise ValueError(f"'results {args.action}' needs a path.")
@@ -294,8 +294,10 @@ def _results(args) -> int:
         replaced = merged.attrs["replaced"]
         print(f"{len(merged)} rows in {target}" + (f"; replaced the earlier rows of {len(replaced)} "
               f"run(s): {', '.join(replaced)}" if replaced else ""))
-    else:
+    elif filters == ResultsFilter():
         print(results.load_results().groupby(["source", "paper", "table"]).size().to_string())
+    else:  # the rows the filters keep, as the app's Results tab shows them
+        print(results.filter_results(filters).to_string())
     return 0
 
 
@@ -364,7 +366,7 @@ COMMANDS = {  # name: (help, settings dataclasses, adds the command's own argume
               [ModelSettings, GridSettings], _probe_arguments),
     "evaluate": ("few-shot evaluation on the papers' tasks or your own (resumable)",
                  [ModelSettings, RunSettings, ScoringSettings], _evaluate_arguments),
-    "results": ("the papers' published tables next to our runs", [], _results_arguments),
+    "results": ("the papers' published tables next to our runs", [ResultsFilter], _results_arguments),
     "export-tasks": ("our tasks as lm-evaluation-harness tasks (a folder for --include_path)",
                      [RunSettings], _export_arguments),
     "models": ("the models --model takes by name: local ones (short names), Hub ones, pairs",

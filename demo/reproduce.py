@@ -18,6 +18,7 @@ ENGINES = {
     "score": ("demo.pll", "score_candidates",
               'for s in result:\n    print(f"{s.score:.4f}  {s.candidate}")'),
     "probe": ("demo.haystack", "run_grid", "print(result)"),
+    "results": ("demo.results", "filter_results", "print(result.to_string())"),  # no model
 }
 
 
@@ -38,6 +39,9 @@ def python_call(command: str, model: str, kind: str | None, settings, **inputs) 
     cls = type(settings).__name__
     arguments = ", ".join(f"{k}={v!r}" for k, v in non_defaults(settings).items())
     inputs_text = "".join(f"{value!r}, " for value in inputs.values())
+    if model is None:
+        return (f"from {module} import {function}\nfrom demo.settings import {cls}\n\n"
+                f"result = {function}({inputs_text}{cls}({arguments}))\n{show}\n")
     kind_text = f", kind={kind!r}" if kind else ""
     return (f"from demo.models import load_model\n"
             f"from {module} import {function}\n"
@@ -66,7 +70,7 @@ def options(settings) -> list[str]:
 
 def command_line(command: str, model: str, kind: str | None, settings, **inputs) -> str:
     """The ``mlm-icl`` command (with, for ``score``, the line writing its input file)."""
-    head = ["mlm-icl", command, "--model", model] + (["--kind", kind] if kind else [])
+    head = ["mlm-icl", command] + (["--model", model] if model else []) + (["--kind", kind] if kind else [])
     prepare = ""
     if command == "generate":
         head += ["--prompt", inputs["prompt"]]
@@ -77,4 +81,6 @@ def command_line(command: str, model: str, kind: str | None, settings, **inputs)
         head += ["--input", "items.jsonl", "--output", "scores.csv", "--overwrite"]
     elif command == "probe":
         head += ["--output", "grid.csv"]
+    elif command == "results":
+        head += ["show"]
     return prepare + shlex.join(head + options(settings)) + "\n"

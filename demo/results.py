@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .settings import ResultsFilter
 from .tasks import TASKS
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "assets" / "results"
@@ -296,6 +297,22 @@ def _read_summary(path: Path) -> pd.DataFrame:
         raise ValueError(f"{path} is not a summary of mlm-icl evaluate: it lacks the column(s) "
                          f"{', '.join(sorted(missing))}.")
     return table
+
+
+FILTER_COLUMNS = {"papers": "paper", "groups": "group", "models": "model", "shots": "shots_label",
+                  "tasks": "task_label"}
+
+
+def filter_results(filters: ResultsFilter, frame: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The rows of ``frame`` (default: every result, ``load_results()``) matching every non-empty
+    filter."""
+    frame = load_results() if frame is None else frame
+    keep = pd.Series(True, index=frame.index)
+    for name, column in FILTER_COLUMNS.items():
+        wanted = getattr(filters, name)
+        if wanted:
+            keep &= frame[column].astype(str).isin(wanted)
+    return frame[keep]
 
 
 def load_results(folder: str | Path = RESULTS_DIR, user_runs: str | Path = USER_RUNS) -> pd.DataFrame:

@@ -291,6 +291,25 @@ class GridSettings:
         return len(self.lengths) * len(self.depths) * self.repetitions
 
 
+# ---------------------------------------------------------------- published and our results
+
+
+@dataclass(frozen=True)
+class ResultsFilter:
+    """Which results ``demo.results.filter_results`` keeps: rows matching every non-empty list."""
+    papers: list[str] = field(default_factory=list, metadata=_help("papers (\"ours\" for our runs)"))
+    groups: list[str] = field(default_factory=list, metadata=_help("task groups"))
+    models: list[str] = field(default_factory=list, metadata=_help("models, as the tables name them"))
+    shots: list[str] = field(default_factory=list, metadata=_help("shots, e.g. 0-shot few-shot"))
+    tasks: list[str] = field(default_factory=list, metadata=_help("tasks, as the tables name them"))
+
+    def __post_init__(self):
+        for f in fields(self):
+            wanted = getattr(self, f.name)
+            if not (isinstance(wanted, list) and all(isinstance(w, str) for w in wanted)):
+                raise ValueError(f"The {f.name} filter must be a list of its choices, not {wanted!r}.")
+
+
 # ---------------------------------------------------------------- the deployment
 
 

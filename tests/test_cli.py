@@ -244,3 +244,19 @@ def test_probe_draws_its_heatmap_as_png(tmp_path, capsys):
                  str(tmp_path / "grid.png"), "--no-progress"]) == 0
     width, height = Image.open(tmp_path / "grid.png").size
     assert width >= 300 and height >= 200  # the figure's own size (a one-column grid is narrow)
+
+
+def test_the_results_tabs_reproduce_block_gives_its_rows(capsys):
+    import gradio as gr
+
+    from demo.ui.results_tab import build
+    with gr.Blocks():
+        lookup, _, _ = build()
+    note, table, *_, python, shell = lookup(["ours"], [], [], ["0-shot"], [])
+    assert "--papers ours --shots 0-shot" in shell
+    namespace = {}
+    exec(python, namespace)
+    capsys.readouterr()
+    assert len(namespace["result"]) == len(table) > 0 and f"{len(table)} numbers" in note
+    assert main(shlex.split(shell)[1:]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == len(table) + 1  # and a header

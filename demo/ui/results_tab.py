@@ -7,7 +7,8 @@ score vs model size (the BERTs paper's Figure 1) and score vs shots (its Figure 
 import gradio as gr
 import pandas as pd
 
-from .common import Dropdown, message, shows_errors
+from ..settings import ResultsFilter
+from .common import Dropdown, message, reproduce_block, reproduction, shows_errors
 
 HELP = """
 Browse the numbers behind the claim: the BERTs paper (DeBERTa vs GPT-3 at 0, 1 and few shots,
@@ -26,19 +27,6 @@ DEFAULT_PAPER = "Samuel 2024, BERTs are Generative In-Context Learners"
 
 def _choices(frame: pd.DataFrame, column: str) -> list[str]:
     return sorted(str(v) for v in frame[column].dropna().unique())
-
-
-def filter_results(frame: pd.DataFrame, papers, groups, models, shots, tasks=None) -> pd.DataFrame:
-    """Rows matching every non-empty filter (an empty filter keeps everything)."""
-    keep = pd.Series(True, index=frame.index)
-    for name, column, wanted in (("paper", "paper", papers), ("task group", "group", groups),
-                                 ("model", "model", models), ("shots", "shots_label", shots),
-                                 ("task", "task_label", tasks)):
-        if wanted and not (isinstance(wanted, list) and all(isinstance(w, str) for w in wanted)):
-            raise ValueError(f"The {name} filter must be a list of its choices, not {wanted!r}.")
-        if wanted:
-            keep &= frame[column].astype(str).isin(wanted)
-    return frame[keep]
 
 
 def build():
@@ -88,7 +76,7 @@ def build():
         shots_plot = gr.Plot(label="Score vs shots (Figure 4)", elem_id="results-shots-plot")
 
     # no model, no torch: need not wait for the core import; an empty filter clears the stale view
-    @shows_errors(lambda error: (error, None, None, None, None))
+    @shows_errors(lambda error: (error, None, None, None, None, None, None))
     def lookup_results(papers, groups, models, shots, tasks):
         """Published results of the papers next to our runs, filtered (an empty filter keeps all).
 
@@ -101,8 +89,11 @@ def build():
         """
         from ..exports import download
         from ..plots import accuracy_vs_shots, accuracy_vs_size
+        from ..results import filter_results
 
-        rows = filter_results(frame, papers, groups, models, shots, tasks)
+        filters = ResultsFilter(papers=papers or [], groups=groups or [], models=models or [],
+                                shots=shots or [], tasks=tasks or [])
+        rows = filter_results(filters, frame)
         if rows.empty:
             raise ValueError("No result matches these filters: remove some of them.")
         shown = rows[SHOWN_COLUMNS].rename(columns=SHOWN_NAMES)
@@ -110,11 +101,12 @@ def build():
                        f"{rows['model'].nunique()} model(s).", "note")
         return (note, shown, accuracy_vs_size(rows, "Score vs model size"),
                 accuracy_vs_shots(rows, "Score vs number of shots"),
-                download(rows, "results", *(papers or ["all"])[:2]))
+                download(rows, "results", *(papers or ["all"])[:2]),
+                *reproduction("results", None, None, filters))
 
     filters = [papers, groups, models, shots, tasks]
     csv = gr.File(label="These results (CSV, every column)", elem_id="results-csv")
-    outputs = [count, table, size_plot, shots_plot, csv]
+    outputs = [count, table, size_plot, shots_plot, csv, *reproduce_block("results-reproduce")]
     gr.on([control.change for control in filters], lookup_results, filters, outputs, api_name="results",
           show_progress="minimal")
     return lookup_results, filters, outputs  # the app runs this once when a page loads: the first view
