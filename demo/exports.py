@@ -15,6 +15,12 @@ def file_name(*parts: str, suffix: str) -> str:
     return "_".join(safe + [dt.date.today().isoformat()]) + suffix
 
 
+def figure_download(figure, csv_path: str, *parts: str) -> str:
+    """A figure as a standalone HTML page (plotly.js inside: opens offline), beside ``csv_path``."""
+    from .plots import save_figure
+    return str(save_figure(figure, Path(csv_path).with_name(file_name(*parts, suffix=".html"))))
+
+
 def download(frame: pd.DataFrame, *parts: str) -> str:
     """Write ``frame`` as CSV into a fresh temporary folder (the web app hands it out from there);
     returns the path."""

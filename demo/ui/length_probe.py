@@ -99,11 +99,9 @@ def _stream(model_name, kind, lengths, depths, repetitions, seed):
 def _downloads(table, figure, model_name) -> list[str]:
     """The grid as CSV and its heatmap as a standalone HTML page (a PNG comes from the plot's own
     camera button, drawn by the browser)."""
-    from ..exports import download, file_name
-    from ..plots import save_figure
+    from ..exports import download, figure_download
     csv = download(table, "needle-grid", model_name)
-    html = save_figure(figure, Path(csv).with_name(file_name("needle-grid", model_name, suffix=".html")))
-    return [csv, str(html)]
+    return [csv, figure_download(figure, csv, "needle-grid", model_name)]
 
 
 NO_RESULT = (None,) * 4  # table, downloads, Python, command line (after plot and summary)

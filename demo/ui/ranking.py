@@ -143,7 +143,7 @@ def _what(method, right_masks, normalize, scope, unconditional) -> str:
 def _outputs(title, lm, kind, model_name, context, candidates, settings, scores, what, answer):
     """A side's outputs: summary, table, heatmap, scores (for the difference view), the per-token
     CSV, and the Python call and command line that reproduce them."""
-    from ..exports import download, score_table
+    from ..exports import download, figure_download, score_table
     from ..plots import token_heatmap
 
     figure = token_heatmap(scores, title=f"{title}: log-prob of each scored token")
@@ -151,8 +151,9 @@ def _outputs(title, lm, kind, model_name, context, candidates, settings, scores,
     typed = parse_candidates(candidates)
     csv = download(score_table([(context, typed)], [scores]).assign(model=model_name),
                    "ranking", model_name, kind)
+    files = [csv, figure_download(figure, csv, "ranking-heatmap", model_name, kind)]
     return (summary + _typed_specials(lm, context, candidates), ranking_table(scores), figure, scores,
-            csv, *reproduction("score", model_name, kind, settings, context=context, candidates=typed))
+            files, *reproduction("score", model_name, kind, settings, context=context, candidates=typed))
 
 
 NO_RESULT = (None,) * 6  # table, plot, scores, CSV, Python, command line
@@ -303,13 +304,15 @@ def build(catalog: Catalog) -> None:
             masked_summary = gr.HTML(elem_id="rank-mlm-summary")
             masked_table = gr.Dataframe(label="Masked LM ranking", elem_id="rank-mlm-table",
                                         interactive=False, column_widths=TABLE_WIDTHS, wrap=True)
-            masked_extra = [gr.File(label="Per-token scores (CSV)", elem_id="rank-mlm-csv"),
+            masked_extra = [gr.File(label="Per-token scores (CSV) and the heatmap (HTML)", file_count="multiple",
+                                    elem_id="rank-mlm-csv"),
                             *reproduce_block("rank-mlm-reproduce")]
         with gr.Column():
             causal_summary = gr.HTML(elem_id="rank-causal-summary")
             causal_table = gr.Dataframe(label="Causal LM ranking", elem_id="rank-causal-table",
                                         interactive=False, column_widths=TABLE_WIDTHS, wrap=True)
-            causal_extra = [gr.File(label="Per-token scores (CSV)", elem_id="rank-causal-csv"),
+            causal_extra = [gr.File(label="Per-token scores (CSV) and the heatmap (HTML)", file_count="multiple",
+                                    elem_id="rank-causal-csv"),
                             *reproduce_block("rank-causal-reproduce")]
     masked_plot = gr.Plot(label="Masked LM: per-token log-probs", elem_id="rank-mlm-plot")
     causal_plot = gr.Plot(label="Causal LM: per-token log-probs", elem_id="rank-causal-plot")

@@ -87,7 +87,7 @@ def build():
             shots: numbers of demonstrations, e.g. "0-shot"
             tasks: tasks, as the tables name them
         """
-        from ..exports import download
+        from ..exports import download, figure_download
         from ..plots import accuracy_vs_shots, accuracy_vs_size
         from ..results import filter_results
 
@@ -99,13 +99,16 @@ def build():
         shown = rows[SHOWN_COLUMNS].rename(columns=SHOWN_NAMES)
         note = message(f"{len(rows)} numbers from {rows['paper'].nunique()} source(s), "
                        f"{rows['model'].nunique()} model(s).", "note")
-        return (note, shown, accuracy_vs_size(rows, "Score vs model size"),
-                accuracy_vs_shots(rows, "Score vs number of shots"),
-                download(rows, "results", *(papers or ["all"])[:2]),
-                *reproduction("results", None, None, filters))
+        size = accuracy_vs_size(rows, "Score vs model size")
+        by_shots = accuracy_vs_shots(rows, "Score vs number of shots")
+        csv = download(rows, "results", *(papers or ["all"])[:2])
+        files = [csv, figure_download(size, csv, "results-vs-size"),
+                 figure_download(by_shots, csv, "results-vs-shots")]
+        return note, shown, size, by_shots, files, *reproduction("results", None, None, filters)
 
     filters = [papers, groups, models, shots, tasks]
-    csv = gr.File(label="These results (CSV, every column)", elem_id="results-csv")
+    csv = gr.File(label="These results (CSV, every column) and both figures (HTML)",
+                  file_count="multiple", elem_id="results-csv")
     outputs = [count, table, size_plot, shots_plot, csv, *reproduce_block("results-reproduce")]
     gr.on([control.change for control in filters], lookup_results, filters, outputs, api_name="results",
           show_progress="minimal")

@@ -1,0 +1,202 @@
+"""The prefix cache (demo.prefix_cache) against independent references: the model's own forward
+pass, the exact method, and a naive loop that spells the approximation out with attention masks."""
+
+import re
+
+import pytest
+import torch
+
+from demo.generation import generate
+from demo.mlm_decoder import WindowSpecials, build_windows
+from demo.prefix_cache import encoder_of
+from demo.settings import GenerationSettings
+from demo.text import encode_newlines
+
+PROMPT = "The capital of France is Paris. The capital of Germany is"
+LONG = ("Q: What is the capital of Italy?\nA: Rome.\n\nQ: What is the capital of Spain?\nA: Madrid."
+        "\n\nQ: What is the capital of Japan?\nA: Tokyo.\n\nQ: What is the capital of Peru?\nA:")
+
+# Random-weight families, with config variants that change how positions enter: ModernBERT with a
+# short local window (so its sliding layers cut through the prompt), DeBERTa-v2 with the
+# convolution of v2-xlarge/xxlarge, with separate position projections, and without buckets.
+VARIANTS = {
+    "bert": ("bert", {}),
+    "roberta": ("roberta", {}),
+    "modernbert": ("modernbert", {"local_attention": 16}),
+    "deberta-v2": ("deberta-v2", {}),
+    "deberta-v2-conv": ("deberta-v2", {"conv_kernel_size": 3, "conv_act": "gelu"}),
+    "deberta-v2-own-position-projections": ("deberta-v2", {"share_att_key": False,
+                                                           "position_buckets": -1}),
+}
+
+
+@pytest.fixture(params=list(VARIANTS))
+def variant(request, tiny_model):
+    family, overrides = VARIANTS[request.param]
+    return tiny_model(family, **overrides)
+
+
+def window_of(lm, text: str, generated: int, padding_masks: int) -> tuple[torch.Tensor, int]:
+    """A window [CLS] text masks [SEP] whose last `generated` text tokens stand for generated
+    ones; and the prefix length ([CLS] + the text before them)."""
+    ids = torch.tensor([lm.tokenizer(text, add_special_tokens=False)["input_ids"]])
+    windows = build_windows(ids, WindowSpecials.of(lm.tokenizer), padding_masks)
+    return windows, ids.shape[1] - generated + 1
+
+
+# ---------------------------------------------------------------- positions of the tail
+
+
+@pytest.mark.parametrize("generated", [0, 3])
+def test_a_tail_on_its_own_refresh_reproduces_the_full_forward_pass(variant, generated):
+    """When the prefix was cached from the very window the tail belongs to, nothing is stale, so
+    tail + cache must give the model's own hidden states: positions, rotary angles, sliding
+    windows, relative buckets (c2p and p2c), the convolution's left neighbour all as in the
+    full window."""
+    lm, p = variant, 1
+    windows, start = window_of(lm, LONG, generated, p)
+    assert windows.shape[1] > 2 * 8 + 4  # longer than ModernBERT's local window here
+    encode = encoder_of(lm.model)
+    with torch.no_grad():
+        full = lm.model.base_model(input_ids=windows).last_hidden_state
+        refreshed, layers = encode(lm.model, windows, 0, None, start, windows.shape[1] - start)
+        tail, _ = encode(lm.model, windows, start, layers, 0, 0)
+    torch.testing.assert_close(refreshed, full, atol=2e-5, rtol=1e-4)
+    torch.testing.assert_close(tail, full[:, start:], atol=2e-5, rtol=1e-4)
+
+
+# ---------------------------------------------------------------- R = 1 is the exact method
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+def test_refresh_every_step_equals_the_exact_method(variant, strategy):
+    exact = generate(variant, LONG, max_new_tokens=8, strategy=strategy, num_beams=3)
+    fast = generate(variant, LONG, max_new_tokens=8, strategy=strategy, num_beams=3,
+                    cache="prefix", cache_refresh=1)
+    assert fast.token_ids == exact.token_ids and fast.text == exact.text
+
+
+@pytest.mark.parametrize("p", [0, 2])
+def test_refresh_every_step_equals_the_exact_method_standin(standin_mlm, p):
+    for prompt in (PROMPT, LONG):
+        exact = generate(standin_mlm, prompt, max_new_tokens=12, padding_masks=p)
+        fast = generate(standin_mlm, prompt, max_new_tokens=12, padding_masks=p, cache="prefix",
+                        cache_refresh=1)
+        assert fast.token_ids == exact.token_ids
+
+
+# ---------------------------------------------------------------- the approximation, spelled out
+
+
+def naive_prefix_greedy(lm, prompt: str, new_tokens: int, p: int, refresh: int) -> list[int]:
+    """The prefix cache by its definition, with the model's plain forward pass: a refresh step
+    reads the whole window W0; a later step reads W0 followed by the tail (tokens generated since,
+    masks, [SEP]) at the tail's true positions, where W0 attends only to itself and the tail to
+    W0's prefix ([CLS] + text at the refresh) and to itself. BERT takes position ids and a 4-D
+    mask, so this is one forward pass per step; stops at [SEP] and bans the other specials."""
+    tok = lm.tokenizer
+    ids = tok(encode_newlines(prompt, lm.newline_survives), add_special_tokens=False)["input_ids"]
+    banned = [i for i in tok.all_special_ids if i != tok.sep_token_id]
+    out, w0, start = [], None, None
+    for step in range(new_tokens):
+        window = [tok.cls_token_id] + ids + out + [tok.mask_token_id] * (1 + p) + [tok.sep_token_id]
+        if step % refresh == 0:
+            w0, start = window, len(ids) + len(out) + 1
+            sequence, positions, mask, at = window, list(range(len(window))), None, start
+        else:
+            tail = window[start:]
+            sequence = w0 + tail
+            positions = list(range(len(w0))) + list(range(start, start + len(tail)))
+            mask = torch.zeros(len(sequence), len(sequence), dtype=torch.bool)
+            mask[:len(w0), :len(w0)] = True
+            mask[len(w0):, :start] = True
+            mask[len(w0):, len(w0):] = True
+            mask = mask[None, None]
+            at = len(w0) + len(ids) + len(out) + 1 - start
+        with torch.no_grad():
+            logits = lm.model(input_ids=torch.tensor([sequence]), attention_mask=mask,
+                              position_ids=torch.tensor([positions])).logits[0, at]
+        logits[banned] = float("-inf")
+        nxt = int(logits.argmax())
+        if nxt == tok.sep_token_id:
+            break
+        out.append(nxt)
+    return out
+
+
+@pytest.mark.parametrize("refresh", [3, 8])
+def test_greedy_prefix_cache_equals_its_definition_standin(standin_mlm, refresh):
+    p = standin_mlm.padding_masks
+    result = generate(standin_mlm, LONG, max_new_tokens=12, cache="prefix", cache_refresh=refresh)
+    assert result.token_ids == naive_prefix_greedy(standin_mlm, LONG, 12, p, refresh)
+
+
+class EncoderCalls:
+    """Counts the encoder's calls and the tokens each reads (BERT: both refresh and tail steps
+    run the model's own encoder)."""
+
+    def __init__(self, model):
+        self.lengths = []
+        self.handle = model.base_model.register_forward_pre_hook(
+            lambda module, args, kwargs: self.lengths.append(kwargs["input_ids"].shape), with_kwargs=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
+
+
+def test_beams_find_their_cached_rows(standin_mlm):
+    """Beam search reorders and duplicates rows between steps; every beam still extends a cached
+    row, so only the planned steps re-encode the whole window."""
+    with EncoderCalls(standin_mlm.model) as calls:
+        result = generate(standin_mlm, LONG, max_new_tokens=10, strategy="beam", num_beams=4,
+                          cache="prefix", cache_refresh=4)
+    steps = len(calls.lengths)
+    assert steps >= 5 and all(rows == 4 for rows, _ in calls.lengths)
+    longest_tail = 3 + (1 + standin_mlm.padding_masks) + 1  # R - 1 tokens, the masks, [SEP]
+    full = [i for i, (_, width) in enumerate(calls.lengths) if width > longest_tail]
+    assert full == list(range(0, steps, 4))  # refreshes at steps 0, 4, 8 only
+    assert len(result.token_ids) <= 10
+
+
+# ---------------------------------------------------------------- everything else keeps working
+
+
+def test_decoding_features_work_with_the_prefix_cache(standin_mlm):
+    lm = standin_mlm
+    fast = dict(cache="prefix", cache_refresh=4)
+    sampled = [generate(lm, LONG, strategy="sample", top_k=64, top_p=0.9, temperature=0.7,
+                        max_new_tokens=8, seed=3, **fast).token_ids for _ in range(2)]
+    assert sampled[0] == sampled[1] and sampled[0]
+    digits = generate(lm, "Remember the number 482913. The number to remember is", digits=6,
+                      strategy="beam", **fast)
+    assert re.fullmatch(r" [0-9]{6}", digits.text) and digits.stop_reason == "digits"
+    choice = generate(lm, PROMPT, choices=("the city of berlin", "the capital", "munich"), **fast)
+    assert choice.text in ("the city of berlin", "the capital", "munich")
+    stopped = generate(lm, PROMPT, max_new_tokens=20, stop_strings=("capital",), **fast)
+    assert "capital" not in stopped.text and stopped.stop_reason == "stop_string"
+    traced = generate(lm, LONG, max_new_tokens=6, strategy="beam", num_beams=2, trace=True, **fast)
+    assert "".join(s.chosen for s in traced.steps[:len(traced.tokens)]) == traced.text
+    tok = lm.tokenizer
+    ids = tok(encode_newlines(LONG, lm.newline_survives), add_special_tokens=False)["input_ids"]
+    for t, step in enumerate(traced.steps):  # the trace shows the whole window, cached or not
+        assert step.window == (["[CLS]"] + tok.convert_ids_to_tokens(ids + traced.token_ids[:t])
+                               + ["[MASK]", "[MASK]", "[SEP]"])
+
+
+def test_causal_lms_ignore_the_setting(tiny_model):
+    gpt2 = tiny_model("gpt2")
+    assert (generate(gpt2, PROMPT, max_new_tokens=5, cache="prefix").token_ids
+            == generate(gpt2, PROMPT, max_new_tokens=5).token_ids)
+
+
+def test_unsupported_families_and_bad_settings_are_refused(tiny_model):
+    with pytest.raises(ValueError, match="supports the bert, roberta, modernbert, deberta-v2 families, "
+                                         "not albert"):
+        generate(tiny_model("albert"), PROMPT, cache="prefix")
+    with pytest.raises(ValueError, match="Unknown cache 'fast'"):
+        GenerationSettings(cache="fast")
+    with pytest.raises(ValueError, match="cache_refresh"):
+        GenerationSettings(cache="prefix", cache_refresh=0)
