@@ -183,7 +183,7 @@ def test_a_pair_ranks_and_generates_in_the_apps_handlers(local_pair, monkeypatch
                    scope="completion", unconditional="", answer="mat.")
     masked = rank_masked(model_name=encoder, method="right_masks", right_masks=2, **ranking)
     causal = rank_causal(model_name=decoder, **ranking)
-    for summary, table, plot, scores in (masked, causal):
+    for summary, table, plot, scores, *_ in (masked, causal):
         assert "demo-error" not in summary and len(scores) == 2 and "correct answer" in summary
     settings = dict(prompt="The cat sat on the", strategy="greedy", max_new_tokens=3, num_beams=2,
                     temperature=1.0, top_k=0, top_p=1.0, repetition_penalty=1.0,
