@@ -153,12 +153,13 @@ def needle_heatmaps_side_by_side(grid_a, grid_b, *, models: tuple = (None, None)
 # ---------------------------------------------------------------- saving
 
 
-def save_figure(fig: go.Figure, path: str | Path) -> Path:
-    """Write a figure to .html (self-contained, works offline) or .png/.svg/.pdf (needs kaleido)."""
+def save_figure(fig: go.Figure, path: str | Path, offline: bool = True) -> Path:
+    """Write a figure to .html or .png/.svg/.pdf (needs kaleido). An offline .html carries
+    plotly.js (4.6 MB); otherwise the page loads it from plotly's CDN (a few kB per file)."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix in (".html", ".htm"):
-        fig.write_html(path, include_plotlyjs=True)
+        fig.write_html(path, include_plotlyjs=True if offline else "cdn")
     elif suffix in (".png", ".svg", ".pdf", ".jpg", ".jpeg", ".webp"):
         try:
             fig.write_image(path)
