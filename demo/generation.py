@@ -24,6 +24,7 @@ from transformers import GenerationConfig, StoppingCriteria
 from .constraints import constraints, pieces
 from .mlm_decoder import MaskedLMAsCausalLM, WindowSpecials, window_length
 from .models import InputTooLong
+from .prefix_cache import encoder_of
 from .settings import GenerationSettings
 from .text import decode_newlines, encode_newlines, special_token_note
 from .trace import StepRecorder, StepTrace, build_trace
@@ -63,6 +64,8 @@ def _validate(lm, prompt, s: GenerationSettings) -> None:
     if s.padding_masks is not None and lm.kind != "masked":
         raise ValueError(f"padding_masks only applies to masked LMs; {lm.label} is a causal LM "
                          f"(leave it unset).")
+    if s.cache == "prefix" and lm.kind == "masked":
+        encoder_of(lm.model)  # refuses a family the prefix cache does not cover, naming those it does
 
 
 def _prompt_ids(lm, prompt: str) -> list[int]:
@@ -194,7 +197,9 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
     _check_room(lm, n, s.max_new_tokens, padding_masks)
 
     end_ids = _end_ids(lm)
-    model = MaskedLMAsCausalLM(lm.model, tokenizer, padding_masks) if masked else lm.model
+    # (a causal LM decodes with its own exact KV cache whatever s.cache says)
+    refresh_every = s.cache_refresh if s.cache == "prefix" else None
+    model = MaskedLMAsCausalLM(lm.model, tokenizer, padding_masks, refresh_every) if masked else lm.model
     if masked and s.trace:
         model.recorded_windows = []
     config = _decoding_config(lm, s, end_ids)

@@ -12,9 +12,10 @@ go through in one forward pass) and returns the first mask's logits as if they w
 LM's last-position logits. Everything else, greedy, beam search, sampling, repetition penalty,
 logits processors, stopping criteria, comes from ``GenerationMixin`` unchanged.
 
-There is no key/value cache: the encoder is bidirectional, so every step re-encodes the whole
-window. ``next_token_logits`` is the one seam a cheaper approximate mode (reusing the prompt's
-hidden states, ``docs/method.md`` section 2) would replace.
+The exact method has no key/value cache: the encoder is bidirectional, so every step re-encodes
+the whole window. ``next_token_logits`` is the one seam where the approximate prefix cache
+(``demo.prefix_cache``: the prompt's keys and values reused between refreshes) takes over when
+``refresh_every`` is given.
 """
 
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutput
 
 from .pll import mlm_head
+from .prefix_cache import PrefixCache
 
 
 @dataclass(frozen=True)
@@ -67,30 +69,37 @@ class MaskedLMAsCausalLM(PreTrainedModel, GenerationMixin):
 
     config_class = PretrainedConfig
     main_input_name = "input_ids"
-    _supports_cache_class = False  # no KV cache: each step re-reads the whole window
+    _supports_cache_class = False  # no transformers KV cache: the prefix cache is our own
 
-    def __init__(self, mlm: PreTrainedModel, tokenizer, padding_masks: int):
+    def __init__(self, mlm: PreTrainedModel, tokenizer, padding_masks: int,
+                 refresh_every: int | None = None):
         super().__init__(PretrainedConfig(vocab_size=mlm.config.vocab_size, is_encoder_decoder=False))
         self.mlm = mlm
         self.specials = WindowSpecials.of(tokenizer)
         self.padding_masks = padding_masks
         self.head = mlm_head(mlm)
+        # None: the exact method; R: the approximate prefix cache, refreshed every R new tokens
+        self.prefix_cache = (PrefixCache(mlm, padding_masks, refresh_every)
+                             if refresh_every is not None else None)
         # Set by the step trace: each forward's windows are appended here (what the model saw).
         self.recorded_windows: list[torch.Tensor] | None = None
 
     def next_token_logits(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Exact method: (rows, text length) ids -> (rows, vocab) logits at the first mask.
+        """(rows, text length) ids -> (rows, vocab) logits at the first mask.
 
-        This is the seam for an approximate mode: same inputs, same outputs.
+        The exact method encodes the whole window; the prefix cache, when set, only what its
+        cache lacks (same inputs, same outputs). The trace records the window either way.
         """
         windows = build_windows(input_ids, self.specials, self.padding_masks)
         if self.recorded_windows is not None:
             self.recorded_windows.append(windows.cpu())
-        position = input_ids.shape[1] + 1
-        hidden = self.mlm.base_model(input_ids=windows).last_hidden_state
+        if self.prefix_cache is not None:
+            hidden = self.prefix_cache.hidden_at_mask(input_ids, windows)
+        else:
+            hidden = self.mlm.base_model(input_ids=windows).last_hidden_state[:, input_ids.shape[1] + 1]
         # The vocabulary projection only at the predicted mask: it would cost about a fifth of
         # BERT-base's compute per step if run over the whole window.
-        return self.head(hidden[:, position])
+        return self.head(hidden)
 
     def forward(self, input_ids: torch.Tensor, **unused) -> CausalLMOutput:
         return CausalLMOutput(logits=self.next_token_logits(input_ids)[:, None, :])
