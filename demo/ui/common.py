@@ -223,6 +223,15 @@ def _count_run():
         RUNS.check(LocalContext.request.get(None))
 
 
+def with_arguments(arguments: str):
+    """Decorator: append an "Args:" block shared by several handlers to each one's docstring (it
+    documents their parameters as MCP tools), so that it is written once."""
+    def decorate(fn):
+        fn.__doc__ = (fn.__doc__ or "").rstrip() + "\n\n    Args:\n" + arguments
+        return fn
+    return decorate
+
+
 def handler(error_outputs):
     """What every model-running handler gets: messages in its outputs (``error_outputs`` maps the
     message to them), a per-visitor share on a public Space, a GPU slot on ZeroGPU, and a wait

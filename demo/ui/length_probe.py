@@ -13,7 +13,7 @@ import pandas as pd
 from ..catalog import Catalog, standin_note
 from ..settings import GridSettings
 from .common import (ASSETS, Number, Slider, handler, load, message, model_note, model_picker,
-                     reproduce_block, reproduction,
+                     reproduce_block, reproduction, with_arguments,
                      pair_picker, shows_errors)
 from .limits import LIMITS, check_grid, parse_numbers, whole
 
@@ -107,33 +107,27 @@ def _downloads(table, figure, model_name) -> list[str]:
 NO_RESULT = (None,) * 4  # table, downloads, Python, command line (after plot and summary)
 
 
-@handler(lambda error: (None, error, *NO_RESULT))
-def probe_masked(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
-    """Needle in a haystack with a masked LM: can it find a number hidden at each depth of each
-    prompt length? Streams the grid as it fills in.
-
-    Args:
-        model_name: a masked LM: Hugging Face Hub id, or one of the app's models
+PROBE_ARGUMENTS = """\
+        model_name: the model: Hugging Face Hub id, or one of the app's models
         lengths: prompt lengths in tokens, e.g. "256, 512"
         depths: needle depths from 0 (start) to 1 (end), e.g. "0, 0.5, 1"
         repetitions: needles per cell
         seed: seed of the needles and filler
-    """
+"""
+
+
+@handler(lambda error: (None, error, *NO_RESULT))
+@with_arguments(PROBE_ARGUMENTS)
+def probe_masked(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
+    """Needle in a haystack with a masked LM: can it find a number hidden at each depth of each
+    prompt length? Streams the grid as it fills in."""
     yield from _stream(model_name, "masked", lengths, depths, repetitions, seed)
 
 
 @handler(lambda error: (None, error, *NO_RESULT))
+@with_arguments(PROBE_ARGUMENTS)
 def probe_second(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
-    """Needle in a haystack with a second model (a causal LM, or any model in its natural kind).
-
-    Args:
-        model_name: any model: Hugging Face Hub id, or one of the app's models
-        lengths: prompt lengths in tokens, e.g. "256, 512"
-        depths: needle depths from 0 (start) to 1 (end), e.g. "0, 0.5, 1"
-        repetitions: needles per cell
-        seed: seed of the needles and filler
-    """
-
+    """Needle in a haystack with a second model (a causal LM, or any model in its natural kind)."""
     if not model_name:
         yield None, message("Skipped: no second model picked.", "note"), *NO_RESULT
         return

@@ -9,7 +9,8 @@ import gradio as gr
 from ..catalog import Catalog
 from ..settings import GenerationSettings
 from .common import (Dropdown, Number, Radio, Slider, handler, load, message, model_note,
-                     model_picker, pair_picker, read_presets, reproduce_block, reproduction)
+                     model_picker, pair_picker, read_presets, reproduce_block, reproduction,
+                     with_arguments)
 from .limits import LIMITS, check_text, whole
 from .step_view import step_view
 
@@ -91,16 +92,9 @@ def _run(prompt, model_name, kind, settings):
     return (lm, result, *reproduction("generate", model_name, kind, settings, prompt=prompt))
 
 
-@handler(lambda error: ("", error, "", "", ""))
-def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
-                    repetition_penalty, padding_masks, stop_at_newline, seed,
-                    progress=gr.Progress(track_tqdm=True)):
-    """Continue a prompt with a masked LM, the BERTs paper's way: append [MASK] (and padding
-    masks) and [SEP], predict the first mask, keep it, repeat. Also returns the step-by-step view.
-
-    Args:
+GENERATION_ARGUMENTS = """\
         prompt: the few-shot prompt to continue
-        model_name: a masked LM: Hugging Face Hub id, or one of the app's models
+        model_name: the model: Hugging Face Hub id, or one of the app's models
         strategy: greedy, beam or sample
         max_new_tokens: upper bound on the continuation's length in tokens
         num_beams: beams kept (beam search only)
@@ -111,7 +105,16 @@ def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, tem
         padding_masks: masks after the predicted one (masked LMs), or "default" for the family's
         stop_at_newline: end the continuation at the first line break
         seed: sampling seed
-    """
+"""
+
+
+@handler(lambda error: ("", error, "", "", ""))
+@with_arguments(GENERATION_ARGUMENTS)
+def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
+                    repetition_penalty, padding_masks, stop_at_newline, seed,
+                    progress=gr.Progress(track_tqdm=True)):
+    """Continue a prompt with a masked LM, the BERTs paper's way: append [MASK] (and padding
+    masks) and [SEP], predict the first mask, keep it, repeat. Also returns the step-by-step view."""
     settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                          repetition_penalty, padding_masks, stop_at_newline, seed, trace=True)
     lm, result, python, shell = _run(prompt, model_name, "masked", settings)
@@ -119,25 +122,11 @@ def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, tem
 
 
 @handler(lambda error: ("", error, "", ""))
+@with_arguments(GENERATION_ARGUMENTS)
 def generate_causal(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                     repetition_penalty, padding_masks, stop_at_newline, seed,
                     progress=gr.Progress(track_tqdm=True)):
-    """Continue a prompt with a causal LM (left to right, transformers' generate()).
-
-    Args:
-        prompt: the few-shot prompt to continue
-        model_name: a causal LM: Hugging Face Hub id, or one of the app's models
-        strategy: greedy, beam or sample
-        max_new_tokens: upper bound on the continuation's length in tokens
-        num_beams: beams kept (beam search only)
-        temperature: sampling temperature (sampling only)
-        top_k: sample from the k likeliest tokens, 0 = all (sampling only)
-        top_p: sample from the smallest set holding this probability mass (sampling only)
-        repetition_penalty: above 1 discourages repeating tokens
-        padding_masks: masks after the predicted one (masked LMs), or "default" for the family's
-        stop_at_newline: end the continuation at the first line break
-        seed: sampling seed
-    """
+    """Continue a prompt with a causal LM (left to right, transformers' generate())."""
     if not model_name:
         return "", message("Skipped: no causal LM picked.", "note"), "", ""
     settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
