@@ -10,6 +10,8 @@ repetition penalty). This module adds what the papers and the app need on top:
 - stop strings, "stop at newline", exactly N digits, a fixed set of choices (``demo.constraints``);
 - a step trace for teaching (``demo.trace``): the window the model saw, its top next tokens, the
   chosen token, the live beams with their scores;
+- for masked LMs, the approximate prefix cache (``settings.cache="prefix"``, ``demo.prefix_cache``)
+  beside the exact method, and where two outputs part (``first_difference``);
 - clear ``ValueError``s for bad input, never silent truncation.
 """
 
@@ -44,6 +46,15 @@ class GenerationResult:
     prompt_tokens: int
     token_ids: list[int] = field(default_factory=list)  # ids of `tokens` (end token excluded)
     notes: list[str] = field(default_factory=list)  # things the reader should know (demo.text)
+
+
+def first_difference(a: GenerationResult, b: GenerationResult) -> int | None:
+    """Index of the first generated token where two outputs differ (one ending earlier counts
+    as a difference); None when they are the same (e.g. the exact method vs the prefix cache)."""
+    if a.token_ids == b.token_ids:
+        return None
+    return next((i for i, (x, y) in enumerate(zip(a.token_ids, b.token_ids)) if x != y),
+                min(len(a.token_ids), len(b.token_ids)))
 
 
 # ---------------------------------------------------------------- validation

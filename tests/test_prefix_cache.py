@@ -6,7 +6,7 @@ import re
 import pytest
 import torch
 
-from demo.generation import generate
+from demo.generation import GenerationResult, first_difference, generate
 from demo.mlm_decoder import WindowSpecials, build_windows
 from demo.prefix_cache import FRESH, Prefix, encoder_of
 from demo.settings import GenerationSettings
@@ -18,13 +18,15 @@ LONG = ("Q: What is the capital of Italy?\nA: Rome.\n\nQ: What is the capital of
 
 # Random-weight families, with config variants that change how positions enter: ModernBERT with a
 # short local window (so its sliding layers cut through the prompt), DeBERTa-v2 with the
-# convolution of v2-xlarge/xxlarge, with separate position projections, and without buckets.
+# convolution of v2-xlarge/xxlarge and absolute position embeddings added to its input, and with
+# separate position projections and no log buckets.
 VARIANTS = {
     "bert": ("bert", {}),
     "roberta": ("roberta", {}),
     "modernbert": ("modernbert", {"local_attention": 16}),
     "deberta-v2": ("deberta-v2", {}),
-    "deberta-v2-conv": ("deberta-v2", {"conv_kernel_size": 3, "conv_act": "gelu"}),
+    "deberta-v2-conv-absolute": ("deberta-v2", {"conv_kernel_size": 3, "conv_act": "gelu",
+                                                "position_biased_input": True}),
     "deberta-v2-own-position-projections": ("deberta-v2", {"share_att_key": False,
                                                            "position_buckets": -1}),
 }
@@ -47,7 +49,7 @@ def window_of(lm, text: str, generated: int, padding_masks: int) -> tuple[torch.
 # ---------------------------------------------------------------- positions of the tail
 
 
-@pytest.mark.parametrize("generated", [0, 3])
+@pytest.mark.parametrize("generated", [0, FRESH + 3])  # + 3: a tail as long as they get
 def test_a_tail_on_its_own_refresh_reproduces_the_full_forward_pass(variant, generated):
     """When the prefix was cached from the very window the tail belongs to, nothing is stale, so
     tail + cache must give the model's own hidden states: positions, rotary angles, sliding
@@ -209,3 +211,13 @@ def test_unsupported_families_and_bad_settings_are_refused(tiny_model):
         GenerationSettings(cache="fast")
     with pytest.raises(ValueError, match="cache_refresh"):
         GenerationSettings(cache="prefix", cache_refresh=0)
+
+
+def test_first_difference_says_where_two_outputs_part():
+    def result(ids):
+        return GenerationResult(prompt="", text="", tokens=[], stop_reason="eos", steps=[], seconds=1.0,
+                                seconds_per_step=1.0, prompt_tokens=1, token_ids=ids)
+
+    assert first_difference(result([1, 2, 3]), result([1, 2, 3])) is None
+    assert first_difference(result([1, 2, 3]), result([1, 5, 3])) == 1
+    assert first_difference(result([1, 2]), result([1, 2, 3])) == 2

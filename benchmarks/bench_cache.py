@@ -1,0 +1,267 @@
+"""The prefix cache against the exact method: speed-up and greedy token agreement (issue 16).
+
+    python benchmarks/bench_cache.py [--refresh R] [--sweep 4 8 16 32] [--prompts 20] [--threads 1]
+
+Part 1, the stand-in MLM (../shared/models/minilm-l6-mlm-standin, a real 6-layer BERT), per prompt
+length (128, 256, 500 tokens): 20 few-shot prompts, 16 from the seed tasks (demonstrations drawn
+by ``demo.fewshot`` from each task's pool, then the evaluated item, as the evaluator builds them)
+and 4 from the shipped presets (``assets/presets``: the two in-context instruction-induction
+prompts and two COPA contexts, each after demonstrations of its task). Each prompt holds as many
+demonstrations as fit the length. For each prompt, 32 greedy tokens with the exact method and with
+the prefix cache (refreshed every R tokens), run alternately so that a busy machine slows both:
+- speed-up: tokens/s of the prefix cache over tokens/s of the exact method, over all 20 prompts;
+- agreement: share of the 32 output positions (of the longer output, when one stops early) where
+  both hold the same token, pooled over the prompts: a first difference changes the context, so
+  everything after it usually differs too (also shown: prompts with identical outputs);
+- stepwise: share of the exact output's steps at which the prefix cache, fed the exact output so
+  far, picks the same token (the approximation's error per step, without that cascade).
+The stand-in reads 512 positions, and the exact method's last window holds the prompt, 31
+generated tokens, the masks and [SEP], so the "500" prompts are 477 tokens (their last window is
+512); the table shows the real mean length. ``--sweep`` adds the 500-token row for other R.
+
+Part 2, random weights at real size, 2048-token prompt (filler text): DeBERTa-v2 (deberta-v3-base's
+architecture) and ModernBERT (ModernBERT-base's sizes on the shared ModernBERT config). Speed-up
+alone (random weights make agreement meaningless): 32 tokens with the prefix cache against the
+exact method's tokens/s over its first ``--exact-steps`` steps (its steps all cost the same: each
+re-reads a 2048 + k window, and at about 8-30 s a step on a CPU, 32 of them would take long).
+
+Last line: ``bench_cache speedup_500=<x> agreement_500=<a> speedup_2048_deberta=<y>
+speedup_2048_modernbert=<z>`` (at the default or given R).
+"""
+
+import argparse
+import json
+import math
+import random
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from demo.fewshot import demonstrations_text, generation_prompt
+from demo.generation import generate
+from demo.mlm_decoder import MaskedLMAsCausalLM
+from demo.models import load_model, random_model
+from demo.settings import GenerationSettings
+from demo.tasks import get_task, load_examples
+from demo.text import encode_newlines
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+STANDIN = SHARED / "models" / "minilm-l6-mlm-standin"
+MODERNBERT = SHARED / "tokenizers" / "answerdotai-ModernBERT-large"
+BERT = SHARED / "tokenizers" / "bert-base-uncased"
+FILLER = SHARED / "data" / "haystack" / "gutenberg_nltk"
+
+SEED_TASKS = ["copa", "piqa", "arc_easy", "openbookqa", "hellaswag", "ii_active_to_passive",
+              "ii_cause_and_effect", "ii_diff", "ii_first_word_letter", "ii_larger_animal",
+              "ii_negation", "ii_num_to_verbal", "ii_rhymes", "ii_sentiment", "ii_sum",
+              "ii_translation_en-fr"]
+# preset (assets/presets/<file>.json, by name) -> the task whose demonstrations come before it
+PRESETS = {("prompting", "Instruction induction: antonyms, in context"): "ii_antonyms",
+           ("prompting", "Instruction induction: singular to plural, in context"): "ii_singular_to_plural",
+           ("ranking", "COPA: surprise party (cause)"): "copa",
+           ("ranking", "COPA: misdiagnosis (effect)"): "copa"}
+
+
+# ---------------------------------------------------------------- prompts
+
+
+def n_tokens(lm, prompt: str) -> int:
+    """Tokens the model reads for the prompt (the newline convention applied, no specials)."""
+    return len(lm.tokenizer(encode_newlines(prompt, lm.newline_survives), add_special_tokens=False,
+                            verbose=False)["input_ids"])
+
+
+def longest_fitting(lm, build, demos: list, length: int) -> str:
+    """build(demos[:k]) for the largest k whose prompt is at most ``length`` tokens (k >= 0)."""
+    lo, hi = 0, len(demos)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if n_tokens(lm, build(demos[:mid])) <= length:
+            lo = mid
+        else:
+            hi = mid - 1
+    return build(demos[:lo])
+
+
+def pool_of(task, skip=None) -> list:
+    """The task's demonstrations in a fixed random order (its pool minus ``skip``)."""
+    pool = [e for e in load_examples(task, "demos") if skip is None or e.index != skip.index]
+    return random.Random(f"bench_cache/{task.name}").sample(pool, min(len(pool), 400))
+
+
+def few_shot_prompts(lm, length: int) -> list[str]:
+    """20 few-shot prompts of at most ``length`` tokens: 16 seed tasks, 4 presets."""
+    prompts = []
+    for name in SEED_TASKS:
+        task = get_task(name)
+        item = load_examples(task, "data")[0]
+        prompts.append(longest_fitting(lm, lambda d: generation_prompt(task, item, d),
+                                       pool_of(task, item), length))
+    for (file, preset_name), task_name in PRESETS.items():
+        presets = json.loads((ROOT / "assets" / "presets" / f"{file}.json").read_text(encoding="utf-8"))
+        preset = next(p for p in presets["presets"] if p["name"] == preset_name)
+        text = preset.get("prompt") or preset["context"]
+        task = get_task(task_name)
+        prompts.append(longest_fitting(lm, lambda d: demonstrations_text(task, d) + text,
+                                       pool_of(task), length))
+    return prompts
+
+
+def filler_prompt(lm, length: int) -> str:
+    books = sorted(FILLER.glob("*.txt"))
+    words = books[0].read_text(encoding="utf-8", errors="ignore")[20_000:].split()[:2 * length]
+    return longest_fitting(lm, " ".join, words, length)
+
+
+# ---------------------------------------------------------------- measurements
+
+
+def agreement(a: list[int], b: list[int]) -> tuple[int, int]:
+    """(positions holding the same token, positions) over the longer of two outputs."""
+    positions = max(len(a), len(b))
+    return sum(x == y for x, y in zip(a, b)), positions
+
+
+def stepwise(lm, prompt: str, exact_ids: list[int], refresh: int) -> int:
+    """Steps at which the prefix cache, fed the exact output so far, picks the exact method's
+    token (greedy, specials other than the end token banned as generate() bans them)."""
+    ids = lm.tokenizer(encode_newlines(prompt, lm.newline_survives), add_special_tokens=False,
+                       verbose=False)["input_ids"]
+    decoder = MaskedLMAsCausalLM(lm.model, lm.tokenizer, lm.padding_masks, refresh)
+    banned = sorted(set(lm.tokenizer.all_special_ids) - {decoder.specials.end})
+    same = 0
+    with torch.no_grad():
+        for t, token in enumerate(exact_ids):
+            logits = decoder.next_token_logits(torch.tensor([ids + exact_ids[:t]]))[0]
+            logits[banned] = float("-inf")
+            same += int(logits.argmax()) == token
+    return same
+
+
+def compare(lm, prompts: list[str], settings: GenerationSettings, refreshes: list[int]) -> dict:
+    """Exact vs prefix cache (per R) on the prompts: speed-ups and agreements per R."""
+    exact_time = exact_tokens = 0.0
+    per_r = {r: dict(time=0.0, tokens=0, same=0, positions=0, identical=0, steps_same=0, steps=0)
+             for r in refreshes}
+    for prompt in prompts:
+        exact = generate(lm, prompt, settings)
+        exact_time, exact_tokens = exact_time + exact.seconds, exact_tokens + len(exact.token_ids) + (
+            exact.stop_reason == "eos")  # the end token was a step too
+        for r in refreshes:
+            fast = generate(lm, prompt, settings, cache="prefix", cache_refresh=r)
+            row = per_r[r]
+            row["time"] += fast.seconds
+            row["tokens"] += len(fast.token_ids) + (fast.stop_reason == "eos")
+            same, positions = agreement(exact.token_ids, fast.token_ids)
+            row["same"] += same
+            row["positions"] += positions
+            row["identical"] += exact.token_ids == fast.token_ids
+            row["steps_same"] += stepwise(lm, prompt, exact.token_ids, r)
+            row["steps"] += len(exact.token_ids)
+    for row in per_r.values():
+        row["speedup"] = (row["tokens"] / row["time"]) / (exact_tokens / exact_time)
+        row["agreement"] = row["same"] / max(row["positions"], 1)
+        row["stepwise"] = row["steps_same"] / max(row["steps"], 1)
+        row["exact_tok_s"], row["fast_tok_s"] = exact_tokens / exact_time, row["tokens"] / row["time"]
+    return per_r
+
+
+def speedup_long(lm, length: int, new_tokens: int, refresh: int, exact_steps: int) -> float:
+    prompt = filler_prompt(lm, length)
+    n = n_tokens(lm, prompt)
+    settings = GenerationSettings(max_new_tokens=new_tokens, cache_refresh=refresh)
+    generate(lm, prompt, max_new_tokens=1)  # warm-up
+    exact = generate(lm, prompt, settings, max_new_tokens=exact_steps)
+    fast = generate(lm, prompt, settings, cache="prefix")
+    exact_step = exact.seconds / (len(exact.token_ids) + (exact.stop_reason == "eos"))
+    fast_step = fast.seconds / (len(fast.token_ids) + (fast.stop_reason == "eos"))
+    print(f"  {lm.label}: {n}-token prompt, exact {exact_step:.2f} s/token (over {exact_steps} "
+          f"steps), prefix cache {fast_step:.3f} s/token (over {len(fast.token_ids)} tokens)")
+    return exact_step / fast_step
+
+
+def random_deberta_v3_base():
+    """DeBERTa-v3-base's architecture (12 layers, hidden 768, relative positions in 256 log
+    buckets, shared position projections), random weights, read through BERT's tokenizer (the
+    window needs only [CLS], [SEP] and [MASK]; DeBERTa's SentencePiece model is not shipped)."""
+    from transformers import AutoTokenizer, DebertaV2Config
+
+    tokenizer = AutoTokenizer.from_pretrained(BERT)
+    with tempfile.TemporaryDirectory() as folder:
+        DebertaV2Config(vocab_size=len(tokenizer), hidden_size=768, num_hidden_layers=12,
+                        num_attention_heads=12, intermediate_size=3072, relative_attention=True,
+                        position_buckets=256, norm_rel_ebd="layer_norm", share_att_key=True,
+                        pos_att_type=["p2c", "c2p"], max_position_embeddings=512,
+                        position_biased_input=False, legacy=False).save_pretrained(folder)
+        return random_model(folder, shrink=False, tokenizer=tokenizer)
+
+
+def random_modernbert_base():
+    """ModernBERT-base's sizes (22 layers, hidden 768, a global layer every third, the others
+    a 128-token local window) on the shared ModernBERT config and tokenizer, random weights."""
+    layers = 22
+    return random_model(MODERNBERT, shrink=False, num_hidden_layers=layers, hidden_size=768,
+                        num_attention_heads=12, intermediate_size=1152,
+                        layer_types=["full_attention" if i % 3 == 0 else "sliding_attention"
+                                     for i in range(layers)])
+
+
+def main(argv=None):
+    default_r = GenerationSettings().cache_refresh
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--refresh", type=int, default=default_r,
+                        help=f"R of the headline rows (default: GenerationSettings' {default_r})")
+    parser.add_argument("--sweep", type=int, nargs="*", default=[], help="more R at 500 tokens")
+    parser.add_argument("--prompts", type=int, default=20)
+    parser.add_argument("--new-tokens", type=int, default=32)
+    parser.add_argument("--lengths", type=int, nargs="*", default=[128, 256, 500],
+                        help="part 1's prompt lengths (none: skip part 1)")
+    parser.add_argument("--long", type=int, default=2048, help="prompt length of part 2 (0: skip it)")
+    parser.add_argument("--exact-steps", type=int, default=3, help="part 2: exact steps timed")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (1: steadiest on a busy machine)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if not STANDIN.is_dir():
+        sys.exit(f"{STANDIN} is missing: this benchmark needs ../shared beside the clone.")
+
+    lm = load_model(str(STANDIN), device="cpu")
+    p = lm.padding_masks
+    room = lm.max_length - (args.new_tokens - 1) - p - 3  # the exact method's last window fits
+    settings = GenerationSettings(max_new_tokens=args.new_tokens)
+    print(f"stand-in MLM (BERT, 6 layers, 22.7M); {args.new_tokens} greedy tokens; {args.prompts} "
+          f"few-shot prompts per length; torch threads {torch.get_num_threads()}")
+    print(f"{'length':>6} {'mean tok':>8} {'R':>3} | {'exact tok/s':>11} {'prefix tok/s':>12} "
+          f"{'speed-up':>8} | {'agreement':>9} {'identical':>9} {'stepwise':>8}")
+    headline = {}
+    generate(lm, "Warm up.", max_new_tokens=2)
+    for length in args.lengths:
+        prompts = few_shot_prompts(lm, min(length, room))[:args.prompts]
+        mean = sum(n_tokens(lm, q) for q in prompts) / len(prompts)
+        sweep = [r for r in args.sweep if r != args.refresh] if length == args.lengths[-1] else []
+        for r, row in compare(lm, prompts, settings, [args.refresh] + sweep).items():
+            print(f"{length:>6} {mean:>8.0f} {r:>3} | {row['exact_tok_s']:>11.1f} "
+                  f"{row['fast_tok_s']:>12.1f} {row['speedup']:>7.1f}x | {row['agreement']:>9.1%} "
+                  f"{row['identical']:>6}/{len(prompts)} {row['stepwise']:>8.1%}")
+            if r == args.refresh:
+                headline[length] = row
+
+    long = {}
+    if args.long:
+        print(f"random weights at real size, {args.long}-token prompt, {args.new_tokens} greedy "
+              f"tokens, R = {args.refresh}:")
+        for name, lm in (("deberta", random_deberta_v3_base()), ("modernbert", random_modernbert_base())):
+            long[name] = speedup_long(lm, args.long, args.new_tokens, args.refresh, args.exact_steps)
+        print(f"  speed-up: DeBERTa-v2 {long['deberta']:.1f}x, ModernBERT {long['modernbert']:.1f}x")
+
+    last = headline[args.lengths[-1]] if args.lengths else dict(speedup=math.nan, agreement=math.nan)
+    print(f"bench_cache speedup_500={last['speedup']:.1f} agreement_500={last['agreement']:.3f} "
+          f"speedup_2048_deberta={long.get('deberta', math.nan):.1f} "
+          f"speedup_2048_modernbert={long.get('modernbert', math.nan):.1f}")
+
+
+if __name__ == "__main__":
+    main()
