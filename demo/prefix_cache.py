@@ -323,7 +323,6 @@ class PrefixCache:
         # the longest tail: FRESH prefix tokens, R - 1 generated ones, the masks and the end token
         self.room = FRESH + refresh_every + padding_masks + 1
         self.prefix: Prefix | None = None
-        self.refreshes = 0  # steps that encoded the whole window
 
     def hidden_at_mask(self, input_ids: torch.Tensor, windows: torch.Tensor) -> torch.Tensor:
         at = input_ids.shape[1] + 1  # the predicted mask's position in the window
@@ -332,7 +331,6 @@ class PrefixCache:
             keep = max(at - FRESH, 1)  # ([CLS] at least: a window always starts with it)
             hidden, layers, shared = self.encode(self.mlm, windows, 0, None, keep, self.room)
             self.prefix = Prefix(input_ids, keep, layers, shared)
-            self.refreshes += 1
             return hidden[:, at]
         start = self.prefix.start
         hidden = self.encode(self.mlm, windows, start, self.prefix.rows(rows), 0, 0)[0]

@@ -376,11 +376,14 @@ def test_downloads_and_a_link_to_the_view(page, server):
     _open_tab(page, "Prompting")
     prompt = "A link keeps this prompt: the capital of Peru is"
     page.locator("#gen-prompt textarea").fill(prompt)
+    before = page.locator("#gen-mlm-stats").inner_text()  # an earlier test's run may be shown
     page.click("#gen-run")  # the server keeps what a run used (and showed): that is what a link holds
-    page.locator("#gen-mlm-stats").filter(has_text="tokens in").wait_for(timeout=MODEL_WAIT_MS)
-    text = page.locator("#gen-mlm-text textarea").input_value()
+    page.wait_for_function("b => { const s = document.querySelector('#gen-mlm-stats');"
+                           " return s && s.innerText.includes('tokens in') && s.innerText !== b; }",
+                           arg=before, timeout=MODEL_WAIT_MS)
     with page.expect_response("**/gradio_api/deep_link**") as response:
         page.get_by_role("button", name="Copy a link to this view").click()
+    text = page.locator("#gen-mlm-text textarea").input_value()  # what the link was made of
     shared = f"{server}?deep_link={response.value.text().strip(chr(34))}"
     fresh = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
