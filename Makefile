@@ -1,6 +1,6 @@
 # Set up and run, on a fresh machine (Python 3.10+):
 #   make app        install the app's dependencies, then serve it on http://127.0.0.1:7860
-#   make test       install the test dependencies, then run the test suite
+#   make test       install the test dependencies, then run the test suite (as the README)
 #   make check-cpu-install   show that the CPU install pulls no CUDA package (needs the network)
 #
 # torch: on Linux, `torch==2.13.0` from PyPI is the CUDA build, which pulls several GB of
