@@ -46,6 +46,9 @@ class GenerationResult:
     prompt_tokens: int
     token_ids: list[int] = field(default_factory=list)  # ids of `tokens` (end token excluded)
     notes: list[str] = field(default_factory=list)  # things the reader should know (demo.text)
+    # the prefix cache's whole-window encodings (its first step, every R tokens, near-ties);
+    # None for the exact method, whose every step is one
+    refreshes: int | None = None
 
 
 def first_difference(a: GenerationResult, b: GenerationResult) -> int | None:
@@ -210,7 +213,8 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
     end_ids = _end_ids(lm)
     # (a causal LM decodes with its own exact KV cache whatever s.cache says)
     refresh_every = s.cache_refresh if s.cache == "prefix" else None
-    model = MaskedLMAsCausalLM(lm.model, tokenizer, padding_masks, refresh_every) if masked else lm.model
+    model = (MaskedLMAsCausalLM(lm.model, tokenizer, padding_masks, refresh_every, s.cache_margin)
+             if masked else lm.model)
     if masked and s.trace:
         model.recorded_windows = []
     config = _decoding_config(lm, s, end_ids)
@@ -267,7 +271,8 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
     return GenerationResult(prompt=prompt, text=text, tokens=tokens, stop_reason=reason,
                             steps=steps, seconds=seconds,
                             seconds_per_step=seconds / max(recorder.n_steps, 1), prompt_tokens=n,
-                            token_ids=text_ids, notes=[note] if note else [])
+                            token_ids=text_ids, notes=[note] if note else [],
+                            refreshes=model.prefix_cache.refreshes if refresh_every and masked else None)
 
 
 def _decoding_config(lm, s: GenerationSettings, end_ids: list[int]) -> GenerationConfig:

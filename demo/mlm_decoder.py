@@ -72,14 +72,14 @@ class MaskedLMAsCausalLM(PreTrainedModel, GenerationMixin):
     _supports_cache_class = False  # no transformers KV cache: the prefix cache is our own
 
     def __init__(self, mlm: PreTrainedModel, tokenizer, padding_masks: int,
-                 refresh_every: int | None = None):
+                 refresh_every: int | None = None, refresh_margin: float = 0.0):
         super().__init__(PretrainedConfig(vocab_size=mlm.config.vocab_size, is_encoder_decoder=False))
         self.mlm = mlm
         self.specials = WindowSpecials.of(tokenizer)
         self.padding_masks = padding_masks
         self.head = mlm_head(mlm)
         # None: the exact method; R: the approximate prefix cache, refreshed every R new tokens
-        self.prefix_cache = (PrefixCache(mlm, padding_masks, refresh_every)
+        self.prefix_cache = (PrefixCache(mlm, self.head, padding_masks, refresh_every, refresh_margin)
                              if refresh_every is not None else None)
         # Set by the step trace: each forward's windows are appended here (what the model saw).
         self.recorded_windows: list[torch.Tensor] | None = None
@@ -94,9 +94,8 @@ class MaskedLMAsCausalLM(PreTrainedModel, GenerationMixin):
         if self.recorded_windows is not None:
             self.recorded_windows.append(windows.cpu())
         if self.prefix_cache is not None:
-            hidden = self.prefix_cache.hidden_at_mask(input_ids, windows)
-        else:
-            hidden = self.mlm.base_model(input_ids=windows).last_hidden_state[:, input_ids.shape[1] + 1]
+            return self.prefix_cache.next_token_logits(input_ids, windows)
+        hidden = self.mlm.base_model(input_ids=windows).last_hidden_state[:, input_ids.shape[1] + 1]
         # The vocabulary projection only at the predicted mask: it would cost about a fifth of
         # BERT-base's compute per step if run over the whole window.
         return self.head(hidden)

@@ -5,14 +5,15 @@ The exact method re-encodes the whole window at every step:
 
     window = [CLS] prompt generated [MASK] [MASK]*p [SEP]
 
-The prefix cache encodes the whole window only on a *refresh* (the first step, then every R
-generated tokens) and keeps, for every layer, the keys and values of the window's *prefix*:
-[CLS], the prompt and the tokens generated so far, except the last ``FRESH`` (16) of them. The
-steps in between encode only the *tail*: those last 16 prefix tokens, the tokens generated since
-the refresh, the masks and the end token; the tail's queries attend to the cached keys/values
-plus the tail's own. A step then reads about (tail length) / (window length) of an exact step's
-tokens, and the distant prompt is updated every R tokens instead of every token (the two remedies
-the BERTs paper names: a prefix cache, and not updating distant tokens at every step).
+The prefix cache encodes the whole window only on a *refresh* and keeps, for every layer, the
+keys and values of the window's *prefix*: [CLS] and the text except its last ``FRESH`` (8)
+tokens. The steps in between encode only the *tail*: those last 8 text tokens, the masks and the
+end token; the tail's queries attend to the cached keys/values plus the tail's own, and each step
+adds its tail's first position to the cache, so the tail keeps its length (a rolling cache, like
+a causal LM's, with the last 8 tokens kept fresh). The distant text is then updated at refreshes
+only (the two remedies the BERTs paper names: a prefix cache, and not updating distant tokens at
+every step). A refresh happens at the first step, every R generated tokens, and at every step
+whose top two tokens are less than ``margin`` nats apart (refresh on doubt, below).
 
 What is exact:
 - every refresh step: the whole window is encoded (BERT, RoBERTa: the model's own forward pass;
@@ -24,16 +25,18 @@ What is exact:
   DeBERTa-v2's relative-position buckets in both disentangled terms, c2p and p2c, and its
   convolution's left neighbour) and attends to the cached positions and to the tail as in the
   full window. A tail read against a cache of its own window gives the model's own hidden
-  states (tested), and a whole generation equals a plain forward pass per step that spells the
-  approximation out with an attention mask (tested on BERT).
+  states, and the cache it passes on is what a refresh would keep (tested); a whole generation
+  equals a plain forward pass per step that spells the approximation out with an attention mask
+  (tested on BERT).
 
 What is approximate:
-- the cached keys and values (and DeBERTa-v2's position-to-content scores of the cached keys)
-  are those of the refresh window, in which [MASK]s and [SEP] stood where the tokens generated
-  since then now stand: until the next refresh the cached positions do not see the new tokens,
-  only the tail does. The error grows with the tokens generated since the refresh (at most
-  R - 1). It shows as a changed choice where the exact method's top two tokens are nearly tied
-  (``benchmarks/bench_cache.py`` measures speed and agreement; the default R is picked there).
+- a cached position's keys and values (and DeBERTa-v2's position-to-content scores of the cached
+  keys) are those of the step that cached it: the refresh, where [MASK]s and [SEP] stood where
+  later tokens now stand, or the tail that last held it. Until the next refresh it does not see
+  the tokens generated since; only the tail does. The error shows as a changed choice where the
+  exact method's top two tokens are nearly tied, and a changed token changes everything after
+  it; refreshing on doubt redoes exactly those steps. ``benchmarks/bench_cache.py`` measures
+  speed and agreement with the exact method; the defaults of R and margin are picked there.
 
 Beam search and sampling: every row of the batch keeps its own cache from the refresh; at a
 later step each row finds the cached row whose text it extends (beams are reordered and
@@ -52,22 +55,26 @@ from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_p
 from transformers.models.modernbert.modeling_modernbert import apply_rotary_pos_emb
 
 
-# The last FRESH positions of the prefix are re-encoded at every step with the tail: they are the
-# ones whose states change most when a token is generated right after them. Measured on the
-# stand-in MLM (20 few-shot prompts of ~470 tokens, R = 16, fed the exact output): the cache picks
-# the exact method's token at 96.9% of the steps without them, 97.8% with 8, 98.3% with 16, for
-# about the same speed (a tail step's cost is mostly reading the weights, not its few tokens).
-FRESH = 16
+# The last FRESH text tokens are re-encoded at every step with the masks: they are the ones whose
+# states change most when a token is generated right after them. At least 2 (the predicted
+# mask's position must never be cached). Measured on the stand-in MLM (benchmarks/bench_cache.py,
+# 20 few-shot prompts of ~470 tokens, R = 32, no refresh on doubt): greedy agreement with the
+# exact method 88.7% with 32, 90.6% with 64, 91.6% with 128, while a tail step costs about the
+# same up to 16 (it mostly reads the weights) and a third more at 64. Near-ties, not staleness
+# near the end, are what refresh on doubt is for.
+FRESH = 8
 
 
 @dataclass
 class Prefix:
-    """What a refresh keeps: the text it encoded and the cached states of the positions before
-    the first one every step re-encodes (``start``)."""
+    """The cached states: of window positions [0, start), for the text each row had when they
+    were last extended, and where the last refresh put the first tail query (``query_base``)."""
     text: torch.Tensor  # (rows, n) text ids after [CLS]
     start: int  # cached positions: [0, start) of the window
     layers: list[tuple[torch.Tensor, ...]]  # batch-first, per family: keys, values (DeBERTa: more)
     shared: list = ()  # per layer, the same for every row (DeBERTa's position projections)
+    query_base: int = 0  # DeBERTa-v2's kept p2c scores are for queries at query_base + [0, room)
+    refreshed_at: int = 0  # text length at the last refresh
 
     def rows(self, index: torch.Tensor) -> "Prefix":
         """The cache for the given cached rows, in that order (beams reorder and duplicate)."""
@@ -75,16 +82,18 @@ class Prefix:
                 index.numel(), device=index.device)).all()):
             return self  # the usual case (greedy, sampling): no copy
         layers = [tuple(t.index_select(0, index) for t in layer) for layer in self.layers]
-        return Prefix(self.text.index_select(0, index), self.start, layers, self.shared)
+        return Prefix(self.text.index_select(0, index), self.start, layers, self.shared,
+                      self.query_base, self.refreshed_at)
 
 
 # ---------------------------------------------------------------- families
 #
 # Each family encodes a block of the window, windows[:, start:], given the cache of positions
 # [0, start) (``cached``, None when start = 0), and returns (the block's hidden states, the layers
-# of positions [0, keep), the shared list). A refresh is start = 0, keep > 0; a tail step is
-# start = cached.start, keep = 0. ``room`` is the longest tail to come (DeBERTa-v2 precomputes
-# the cached keys' position-to-content scores for the query positions a tail can take).
+# of positions [0, keep), the shared list): the cache, extended by the block's first keep - start
+# positions. A refresh is start = 0; a tail step is start = cached.start, keep = start + 1.
+# ``room`` is how many query positions, from the last refresh's ``keep`` on, tails can take
+# (DeBERTa-v2 precomputes the kept keys' position-to-content scores for them).
 
 
 def _positions(base, windows: torch.Tensor) -> torch.Tensor:
@@ -148,12 +157,14 @@ def _modernbert(mlm, windows, start, cached, keep, room):
         if cached is not None:
             cached_keys, cached_values = cached.layers[i]
             keys, values = torch.cat([cached_keys, keys], 2), torch.cat([cached_values, values], 2)
+        first_key = windows.shape[1] - keys.shape[2]  # local layers cache only a window's worth
         if keep:
             first = max(keep - window, 0) if local else 0
-            kept.append((keys[:, :, first:keep], values[:, :, first:keep]))
+            kept.append((keys[:, :, first - first_key:keep - first_key],
+                         values[:, :, first - first_key:keep - first_key]))
         mask = None
         if local:
-            keys_at = torch.arange(windows.shape[1] - keys.shape[2], windows.shape[1], device=windows.device)
+            keys_at = torch.arange(first_key, windows.shape[1], device=windows.device)
             mask = (queries_at[:, None] - keys_at[None, :]).abs() <= window
         out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask,
                                              scale=attention.head_dim ** -0.5)
@@ -181,8 +192,9 @@ def _deberta_v2(mlm, windows, start, cached, keep, room):
     block_at = torch.arange(start, windows.shape[1], device=windows.device)
     embedded = base.embeddings(input_ids=windows[:, start:], position_ids=block_at[None])
     rows, length = embedded.shape[:2]
+    query_base = keep if cached is None else cached.query_base  # a refresh sets it
     # the bucketed distances are the same in every layer: computed once per call
-    indices = (_position_indices(encoder.layer[0].attention.self, block_at, keep, room)
+    indices = (_position_indices(encoder.layer[0].attention.self, block_at, keep, query_base, room)
                if encoder.relative_attention else None)
     hidden, kept, shared = embedded, [], []
     for i, layer in enumerate(encoder.layer):
@@ -209,7 +221,7 @@ def _deberta_v2(mlm, windows, start, cached, keep, room):
                            else _position_projections(attention, encoder, split))
             shared.append(projections)
             position_scores, p2c_kept = _disentangled(projections, indices, scale, queries, keys,
-                                                      p2c_cached, keep)
+                                                      p2c_cached, start - query_base)
             scores = scores + position_scores
         if keep:
             kept.append((keys[:, :, :keep], values[:, :, :keep], p2c_kept))
@@ -221,7 +233,10 @@ def _deberta_v2(mlm, windows, start, cached, keep, room):
                                    cached.layers[-1][0] if cached is not None else None)
     if keep and encoder.conv is not None:  # the embeddings a later block's convolution reads
         width = (encoder.conv.conv.kernel_size[0] - 1) // 2
-        kept.append((embedded[:, max(keep - width, 0):keep],))
+        if cached is not None:
+            embedded = torch.cat([cached.layers[-1][0], embedded], 1)
+        first_at = windows.shape[1] - embedded.shape[1]
+        kept.append((embedded[:, max(keep - width, first_at) - first_at:keep - first_at],))
     return hidden, kept, shared
 
 
@@ -237,12 +252,12 @@ def _position_projections(attention, encoder, split):
     return pos_keys, pos_queries
 
 
-def _position_indices(attention, block_at: torch.Tensor, keep: int, room: int):
+def _position_indices(attention, block_at: torch.Tensor, keep: int, query_base: int, room: int):
     """Where each query-key pair reads the position table (``disentangled_attention_bias``):
     c2p(q, k) = query_q . pos_key[bucket(q - k)] and p2c(q, k) = key_k . pos_query[-bucket(k - q)],
     offset by the table's half width and clipped to it. For the block's queries against every
-    key (c2p), the block's keys against the block's queries (p2c) and, on a refresh, the kept
-    keys against the ``room`` query positions a tail can take (p2c)."""
+    key (c2p), the block's keys against the block's queries (p2c) and the block's newly kept keys
+    (those before ``keep``) against the ``room`` query positions tails can take (p2c)."""
     span = attention.pos_ebd_size
 
     def index(buckets):
@@ -251,16 +266,18 @@ def _position_indices(attention, block_at: torch.Tensor, keep: int, room: int):
     keys_at = torch.arange(int(block_at[-1]) + 1, device=block_at.device)
     c2p = index(_buckets(attention, block_at, keys_at))  # (block, keys)
     p2c = index(-_buckets(attention, block_at, block_at))  # (block keys, block queries)
-    tail_at = torch.arange(keep, keep + room, device=block_at.device)
-    p2c_kept = index(-_buckets(attention, block_at[:keep], tail_at)) if keep else None
+    tail_at = torch.arange(query_base, query_base + room, device=block_at.device)
+    newly_kept = block_at[:max(keep - int(block_at[0]), 0)]
+    p2c_kept = index(-_buckets(attention, newly_kept, tail_at)) if keep else None
     return c2p, p2c, p2c_kept
 
 
-def _disentangled(projections, indices, scale, queries, keys, p2c_cached, keep):
+def _disentangled(projections, indices, scale, queries, keys, p2c_cached, first_query):
     """DeBERTa-v2's position terms for the block's queries against every key (c2p and p2c, see
-    ``_position_indices``), and the p2c scores a refresh keeps. p2c depends on the key's content,
-    so for cached keys it comes from the refresh, which keeps it for the query positions a tail
-    can take (a gather from what the refresh computes anyway)."""
+    ``_position_indices``), and the p2c scores of the kept keys. p2c depends on the key's content,
+    so for cached keys it comes from the step that kept them, which keeps it for the query
+    positions tails can take (a gather from what that step computes anyway); the block's queries
+    are rows ``first_query`` on of those."""
     rows, heads, length = queries.shape[:3]
     pos_keys, pos_queries = projections
     c2p_index, p2c_index, kept_index = indices
@@ -275,10 +292,12 @@ def _disentangled(projections, indices, scale, queries, keys, p2c_cached, keep):
         own = keys[:, :, keys.shape[2] - length:] @ pos_queries.transpose(-1, -2)  # the block's keys
         block = gathered(own, p2c_index).transpose(-1, -2)
         if p2c_cached is not None:
-            block = torch.cat([p2c_cached[:, :, :length], block], -1)
+            block = torch.cat([p2c_cached[:, :, first_query:first_query + length], block], -1)
         total = total + block
-        if keep:
-            p2c_kept = gathered(own[:, :, :keep], kept_index).transpose(-1, -2)
+        if kept_index is not None:
+            p2c_kept = gathered(own[:, :, :kept_index.shape[0]], kept_index).transpose(-1, -2)
+            if p2c_cached is not None:
+                p2c_kept = torch.cat([p2c_cached, p2c_kept], -1)
     return total, p2c_kept
 
 
@@ -313,37 +332,56 @@ def encoder_of(mlm):
 class PrefixCache:
     """One generation's cache (made per request: nothing is stored on the shared model).
 
-    ``hidden_at_mask`` has the exact method's inputs and outputs: the text ids of every row and
-    their windows in, the hidden state at each row's predicted mask out.
+    ``next_token_logits`` has the exact method's inputs and outputs: the text ids of every row and
+    their windows in, the logits at each row's predicted mask out.
+
+    Refresh on doubt: a tail step whose top two logits (any row) are less than ``margin`` apart is
+    redone as a refresh. A near-tie is where the cache's small error can flip the choice, and a
+    flipped token changes everything after it; the refresh makes that step exact and brings the
+    cache up to date.
     """
 
-    def __init__(self, mlm, padding_masks: int, refresh_every: int):
-        self.mlm, self.encode = mlm, encoder_of(mlm)
-        self.refresh_every = refresh_every
-        # the longest tail: FRESH prefix tokens, R - 1 generated ones, the masks and the end token
-        self.room = FRESH + refresh_every + padding_masks + 1
+    def __init__(self, mlm, head, padding_masks: int, refresh_every: int, margin: float = 0.0):
+        self.mlm, self.head, self.encode = mlm, head, encoder_of(mlm)
+        self.refresh_every, self.margin = refresh_every, margin
+        # query positions a tail can take after a refresh: it starts at most R - 1 positions
+        # later and holds FRESH text tokens, the predicted mask, the padding masks and the end
+        self.room = refresh_every + FRESH + padding_masks + 1
         self.prefix: Prefix | None = None
+        self.steps = self.refreshes = 0  # what the app and the benchmark report
 
-    def hidden_at_mask(self, input_ids: torch.Tensor, windows: torch.Tensor) -> torch.Tensor:
+    def next_token_logits(self, input_ids: torch.Tensor, windows: torch.Tensor) -> torch.Tensor:
+        self.steps += 1
         at = input_ids.shape[1] + 1  # the predicted mask's position in the window
+        keep = max(at + 1 - FRESH, 1)  # the next step's tail starts here ([CLS] always cached)
         rows = self._cached_rows(input_ids)
-        if rows is None:  # refresh: the whole window; cache all but the last FRESH text positions
-            keep = max(at - FRESH, 1)  # ([CLS] at least: a window always starts with it)
-            hidden, layers, shared = self.encode(self.mlm, windows, 0, None, keep, self.room)
-            self.prefix = Prefix(input_ids, keep, layers, shared)
-            return hidden[:, at]
-        start = self.prefix.start
-        hidden = self.encode(self.mlm, windows, start, self.prefix.rows(rows), 0, 0)[0]
-        return hidden[:, at - start]
+        if rows is not None:
+            cached = self.prefix.rows(rows)
+            hidden, layers, _ = self.encode(self.mlm, windows, cached.start, cached,
+                                            max(keep, cached.start), self.room)
+            logits = self.head(hidden[:, at - cached.start])
+            if self.margin <= 0 or bool((_top_two_gap(logits) >= self.margin).all()):
+                self.prefix = Prefix(input_ids, max(keep, cached.start), layers, cached.shared,
+                                     cached.query_base, cached.refreshed_at)
+                return logits
+        # refresh: the whole window, exact
+        self.refreshes += 1
+        hidden, layers, shared = self.encode(self.mlm, windows, 0, None, keep, self.room)
+        self.prefix = Prefix(input_ids, keep, layers, shared, keep, input_ids.shape[1])
+        return self.head(hidden[:, at])
 
     def _cached_rows(self, input_ids: torch.Tensor) -> torch.Tensor | None:
         """For each row, the cached row whose text it extends; None when a refresh is due."""
-        if self.prefix is None:
+        if self.prefix is None or input_ids.shape[1] - self.prefix.refreshed_at >= self.refresh_every:
             return None
         cached = self.prefix.text
-        if input_ids.shape[1] - cached.shape[1] >= self.refresh_every:
-            return None
         same = (input_ids[:, None, :cached.shape[1]] == cached[None]).all(-1)  # (rows, cached)
         if not bool(same.any(-1).all()):
             return None
         return same.int().argmax(-1)
+
+
+def _top_two_gap(logits: torch.Tensor) -> torch.Tensor:
+    """Per row, the best logit minus the second best (= the gap in log-probabilities)."""
+    top = logits.topk(2, dim=-1).values
+    return top[:, 0] - top[:, 1]

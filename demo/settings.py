@@ -167,6 +167,10 @@ class GenerationSettings:
         "prefix cache: re-encode the whole window every N new tokens (1 = every step, exact). "
         "16, measured on CPU (benchmarks/bench_cache.py): 4-5x faster than exact at 500 tokens, "
         "10-14x at 2048"))
+    cache_margin: float = field(default=0.1, metadata=_help(
+        "prefix cache: a step whose top two tokens are less than this many nats apart is redone "
+        "exactly (a refresh): near-ties are where the cache's small error flips a choice. "
+        "0 = never; measured in benchmarks/bench_cache.py"))
     stop_at_newline: bool = field(default=False, metadata=_help("stop at the first newline"))
     stop_strings: list[str] = field(default_factory=list, metadata=_help(
         "stop strings (removed from the output)", aliases=["--stop"]))
@@ -202,6 +206,7 @@ class GenerationSettings:
         _whole(self.padding_masks, "padding_masks", 0, MAX_PADDING_MASKS, optional=True)
         _choice(self.cache, "cache", CACHE_MODES)
         _whole(self.cache_refresh, "cache_refresh", 1, MAX_NEW_TOKENS_CAP)
+        _number(self.cache_margin, "cache_margin", lambda v: v >= 0, "a number of nats >= 0 (0 = off)")
         _whole(self.seed, "seed", 0, 2**63 - 1, optional=True)
         if any(not isinstance(x, str) or x == "" for x in self.stop_strings):
             raise ValueError("Stop strings must be non-empty strings.")

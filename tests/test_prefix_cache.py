@@ -58,14 +58,22 @@ def test_a_tail_on_its_own_refresh_reproduces_the_full_forward_pass(variant, gen
     lm, p = variant, 1
     windows, start = window_of(lm, LONG, generated, p)
     assert windows.shape[1] > 2 * 8 + 4  # longer than ModernBERT's local window here
-    encode = encoder_of(lm.model)
+    encode, room = encoder_of(lm.model), windows.shape[1] - start
     with torch.no_grad():
         full = lm.model.base_model(input_ids=windows).last_hidden_state
-        refreshed, layers, shared = encode(lm.model, windows, 0, None, start, windows.shape[1] - start)
-        tail = encode(lm.model, windows, start, Prefix(windows[:, 1:start], start, layers, shared),
-                      0, 0)[0]
+        refreshed, layers, shared = encode(lm.model, windows, 0, None, start, room)
+        cached = Prefix(windows[:, 1:start], start, layers, shared, query_base=start)
+        tail, rolled, _ = encode(lm.model, windows, start, cached, start + 1, room)
+        # the cache a tail step passes on (one position longer) is what a refresh would keep
+        _, kept, _ = encode(lm.model, windows, 0, None, start + 1, room - 1)
     torch.testing.assert_close(refreshed, full, atol=2e-5, rtol=1e-4)
     torch.testing.assert_close(tail, full[:, start:], atol=2e-5, rtol=1e-4)
+    assert len(rolled) == len(kept)
+    for rolled_layer, kept_layer in zip(rolled, kept):
+        for k, (a, b) in enumerate(zip(rolled_layer, kept_layer)):
+            if k == 2:  # DeBERTa's p2c rows: queries from start on, resp. from start + 1 on
+                a = a[:, :, 1:]
+            torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-4)
 
 
 # ---------------------------------------------------------------- R = 1 is the exact method
@@ -91,34 +99,48 @@ def test_refresh_every_step_equals_the_exact_method_standin(standin_mlm, p):
 
 
 def naive_prefix_greedy(lm, prompt: str, new_tokens: int, p: int, refresh: int):
-    """The prefix cache by its definition, with the model's plain forward pass: a refresh step
-    reads the whole window W0; a later step reads W0 followed by the tail (the last FRESH text
-    tokens of W0, the tokens generated since, masks, [SEP]) at the tail's true positions, where
-    W0 attends only to itself and the tail to W0's positions before it and to itself. BERT takes
-    position ids and a 4-D mask, so this is one forward pass per step; stops at [SEP] and bans
-    the other specials. Returns the tokens and each step's three highest probabilities."""
+    """The prefix cache by its definition, with the model's plain forward pass, one per step.
+
+    A refresh step reads the whole window W0 and caches its positions before the last FRESH text
+    tokens. Every later step k reads a block: the window from the first uncached position on (the
+    last FRESH text tokens, the masks, [SEP]); it sees the cached positions and itself, and its
+    first position joins the cache. So step k is one forward pass over W0, block 1, ..., block k
+    side by side at their true positions, where each block attends to W0's cached positions, to
+    the first position of each block before it and to itself (W0 to itself only): each block's
+    states are then those it had at its own step. BERT takes position ids and a 4-D mask. Stops
+    at [SEP], bans the other specials. Returns the tokens and each step's three highest
+    probabilities."""
     tok = lm.tokenizer
     ids = tok(encode_newlines(prompt, lm.newline_survives), add_special_tokens=False)["input_ids"]
     banned = [i for i in tok.all_special_ids if i != tok.sep_token_id]
-    out, tops, w0, start = [], [], None, None
+    out, tops = [], []
     for step in range(new_tokens):
         window = [tok.cls_token_id] + ids + out + [tok.mask_token_id] * (1 + p) + [tok.sep_token_id]
+        at = len(ids) + len(out) + 1  # the predicted mask
         if step % refresh == 0:
-            w0, start = window, max(len(ids) + len(out) + 1 - FRESH, 1)
-            sequence, positions, mask, at = window, list(range(len(window))), None, len(ids) + len(out) + 1
+            blocks = [(window, 0)]  # (tokens, first position)
+            cached = max(at + 1 - FRESH, 1)  # W0's cached positions: [0, cached)
         else:
-            tail = window[start:]
-            sequence = w0 + tail
-            positions = list(range(len(w0))) + list(range(start, start + len(tail)))
-            mask = torch.zeros(len(sequence), len(sequence), dtype=torch.bool)
-            mask[:len(w0), :len(w0)] = True
-            mask[len(w0):, :start] = True
-            mask[len(w0):, len(w0):] = True
-            mask = mask[None, None]
-            at = len(w0) + len(ids) + len(out) + 1 - start  # the predicted mask in the tail
+            start = cached + len(blocks) - 1
+            blocks.append((window[start:], start))
+        sequence = [t for block, _ in blocks for t in block]
+        positions = [first + j for block, first in blocks for j in range(len(block))]
+        mask = torch.zeros(len(sequence), len(sequence), dtype=torch.bool)
+        offset = 0
+        for k, (block, _) in enumerate(blocks):
+            rows = slice(offset, offset + len(block))
+            mask[rows, rows] = True
+            if k:
+                mask[rows, :cached] = True  # W0's cached positions
+                for j in range(1, k):  # the first position of every block before
+                    mask[rows, len(blocks[0][0]) + sum(len(b) for b, _ in blocks[1:j])] = True
+            offset += len(block)
+        predicted = len(sequence) - len(blocks[-1][0]) + (at - blocks[-1][1])
         with torch.no_grad():
-            logits = lm.model(input_ids=torch.tensor([sequence]), attention_mask=mask,
-                              position_ids=torch.tensor([positions])).logits[0, at]
+            logits = lm.model(input_ids=torch.tensor([sequence]), attention_mask=mask[None, None],
+                              position_ids=torch.tensor([positions]),
+                              token_type_ids=torch.zeros(1, len(sequence), dtype=torch.long)
+                              ).logits[0, predicted]
         logits[banned] = float("-inf")
         tops.append(logits.softmax(-1).topk(3).values.tolist())
         nxt = int(logits.argmax())
@@ -131,7 +153,7 @@ def naive_prefix_greedy(lm, prompt: str, new_tokens: int, p: int, refresh: int):
 def test_greedy_prefix_cache_equals_its_definition_standin(standin_mlm):
     lm, refresh = standin_mlm, 5  # refreshes at steps 0, 5, 10
     fast = generate(lm, LONG, max_new_tokens=12, cache="prefix", cache_refresh=refresh, trace=True,
-                    trace_top_k=3)
+                    trace_top_k=3, cache_margin=0)
     tokens, tops = naive_prefix_greedy(lm, LONG, 12, lm.padding_masks, refresh)
     assert fast.token_ids == tokens and len(tokens) == 12
     for step, top in zip(fast.steps, tops):
@@ -163,13 +185,27 @@ def test_beams_find_their_cached_rows(standin_mlm):
     row, so only the planned steps re-encode the whole window."""
     with EncoderCalls(standin_mlm.model) as calls:
         result = generate(standin_mlm, LONG, max_new_tokens=10, strategy="beam", num_beams=4,
-                          cache="prefix", cache_refresh=4)
+                          cache="prefix", cache_refresh=4, cache_margin=0)
     steps = len(calls.lengths)
     assert steps >= 5 and all(rows == 4 for rows, _ in calls.lengths)
-    longest_tail = FRESH + 3 + (1 + standin_mlm.padding_masks) + 1  # R - 1 new, masks, [SEP]
-    full = [i for i, (_, width) in enumerate(calls.lengths) if width > longest_tail]
+    tail = FRESH + (1 + standin_mlm.padding_masks) + 1  # the last FRESH text tokens, masks, [SEP]
+    full = [i for i, (_, width) in enumerate(calls.lengths) if width != tail]
     assert full == list(range(0, steps, 4))  # refreshes at steps 0, 4, 8 only
-    assert len(result.token_ids) <= 10
+    assert len(result.token_ids) <= 10 and result.refreshes == len(full)
+
+
+def test_doubtful_steps_are_refreshed(standin_mlm):
+    """Refresh on doubt: with a margin no two logits clear, every step is a refresh, so the
+    output is the exact method's however rarely R refreshes; with no margin, only R's."""
+    exact = generate(standin_mlm, LONG, max_new_tokens=10)
+    always = generate(standin_mlm, LONG, max_new_tokens=10, cache="prefix", cache_refresh=64,
+                      cache_margin=1e9)
+    never = generate(standin_mlm, LONG, max_new_tokens=10, cache="prefix", cache_refresh=64,
+                     cache_margin=0)
+    assert always.token_ids == exact.token_ids
+    assert always.refreshes == len(exact.token_ids) + (exact.stop_reason == "eos")
+    assert never.refreshes == 1 and exact.refreshes is None
+
 
 
 # ---------------------------------------------------------------- everything else keeps working
