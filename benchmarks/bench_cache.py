@@ -1,6 +1,6 @@
 """The prefix cache against the exact method: speed-up and greedy token agreement (issue 16).
 
-    python benchmarks/bench_cache.py [--refresh R] [--sweep 4 8 16 32] [--prompts 20] [--threads 1]
+    python benchmarks/bench_cache.py [--refresh R] [--margin M] [--sweep 16,0 32,0.05] [--prompts 20]
 
 Part 1, the stand-in MLM (../shared/models/minilm-l6-mlm-standin, a real 6-layer BERT), per prompt
 length (128, 256, 500 tokens): 20 few-shot prompts, 16 from the seed tasks (demonstrations drawn
@@ -8,25 +8,30 @@ by ``demo.fewshot`` from each task's pool, then the evaluated item, as the evalu
 and 4 from the shipped presets (``assets/presets``: the two in-context instruction-induction
 prompts and two COPA contexts, each after demonstrations of its task). Each prompt holds as many
 demonstrations as fit the length. For each prompt, 32 greedy tokens with the exact method and with
-the prefix cache (refreshed every R tokens), run alternately so that a busy machine slows both:
+the prefix cache (refreshed every R tokens and on doubt, margin M), run alternately so that a busy
+machine slows both:
 - speed-up: tokens/s of the prefix cache over tokens/s of the exact method, over all 20 prompts;
 - agreement: share of the 32 output positions (of the longer output, when one stops early) where
   both hold the same token, pooled over the prompts: a first difference changes the context, so
   everything after it usually differs too (also shown: prompts with identical outputs);
 - stepwise: share of the exact output's steps at which the prefix cache, fed the exact output so
-  far, picks the same token (the approximation's error per step, without that cascade).
+  far, picks the same token (the approximation's error per step, without that cascade);
+- refreshes: share of the prefix cache's steps that encoded the whole window.
 The stand-in reads 512 positions, and the exact method's last window holds the prompt, 31
 generated tokens, the masks and [SEP], so the "500" prompts are 477 tokens (their last window is
-512); the table shows the real mean length. ``--sweep`` adds the 500-token row for other R.
+512); the table shows the real mean length. ``--sweep R,M ...`` adds 500-token rows for other
+R and margins.
 
 Part 2, random weights at real size, 2048-token prompt (filler text): DeBERTa-v2 (deberta-v3-base's
 architecture) and ModernBERT (ModernBERT-base's sizes on the shared ModernBERT config). Speed-up
 alone (random weights make agreement meaningless): 32 tokens with the prefix cache against the
 exact method's tokens/s over its first ``--exact-steps`` steps (its steps all cost the same: each
 re-reads a 2048 + k window, and at about 8-30 s a step on a CPU, 32 of them would take long).
+Without refresh on doubt (margin 0): a random-weight model's top two tokens are near-ties at
+almost every step, which would make every step a refresh; a trained model's are not.
 
 Last line: ``bench_cache speedup_500=<x> agreement_500=<a> speedup_2048_deberta=<y>
-speedup_2048_modernbert=<z>`` (at the default or given R).
+speedup_2048_modernbert=<z>`` (at the default or given R and margin).
 """
 
 import argparse
@@ -125,12 +130,12 @@ def agreement(a: list[int], b: list[int]) -> tuple[int, int]:
     return sum(x == y for x, y in zip(a, b)), positions
 
 
-def stepwise(lm, prompt: str, exact_ids: list[int], refresh: int) -> int:
+def stepwise(lm, prompt: str, exact_ids: list[int], refresh: int, margin: float) -> int:
     """Steps at which the prefix cache, fed the exact output so far, picks the exact method's
     token (greedy, specials other than the end token banned as generate() bans them)."""
     ids = lm.tokenizer(encode_newlines(prompt, lm.newline_survives), add_special_tokens=False,
                        verbose=False)["input_ids"]
-    decoder = MaskedLMAsCausalLM(lm.model, lm.tokenizer, lm.padding_masks, refresh)
+    decoder = MaskedLMAsCausalLM(lm.model, lm.tokenizer, lm.padding_masks, refresh, margin)
     banned = sorted(set(lm.tokenizer.all_special_ids) - {decoder.specials.end})
     same = 0
     with torch.no_grad():
@@ -141,30 +146,32 @@ def stepwise(lm, prompt: str, exact_ids: list[int], refresh: int) -> int:
     return same
 
 
-def compare(lm, prompts: list[str], settings: GenerationSettings, refreshes: list[int]) -> dict:
-    """Exact vs prefix cache (per R) on the prompts: speed-ups and agreements per R."""
+def compare(lm, prompts: list[str], settings: GenerationSettings, variants: list[tuple]) -> dict:
+    """Exact vs prefix cache (per (R, margin)) on the prompts: speed-ups and agreements."""
     exact_time = exact_tokens = 0.0
-    per_r = {r: dict(time=0.0, tokens=0, same=0, positions=0, identical=0, steps_same=0, steps=0)
-             for r in refreshes}
+    per_r = {v: dict(time=0.0, tokens=0, same=0, positions=0, identical=0, steps_same=0, steps=0,
+                     refreshes=0) for v in variants}
     for prompt in prompts:
         exact = generate(lm, prompt, settings)
         exact_time, exact_tokens = exact_time + exact.seconds, exact_tokens + len(exact.token_ids) + (
             exact.stop_reason == "eos")  # the end token was a step too
-        for r in refreshes:
-            fast = generate(lm, prompt, settings, cache="prefix", cache_refresh=r)
-            row = per_r[r]
+        for r, margin in variants:
+            fast = generate(lm, prompt, settings, cache="prefix", cache_refresh=r, cache_margin=margin)
+            row = per_r[r, margin]
             row["time"] += fast.seconds
             row["tokens"] += len(fast.token_ids) + (fast.stop_reason == "eos")
+            row["refreshes"] += fast.refreshes
             same, positions = agreement(exact.token_ids, fast.token_ids)
             row["same"] += same
             row["positions"] += positions
             row["identical"] += exact.token_ids == fast.token_ids
-            row["steps_same"] += stepwise(lm, prompt, exact.token_ids, r)
+            row["steps_same"] += stepwise(lm, prompt, exact.token_ids, r, margin)
             row["steps"] += len(exact.token_ids)
     for row in per_r.values():
         row["speedup"] = (row["tokens"] / row["time"]) / (exact_tokens / exact_time)
         row["agreement"] = row["same"] / max(row["positions"], 1)
         row["stepwise"] = row["steps_same"] / max(row["steps"], 1)
+        row["refreshed"] = row["refreshes"] / max(row["tokens"], 1)
         row["exact_tok_s"], row["fast_tok_s"] = exact_tokens / exact_time, row["tokens"] / row["time"]
     return per_r
 
@@ -172,7 +179,7 @@ def compare(lm, prompts: list[str], settings: GenerationSettings, refreshes: lis
 def speedup_long(lm, label: str, length: int, new_tokens: int, refresh: int, exact_steps: int) -> float:
     prompt = filler_prompt(lm, length)
     n = n_tokens(lm, prompt)
-    settings = GenerationSettings(max_new_tokens=new_tokens, cache_refresh=refresh)
+    settings = GenerationSettings(max_new_tokens=new_tokens, cache_refresh=refresh, cache_margin=0)
     generate(lm, prompt, max_new_tokens=1)  # warm-up
     exact = generate(lm, prompt, settings, max_new_tokens=exact_steps)
     fast = generate(lm, prompt, settings, cache="prefix")
@@ -210,11 +217,15 @@ def random_modernbert_base():
 
 
 def main(argv=None):
-    default_r = GenerationSettings().cache_refresh
+    default = GenerationSettings()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--refresh", type=int, default=default_r,
-                        help=f"R of the headline rows (default: GenerationSettings' {default_r})")
-    parser.add_argument("--sweep", type=int, nargs="*", default=[], help="more R at 500 tokens")
+    parser.add_argument("--refresh", type=int, default=default.cache_refresh,
+                        help=f"R of the headline rows (default: GenerationSettings' {default.cache_refresh})")
+    parser.add_argument("--margin", type=float, default=default.cache_margin,
+                        help=f"refresh-on-doubt margin of the headline rows (default: "
+                             f"GenerationSettings' {default.cache_margin})")
+    parser.add_argument("--sweep", nargs="*", default=[], metavar="R,MARGIN",
+                        help="more (R, margin) rows at the last length, e.g. 16,0 32,0.05")
     parser.add_argument("--prompts", type=int, default=20)
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--lengths", type=int, nargs="*", default=[128, 256, 500],
@@ -234,25 +245,29 @@ def main(argv=None):
     settings = GenerationSettings(max_new_tokens=args.new_tokens)
     print(f"stand-in MLM (BERT, 6 layers, 22.7M); {args.new_tokens} greedy tokens; {args.prompts} "
           f"few-shot prompts per length; torch threads {torch.get_num_threads()}")
-    print(f"{'length':>6} {'mean tok':>8} {'R':>3} | {'exact tok/s':>11} {'prefix tok/s':>12} "
-          f"{'speed-up':>8} | {'agreement':>9} {'identical':>9} {'stepwise':>8}")
+    print(f"{'length':>6} {'mean tok':>8} {'R':>3} {'margin':>6} | {'exact tok/s':>11} "
+          f"{'prefix tok/s':>12} {'speed-up':>8} {'refreshed':>9} | {'agreement':>9} "
+          f"{'identical':>9} {'stepwise':>8}")
+    headline_variant = (args.refresh, args.margin)
+    swept = [(int(r), float(m)) for r, m in (v.split(",") for v in args.sweep)]
     headline = {}
     generate(lm, "Warm up.", max_new_tokens=2)
     for length in args.lengths:
         prompts = few_shot_prompts(lm, min(length, room))[:args.prompts]
         mean = sum(n_tokens(lm, q) for q in prompts) / len(prompts)
-        sweep = [r for r in args.sweep if r != args.refresh] if length == args.lengths[-1] else []
-        for r, row in compare(lm, prompts, settings, [args.refresh] + sweep).items():
-            print(f"{length:>6} {mean:>8.0f} {r:>3} | {row['exact_tok_s']:>11.1f} "
-                  f"{row['fast_tok_s']:>12.1f} {row['speedup']:>7.1f}x | {row['agreement']:>9.1%} "
-                  f"{row['identical']:>6}/{len(prompts)} {row['stepwise']:>8.1%}")
-            if r == args.refresh:
+        sweep = [v for v in swept if v != headline_variant] if length == args.lengths[-1] else []
+        for (r, margin), row in compare(lm, prompts, settings, [headline_variant] + sweep).items():
+            print(f"{length:>6} {mean:>8.0f} {r:>3} {margin:>6} | {row['exact_tok_s']:>11.1f} "
+                  f"{row['fast_tok_s']:>12.1f} {row['speedup']:>7.1f}x {row['refreshed']:>9.1%} | "
+                  f"{row['agreement']:>9.1%} {row['identical']:>6}/{len(prompts)} "
+                  f"{row['stepwise']:>8.1%}", flush=True)
+            if (r, margin) == headline_variant:
                 headline[length] = row
 
     long = {}
     if args.long:
         print(f"random weights at real size, {args.long}-token prompt, {args.new_tokens} greedy "
-              f"tokens, R = {args.refresh}:")
+              f"tokens, R = {args.refresh}, margin 0 (see the docstring):")
         for name, label, build in (("deberta", "DeBERTa-v2 (v3-base)", random_deberta_v3_base),
                                    ("modernbert", "ModernBERT (base)", random_modernbert_base)):
             long[name] = speedup_long(build(), label, args.long, args.new_tokens, args.refresh,
