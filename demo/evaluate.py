@@ -8,12 +8,18 @@ masked LM by PLL, ``--method``; a causal LM by exact log-likelihood), generated 
 ``demo.generation.generate``. Candidates of many examples are scored in one call per chunk;
 the engines apply the text conventions, so a ranked item scores exactly as it does in the app.
 
-Outputs in ``--output-dir``, per run (task, model, shots, method, scored span, seed):
+``--cache prefix`` generates a masked LM's items with the approximate prefix cache instead of the
+exact method (``demo.prefix_cache``). It does not apply to ranked tasks (PLL has no decoding) or
+to causal LMs (their own KV cache is exact): such a run is the exact one, said in a warning and in
+the summary's ``cache`` column, which records the mode each run used (see ``_cache_mode``).
+
+Outputs in ``--output-dir``, per run (task, model, shots, method, scored span, cache mode, seed):
 - ``<run>.jsonl``: one line per evaluated example and repetition, appended as chunks finish;
   a rerun of the same command skips what is there (resume after an interruption);
 - ``<run>.summary.json`` and a row per metric in ``summary.csv``: task, model, shots, metric,
   value (percent), stderr, std over repetitions, n (items evaluated), skipped (items too long
-  for the model), max_tokens (its position limit), seconds, date, command.
+  for the model), max_tokens (its position limit), cache (exact or prefix), seconds, date,
+  command.
 
 ``--limit N`` evaluates a fixed random sample of N items (the first N of one seeded
 permutation, the same for every model and seed, so a larger limit extends a smaller one).
@@ -37,7 +43,7 @@ from tqdm.auto import tqdm
 
 from . import metrics as M
 from .fewshot import choice_items, generation_prompt, mean_std, sample_demonstrations
-from .settings import GenerationSettings, RunSettings, ScoringSettings
+from .settings import GenerationSettings, RunSettings, ScoringSettings, cache_used
 from .tasks import Example, Task, get_task, load_examples, render_query
 
 SUBSET_SEED = 0  # the --limit sample does not depend on --seed: models and seeds see the same items
@@ -60,6 +66,8 @@ def evaluate(lm, task: Task | str, output_dir: str | Path, settings: RunSettings
     s = settings or RunSettings()
     task = get_task(task) if isinstance(task, str) else task
     run = _plan(lm, task, s, scoring or ScoringSettings())
+    if run["cache"] != s.cache:
+        log.warning(_cache_note(lm, task, s))
     if run["skipped"]:
         log.warning(_skipped_note(lm, task, run))
     out = Path(output_dir)
@@ -108,19 +116,24 @@ def _plan(lm, task: Task, s: RunSettings, scoring: ScoringSettings) -> dict:
                          f"{', the evaluated split minus the evaluated item' if same_split else ''}).")
     n_total = len(examples)
     examples = fixed_sample(examples, s.limit)
+    if task.constrain_to_candidates and not all(e.candidates for e in examples):
+        raise ValueError(f"Task {task.name!r} writes one of each item's candidates "
+                         f"(constrain_to_candidates), but some of its items have none: its converter "
+                         f"must give candidates and a label.")
 
+    cache = _cache_mode(lm, task, s)
     if task.kind == "choice":
         scoring = _task_scoring(lm, task, scoring)
         method = scoring.method_for(lm)
         score = s.score or task.score
         tag = f"{_scoring_tag(scoring, _task_scoring(lm, task, ScoringSettings()), method)}__{score}"
     else:
-        method, score, tag = "generate", None, "generate"
+        method, score, tag = "generate", None, "generate" + _cache_tag(task, s, cache)
     repetitions = 1 if shots == 0 else s.repetitions  # no sampling to repeat at 0 shots
     run_id = f"{task.name}__{model_slug(lm)}__{shots}shot__{tag}__seed{s.seed}"
     run = dict(id=run_id, shots=shots, examples=examples, pool=pool, same_split=same_split,
                method=method, scoring=scoring, score=score, repetitions=repetitions,
-               n_total=n_total, demos={})
+               n_total=n_total, cache=cache, demos={})
     run["examples"], run["skipped"] = _drop_too_long(lm, task, run, s)
     return run
 
@@ -157,6 +170,30 @@ def _scoring_tag(scoring: ScoringSettings, task_default: ScoringSettings, method
     if scoring.unconditional_context != task_default.unconditional_context:
         tag += "-uncond" + re.sub(r"\W+", "", scoring.unconditional_context or "none")[:16]
     return tag
+
+
+def _cache_mode(lm, task: Task, s: RunSettings) -> str:
+    """The masked LM's decoding this run uses: ``s.cache`` where a masked LM generates; exact
+    where the mode does not apply (a ranked task's PLL has no decoding; a causal LM decodes with
+    its own exact KV cache), so such a run is the exact run, under its id."""
+    return "exact" if task.kind == "choice" else cache_used(s.cache, lm.kind)
+
+
+def _cache_tag(task: Task, s: RunSettings, cache: str) -> str:
+    """The part of a generated run's id that says how it decoded: nothing for the exact method;
+    the prefix cache with its refresh interval and margin (the outputs depend on them), so exact
+    and fast results never share a resume file."""
+    if cache == "exact":
+        return ""
+    g = _generation_settings(task, s)
+    return f"-prefix-r{g.cache_refresh}-m{g.cache_margin:g}"
+
+
+def _cache_note(lm, task: Task, s: RunSettings) -> str:
+    why = ("it is ranked by PLL, which does not decode" if task.kind == "choice" else
+           f"{lm.label} is a causal LM, which decodes with its own exact KV cache")
+    return (f"{task.name}: --cache {s.cache} does not apply ({why}); this is the exact run, "
+            f"recorded as cache 'exact'.")
 
 
 def _demonstrations(run, s: RunSettings, rep: int, e: Example) -> list[Example]:
@@ -216,7 +253,7 @@ def _fits(lm, task: Task, run: dict, s: RunSettings, e: Example) -> bool:
                 check_choices(lm, _choices(task, run, e, demos), run["scoring"])
             else:  # induction: its induction prompt (execution prompts hold the instruction to come)
                 prompt = generation_prompt(task, e, demos) if task.kind == "generate" else render_query(task, e)
-                check_prompt(lm, prompt, _generation_settings(task, s))
+                check_prompt(lm, prompt, _generation_settings(task, s, e))
         except InputTooLong as err:
             if s.skip_too_long:
                 return False
@@ -277,20 +314,27 @@ def _rank(lm, task, run, s, chunk, demos) -> list[dict]:
     return records
 
 
-def _generation_settings(task: Task, s: RunSettings) -> GenerationSettings:
-    settings = GenerationSettings(**task.generation)
+def _generation_settings(task: Task, s: RunSettings, item: Example | None = None) -> GenerationSettings:
+    """The task's decoding with the run's cache mode (the run decides it, not the task) and token
+    limit; with ``item``, a task that writes one of its candidates is constrained to them."""
+    settings = replace(GenerationSettings(**task.generation), cache=s.cache)
     if s.max_new_tokens is not None:
         settings = replace(settings, max_new_tokens=s.max_new_tokens)
+    if item is not None and task.constrain_to_candidates:
+        settings = replace(settings, choices=list(item.candidates))
     return settings
 
 
 def _generate_one(lm, task, e: Example, demos: list[Example], s: RunSettings) -> dict:
     from .generation import generate
     prompt = generation_prompt(task, e, demos)
-    result = generate(lm, prompt, _generation_settings(task, s))
+    result = generate(lm, prompt, _generation_settings(task, s, e))
     text = result.text.strip()
-    record = dict(query=render_query(task, e), text=text, answers=e.answers, group=e.group,
-                  stop_reason=result.stop_reason, prompt_tokens=result.prompt_tokens)
+    record = dict(query=render_query(task, e), text=text, answers=list(e.answers or [e.target]),
+                  group=e.group, stop_reason=result.stop_reason, prompt_tokens=result.prompt_tokens)
+    if task.constrain_to_candidates:  # the candidate written, as a ranked task's pred
+        record.update(candidates=e.candidates, label=e.label,
+                      pred=next((i for i, c in enumerate(e.candidates) if c.strip() == text), None))
     for name in task.metrics:
         if M.METRICS[name].level == "example":
             record[name] = M.example_score(name, record)
@@ -357,7 +401,7 @@ def _summarise(lm, task, run, s, done: dict, command: str) -> list[dict]:
             stderr=round(100 * sum(stderr) / len(stderr), 2) if stderr else None,
             std=round(100 * std, 2), repetitions=run["repetitions"], n=len(per_rep[0]),
             n_total=run["n_total"], skipped=run["skipped"], max_tokens=lm.max_length,
-            method=run["method"], score=run["score"], seed=s.seed,
+            method=run["method"], score=run["score"], cache=run["cache"], seed=s.seed,
             seconds=round(seconds, 1), date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"),
             command=command))
     return rows

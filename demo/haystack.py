@@ -34,7 +34,11 @@ where tokenization is not additive. Depth 0.0 puts the needle before the first f
 filler's tokens, so the needle sits within one sentence of the requested depth of the haystack.
 
 The grid runner appends one CSV row per finished cell, so an interrupted run resumes where it
-stopped: ``mlm-icl probe --model M --lengths 256 512 --output grid.csv``.
+stopped: ``mlm-icl probe --model M --lengths 256 512 --output grid.csv``. ``--cache prefix``
+answers with a masked LM's approximate prefix cache (``demo.prefix_cache``); every row records
+the decoding it used (``cache``: exact or prefix; a causal LM is always exact), and a cell is
+identified by model, mode, length, depth and repetition, so exact and fast runs of the same model
+can share a file without being confused. Files from before the column were exact.
 """
 
 import bisect
@@ -50,7 +54,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .settings import GenerationSettings, GridSettings
+from .settings import GenerationSettings, GridSettings, cache_used
 from .text import encode_newlines, newline_survives
 
 HEADER = ("> Some special magic number is hidden within the following articles. "
@@ -66,7 +70,9 @@ DEFAULT_FILLER = Path(__file__).resolve().parents[1] / "assets" / "haystack" / "
 # Long sentences would make depth coarse in short haystacks (a 256-token prompt holds ~10 of the
 # median sentence); skipping the longest 3% keeps every sentence a small step of the haystack.
 MAX_SENTENCE_CHARS = 400
-COLUMNS = ["model", "length", "depth", "repetition", "needle", "answer", "correct", "seconds", "status"]
+COLUMNS = ["model", "cache", "length", "depth", "repetition", "needle", "answer", "correct", "seconds",
+           "status"]
+CELL = ["model", "cache", "length", "depth", "repetition"]  # what identifies a cell's row
 
 
 # ---------------------------------------------------------------- filler text
@@ -317,12 +323,26 @@ def answer_digits(text: str) -> str:
 def _read_finished(output: Path | None) -> pd.DataFrame:
     if output is None or not output.is_file() or output.stat().st_size == 0:
         return pd.DataFrame(columns=COLUMNS)
-    done = pd.read_csv(output, dtype={"needle": str, "answer": str, "model": str})
+    done = pd.read_csv(output, dtype={"needle": str, "answer": str, "model": str, "cache": str})
     missing = set(COLUMNS) - set(done.columns)
-    if missing:
+    if missing == {"cache"}:  # written before the decoding mode was recorded: exact
+        _add_cache_column(output)
+        done.insert(1, "cache", "exact")
+    elif missing:
         raise ValueError(f"{output} is not a needle grid file (missing columns: {sorted(missing)}).")
     done["answer"] = done["answer"].fillna("")
     return done
+
+
+def _add_cache_column(output: Path) -> None:
+    """Rewrite a grid file from before the ``cache`` column with it ("exact": the only mode then),
+    so that new rows can be appended under one header; every other field is kept as written."""
+    with output.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    with output.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows({**row, "cache": "exact"} for row in rows)
 
 
 def _append_row(output: Path, row: dict) -> None:
@@ -335,8 +355,8 @@ def _append_row(output: Path, row: dict) -> None:
         handle.flush()
 
 
-def _cell_key(model: str, length, depth, repetition) -> tuple:
-    return (str(model), int(length), round(float(depth), 6), int(repetition))
+def _cell_key(model: str, cache: str, length, depth, repetition) -> tuple:
+    return (str(model), str(cache), int(length), round(float(depth), 6), int(repetition))
 
 
 def run_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | None = None,
@@ -372,19 +392,19 @@ def iter_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | No
     if not sentences:
         raise ValueError("The filler has no usable sentences.")
     model_name = model_name or lm.name
+    cache = cache_used(grid.cache, lm.kind)  # what the rows record: the decoding really used
     reader = reader_of(lm, grid.padding_masks)
     settings = GenerationSettings(max_new_tokens=ANSWER_TOKENS, strategy="greedy", digits=DIGITS,
-                                  padding_masks=grid.padding_masks, seed=seed)
+                                  padding_masks=grid.padding_masks, seed=seed, cache=cache)
     output = Path(output) if output is not None else None
 
     done = _read_finished(output)
     finished = {_cell_key(*key): row for key, row in zip(
-        done[["model", "length", "depth", "repetition"]].itertuples(index=False, name=None),
-        done.to_dict("records"))}
+        done[CELL].itertuples(index=False, name=None), done.to_dict("records"))}
     cells = [(n, d, r) for n in lengths for d in depths for r in range(int(repetitions))]
-    todo = [c for c in cells if _cell_key(model_name, *c) not in finished]
+    todo = [c for c in cells if _cell_key(model_name, cache, *c) not in finished]
     for cell in cells:
-        row = finished.get(_cell_key(model_name, *cell))
+        row = finished.get(_cell_key(model_name, cache, *cell))
         if row is not None and str(row["needle"]) != cell_needle_and_start(seed, *cell, len(sentences))[0]:
             raise ValueError(f"{output} already holds a different run of {model_name} (another seed): "
                              f"use a new output file or the same seed.")
@@ -394,7 +414,7 @@ def iter_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | No
         needle, start = cell_needle_and_start(seed, fits[0], depths[0], 0, len(sentences))
         build_needle_prompt(reader, fits[0], depths[0], needle, sentences, start)
 
-    wanted = {_cell_key(model_name, *c) for c in cells}
+    wanted = {_cell_key(model_name, cache, *c) for c in cells}
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     rows = []
     yield _grid_table(done, rows, wanted)
@@ -403,7 +423,8 @@ def iter_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | No
             return
         began = time.perf_counter()
         needle, start = cell_needle_and_start(seed, length, depth, repetition, len(sentences))
-        row = dict(model=model_name, length=length, depth=depth, repetition=repetition, needle=needle)
+        row = dict(model=model_name, cache=cache, length=length, depth=depth, repetition=repetition,
+                   needle=needle)
         if lm.max_length is not None and length > lm.max_length:
             row.update(answer="", correct="", status="beyond_limit")
         else:
@@ -421,8 +442,7 @@ def iter_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | No
 def _grid_table(done: pd.DataFrame, rows: list[dict], wanted: set) -> pd.DataFrame:
     """The cells of this grid: those finished before (``done``) and the new ``rows``, sorted."""
     table = pd.concat([done, pd.DataFrame(rows, columns=COLUMNS)], ignore_index=True)
-    keep = [_cell_key(*k) in wanted for k in table[["model", "length", "depth", "repetition"]]
-            .itertuples(index=False, name=None)]
+    keep = [_cell_key(*k) in wanted for k in table[CELL].itertuples(index=False, name=None)]
     table = table[pd.Series(keep, index=table.index, dtype=bool)].copy()
     table["correct"] = pd.to_numeric(table["correct"], errors="coerce")
     return table.sort_values(["length", "depth", "repetition"]).reset_index(drop=True)[COLUMNS]

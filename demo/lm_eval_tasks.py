@@ -41,6 +41,10 @@ def export_task(task: Task | str, folder: str | Path, settings: RunSettings | No
     if task.kind not in ("choice", "generate"):
         raise ValueError(f"Task {task.name!r} ({task.kind}) has no lm-eval form: its model writes "
                          f"an instruction that is then run, which lm-eval's request types cannot say.")
+    if task.constrain_to_candidates:
+        raise ValueError(f"Task {task.name!r} generates under a constraint to each item's own "
+                         f"candidates, which lm-eval's generate_until cannot say; its ranked form "
+                         f"(e.g. copa for copa_generate) exports as multiple choice.")
     shots = task.shots if s.shots is None else s.shots
     examples = fixed_sample(load_examples(task, "data", s.data_root), s.limit)  # the evaluator's
     pool = load_examples(task, "demos", s.data_root) if shots else []

@@ -69,6 +69,14 @@ def _choice(value, name: str, allowed, optional=False):
         raise ValueError(f"Unknown {name} {value!r}; use one of {', '.join(allowed)}.")
 
 
+def cache_used(cache: str, kind: str) -> str:
+    """The decoding that a generation asking for ``cache`` (one of CACHE_MODES) really uses on a
+    ``kind`` ("masked"/"causal") LM: the prefix cache is a masked LM's; a causal LM decodes with
+    its own exact KV cache whatever it asks (``demo.generation``). Results record this mode, so
+    exact and fast runs never mix."""
+    return cache if kind == "masked" else "exact"
+
+
 # ---------------------------------------------------------------- the model
 
 
@@ -246,6 +254,11 @@ class RunSettings:
         "skip items longer than an absolute-position model reads (BERT: 512 tokens; with their "
         "demonstrations, in any repetition) and report how many; n and the metrics are then over "
         "the items kept. Off (--no-skip-too-long): such an item stops the run with an error"))
+    cache: Literal["exact", "prefix"] = field(default="exact", metadata=_help(
+        "masked LMs' decoding of generated items: 'exact' (the paper's method) or 'prefix' (the "
+        "approximate prefix cache, see GenerationSettings; R and margin at its defaults). Ranked "
+        "tasks (PLL) and causal LMs are exact whatever this says; the summary's cache column "
+        "records the mode a run used"))
 
     def __post_init__(self):
         _whole(self.shots, "shots", 0, optional=True)
@@ -257,6 +270,7 @@ class RunSettings:
         _whole(self.execute_limit, "execute_limit", 1)
         _whole(self.max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS_CAP, optional=True)
         _flag(self.skip_too_long, "skip_too_long")
+        _choice(self.cache, "cache", CACHE_MODES)
 
 
 # ---------------------------------------------------------------- needle in a haystack
@@ -275,6 +289,10 @@ class GridSettings:
         "masked LMs: padding masks (default: the family's)"))
     filler: str | None = field(default=None, metadata=_help(
         "UTF-8 text file used as the haystack (default: the bundled public-domain book)"))
+    cache: Literal["exact", "prefix"] = field(default="exact", metadata=_help(
+        "masked LMs' decoding of the answer: 'exact' (the paper's method) or 'prefix' (the "
+        "approximate prefix cache, see GenerationSettings; R and margin at its defaults). A causal "
+        "LM is exact whatever this says; the grid's rows record the mode used"))
 
     def __post_init__(self):
         lengths = list(self.lengths) if isinstance(self.lengths, (list, tuple)) else [self.lengths]
@@ -292,6 +310,7 @@ class GridSettings:
         _whole(self.repetitions, "repetitions", 1)
         _whole(self.seed, "seed", 0)
         _whole(self.padding_masks, "padding_masks", 0, MAX_PADDING_MASKS, optional=True)
+        _choice(self.cache, "cache", CACHE_MODES)
 
     @property
     def cells(self) -> int:

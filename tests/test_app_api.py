@@ -62,7 +62,8 @@ VALID = {
                              seed=0),
     "/generate_mlm": dict(prompt="The capital of France is", model_name=MLM, strategy="greedy",
                           max_new_tokens=3, num_beams=2, temperature=1.0, top_k=0, top_p=1.0,
-                          repetition_penalty=1.0, padding_masks="default", stop_at_newline=True, seed=0),
+                          repetition_penalty=1.0, padding_masks="default", stop_at_newline=True, seed=0,
+                          decoding="exact", cache_refresh=16),
     "/probe_mlm": dict(model_name=MLM, lengths="128", depths="0.5", repetitions=1, seed=0),
     "/probe_second": dict(model_name=MLM, lengths="128", depths="0.5", repetitions=1, seed=0),
     "/results": dict(papers=[], groups=[], models=["GPT-3 1.3B"], shots=[], tasks=[]),
@@ -128,6 +129,9 @@ def bad_cases() -> list[tuple[str, dict, str]]:
     vary(gen, "num_beams", [17, 1000], "num_beams")
     vary(gen, "stop_at_newline", ["maybe", 2], "stop_at_newline")
     vary(gen, "seed", [2**64], "seed")
+    vary(gen, "decoding", CHOICES + ["prefix"], "decoding")
+    cases += [(gen, dict(VALID[gen], decoding=decoding, cache_refresh=value), "cache_refresh")
+              for decoding in ("fast", "compare") for value in [0, -1, "abc", None, 3.5, 10**30]]
     return cases
 
 
@@ -241,6 +245,10 @@ def test_agents_find_the_tools_and_rank_like_the_core_api(app, client):
         tools = {tool["name"]: tool for tool in json.load(response)}
     assert set(tools) == {"rank_masked", "rank_causal", "generate_masked", "generate_causal",
                           "probe_masked", "probe_second", "lookup_results"}
+    decoding = tools["generate_masked"]["inputSchema"]["properties"]["decoding"]["description"]
+    assert all(word in decoding for word in ("exact", "fast", "compare", "approximate"))
+    assert "cache_refresh" in tools["generate_masked"]["inputSchema"]["properties"]
+    assert "decoding" not in tools["generate_causal"]["inputSchema"]["properties"]  # its own exact cache
     rank = tools["rank_masked"]
     assert "pseudo-log-likelihood" in rank["description"]
     assert "right_masks" in rank["inputSchema"]["properties"]["method"]["description"]
@@ -250,3 +258,25 @@ def test_agents_find_the_tools_and_rank_like_the_core_api(app, client):
     candidates = arguments["candidates"].split("\n")
     core = score_candidates(load_model(MLM), arguments["context"], candidates, ScoringSettings(method="salazar"))
     assert served == {s.candidate: round(s.score, 2) for s in core}
+
+
+def test_compare_through_the_api_gives_both_runs_as_the_core_does(client):
+    """/generate_mlm with decoding="compare": the exact run in the usual outputs, both runs side by
+    side with where they part, as the core's two generations give them."""
+    from demo.generation import generate
+    from demo.models import load_model
+    from demo.settings import GenerationSettings
+
+    arguments = dict(VALID["/generate_mlm"], prompt="Input: hot\nOutput: cold\n\nInput: up\nOutput:",
+                     max_new_tokens=5, stop_at_newline=False, decoding="compare", cache_refresh=2)
+    text, stats, trace, compare, python, shell = client.predict(**arguments, api_name="/generate_mlm")
+    lm = load_model(MLM)
+    settings = GenerationSettings(max_new_tokens=5, cache_refresh=2)
+    exact = generate(lm, arguments["prompt"], settings)
+    fast = generate(lm, arguments["prompt"], settings, cache="prefix")
+    assert text == exact.text and "demo-error" not in stats + compare
+    shown = html.unescape(compare)
+    assert len(re.findall(r"\d tokens/s", shown)) == 2 and f"refreshes: {fast.refreshes} (set: every 2 tokens)" in shown
+    same = exact.token_ids == fast.token_ids
+    assert ("Identical: both wrote the same" in shown) == same and ("First differs at token" in shown) == (not same)
+    assert "--cache prefix --cache-refresh 2" in shell and "--cache" not in shell.split("# fast")[0]

@@ -168,6 +168,32 @@ def test_prompting_tab_generates_side_by_side(page, smollm2_path):
     _screenshot(page, "prompting-after-error")
 
 
+def test_prompting_compares_exact_and_fast_decoding(page):
+    """'compare': the masked LM's exact and fast outputs side by side, each with its speed, then
+    the speed-up and where they part; the two stack at phone width."""
+    _open_tab(page, "Prompting")
+    page.locator("#gen-prompt textarea").fill("Input: hot\nOutput: cold\n\nInput: up\nOutput:")
+    page.locator("#gen-decoding").get_by_label("compare", exact=True).check()
+    page.click("#gen-run")
+    panel = page.locator("#gen-mlm-compare .demo-compare")
+    panel.wait_for(timeout=MODEL_WAIT_MS)
+    assert panel.locator(".demo-compare-run").count() == 2
+    speeds = panel.locator(".demo-compare-speed").all_inner_texts()
+    assert all("tokens/s" in speed for speed in speeds) and "refreshes:" in speeds[1], speeds
+    shown = panel.inner_text()
+    assert "Speed-up:" in shown and ("Identical" in shown or "First differs at token" in shown), shown
+    exact = panel.locator(".demo-compare-text").first.inner_text().strip()
+    assert exact == page.locator("#gen-mlm-text textarea").input_value().strip()  # the usual box: exact
+    page.set_viewport_size({"width": 400, "height": 900})
+    boxes = [run.bounding_box() for run in panel.locator(".demo-compare-run").all()]
+    assert all(box["x"] >= 0 and box["x"] + box["width"] <= 400 for box in boxes), boxes
+    assert boxes[1]["y"] >= boxes[0]["y"] + boxes[0]["height"]  # stacked, not squeezed
+    panel.scroll_into_view_if_needed()
+    _screenshot(page, "prompting-compare-400")
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.locator("#gen-decoding").get_by_label("exact", exact=True).check()  # as the next tests expect
+
+
 def test_ranking_tab_shows_order_and_token_heatmaps(page):
     from transformers import AutoTokenizer
 

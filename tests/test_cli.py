@@ -100,6 +100,38 @@ def test_generate_trace_choices_and_prompt_file(tmp_path, capsys, standin_mlm):
     assert "step   0  window:" in out and "<[MASK]>" in out and "beam" in out
 
 
+def test_cache_mode_reaches_the_evaluator_and_the_grid_settings(capsys):
+    """``--cache`` is an option of evaluate (RunSettings) and probe (GridSettings), exact by
+    default; a mode that does not exist is refused by the parser, naming the choices."""
+    from demo.settings import GridSettings, RunSettings
+    for command, required, cls in (("evaluate", ["--task", "copa_generate"], RunSettings),
+                                   ("probe", ["--output", "g.csv"], GridSettings)):
+        argv = [command, "--model", "m", *required]
+        for extra, expected in (([], "exact"), (["--cache", "prefix"], "prefix")):
+            args = build_parser().parse_args(argv + extra)
+            assert cls(**{f: getattr(args, f) for f in cls.__dataclass_fields__}).cache == expected
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(argv + ["--cache", "fast"])
+        assert re.search(r"argument --cache: invalid choice: 'fast' \(choose from '?exact'?, '?prefix'?\)",
+                         capsys.readouterr().err)
+
+
+@needs_shared
+def test_evaluate_and_probe_run_with_the_prefix_cache(tmp_path, capsys):
+    """The commands of the issue, on a few items and one cell of the stand-in: the summary and
+    the grid record the fast mode."""
+    assert main(["evaluate", "--model", str(STANDIN_MLM), "--task", "copa_generate:3", "--shots", "2",
+                 "--cache", "prefix", "--output-dir", str(tmp_path), "--no-progress"]) == 0
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    assert list(summary["cache"]) == ["prefix"] and list(summary["n"]) == [3]
+    assert summary["run"][0] == "copa_generate__minilm-l6-mlm-standin__2shot__generate-prefix-r16-m0.1__seed0"
+    assert "copa_generate" in capsys.readouterr().out
+    assert main(["probe", "--model", str(STANDIN_MLM), "--lengths", "96", "--depths", "0.5",
+                 "--repetitions", "1", "--cache", "prefix", "--output", str(tmp_path / "grid.csv"),
+                 "--no-progress"]) == 0
+    assert pd.read_csv(tmp_path / "grid.csv")["cache"].tolist() == ["prefix"]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["generate", "--prompt", "Hello", "--max-new-tokens", "0"], "max_new_tokens"),
     (["generate", "--prompt", "Hello", "--top-p", "nan"], "top_p"),

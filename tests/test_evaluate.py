@@ -3,6 +3,7 @@ clear errors for bad input."""
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -141,6 +142,77 @@ def test_induced_instruction_is_executed(bert, tmp_path):
     record = _records(tmp_path)[0]
     assert record["executed"] == 2 and len(record["outputs"]) == 2
     assert rows[0]["metric"] == "execution_accuracy" and rows[0]["value"] == 100 * record["execution"]
+
+
+# ---------------------------------------------------------------- the masked LM's fast decoding
+
+
+@needs_shared
+def test_prefix_cache_run_is_generate_with_the_prefix_cache_item_by_item(standin_mlm, tmp_path, monkeypatch):
+    """COPA written, not ranked, with the prefix cache: each record is what generate() gives with
+    cache="prefix" (refresh and margin at their defaults) on the prompt written out by hand,
+    constrained to the item's two alternatives; the output is always one of them."""
+    import demo.generation
+    from demo.settings import GenerationSettings
+    real = demo.generation.generate
+    asked = []
+    monkeypatch.setattr(demo.generation, "generate",
+                        lambda lm, prompt, settings: asked.append(settings) or real(lm, prompt, settings))
+    rows = E.evaluate(standin_mlm, "copa_generate", tmp_path,
+                      RunSettings(shots=2, limit=4, cache="prefix", data_root=DATA))
+    defaults = GenerationSettings()
+    assert len(asked) == 4 and all((s.cache, s.cache_refresh, s.cache_margin) == (
+        "prefix", defaults.cache_refresh, defaults.cache_margin) for s in asked)
+
+    items, pool = T.load_examples("copa", "data", DATA), T.load_examples("copa", "demos", DATA)
+    records = _records(tmp_path)
+    for record in records:
+        item = items[record["index"]]
+        shown = [pool[i] for i in record["demos"]]
+        prompt = "".join(f"{d.fields['premise']} {d.fields['connector']} {d.candidates[d.label]}\n\n"
+                         for d in shown) + f"{item.fields['premise']} {item.fields['connector']}"
+        by_hand = real(standin_mlm, prompt, GenerationSettings(
+            max_new_tokens=24, choices=list(item.candidates), cache="prefix"))
+        assert record["text"] == by_hand.text.strip() and record["stop_reason"] == "choice"
+        assert record["text"] in item.candidates
+        assert record["pred"] == item.candidates.index(record["text"]) and record["label"] == item.label
+        assert record["accuracy"] == float(record["pred"] == item.label)
+    assert rows[0]["cache"] == "prefix" and rows[0]["n"] == 4
+    assert rows[0]["value"] == pytest.approx(100 * sum(r["accuracy"] for r in records) / 4)
+
+
+@needs_shared
+def test_cache_mode_is_part_of_a_run_where_it_applies(bert, tiny_model, tmp_path, caplog):
+    """Exact and fast runs of a generated task get their own ids and files and say their mode in
+    the summary; where the mode does not apply (a ranked task, a causal LM) the run is the exact
+    one, with a warning; the results table tells a fast run from an exact one."""
+    import pandas as pd
+    from demo.results import add_runs, load_ours
+    settings = RunSettings(shots=1, limit=2, data_root=DATA)
+    exact = E.evaluate(bert, "copa_generate", tmp_path, settings)[0]
+    fast = E.evaluate(bert, "copa_generate", tmp_path, replace(settings, cache="prefix"))[0]
+    slug = E.model_slug(bert)
+    assert exact["run"] == f"copa_generate__{slug}__1shot__generate__seed0"
+    assert fast["run"] == f"copa_generate__{slug}__1shot__generate-prefix-r16-m0.1__seed0"
+    assert len(list(tmp_path.glob("copa_generate*.jsonl"))) == 2  # never one resume file
+    assert list(pd.read_csv(tmp_path / "summary.csv")["cache"]) == ["exact", "prefix"]
+
+    ranked = E.evaluate(bert, "copa", tmp_path, settings)[0]
+    with caplog.at_level("WARNING", logger="demo.evaluate"):
+        asked_fast = E.evaluate(bert, "copa", tmp_path, replace(settings, cache="prefix"))[0]
+    assert (asked_fast["run"], asked_fast["cache"]) == (ranked["run"], "exact")
+    assert "copa: --cache prefix does not apply (it is ranked by PLL" in caplog.text
+    gpt2 = tiny_model("gpt2")
+    with caplog.at_level("WARNING", logger="demo.evaluate"):
+        causal = E.evaluate(gpt2, "copa_generate", tmp_path, replace(settings, cache="prefix"))[0]
+    assert causal["cache"] == "exact" and causal["run"].endswith("__generate__seed0")
+    assert "is a causal LM, which decodes with its own exact KV cache" in caplog.text
+
+    add_runs(tmp_path / "summary.csv", tmp_path / "ours.csv")
+    ours = load_ours(tmp_path / "ours.csv")
+    variants = dict(zip(zip(ours["model"], ours["task"], ours["variant"]), ours["value"]))
+    assert (slug, "copa_generate", "generate / prefix cache") in variants
+    assert (slug, "copa_generate", "generate") in variants
 
 
 # ---------------------------------------------------------------- bad input

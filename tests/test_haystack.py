@@ -1,6 +1,7 @@
 """Needle in a haystack: exact lengths, needle depth, 6-digit answers, seeds, limits, resuming, plots."""
 
 import re
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -189,6 +190,59 @@ def test_interrupted_run_resumes_without_repeating_cells(tiny_model, tmp_path):
     assert len(resumed) == 2
     with pytest.raises(ValueError, match="another seed"):
         run_grid(lm, GridSettings(lengths=[150, 250], depths=[0.0, 1.0], repetitions=1, seed=9), output=output)
+
+
+def test_prefix_cache_cell_is_generate_with_the_prefix_cache_by_hand(tiny_model):
+    """A cell of a fast grid is generate() with cache="prefix" on that cell's prompt, built by
+    hand from the cell's seeded needle and filler start; its row says "prefix"."""
+    from demo.settings import GenerationSettings
+    lm, asked = tiny_model("bert"), []
+
+    def recording(lm_, prompt, settings):
+        asked.append(settings)
+        return generate(lm_, prompt, settings)
+
+    table = run_grid(lm, GridSettings(lengths=[300], depths=[0.5], repetitions=2, seed=1, cache="prefix"),
+                     generate_fn=recording)
+    assert [s.cache for s in asked] == ["prefix", "prefix"] and table["cache"].tolist() == ["prefix"] * 2
+    defaults = GenerationSettings()
+    assert all((s.cache_refresh, s.cache_margin) == (defaults.cache_refresh, defaults.cache_margin)
+               for s in asked)
+    for row in table.itertuples():
+        needle, start = cell_needle_and_start(1, 300, 0.5, row.repetition, len(FILLER))
+        prompt = build_needle_prompt(lm, 300, 0.5, needle, FILLER, start)
+        by_hand = generate(lm, prompt.text, GenerationSettings(max_new_tokens=7, digits=6, cache="prefix"))
+        assert row.needle == needle and row.answer == re.sub(r"\D", "", by_hand.text)
+
+
+def test_exact_and_fast_grids_share_a_file_without_mixing(tiny_model, tmp_path):
+    """The mode identifies a cell: a fast grid into an exact grid's file runs every cell anew and
+    returns only its own rows; a causal LM is recorded as exact whatever was asked; a file from
+    before the cache column was exact and resumes as such."""
+    lm, output, calls = tiny_model("bert"), tmp_path / "grid.csv", []
+
+    def counting(lm_, prompt, settings):
+        calls.append(settings.cache)
+        return generate(lm_, prompt, settings)
+
+    grid = GridSettings(lengths=[150], depths=[0.0, 1.0], repetitions=1)
+    exact = run_grid(lm, grid, output=output, generate_fn=counting)
+    fast = run_grid(lm, replace(grid, cache="prefix"), output=output, generate_fn=counting)
+    assert calls == ["exact", "exact", "prefix", "prefix"]
+    assert exact["cache"].tolist() == ["exact"] * 2 and fast["cache"].tolist() == ["prefix"] * 2
+    saved = pd.read_csv(output)
+    assert sorted(saved["cache"]) == ["exact", "exact", "prefix", "prefix"]
+    run_grid(lm, replace(grid, cache="prefix"), output=output, generate_fn=counting)
+    assert len(calls) == 4  # resumed: nothing left in either mode
+
+    old = tmp_path / "old.csv"  # the shipped grids' layout: no cache column
+    saved[saved["cache"] == "exact"].drop(columns="cache").to_csv(old, index=False)
+    again = run_grid(lm, grid, output=old, generate_fn=counting)
+    assert len(calls) == 4 and again["cache"].tolist() == ["exact"] * 2
+    assert pd.read_csv(old)["cache"].tolist() == ["exact"] * 2  # the file gained the column
+    gpt2 = run_grid(tiny_model("gpt2"), replace(grid, cache="prefix"),
+                    output=output, generate_fn=counting)
+    assert gpt2["cache"].tolist() == ["exact"] * 2 and calls[-2:] == ["exact", "exact"]
 
 
 def test_bad_input_gives_clear_messages(tiny_model, tmp_path):

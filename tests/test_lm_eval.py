@@ -429,3 +429,12 @@ def test_our_tasks_exported_for_lm_eval_give_our_evaluators_scores(standin, tmp_
             assert [r[0][0] for r in sample["resps"]] == pytest.approx(record["scores"], abs=1e-5)
         accuracy = results["results"][f"mlm_icl_{name}"]["acc,none"]
         assert 100 * accuracy == pytest.approx(ours["value"], abs=1e-6)
+
+
+def test_tasks_without_an_lm_eval_form_are_refused(tmp_path):
+    """Generation constrained to each item's candidates (copa_generate) has no lm-eval request
+    type: exporting it as free generation would score a different task."""
+    from demo.lm_eval_tasks import export_task
+    with pytest.raises(ValueError, match="copa_generate.*constraint to each item's own candidates"):
+        export_task("copa_generate", tmp_path)
+    assert not list(tmp_path.iterdir())  # refused before anything is written

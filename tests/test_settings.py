@@ -56,6 +56,9 @@ def test_pyproject_and_requirements_pin_the_same_runtime():
     (GenerationSettings, dict(stop_strings=[""]), "Stop strings"),
     (RunSettings, dict(shots=-1), "shots"),
     (RunSettings, dict(score="middle"), "scored span"),
+    (RunSettings, dict(cache="fast"), r"Unknown cache 'fast'; use one of exact, prefix\."),
+    (GridSettings, dict(cache="fast"), r"Unknown cache 'fast'; use one of exact, prefix\."),
+    (GridSettings, dict(cache=None), "Unknown cache None"),
     (GridSettings, dict(lengths=[0]), "length"),
     (GridSettings, dict(depths=[1.5]), "depth"),
     (GridSettings, dict(depths=[]), "at least one"),
@@ -64,6 +67,20 @@ def test_pyproject_and_requirements_pin_the_same_runtime():
 def test_bad_values_are_refused_with_the_setting_named(cls, values, message):
     with pytest.raises(ValueError, match=message):
         cls(**values)
+
+
+def test_the_cache_mode_is_one_setting_with_one_default():
+    """The evaluator's and the grid's cache mode take GenerationSettings.cache's values (the same
+    choices on the command line) and its default, the exact method."""
+    import typing
+    from demo.settings import CACHE_MODES
+    for cls in (GenerationSettings, RunSettings, GridSettings):
+        cache = next(f for f in dataclasses.fields(cls) if f.name == "cache")
+        assert typing.get_args(cache.type) == CACHE_MODES and cache.default == "exact", cls
+    assert RunSettings(cache="prefix").cache == GridSettings(cache="prefix").cache == "prefix"
+    # one default per field: the refresh interval and margin stay GenerationSettings' own
+    assert not {"cache_refresh", "cache_margin"} & {f.name for cls in (RunSettings, GridSettings)
+                                                     for f in dataclasses.fields(cls)}
 
 
 def test_single_strings_and_grid_normalisation():

@@ -43,6 +43,32 @@ def test_copa_golden():
 
 
 @needs_shared
+def test_copa_generate_is_copa_written_among_its_two_alternatives():
+    """Same data, converter and template as the ranked COPA; the prompt ends with the premise and
+    its connector, and the model writes one of the item's alternatives."""
+    copa, written = T.get_task("copa"), T.get_task("copa_generate")
+    assert (written.kind, written.constrain_to_candidates, written.metrics) == ("generate", True, ("accuracy",))
+    assert (written.data, written.demos, written.convert, written.template) == (
+        copa.data, copa.demos, copa.convert, copa.template)
+    item, demo = _example("copa_generate"), _example("copa_generate", "demos")
+    assert generation_prompt(written, item, [demo]) == (
+        "My body cast a shadow over the grass because the sun was rising.\n\n"
+        "The man turned on the faucet therefore")
+    assert item.candidates == ("the toilet filled with water.", "water flowed from the spout.")
+    assert item.label == 1
+
+
+def test_only_generated_tasks_write_among_their_candidates():
+    fields = dict(name="t", group="g", title="T", data=T.Source("x"), demos=None, convert="copa",
+                  template="{premise} {answer}", shots=0, metrics=("accuracy",))
+    assert T.Task(kind="generate", constrain_to_candidates=True, **fields).constrain_to_candidates
+    with pytest.raises(ValueError, match="constrain_to_candidates is for generated tasks"):
+        T.Task(kind="choice", constrain_to_candidates=True, **fields)
+    with pytest.raises(ValueError, match="constrain_to_candidates must be true or false, not 'yes'"):
+        T.Task(kind="generate", constrain_to_candidates="yes", **fields)
+
+
+@needs_shared
 def test_winograd_golden_partial_scoring():
     task, item = T.get_task("winograd"), _example("winograd")
     demo = _example("winograd", index=2)
@@ -161,7 +187,7 @@ def test_every_local_task_renders_its_template(name):
     items = T.load_examples(task, "data", DATA)
     item = items[0]
     for e in items[:50]:  # well-formed examples
-        if task.kind == "choice":
+        if task.kind == "choice" or task.constrain_to_candidates:  # ranked, or written among them
             assert len(e.candidates) >= 2 and 0 <= e.label < len(e.candidates)
             assert all(c.strip() for c in e.candidates)
         else:

@@ -220,3 +220,177 @@ def test_readme_lists_every_catalog_model_with_size_context_and_licence():
         kind, size, context, licence, _ = rows[entry.name]
         assert (kind, size, context, licence) == (entry.kind, entry.size, entry.context, entry.licence)
         assert size and context and licence
+
+
+# ---------------------------------------------------------------- Prompting: exact, fast, compare
+
+
+FEW_SHOT = ("Input: sane\nOutput: insane\n\nInput: direct\nOutput: indirect\n\n"
+            "Input: informally\nOutput: formally\n\nInput: unrestricted\nOutput:")
+GENERATE = dict(prompt=FEW_SHOT, model_name=STANDIN_MLM.name, strategy="greedy", max_new_tokens=6,
+                num_beams=2, temperature=1.0, top_k=0, top_p=1.0, repetition_penalty=1.0,
+                padding_masks="default", stop_at_newline=False, seed=0)
+
+
+def _generated(**changes):
+    """The Prompting tab's masked-LM handler, by output name."""
+    from demo.ui.prompting import generate_masked
+    names = ("text", "stats", "trace", "compare", "python", "shell")
+    return dict(zip(names, generate_masked(**dict(GENERATE, **changes))))
+
+
+@needs_shared
+def test_fast_decoding_refreshed_at_every_token_writes_the_exact_output(standin_mlm):
+    from demo.generation import generate
+    from demo.settings import GenerationSettings
+
+    exact = _generated(decoding="exact")
+    fast = _generated(decoding="fast", cache_refresh=1)
+    assert "demo-error" not in fast["stats"] and fast["text"].strip()
+    assert fast["text"] == exact["text"] and fast["trace"].count("demo-step\"") == exact["trace"].count("demo-step\"")
+    # the fast run did use the prefix cache: every step a refresh, as the core counts them
+    core = generate(standin_mlm, FEW_SHOT, GenerationSettings(max_new_tokens=6, cache="prefix", cache_refresh=1))
+    assert core.text == fast["text"] and f"refreshes: {core.refreshes} (set: every 1 tokens)" in fast["stats"]
+    assert "cache='prefix', cache_refresh=1" in fast["python"] and "--cache prefix --cache-refresh 1" in fast["shell"]
+    assert "cache" not in exact["python"] and "Fast decoding" not in exact["stats"]
+    assert exact["compare"] == fast["compare"] == ""
+    # the first token is always read from the whole window: one token is exact at any refresh
+    one = _generated(decoding="fast", max_new_tokens=1)
+    assert one["text"] == _generated(decoding="exact", max_new_tokens=1)["text"] and "refreshes: 1" in one["stats"]
+
+
+@needs_shared
+@pytest.mark.parametrize("sampling", [{}, dict(strategy="sample", temperature=1.0, seed=1, max_new_tokens=12)],
+                         ids=["greedy", "sampled"])  # (sampled: the two part at a token, as of this writing)
+def test_compare_shows_both_outputs_their_speeds_and_where_they_part(standin_mlm, sampling):
+    import html
+    import re
+
+    from demo.generation import generate
+    from demo.settings import GenerationSettings
+
+    shown = _generated(decoding="compare", cache_refresh=4, **sampling)
+    settings = GenerationSettings(**dict(dict(max_new_tokens=6), **sampling), cache_refresh=4)
+    exact = generate(standin_mlm, FEW_SHOT, settings)
+    fast = generate(standin_mlm, FEW_SHOT, settings, cache="prefix")
+    panel = html.unescape(shown["compare"])
+    cards = re.findall(r'class="demo-compare-text">(.*?)</div>.*?class="demo-compare-speed">(.*?)</div>',
+                       shown["compare"], re.S)
+    assert [html.unescape(text) for text, _ in cards] == [exact.text, fast.text]
+    assert [speed.count("tokens/s") for _, speed in cards] == [1, 1]
+    assert f"refreshes: {fast.refreshes} (set: every 4 tokens)" in cards[1][1] and "refreshes" not in cards[0][1]
+    assert re.search(r"Speed-up: \d+\.\dx", panel)
+    # where they part, counted here from the token lists (tokens numbered from 1, as the steps)
+    parted = next((k for k, (a, b) in enumerate(zip(exact.token_ids, fast.token_ids)) if a != b),
+                  None if exact.token_ids == fast.token_ids else min(len(exact.tokens), len(fast.tokens)))
+    expected = (f"Identical: both wrote the same {len(exact.tokens)} tokens." if parted is None else
+                f"First differs at token {parted + 1}: exact wrote {exact.tokens[parted]!r}, "
+                f"fast wrote {fast.tokens[parted]!r}.")
+    assert expected in panel
+    # the usual outputs show the exact run; the Reproduce block gives both calls, fast with its cache
+    assert shown["text"] == exact.text and "Fast decoding" not in shown["stats"]
+    assert shown["python"].count("result = generate(") == 2 and shown["python"].count("cache='prefix'") == 1
+    assert shown["shell"].count("mlm-icl generate") == 2 and "--cache prefix --cache-refresh 4" in shown["shell"]
+
+
+def test_the_comparison_says_where_outputs_part_and_shows_text_as_text():
+    from types import SimpleNamespace
+
+    from demo.ui.prompting import comparison, difference_line
+
+    def result(pieces, seconds, stop="max_new_tokens", refreshes=None):
+        return SimpleNamespace(text="".join(pieces), tokens=list(pieces), token_ids=[hash(p) for p in pieces],
+                               seconds=seconds, stop_reason=stop, refreshes=refreshes)
+
+    exact = result(["<img src=x>", " cat", "\n"], 3.0)
+    fast = result(["<img src=x>", " dog", "\n"], 1.0, refreshes=1)
+    assert difference_line(exact, fast) == "First differs at token 2: exact wrote ' cat', fast wrote ' dog'."
+    assert difference_line(exact, result(["<img src=x>", " cat", "\n"], 1.0)) == "Identical: both wrote the same 3 tokens."
+    shorter = result(["<img src=x>"], 1.0, stop="eos")
+    assert difference_line(exact, shorter) == "First differs at token 2: exact wrote ' cat', fast wrote nothing more (stopped by: eos)."
+    panel = comparison(exact, fast, 16)
+    assert "<img" not in panel and "&lt;img src=x&gt; cat" in panel and "&lt;img src=x&gt; dog" in panel
+    assert "1.0 tokens/s" in panel and "3.0 tokens/s" in panel and "Speed-up: 3.0x" in panel
+    assert "refreshes: 1 (set: every 16 tokens)" in panel
+
+
+@needs_shared
+def test_fast_decoding_of_a_family_the_prefix_cache_lacks_is_a_message(tiny_model, tmp_path, monkeypatch):
+    albert = tiny_model("albert")
+    folder = tmp_path / "tiny-albert"
+    albert.model.save_pretrained(folder)
+    albert.tokenizer.save_pretrained(folder)
+    monkeypatch.setenv(LOCAL_MODELS_VAR, str(folder))
+    for decoding in ("fast", "compare"):
+        shown = _generated(model_name="tiny-albert", decoding=decoding)
+        assert shown["text"] == shown["compare"] == shown["trace"] == ""  # refused before any run
+        message = html_text(shown["stats"])
+        assert "The prefix cache supports the bert, roberta" in message and "not albert" in message
+        assert "choose 'exact'" in message and "Traceback" not in message and "Error" not in message
+    exact = _generated(model_name="tiny-albert", decoding="exact", max_new_tokens=2)
+    assert "demo-error" not in exact["stats"] and "tokens in" in exact["stats"]  # the model itself runs
+
+
+def html_text(shown: str) -> str:
+    import html
+    import re
+    return html.unescape(re.sub(r"<[^>]+>", "", shown))
+
+
+@needs_shared
+def test_compare_counts_as_two_generations_for_every_cap(standin_mlm, monkeypatch):
+    import dataclasses
+
+    from demo.budget import generation_work
+    from demo.settings import GenerationSettings
+    from demo.ui import common, prompting
+    from demo.ui.limits import RunsPerVisitor
+
+    # the work budget: one generation fits, two do not
+    work = generation_work(standin_mlm, FEW_SHOT, GenerationSettings(max_new_tokens=2))
+    monkeypatch.setattr(prompting, "LIMITS", dataclasses.replace(prompting.LIMITS, max_request_tflop=1.5 * work.tflop))
+    assert "demo-error" not in _generated(decoding="fast", max_new_tokens=2)["stats"]
+    refused = html_text(_generated(decoding="compare", max_new_tokens=2)["stats"])
+    assert "too big" in refused and "2 generations of" in refused
+    monkeypatch.undo()
+
+    # a visitor's share on a public Space: compare takes two of its runs (checked before anything runs)
+    monkeypatch.setenv("SPACE_ID", "someone/mlm-icl")
+    monkeypatch.setenv("DEMO_RUNS_PER_MINUTE", "3")
+    monkeypatch.setattr(common, "RUNS", RunsPerVisitor())
+    assert "empty" in _generated(prompt=" ", decoding="compare")["stats"]  # runs 1 and 2
+    assert "empty" in _generated(prompt=" ", decoding="exact")["stats"]  # run 3
+    assert "3 model runs in the last minute" in _generated(prompt=" ", decoding="exact")["stats"]
+
+    # the GPU time asked for on ZeroGPU
+    seconds = common.gpu_seconds(prompting.generate_masked, prompting.masked_runs)
+    big = dict(GENERATE, prompt="word " * 1500, model_name="microsoft/deberta-v2-xxlarge", max_new_tokens=64)
+    once, twice = seconds(**big, decoding="fast"), seconds(**big, decoding="compare")
+    assert common.GPU_SECONDS[0] < once < twice <= common.GPU_SECONDS[1]
+
+
+# ---------------------------------------------------------------- Length probe: exact or fast
+
+
+@needs_shared
+def test_length_probe_switch_sets_the_masked_grids_decoding(monkeypatch):
+    """The tab's exact/fast switch (default exact) feeds the masked LM's grid only, as
+    GridSettings.cache: a fast grid's rows, summary and Reproduce block say "prefix"."""
+    from demo.settings import CACHE_MODES
+    from demo.ui.app import build_app
+    from demo.ui.length_probe import probe_masked
+    monkeypatch.setenv(LOCAL_MODELS_VAR, str(STANDIN_MLM))
+    app = build_app(build_catalog())
+    switch = next(b for b in app.blocks.values() if getattr(b, "elem_id", None) == "probe-decoding")
+    assert isinstance(switch, gr.Radio) and switch.value == "exact"
+    assert [value for _, value in switch.choices] == list(CACHE_MODES)
+    inputs = {fn.api_name: fn.inputs for fn in app.fns.values() if fn.api_name in ("probe_mlm", "probe_second")}
+    assert inputs["probe_mlm"][-1] is switch and switch not in inputs["probe_second"]
+
+    _, summary, table, _, python, command = list(probe_masked(str(STANDIN_MLM), "96", "0.5", 1, 0, "prefix"))[-1]
+    assert table["cache"].tolist() == ["prefix"] and "fast decoding (prefix cache)" in summary
+    assert "cache='prefix'" in python and "--cache prefix" in command
+    summary = list(probe_masked(str(STANDIN_MLM), "96", "0.5", 1, 0, "exact"))[-1][1]
+    assert "prefix cache" not in summary
+    shown = list(probe_masked(str(STANDIN_MLM), "96", "0.5", 1, 0, "fast"))[-1][1]
+    assert "Unknown cache" in shown and "exact, prefix" in shown

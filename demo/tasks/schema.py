@@ -54,6 +54,9 @@ class Task:
     max_shots: int | None = None  # hard cap (instruction execution prompts are zero-shot)
     executes: str | None = None  # "induce" tasks: the task whose inputs the instruction runs on
     generation: dict = field(default_factory=dict)  # GenerationSettings fields for generated tasks
+    # generated tasks: the output is one of the item's candidates (GenerationSettings.choices,
+    # per item), and accuracy compares it with the correct one (COPA generated, not ranked)
+    constrain_to_candidates: bool = False
     paper: str = "Samuel 2024, appendix A"
     license: str = ""
     notes: str = ""
@@ -78,6 +81,12 @@ class Task:
             raise ValueError(f"{where}: shots must be a whole number >= 0, not {self.shots!r}.")
         if not self.metrics:
             raise ValueError(f"{where}: list at least one metric.")
+        if not isinstance(self.constrain_to_candidates, bool):
+            raise ValueError(f"{where}: constrain_to_candidates must be true or false, not "
+                             f"{self.constrain_to_candidates!r}.")
+        if self.constrain_to_candidates and self.kind != "generate":
+            raise ValueError(f"{where}: constrain_to_candidates is for generated tasks (kind: "
+                             f"generate); a {self.kind!r} task does not generate its answer.")
         try:  # the task's own settings must be valid settings
             ScoringSettings(**self.scoring)
             GenerationSettings(**self.generation)

@@ -105,28 +105,30 @@ def shows_errors(error_outputs):
     return decorate
 
 
-def on_gpu(fn):
+def on_gpu(fn, runs=None):
     """ZeroGPU's ``spaces.GPU`` when that package is installed (a Space), else the function itself.
 
-    The GPU is asked for as long as this request needs (:func:`gpu_seconds`): ZeroGPU serves
-    shorter requests first, so a ranking does not wait behind a long grid's reservation. On other
-    machines ``demo.models.load_model`` already puts models on CUDA when there is one.
+    The GPU is asked for as long as this request needs (:func:`gpu_seconds`; ``runs`` as for
+    :func:`handler`): ZeroGPU serves shorter requests first, so a ranking does not wait behind a
+    long grid's reservation. On other machines ``demo.models.load_model`` already puts models on
+    CUDA when there is one.
     """
     try:
         import spaces
     except ImportError:
         return fn
-    return spaces.GPU(duration=gpu_seconds(fn))(fn)
+    return spaces.GPU(duration=gpu_seconds(fn, runs))(fn)
 
 
 GPU_TFLOPS = 20.0  # sustained float32 speed assumed on a ZeroGPU slice (an A100 share), TFLOP/s
 GPU_SECONDS = (15, 120)  # the least asked for (loading a model, moving it) and the most
 
 
-def gpu_seconds(fn):
+def gpu_seconds(fn, runs=None):
     """A function of the handler's own arguments: the seconds its request needs, from the model's
     size (the catalog's, else 1B assumed) and the tokens it will read, counted as demo.budget
-    does but from characters (4 per token), since the model is not loaded yet."""
+    does but from characters (4 per token), since the model is not loaded yet; times the model
+    runs one request makes (``runs`` as for :func:`handler`)."""
     signature = inspect.signature(fn)
 
     def seconds(*args, **kwargs) -> int:
@@ -145,9 +147,15 @@ def gpu_seconds(fn):
             lengths = [_number(n, 0) for n in str(given.get("lengths", "")).replace(",", " ").split()]
             cells = len(str(given.get("depths", "")).split(",")) * _number(given.get("repetitions"), 1)
             tokens = cells * sum(lengths) * 8
+        tokens *= _runs(runs, given)
         low, high = GPU_SECONDS
         return int(min(high, low + 2 * parameters * tokens / (GPU_TFLOPS * 1e12)))
     return seconds
+
+
+def _runs(runs, given: dict) -> int:
+    """How many model runs one call is: ``runs(arguments)``, or one."""
+    return runs(given) if runs else 1
 
 
 def _parameters(size: str) -> float | None:
@@ -195,32 +203,40 @@ def import_core_in_background() -> threading.Thread:
 
 
 def _first(check):
-    """Decorator: ``check()`` runs before the handler (before a streaming one's first output)."""
+    """Decorator: ``check(arguments)`` runs before the handler (before a streaming one's first
+    output); ``arguments`` are the call's, by name."""
     def decorate(fn):
+        signature = inspect.signature(fn)
+
         if inspect.isgeneratorfunction(fn):
             @functools.wraps(fn)
             def streaming(*args, **kwargs):
-                check()
+                check(signature.bind_partial(*args, **kwargs).arguments)
                 yield from fn(*args, **kwargs)
             return streaming
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            check()
+            check(signature.bind_partial(*args, **kwargs).arguments)
             return fn(*args, **kwargs)
         return wrapper
     return decorate
 
 
-def _core_imported():
+def _core_imported(arguments):
     with _CORE_IMPORT:
         pass
 
 
-def _count_run():
-    """A model run counts against its visitor's share on a public Space (``limits.RUNS``)."""
-    if AppSettings.from_env().public:
-        RUNS.check(LocalContext.request.get(None))
+def _counts_runs(runs):
+    """The check that a call's model runs (``runs`` as for :func:`handler`) count against its
+    visitor's share on a public Space (``limits.RUNS``)."""
+    def check(arguments):
+        if AppSettings.from_env().public:
+            request = LocalContext.request.get(None)
+            for _ in range(_runs(runs, arguments)):
+                RUNS.check(request)
+    return check
 
 
 def with_arguments(arguments: str):
@@ -232,11 +248,16 @@ def with_arguments(arguments: str):
     return decorate
 
 
-def handler(error_outputs):
+def handler(error_outputs, runs=None):
     """What every model-running handler gets: messages in its outputs (``error_outputs`` maps the
     message to them), a per-visitor share on a public Space, a GPU slot on ZeroGPU, and a wait
-    for the background import of the core."""
-    return lambda fn: shows_errors(error_outputs)(_first(_count_run)(_first(_core_imported)(on_gpu(fn))))
+    for the background import of the core.
+
+    ``runs``, a function of the handler's arguments by name, says how many model runs one call
+    makes (default one): each counts against the visitor's share and the GPU time asked for.
+    """
+    return lambda fn: shows_errors(error_outputs)(
+        _first(_counts_runs(runs))(_first(_core_imported)(on_gpu(fn, runs))))
 
 
 def load(name: str, kind: str | None):
@@ -296,7 +317,8 @@ def pair_picker(catalog: Catalog, elem_id: str, masked, causal):
         value=chosen.name if chosen else "", label="Model pair", elem_id=elem_id,
         info="A masked LM and a causal LM trained alike, so differences come from the objective "
              "(fill in blanks vs continue the text), not from data or size.")
-    note = gr.HTML(message(catalog.pair_note(chosen), "note") if chosen else "", elem_id=f"{elem_id}-note")
+    note = gr.HTML(message(catalog.pair_note(chosen), "note") if chosen else "", elem_id=f"{elem_id}-note",
+                   elem_classes=["demo-hide-empty"])
 
     def choose(name):
         pair = catalog.pair(name)

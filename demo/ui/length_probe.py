@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..catalog import Catalog, standin_note
 from ..settings import GridSettings
-from .common import (ASSETS, Number, Slider, handler, load, message, model_note, model_picker,
+from .common import (ASSETS, Number, Radio, Slider, handler, load, message, model_note, model_picker,
                      reproduce_block, reproduction, with_arguments,
                      pair_picker, shows_errors)
 from .limits import LIMITS, check_grid, parse_numbers, whole
@@ -59,25 +59,27 @@ def _summary(lm, table: pd.DataFrame, grid: GridSettings) -> str:
     beyond = int((table["status"] == "beyond_limit").sum())
     accuracy = f"{answered['correct'].mean():.0%}" if len(answered) else "n/a"
     line = (f"{len(table)} of {grid.cells} runs · exact match {accuracy} over {len(answered)} answered"
-            + (f" · {beyond} beyond the model's {lm.max_length}-token limit" if beyond else ""))
+            + (f" · {beyond} beyond the model's {lm.max_length}-token limit" if beyond else "")
+            + (" · fast decoding (prefix cache)" if (table["cache"] == "prefix").any() else ""))
     return f"<div>{model_note(lm)}</div><div>{line}</div>"
 
 
-def _grid(lengths, depths, repetitions, seed) -> GridSettings:
+def _grid(lengths, depths, repetitions, seed, cache="exact") -> GridSettings:
     grid = GridSettings(lengths=parse_numbers(lengths, "length", int, 16, None),
                         depths=parse_numbers(depths, "depth", float, 0.0, 1.0),
-                        repetitions=whole(repetitions), seed=0 if seed in (None, "") else whole(seed))
+                        repetitions=whole(repetitions), seed=0 if seed in (None, "") else whole(seed),
+                        cache=cache)
     check_grid(grid)
     return grid
 
 
-def _stream(model_name, kind, lengths, depths, repetitions, seed):
+def _stream(model_name, kind, lengths, depths, repetitions, seed, cache="exact"):
     """(figure, summary, table, downloads, Python, command line) after every finished cell; the
     grid stops at the time limit."""
     from ..budget import grid_work
     from ..haystack import iter_grid  # torch: imported on first use
 
-    grid = _grid(lengths, depths, repetitions, seed)
+    grid = _grid(lengths, depths, repetitions, seed, cache)
     lm = load(model_name, kind)
     grid_work(lm, grid).check(LIMITS)  # refused before it runs
     code = reproduction("probe", model_name, kind, grid)
@@ -117,11 +119,15 @@ PROBE_ARGUMENTS = """\
 
 
 @handler(lambda error: (None, error, *NO_RESULT))
-@with_arguments(PROBE_ARGUMENTS)
-def probe_masked(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
+@with_arguments(PROBE_ARGUMENTS + """\
+        cache: the masked LM's decoding: "exact" (the paper's method) or "prefix" (the faster,
+            approximate prefix cache)
+""")
+def probe_masked(model_name, lengths, depths, repetitions, seed, cache="exact",
+                 progress=gr.Progress(track_tqdm=True)):
     """Needle in a haystack with a masked LM: can it find a number hidden at each depth of each
     prompt length? Streams the grid as it fills in."""
-    yield from _stream(model_name, "masked", lengths, depths, repetitions, seed)
+    yield from _stream(model_name, "masked", lengths, depths, repetitions, seed, cache)
 
 
 @handler(lambda error: (None, error, *NO_RESULT))
@@ -163,6 +169,12 @@ def build(catalog: Catalog):
         causal_model = model_picker(catalog, "causal", "Compare with", "probe-causal",
                                     with_none=True, any_kind=True)
     pair_picker(catalog, "probe-pair", masked_model, causal_model)
+    decoding = Radio(  # the values are GridSettings.cache's
+        choices=[("exact", "exact"), ("fast", "prefix")], value="exact", label="Masked LM decoding",
+        elem_id="probe-decoding",
+        info="exact: the paper's method, re-reads the whole prompt for every answer token. fast: "
+             "reuses the prompt's internal states (the prefix cache; faster, approximate). The "
+             "compared model always decodes exactly.")
     with gr.Row():
         lengths = gr.Textbox(
             value="128, 256", label="Lengths (tokens)", elem_id="probe-lengths",
@@ -212,7 +224,8 @@ def build(catalog: Catalog):
 
     inputs = [lengths, depths, repetitions, seed]
     # Grids are long jobs: their own queue, so rankings and generations never wait behind them.
-    run.click(probe_masked, [masked_model] + inputs, [masked_plot, masked_summary, masked_table, *masked_extra],
+    run.click(probe_masked, [masked_model] + inputs + [decoding],
+              [masked_plot, masked_summary, masked_table, *masked_extra],
               api_name="probe_mlm", concurrency_id="probe")
     run.click(probe_second, [causal_model] + inputs, [causal_plot, causal_summary, causal_table, *causal_extra],
               api_name="probe_second", concurrency_id="probe")

@@ -1,14 +1,18 @@
 """Prompting tab: continue one few-shot prompt with a masked LM and a causal LM, side by side.
 
 Wiring only: ``demo.generation.generate`` decodes (with ``trace=True`` for the masked LM, which
-feeds the step-by-step view, ``demo.ui.step_view``).
+feeds the step-by-step view, ``demo.ui.step_view``). The masked LM decodes exactly (the paper's
+method), fast (the approximate prefix cache, ``demo.prefix_cache``) or both, compared side by
+side; a causal LM always decodes with its own exact KV cache.
 """
+
+from dataclasses import replace
 
 import gradio as gr
 
 from ..catalog import Catalog
 from ..settings import GenerationSettings
-from .common import (Dropdown, Number, Radio, Slider, handler, load, message, model_note,
+from .common import (Dropdown, Number, Radio, Slider, escape, handler, load, message, model_note,
                      model_picker, pair_picker, read_presets, reproduce_block, reproduction,
                      with_arguments)
 from .limits import LIMITS, check_text, whole
@@ -18,17 +22,47 @@ HELP = """
 Type a prompt (or pick a preset) and let both models continue it. The **masked LM** generates
 left to right the way the BERTs paper does: it appends `[MASK]` (plus a few *padding masks*
 that keep the end-of-text token away), predicts the first mask, keeps that token and repeats.
-There is no key/value cache, so every step re-reads the whole text: slower than a causal LM.
-The **step-by-step view** shows, for each step, the window the masked LM saw, its top guesses
-with probabilities, and the beams.
+It has no key/value cache, so every step re-reads the whole text: slower than a causal LM.
+*Fast* decoding reuses the prompt's internal states between refreshes (approximate); *compare*
+runs both and shows where they part. The **step-by-step view** shows, for each step, the window
+the masked LM saw, its top guesses with probabilities, and the beams.
 """
 
 STRATEGIES = [("greedy", "greedy"), ("beam search", "beam"), ("sampling", "sample")]
 PADDING_CHOICES = [("family default", "default")] + [(str(n), str(n)) for n in range(0, 5)]
 
+_CORE = GenerationSettings()
+# The core's defaults, except two choices of the page: a short answer that stops at the end of
+# its line (a few-shot answer is one line), and padding masks shown as "family default".
+SETTING_DEFAULTS = dict(strategy=_CORE.strategy, max_new_tokens=24, num_beams=_CORE.num_beams,
+                        temperature=_CORE.temperature, top_k=_CORE.top_k, top_p=_CORE.top_p,
+                        repetition_penalty=_CORE.repetition_penalty, padding_masks="default",
+                        stop_at_newline=True, seed=_CORE.seed)
+SETTING_NAMES = tuple(SETTING_DEFAULTS)
+
+# The masked LM's decoding: each choice is the GenerationSettings.cache of the runs it makes
+# (compare: exact first, then fast, on the same prompt and settings).
+DECODINGS = {"exact": ("exact",), "fast": ("prefix",), "compare": ("exact", "prefix")}
+RUN_NAMES = {"exact": "exact (the paper's method)", "prefix": "fast (prefix cache, approximate)"}
+
+
+def masked_caches(decoding) -> tuple[str, ...]:
+    """The GenerationSettings.cache of each masked-LM run a decoding choice makes."""
+    if not isinstance(decoding, str) or decoding not in DECODINGS:
+        raise ValueError(f"Unknown decoding {decoding!r}; use one of {', '.join(DECODINGS)}.")
+    return DECODINGS[decoding]
+
+
+def masked_runs(arguments: dict) -> int:
+    """How many generations a masked-LM request is, for every cap (compare: two)."""
+    try:
+        return len(masked_caches(arguments.get("decoding", "exact")))
+    except ValueError:  # the handler refuses it with this message, before any run
+        return 1
+
 
 def _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
-              padding_masks, stop_at_newline, seed, trace):
+              padding_masks, stop_at_newline, seed, trace, cache_refresh=_CORE.cache_refresh):
     """The page's widgets (or an API call's values) as the core's settings, which check them."""
     max_new_tokens = whole(max_new_tokens)
     if isinstance(max_new_tokens, int) and max_new_tokens > LIMITS.max_new_tokens:
@@ -40,17 +74,14 @@ def _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, re
         repetition_penalty=repetition_penalty,
         padding_masks=None if padding_masks in (None, "", "default") else whole(padding_masks),
         stop_at_newline=stop_at_newline, seed=None if seed in (None, "") else whole(seed),
-        trace=trace, trace_top_k=5)
+        trace=trace, trace_top_k=5, cache_refresh=whole(cache_refresh))
 
 
-_CORE = GenerationSettings()
-# The core's defaults, except two choices of the page: a short answer that stops at the end of
-# its line (a few-shot answer is one line), and padding masks shown as "family default".
-SETTING_DEFAULTS = dict(strategy=_CORE.strategy, max_new_tokens=24, num_beams=_CORE.num_beams,
-                        temperature=_CORE.temperature, top_k=_CORE.top_k, top_p=_CORE.top_p,
-                        repetition_penalty=_CORE.repetition_penalty, padding_masks="default",
-                        stop_at_newline=True, seed=_CORE.seed)
-SETTING_NAMES = tuple(SETTING_DEFAULTS)
+def _with_cache(settings: GenerationSettings, cache: str) -> GenerationSettings:
+    """The settings of one masked-LM run; an exact run keeps the default refresh (which it does
+    not use), so its Reproduce snippet does not list it."""
+    refresh = settings.cache_refresh if cache == "prefix" else _CORE.cache_refresh
+    return replace(settings, cache=cache, cache_refresh=refresh)
 
 
 def preset_values(preset: dict | None) -> dict:
@@ -69,27 +100,99 @@ def preset_values(preset: dict | None) -> dict:
     return values
 
 
-def _stats(lm, result) -> str:
+def _stats(lm, result, time_limit: float, refresh: int | None = None) -> str:
+    """The lines under an output: the model, the run's numbers (a fast run's refreshes too)."""
     stats = (f"{len(result.tokens)} tokens in {result.seconds:.1f} s "
              f"({result.seconds_per_step * 1000:.0f} ms per step) · prompt {result.prompt_tokens} "
              f"tokens · stopped by: {result.stop_reason.replace('_', ' ')}")
+    fast = (f"<div>Fast decoding (approximate): {tokens_per_second(result):.1f} tokens/s · "
+            f"{_refreshes(result, refresh)}</div>" if result.refreshes is not None else "")
     timed_out = result.stop_reason == "time_limit"
-    return (f"<div>{model_note(lm)}</div><div>{stats}</div>"
+    return (f"<div>{model_note(lm)}</div><div>{stats}</div>{fast}"
             + "".join(message(note, "note") for note in result.notes)
-            + (message(f"Stopped after {LIMITS.max_request_seconds:.0f} s, the time one request may "
-                       f"take here; the text so far is shown.", "note") if timed_out else ""))
+            + (message(f"Stopped after {time_limit:.0f} s, the time this generation may take "
+                       f"here; the text so far is shown.", "note") if timed_out else ""))
 
 
-def _run(prompt, model_name, kind, settings):
-    """(model, result, its Python call, its command line)."""
+def tokens_per_second(result) -> float:
+    """Tokens generated per second of decoding (0 when nothing was timed)."""
+    return len(result.tokens) / result.seconds if result.seconds > 0 else 0.0
+
+
+def _refreshes(result, refresh: int) -> str:
+    return f"refreshes: {result.refreshes} (set: every {refresh} tokens)"
+
+
+def _token(result, at: int) -> str:
+    if at < len(result.tokens):
+        return repr(result.tokens[at])  # quoted, as the step view shows tokens; "\n" visible
+    return f"nothing more (stopped by: {result.stop_reason.replace('_', ' ')})"
+
+
+def difference_line(exact, fast) -> str:
+    """Where the fast output parts from the exact one, in words (plain text: escape it to show).
+    Tokens count from 1, as the step-by-step view's steps do."""
+    from ..generation import first_difference
+
+    at = first_difference(exact, fast)
+    if at is None:
+        return f"Identical: both wrote the same {len(exact.tokens)} tokens."
+    return f"First differs at token {at + 1}: exact wrote {_token(exact, at)}, fast wrote {_token(fast, at)}."
+
+
+def comparison(exact, fast, refresh: int) -> str:
+    """The exact and the fast output side by side (HTML; the texts escaped), each with its
+    tokens/s (the fast one with its refreshes), then the speed-up and where the two first differ."""
+    def card(cache, result, extra=""):
+        return (f'<div class="demo-compare-run"><div class="demo-compare-title">{escape(RUN_NAMES[cache])}</div>'
+                f'<div class="demo-compare-text">{escape(result.text) or "<i>(nothing)</i>"}</div>'
+                f'<div class="demo-compare-speed">{len(result.tokens)} tokens in {result.seconds:.2f} s '
+                f'· {tokens_per_second(result):.1f} tokens/s{extra}</div></div>')
+
+    slow = tokens_per_second(exact)
+    speedup = (f"Speed-up: {tokens_per_second(fast) / slow:.1f}x (fast's tokens/s over exact's)."
+               if slow > 0 else "Speed-up: none to show (the exact run wrote nothing).")
+    return ('<div class="demo-compare"><div class="demo-compare-head"><b>Exact vs fast</b>, same '
+            'prompt and settings (the text box above and the step-by-step view show the exact run)'
+            '</div><div class="demo-compare-runs">'
+            + card("exact", exact) + card("prefix", fast, f" · {_refreshes(fast, refresh)}") + "</div>"
+            + message(speedup, "note") + message(difference_line(exact, fast), "note") + "</div>")
+
+
+def _run(prompt, model_name, kind, runs: list[GenerationSettings]):
+    """(model, one result per settings in ``runs``, their Python calls, their command lines).
+    The work of all runs together is checked before the first starts; they share the time one
+    request may take."""
     from ..budget import generation_work
     from ..generation import generate
+    from ..prefix_cache import encoder_of
 
     prompt = check_text(prompt, "prompt")
     lm = load(model_name, kind)
-    generation_work(lm, prompt, settings).check(LIMITS)  # refused before it runs
-    result = generate(lm, prompt, settings, progress=True, time_limit=LIMITS.max_request_seconds)
-    return (lm, result, *reproduction("generate", model_name, kind, settings, prompt=prompt))
+    work = generation_work(lm, prompt, runs[0])  # (the exact method's: the prefix cache reads less)
+    if len(runs) > 1:
+        work = replace(work, tokens=work.tokens * len(runs), what=f"{len(runs)} generations of {work.what}")
+    work.check(LIMITS)  # refused before it runs
+    if kind == "masked" and any(s.cache == "prefix" for s in runs):
+        try:  # refused before any run: a family the prefix cache does not cover
+            encoder_of(lm.model)
+        except ValueError as err:
+            raise ValueError(f"{err} On this page: choose 'exact' (fast and compare use the prefix "
+                             f"cache).") from None
+    time_limit = LIMITS.max_request_seconds / len(runs)
+    results = [generate(lm, prompt, s, progress=True, time_limit=time_limit) for s in runs]
+    return (lm, results, time_limit, *_reproductions(model_name, kind, runs, prompt))
+
+
+def _reproductions(model_name, kind, runs, prompt) -> tuple[str, str]:
+    """The Python call and the command line of each run, one after the other, each headed by its
+    name when there are several (compare)."""
+    codes = [reproduction("generate", model_name, kind, s, prompt=prompt) for s in runs]
+    if len(codes) == 1:
+        return codes[0]
+    heads = [f"# {RUN_NAMES[s.cache]}\n" for s in runs]
+    return ("\n".join(h + python for h, (python, _) in zip(heads, codes)),
+            "".join(h + shell for h, (_, shell) in zip(heads, codes)))
 
 
 GENERATION_ARGUMENTS = """\
@@ -106,19 +209,32 @@ GENERATION_ARGUMENTS = """\
         stop_at_newline: end the continuation at the first line break
         seed: sampling seed
 """
+# (one line per argument: Gradio's docstring parser keeps only an argument's first line)
+MASKED_DECODING_ARGUMENTS = """\
+        decoding: exact (the paper's method, re-reads the whole prompt at every token), fast (reuses the prompt's internal states between refreshes: faster, approximate) or compare (both, exact first, side by side; counts as two generations)
+        cache_refresh: fast decoding only: re-read the whole prompt every N new tokens (1 = every token, the exact method's output)
+"""
 
 
-@handler(lambda error: ("", error, "", "", ""))
-@with_arguments(GENERATION_ARGUMENTS)
+@handler(lambda error: ("", error, "", "", "", ""), runs=masked_runs)
+@with_arguments(GENERATION_ARGUMENTS + MASKED_DECODING_ARGUMENTS)
 def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
-                    repetition_penalty, padding_masks, stop_at_newline, seed,
-                    progress=gr.Progress(track_tqdm=True)):
+                    repetition_penalty, padding_masks, stop_at_newline, seed, decoding="exact",
+                    cache_refresh=_CORE.cache_refresh, progress=gr.Progress(track_tqdm=True)):
     """Continue a prompt with a masked LM, the BERTs paper's way: append [MASK] (and padding
-    masks) and [SEP], predict the first mask, keep it, repeat. Also returns the step-by-step view."""
+    masks) and [SEP], predict the first mask, keep it, repeat. Decoding exact, fast (the
+    approximate prefix cache) or compare (both side by side). Also returns the step-by-step view
+    (of the exact run when comparing)."""
     settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
-                         repetition_penalty, padding_masks, stop_at_newline, seed, trace=True)
-    lm, result, python, shell = _run(prompt, model_name, "masked", settings)
-    return result.text, _stats(lm, result), step_view(result.steps), python, shell
+                         repetition_penalty, padding_masks, stop_at_newline, seed, trace=True,
+                         cache_refresh=cache_refresh)
+    runs = [_with_cache(settings, cache) for cache in masked_caches(decoding)]
+    lm, results, time_limit, python, shell = _run(prompt, model_name, "masked", runs)
+    shown = results[0]  # compare: the exact run (the paper's method) fills the usual outputs
+    compared = comparison(*results, settings.cache_refresh) if len(results) == 2 else ""
+    # (the comparison after the step view: earlier callers read the first three outputs by position)
+    return (shown.text, _stats(lm, shown, time_limit, settings.cache_refresh), step_view(shown.steps),
+            compared, python, shell)
 
 
 @handler(lambda error: ("", error, "", ""))
@@ -131,8 +247,8 @@ def generate_causal(prompt, model_name, strategy, max_new_tokens, num_beams, tem
         return "", message("Skipped: no causal LM picked.", "note"), "", ""
     settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                          repetition_penalty, padding_masks, stop_at_newline, seed, trace=False)
-    lm, result, python, shell = _run(prompt, model_name, "causal", settings)
-    return result.text, _stats(lm, result), python, shell
+    lm, (result,), time_limit, python, shell = _run(prompt, model_name, "causal", [settings])
+    return result.text, _stats(lm, result, time_limit), python, shell
 
 
 def build(catalog: Catalog) -> None:
@@ -156,6 +272,19 @@ def build(catalog: Catalog) -> None:
         masked_model = model_picker(catalog, "masked", "Masked LM", "gen-mlm")
         causal_model = model_picker(catalog, "causal", "Causal LM", "gen-causal", with_none=True)
     pair_picker(catalog, "gen-pair", masked_model, causal_model)
+    with gr.Row():
+        decoding = Radio(
+            choices=list(DECODINGS), value="exact", label="Masked LM decoding", elem_id="gen-decoding",
+            scale=2, min_width=300,  # (wraps above the slider on a phone)
+            info="exact: the paper's method, re-reads the whole prompt at every token. fast: reuses "
+                 "the prompt's internal states between refreshes (faster, approximate). compare: "
+                 "runs both and shows them side by side. Masked LM only: a causal LM always uses "
+                 "its own exact cache.")
+        cache_refresh = Slider(
+            1, LIMITS.max_new_tokens, value=_CORE.cache_refresh, step=1, scale=1, min_width=240,
+            label="Refresh every (fast)", elem_id="gen-refresh",
+            info="Fast and compare only: re-read the whole prompt every N new tokens (1 = every "
+                 "token: the exact method's output, no faster).")
     run = gr.Button("Generate with both models", variant="primary", elem_id="gen-run")
     with gr.Accordion("Decoding settings", open=False):
         with gr.Row():
@@ -200,6 +329,7 @@ def build(catalog: Catalog) -> None:
             masked_text = gr.Textbox(label="Masked LM continuation", lines=4, elem_id="gen-mlm-text",
                                      interactive=False)
             masked_stats = gr.HTML(elem_id="gen-mlm-stats")
+            masked_compare = gr.HTML(elem_id="gen-mlm-compare", elem_classes=["demo-hide-empty"])
             masked_code = reproduce_block("gen-mlm-reproduce")
         with gr.Column():
             causal_text = gr.Textbox(label="Causal LM continuation", lines=4, elem_id="gen-causal-text",
@@ -209,7 +339,7 @@ def build(catalog: Catalog) -> None:
     with gr.Accordion("Step-by-step view of the masked LM decoder", open=True):
         trace = gr.HTML(elem_id="gen-trace")
 
-    decoding = [strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
+    settings = [strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
                 padding_masks, stop_at_newline, seed]
 
     def fill(name):
@@ -217,9 +347,9 @@ def build(catalog: Catalog) -> None:
         return [values["prompt"], values["note"]] + [values[k] for k in SETTING_NAMES]
 
     # select, not change: picking the same preset again restores its text after an edit
-    preset.select(fill, preset, [prompt, paper_output] + decoding, api_visibility="private")
-    run.click(generate_masked, [prompt, masked_model] + decoding,
-              [masked_text, masked_stats, trace, *masked_code], api_name="generate_mlm",
+    preset.select(fill, preset, [prompt, paper_output] + settings, api_visibility="private")
+    run.click(generate_masked, [prompt, masked_model] + settings + [decoding, cache_refresh],
+              [masked_text, masked_stats, trace, masked_compare, *masked_code], api_name="generate_mlm",
               concurrency_id="generate")
-    run.click(generate_causal, [prompt, causal_model] + decoding, [causal_text, causal_stats, *causal_code],
+    run.click(generate_causal, [prompt, causal_model] + settings, [causal_text, causal_stats, *causal_code],
               api_name="generate_causal", concurrency_id="generate")
