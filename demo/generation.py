@@ -272,7 +272,7 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
                             steps=steps, seconds=seconds,
                             seconds_per_step=seconds / max(recorder.n_steps, 1), prompt_tokens=n,
                             token_ids=text_ids, notes=[note] if note else [],
-                            refreshes=model.prefix_cache.refreshes if refresh_every and masked else None)
+                            refreshes=model.prefix_cache.refreshes if masked and model.prefix_cache else None)
 
 
 def _decoding_config(lm, s: GenerationSettings, end_ids: list[int]) -> GenerationConfig:

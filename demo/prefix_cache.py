@@ -91,7 +91,8 @@ class Prefix:
 # Each family encodes a block of the window, windows[:, start:], given the cache of positions
 # [0, start) (``cached``, None when start = 0), and returns (the block's hidden states, the layers
 # of positions [0, keep), the shared list): the cache, extended by the block's first keep - start
-# positions. A refresh is start = 0; a tail step is start = cached.start, keep = start + 1.
+# positions (keep >= 1: [CLS] is always cached). A refresh is start = 0; a tail step is
+# start = cached.start, keep = start + 1.
 # ``room`` is how many query positions, from the last refresh's ``keep`` on, tails can take
 # (DeBERTa-v2 precomputes the kept keys' position-to-content scores for them).
 
@@ -120,8 +121,7 @@ class _BertKV:
         if self.cached is not None:
             cached_keys, cached_values = self.cached[layer_idx]
             keys, values = torch.cat([cached_keys, keys], 2), torch.cat([cached_values, values], 2)
-        if self.keep:
-            self.kept.append((keys[:, :, :self.keep], values[:, :, :self.keep]))
+        self.kept.append((keys[:, :, :self.keep], values[:, :, :self.keep]))
         return keys, values
 
 
@@ -158,10 +158,9 @@ def _modernbert(mlm, windows, start, cached, keep, room):
             cached_keys, cached_values = cached.layers[i]
             keys, values = torch.cat([cached_keys, keys], 2), torch.cat([cached_values, values], 2)
         first_key = windows.shape[1] - keys.shape[2]  # local layers cache only a window's worth
-        if keep:
-            first = max(keep - window, 0) if local else 0
-            kept.append((keys[:, :, first - first_key:keep - first_key],
-                         values[:, :, first - first_key:keep - first_key]))
+        first = max(keep - window, 0) if local else 0
+        kept.append((keys[:, :, first - first_key:keep - first_key],
+                     values[:, :, first - first_key:keep - first_key]))
         mask = None
         if local:
             keys_at = torch.arange(first_key, windows.shape[1], device=windows.device)
@@ -223,15 +222,14 @@ def _deberta_v2(mlm, windows, start, cached, keep, room):
             position_scores, p2c_kept = _disentangled(projections, indices, scale, queries, keys,
                                                       p2c_cached, start - query_base)
             scores = scores + position_scores
-        if keep:
-            kept.append((keys[:, :, :keep], values[:, :, :keep], p2c_kept))
+        kept.append((keys[:, :, :keep], values[:, :, :keep], p2c_kept))
         context = (scores.softmax(-1) @ values).transpose(1, 2).reshape(rows, length, -1)
         attended = layer.attention.output(context, hidden)
         hidden = layer.output(layer.intermediate(attended), attended)
         if i == 0 and encoder.conv is not None:
             hidden = _deberta_conv(encoder.conv, embedded, hidden,
                                    cached.layers[-1][0] if cached is not None else None)
-    if keep and encoder.conv is not None:  # the embeddings a later block's convolution reads
+    if encoder.conv is not None:  # the embeddings a later block's convolution reads
         width = (encoder.conv.conv.kernel_size[0] - 1) // 2
         if cached is not None:
             embedded = torch.cat([cached.layers[-1][0], embedded], 1)
@@ -268,8 +266,7 @@ def _position_indices(attention, block_at: torch.Tensor, keep: int, query_base: 
     p2c = index(-_buckets(attention, block_at, block_at))  # (block keys, block queries)
     tail_at = torch.arange(query_base, query_base + room, device=block_at.device)
     newly_kept = block_at[:max(keep - int(block_at[0]), 0)]
-    p2c_kept = index(-_buckets(attention, newly_kept, tail_at)) if keep else None
-    return c2p, p2c, p2c_kept
+    return c2p, p2c, index(-_buckets(attention, newly_kept, tail_at))
 
 
 def _disentangled(projections, indices, scale, queries, keys, p2c_cached, first_query):
@@ -294,10 +291,9 @@ def _disentangled(projections, indices, scale, queries, keys, p2c_cached, first_
         if p2c_cached is not None:
             block = torch.cat([p2c_cached[:, :, first_query:first_query + length], block], -1)
         total = total + block
-        if kept_index is not None:
-            p2c_kept = gathered(own[:, :, :kept_index.shape[0]], kept_index).transpose(-1, -2)
-            if p2c_cached is not None:
-                p2c_kept = torch.cat([p2c_cached, p2c_kept], -1)
+        p2c_kept = gathered(own[:, :, :kept_index.shape[0]], kept_index).transpose(-1, -2)
+        if p2c_cached is not None:
+            p2c_kept = torch.cat([p2c_cached, p2c_kept], -1)
     return total, p2c_kept
 
 

@@ -119,9 +119,9 @@ PROBE_ARGUMENTS = """\
 
 
 @handler(lambda error: (None, error, *NO_RESULT))
+# (one line per argument: Gradio's docstring parser keeps only an argument's first line)
 @with_arguments(PROBE_ARGUMENTS + """\
-        cache: the masked LM's decoding: "exact" (the paper's method) or "prefix" (the faster,
-            approximate prefix cache)
+        cache: the masked LM's decoding: "exact" (the paper's method) or "prefix" (the faster, approximate prefix cache)
 """)
 def probe_masked(model_name, lengths, depths, repetitions, seed, cache="exact",
                  progress=gr.Progress(track_tqdm=True)):
