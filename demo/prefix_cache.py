@@ -13,12 +13,13 @@ adds its tail's first position to the cache, so the tail keeps its length (a rol
 a causal LM's, with the last 8 tokens kept fresh). The distant text is then updated at refreshes
 only (the two remedies the BERTs paper names: a prefix cache, and not updating distant tokens at
 every step). A refresh happens at the first step, every R generated tokens, and at every step
-whose top two tokens are less than ``margin`` nats apart (refresh on doubt, below).
+whose top two tokens are nearly tied (refresh on doubt, below: closer than ``margin`` nats,
+scaled down for steps soon after a refresh).
 
 What is exact:
-- every refresh step: the whole window is encoded (BERT, RoBERTa: the model's own forward pass;
-  ModernBERT, DeBERTa-v2: the model's own modules and weights, layer by layer, equal to its
-  forward pass up to float rounding), so its prediction is the exact method's. With R = 1 every
+- every refresh step: the whole window is encoded (the model's own modules and weights, layer
+  by layer, equal to its forward pass up to float rounding), so its prediction is the exact
+  method's. With R = 1 every
   step is a refresh and the output equals the exact method's token for token (tested).
 - the tail's own computation: each tail token gets the position it has in the full window
   (BERT/RoBERTa position ids, ModernBERT's rotary angles and its local layers' sliding window,
@@ -57,12 +58,22 @@ from transformers.models.modernbert.modeling_modernbert import apply_rotary_pos_
 
 # The last FRESH text tokens are re-encoded at every step with the masks: they are the ones whose
 # states change most when a token is generated right after them. At least 2 (the predicted
-# mask's position must never be cached). Measured on the stand-in MLM (benchmarks/bench_cache.py,
-# 20 few-shot prompts of ~470 tokens, R = 32, no refresh on doubt): greedy agreement with the
-# exact method 88.7% with 32, 90.6% with 64, 91.6% with 128, while a tail step costs about the
-# same up to 16 (it mostly reads the weights) and a third more at 64. Near-ties, not staleness
-# near the end, are what refresh on doubt is for.
-FRESH = 8
+# mask's position must never be cached). A tail step mostly reads the weights, so its cost
+# hardly depends on FRESH up to 16 (+1 ms of ~20 on the stand-in at 16, +25% at 32, +70% at 64).
+# Measured on the stand-in MLM (benchmarks/bench_cache.py, 20 few-shot prompts of ~470 tokens,
+# margin 0.1 with the ramp below): greedy agreement with the exact method 86.9% with 8, 90.9%
+# with 12, 98.8% with 16 and 24, at about the same number of refreshes.
+FRESH = 16
+# Refresh on doubt grows with the cache's age: a step t tokens after the last refresh is redone
+# when its top two tokens are less than margin * min(1, t / MARGIN_RAMP) apart. Every token
+# generated since the refresh is one the cached states have not seen, so their error grows with
+# t; right after a refresh only a near-exact tie can flip. Same benchmark, margin 0.1: a flat
+# margin refreshed 3.0 steps of 32 (99.1% agreement, FRESH 8), the ramp over 24 tokens 2.2
+# (98.8%); over 16, 2.5 (98.8%); over 32, 2.05 (94.7%).
+MARGIN_RAMP = 24
+# Positions of room a cached key/value buffer gets past what it holds (see ``_extended``): a tail
+# step writes FRESH + masks + 2 positions and keeps one, so R <= 32 steps rarely outgrow it.
+GROWTH = 64
 
 
 @dataclass
@@ -71,7 +82,8 @@ class Prefix:
     were last extended, and where the last refresh put the first tail query (``query_base``)."""
     text: torch.Tensor  # (rows, n) text ids after [CLS]
     start: int  # cached positions: [0, start) of the window
-    layers: list[tuple[torch.Tensor, ...]]  # batch-first, per family: keys, values (DeBERTa: more)
+    layers: list[tuple[torch.Tensor, ...]]  # batch-first, per family: keys, values (DeBERTa: more);
+    # key/value buffers hold positions [0, start) first, then room (see ``_extended``)
     shared: list = ()  # per layer, the same for every row (DeBERTa's position projections)
     query_base: int = 0  # DeBERTa-v2's kept p2c scores are for queries at query_base + [0, room)
     refreshed_at: int = 0  # text length at the last refresh
@@ -92,9 +104,22 @@ class Prefix:
 # [0, start) (``cached``, None when start = 0), and returns (the block's hidden states, the layers
 # of positions [0, keep), the shared list): the cache, extended by the block's first keep - start
 # positions (keep >= 1: [CLS] is always cached). A refresh is start = 0; a tail step is
-# start = cached.start, keep = start + 1.
+# start = cached.start, keep = start + 1. Keys and values (and DeBERTa-v2's p2c scores) are
+# buffers that hold those positions first and room after them (``_extended``), written in place:
+# a tail step reuses its cache's buffers, so a cache is good until the next one is made from it.
 # ``room`` is how many query positions, from the last refresh's ``keep`` on, tails can take
-# (DeBERTa-v2 precomputes the kept keys' position-to-content scores for them).
+# (DeBERTa-v2 precomputes the kept keys' position-to-content scores for them). ``wanted``: the
+# window position whose final hidden state a step reads (None: the whole block's, as tests read).
+
+
+def _read_rows(layer: int, layers: int, wanted: int | None, start: int) -> slice:
+    """The block rows a layer must output: all of them but in the last layer, where a step reads
+    one position only (its predicted mask). The last layer's keys and values are kept for every
+    position; its queries, attention and feed-forward for the others would serve nothing (a
+    sixth of a refresh's work on the stand-in)."""
+    if wanted is None or layer < layers - 1:
+        return slice(None)
+    return slice(wanted - start, wanted - start + 1)
 
 
 def _positions(base, windows: torch.Tensor) -> torch.Tensor:
@@ -105,35 +130,52 @@ def _positions(base, windows: torch.Tensor) -> torch.Tensor:
     return torch.arange(windows.shape[1], device=windows.device).expand(windows.shape[0], -1)
 
 
-class _BertKV:
-    """Stands in for transformers' ``Cache`` in BERT's and RoBERTa's self-attention, the seam
-    their decoder mode uses for its key/value cache: it puts the cached prefix's keys and values
-    before the block's own and keeps those of the first ``keep`` positions. The encoders then
-    run their own code unchanged."""
-
-    def __init__(self, cached, keep: int):
-        self.cached, self.keep, self.kept = cached, keep, []
-
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        return 0  # unused: the block's position ids are passed explicitly
-
-    def update(self, keys, values, layer_idx, *args, **kwargs):
-        if self.cached is not None:
-            cached_keys, cached_values = self.cached[layer_idx]
-            keys, values = torch.cat([cached_keys, keys], 2), torch.cat([cached_values, values], 2)
-        self.kept.append((keys[:, :, :self.keep], values[:, :, :self.keep]))
-        return keys, values
+def _extended(buffer: torch.Tensor | None, start: int, block: torch.Tensor, dim: int = 2) -> torch.Tensor:
+    """``buffer`` with ``block`` written at positions [start, start + n) along ``dim``; the
+    positions before ``start`` are kept. The buffer has room after its positions, so a step writes
+    its block in place (a larger copy only when the room runs out): a ``torch.cat`` per layer and
+    step instead cost about a sixth of a tail step on the stand-in. Readers take the positions
+    they need with ``narrow``."""
+    end = start + block.shape[dim]
+    if buffer is None or buffer.shape[dim] < end:
+        shape = list(block.shape)
+        shape[dim] = end + GROWTH
+        grown = block.new_empty(shape)
+        if buffer is not None:
+            grown.narrow(dim, 0, start).copy_(buffer.narrow(dim, 0, start))
+        buffer = grown
+    buffer.narrow(dim, start, block.shape[dim]).copy_(block)
+    return buffer
 
 
-def _bert(mlm, windows, start, cached, keep, room):
+def _bert(mlm, windows, start, cached, keep, room, wanted=None):
+    """BERT's and RoBERTa's layers (``BertLayer``: self-attention, then the feed-forward, each
+    followed by its residual LayerNorm) written out with a key/value cache; the model's own
+    modules compute everything but the attention."""
     base = mlm.base_model
-    kv = _BertKV(cached.layers if cached is not None else None, keep)
-    hidden = base(input_ids=windows[:, start:], position_ids=_positions(base, windows)[:, start:],
-                  past_key_values=kv).last_hidden_state
-    return hidden, kv.kept, []
+    hidden = base.embeddings(input_ids=windows[:, start:],
+                             position_ids=_positions(base, windows)[:, start:])
+    rows, length = hidden.shape[:2]
+    end, kept = start + length, []
+    for i, layer in enumerate(base.encoder.layer):
+        attention = layer.attention.self
+
+        def split(x):  # (rows, tokens, heads * d) -> (rows, heads, tokens, d)
+            return x.view(rows, x.shape[1], -1, attention.attention_head_size).transpose(1, 2)
+
+        cached_keys, cached_values = cached.layers[i] if cached is not None else (None, None)
+        keys = _extended(cached_keys, start, split(attention.key(hidden)))
+        values = _extended(cached_values, start, split(attention.value(hidden)))
+        kept.append((keys, values))
+        hidden = hidden[:, _read_rows(i, len(base.encoder.layer), wanted, start)]
+        out = F.scaled_dot_product_attention(split(attention.query(hidden)), keys.narrow(2, 0, end),
+                                             values.narrow(2, 0, end), scale=attention.scaling)
+        attended = layer.attention.output(out.transpose(1, 2).reshape(*hidden.shape), hidden)
+        hidden = layer.output(layer.intermediate(attended), attended)
+    return hidden, kept, []
 
 
-def _modernbert(mlm, windows, start, cached, keep, room):
+def _modernbert(mlm, windows, start, cached, keep, room, wanted=None):
     """ModernBERT's layers (``ModernBertEncoderLayer``, ``ModernBertAttention``) written out
     with a key/value cache: pre-norm attention with rotary positions, then the GLU MLP.
 
@@ -154,20 +196,26 @@ def _modernbert(mlm, windows, start, cached, keep, room):
         qkv = attention.Wqkv(layer.attn_norm(hidden)).view(rows, length, 3, -1, attention.head_dim)
         queries, keys, values = (x.transpose(1, 2) for x in qkv.unbind(dim=2))
         queries, keys = apply_rotary_pos_emb(queries, keys, *rotary[layer.attention_type])
-        if cached is not None:
-            cached_keys, cached_values = cached.layers[i]
-            keys, values = torch.cat([cached_keys, keys], 2), torch.cat([cached_values, values], 2)
-        first_key = windows.shape[1] - keys.shape[2]  # local layers cache only a window's worth
-        first = max(keep - window, 0) if local else 0
-        kept.append((keys[:, :, first - first_key:keep - first_key],
-                     values[:, :, first - first_key:keep - first_key]))
+        cached_keys, cached_values = cached.layers[i] if cached is not None else (None, None)
         mask = None
-        if local:
+        if local:  # local layers cache only a window's worth: a small concatenation
+            if cached is not None:
+                keys, values = torch.cat([cached_keys, keys], 2), torch.cat([cached_values, values], 2)
+            first_key = windows.shape[1] - keys.shape[2]
+            first = max(keep - window, 0) - first_key
+            kept.append((keys[:, :, first:keep - first_key], values[:, :, first:keep - first_key]))
             keys_at = torch.arange(first_key, windows.shape[1], device=windows.device)
             mask = (queries_at[:, None] - keys_at[None, :]).abs() <= window
-        out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask,
+        else:
+            keys, values = _extended(cached_keys, start, keys), _extended(cached_values, start, values)
+            kept.append((keys, values))
+            keys, values = keys.narrow(2, 0, windows.shape[1]), values.narrow(2, 0, windows.shape[1])
+        read = _read_rows(i, len(base.layers), wanted, start)
+        queries, hidden = queries[:, :, read], hidden[:, read]
+        out = F.scaled_dot_product_attention(queries, keys, values,
+                                             attn_mask=None if mask is None else mask[read],
                                              scale=attention.head_dim ** -0.5)
-        out = out.transpose(1, 2).reshape(rows, length, -1)
+        out = out.transpose(1, 2).reshape(*hidden.shape)
         hidden = hidden + attention.out_drop(attention.Wo(out))
         hidden = hidden + layer.mlp(layer.mlp_norm(hidden))
     return base.final_norm(hidden), kept, []
@@ -183,7 +231,7 @@ def _buckets(attention, query_at: torch.Tensor, key_at: torch.Tensor) -> torch.T
     return relative.long()
 
 
-def _deberta_v2(mlm, windows, start, cached, keep, room):
+def _deberta_v2(mlm, windows, start, cached, keep, room, wanted=None):
     """DeBERTa-v2's layers (``DebertaV2Layer``, ``DisentangledSelfAttention``, the optional
     convolution after the first layer) written out with a key/value cache."""
     base = mlm.base_model
@@ -207,11 +255,10 @@ def _deberta_v2(mlm, windows, start, cached, keep, room):
         keys, values = split(attention.key_proj(hidden)), split(attention.value_proj(hidden))
         types = attention.pos_att_type
         scale = math.sqrt(queries.shape[-1] * (1 + ("c2p" in types) + ("p2c" in types)))
-        p2c_cached = None
-        if cached is not None:
-            cached_keys, cached_values, p2c_cached = cached.layers[i]
-            keys = torch.cat([cached_keys, keys], 2)
-            values = torch.cat([cached_values, values], 2)
+        cached_keys, cached_values, p2c_cached = (cached.layers[i] if cached is not None
+                                                  else (None, None, None))
+        key_buffer, value_buffer = _extended(cached_keys, start, keys), _extended(cached_values, start, values)
+        keys, values = key_buffer.narrow(2, 0, windows.shape[1]), value_buffer.narrow(2, 0, windows.shape[1])
         scores = queries @ (keys.transpose(-1, -2) / scale)
         p2c_kept = keys.new_zeros(rows, 0)  # (no p2c term: nothing to keep)
         if attention.relative_attention:
@@ -222,8 +269,11 @@ def _deberta_v2(mlm, windows, start, cached, keep, room):
             position_scores, p2c_kept = _disentangled(projections, indices, scale, queries, keys,
                                                       p2c_cached, start - query_base)
             scores = scores + position_scores
-        kept.append((keys[:, :, :keep], values[:, :, :keep], p2c_kept))
+        kept.append((key_buffer, value_buffer, p2c_kept))
         context = (scores.softmax(-1) @ values).transpose(1, 2).reshape(rows, length, -1)
+        if not (i == 0 and encoder.conv is not None):  # (the convolution reads every row)
+            read = _read_rows(i, len(encoder.layer), wanted, start)
+            context, hidden = context[:, read], hidden[:, read]
         attended = layer.attention.output(context, hidden)
         hidden = layer.output(layer.intermediate(attended), attended)
         if i == 0 and encoder.conv is not None:
@@ -288,12 +338,12 @@ def _disentangled(projections, indices, scale, queries, keys, p2c_cached, first_
     if pos_queries is not None:
         own = keys[:, :, keys.shape[2] - length:] @ pos_queries.transpose(-1, -2)  # the block's keys
         block = gathered(own, p2c_index).transpose(-1, -2)
+        start = keys.shape[2] - length  # cached keys
         if p2c_cached is not None:
-            block = torch.cat([p2c_cached[:, :, first_query:first_query + length], block], -1)
+            block = torch.cat([p2c_cached[:, :, first_query:first_query + length, :start], block], -1)
         total = total + block
-        p2c_kept = gathered(own[:, :, :kept_index.shape[0]], kept_index).transpose(-1, -2)
-        if p2c_cached is not None:
-            p2c_kept = torch.cat([p2c_cached, p2c_kept], -1)
+        p2c_kept = _extended(p2c_cached, start, dim=3, block=gathered(
+            own[:, :, :kept_index.shape[0]], kept_index).transpose(-1, -2))
     return total, p2c_kept
 
 
@@ -331,8 +381,8 @@ class PrefixCache:
     ``next_token_logits`` has the exact method's inputs and outputs: the text ids of every row and
     their windows in, the logits at each row's predicted mask out.
 
-    Refresh on doubt: a tail step whose top two logits (any row) are less than ``margin`` apart is
-    redone as a refresh. A near-tie is where the cache's small error can flip the choice, and a
+    Refresh on doubt: a tail step whose top two logits (any row) are less than ``margin`` apart
+    (scaled by the cache's age, see ``MARGIN_RAMP``) is redone as a refresh. A near-tie is where the cache's small error can flip the choice, and a
     flipped token changes everything after it; the refresh makes that step exact and brings the
     cache up to date.
     """
@@ -354,17 +404,19 @@ class PrefixCache:
         if rows is not None:
             cached = self.prefix.rows(rows)
             hidden, layers, _ = self.encode(self.mlm, windows, cached.start, cached,
-                                            max(keep, cached.start), self.room)
-            logits = self.head(hidden[:, at - cached.start])
-            if self.margin <= 0 or bool((_top_two_gap(logits) >= self.margin).all()):
+                                            max(keep, cached.start), self.room, at)
+            logits = self.head(hidden[:, 0])
+            age = input_ids.shape[1] - cached.refreshed_at  # tokens since the last refresh
+            margin = self.margin * min(1.0, age / MARGIN_RAMP)
+            if margin <= 0 or bool((_top_two_gap(logits) >= margin).all()):
                 self.prefix = Prefix(input_ids, max(keep, cached.start), layers, cached.shared,
                                      cached.query_base, cached.refreshed_at)
                 return logits
         # refresh: the whole window, exact
         self.refreshes += 1
-        hidden, layers, shared = self.encode(self.mlm, windows, 0, None, keep, self.room)
+        hidden, layers, shared = self.encode(self.mlm, windows, 0, None, keep, self.room, at)
         self.prefix = Prefix(input_ids, keep, layers, shared, keep, input_ids.shape[1])
-        return self.head(hidden[:, at])
+        return self.head(hidden[:, 0])
 
     def _cached_rows(self, input_ids: torch.Tensor) -> torch.Tensor | None:
         """For each row, the cached row whose text it extends; None when a refresh is due."""

@@ -171,7 +171,7 @@ class GenerationSettings:
         "masked LMs: 'exact' re-encodes the whole window at every step (the paper's method); "
         "'prefix' reuses the prompt's keys and values between refreshes: faster, approximate "
         "(BERT, RoBERTa, ModernBERT, DeBERTa-v2). Causal LMs always use their own exact cache"))
-    cache_refresh: int = field(default=16, metadata=_help(
+    cache_refresh: int = field(default=32, metadata=_help(
         "prefix cache: re-encode the whole window every N new tokens (1 = every step, exact). "
         "16; measured on CPU (benchmarks/bench_cache.py): 3.4x faster than exact on the stand-in "
         "MLM's 470-token prompts (with cache_margin 0.1), 10-16x at 2048 tokens on base-size models"))
