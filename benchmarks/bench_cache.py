@@ -275,7 +275,7 @@ def main(argv=None):
         print(f"  speed-up: DeBERTa-v2 {long['deberta']:.1f}x, ModernBERT {long['modernbert']:.1f}x")
 
     last = headline[args.lengths[-1]] if args.lengths else dict(speedup=math.nan, agreement=math.nan)
-    print(f"bench_cache speedup_500={last['speedup']:.1f} agreement_500={last['agreement']:.3f} "
+    print(f"bench_cache speedup_500={last['speedup']:.2f} agreement_500={last['agreement']:.3f} "
           f"speedup_2048_deberta={long.get('deberta', math.nan):.1f} "
           f"speedup_2048_modernbert={long.get('modernbert', math.nan):.1f}")
 

@@ -6,11 +6,11 @@ The exact method re-encodes the whole window at every step:
     window = [CLS] prompt generated [MASK] [MASK]*p [SEP]
 
 The prefix cache encodes the whole window only on a *refresh* and keeps, for every layer, the
-keys and values of the window's *prefix*: [CLS] and the text except its last ``FRESH`` (8)
-tokens. The steps in between encode only the *tail*: those last 8 text tokens, the masks and the
+keys and values of the window's *prefix*: [CLS] and the text except its last ``FRESH`` (16)
+tokens. The steps in between encode only the *tail*: those last 16 text tokens, the masks and the
 end token; the tail's queries attend to the cached keys/values plus the tail's own, and each step
 adds its tail's first position to the cache, so the tail keeps its length (a rolling cache, like
-a causal LM's, with the last 8 tokens kept fresh). The distant text is then updated at refreshes
+a causal LM's, with the last 16 tokens kept fresh). The distant text is then updated at refreshes
 only (the two remedies the BERTs paper names: a prefix cache, and not updating distant tokens at
 every step). A refresh happens at the first step, every R generated tokens, and at every step
 whose top two tokens are nearly tied (refresh on doubt, below: closer than ``margin`` nats,
@@ -19,8 +19,8 @@ scaled down for steps soon after a refresh).
 What is exact:
 - every refresh step: the whole window is encoded (the model's own modules and weights, layer
   by layer, equal to its forward pass up to float rounding), so its prediction is the exact
-  method's. With R = 1 every
-  step is a refresh and the output equals the exact method's token for token (tested).
+  method's. With R = 1 every step is a refresh and the output equals the exact method's token
+  for token (tested).
 - the tail's own computation: each tail token gets the position it has in the full window
   (BERT/RoBERTa position ids, ModernBERT's rotary angles and its local layers' sliding window,
   DeBERTa-v2's relative-position buckets in both disentangled terms, c2p and p2c, and its

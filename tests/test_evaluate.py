@@ -193,7 +193,7 @@ def test_cache_mode_is_part_of_a_run_where_it_applies(bert, tiny_model, tmp_path
     fast = E.evaluate(bert, "copa_generate", tmp_path, replace(settings, cache="prefix"))[0]
     slug = E.model_slug(bert)
     assert exact["run"] == f"copa_generate__{slug}__1shot__generate__seed0"
-    assert fast["run"] == f"copa_generate__{slug}__1shot__generate-prefix-r16-m0.1__seed0"
+    assert fast["run"] == f"copa_generate__{slug}__1shot__generate-prefix-r32-m0.1__seed0"
     assert len(list(tmp_path.glob("copa_generate*.jsonl"))) == 2  # never one resume file
     assert list(pd.read_csv(tmp_path / "summary.csv")["cache"]) == ["exact", "prefix"]
 
