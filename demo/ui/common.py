@@ -289,6 +289,18 @@ def app_catalog(local_models: str, local_pairs: str) -> Catalog:
                           AppSettings.variable("local_pairs"): local_pairs})
 
 
+class ModelPicker(gr.Dropdown):
+    """A model dropdown whose API schema accepts what the picker accepts: any name, with the app's
+    models as examples. Gradio's Dropdown schema lists its choices as an enum even when a value
+    may be typed in, so a client that checks the schema (every MCP client) would refuse a Hub id
+    before the app could answer; an unusable name is refused by :func:`load`, in a sentence."""
+
+    is_template = True  # drawn by the page as the Dropdown it is (Gradio's mark for such subclasses)
+
+    def api_info_as_input(self) -> dict:
+        return {"type": "string", "examples": [value for _, value in self.choices if value]}
+
+
 def model_picker(catalog: Catalog, kind: str, label: str, elem_id: str, with_none: bool = False,
                  any_kind: bool = False):
     """Dropdown of the catalog's models of ``kind`` (first, and the default) or, with
@@ -300,7 +312,7 @@ def model_picker(catalog: Catalog, kind: str, label: str, elem_id: str, with_non
     what = "masked LM (BERT-like)" if kind == "masked" else "causal LM (GPT-like)"
     if any_kind:
         what += " or any other masked or causal LM"
-    return gr.Dropdown(
+    return ModelPicker(
         choices=choices, value=getattr(catalog.default(kind), "name", None), label=label, elem_id=elem_id,
         allow_custom_value=True, filterable=True,
         info=f"A {what}. 'local' models load offline; Hub models download on first use. "

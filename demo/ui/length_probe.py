@@ -110,7 +110,7 @@ NO_RESULT = (None,) * 4  # table, downloads, Python, command line (after plot an
 
 
 PROBE_ARGUMENTS = """\
-        model_name: the model: Hugging Face Hub id, or one of the app's models
+        model_name: the model: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)
         lengths: prompt lengths in tokens, e.g. "256, 512"
         depths: needle depths from 0 (start) to 1 (end), e.g. "0, 0.5, 1"
         repetitions: needles per cell

@@ -197,7 +197,7 @@ def _reproductions(model_name, kind, runs, prompt) -> tuple[str, str]:
 
 GENERATION_ARGUMENTS = """\
         prompt: the few-shot prompt to continue
-        model_name: the model: Hugging Face Hub id, or one of the app's models
+        model_name: the model: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)
         strategy: greedy, beam or sample
         max_new_tokens: upper bound on the continuation's length in tokens
         num_beams: beams kept (beam search only)

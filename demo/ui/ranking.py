@@ -167,7 +167,7 @@ def rank_masked(context, candidates, model_name, method, right_masks, normalize,
     Args:
         context: text before the candidates (may be empty, may hold few-shot examples)
         candidates: 2 to 8 completions, one per line
-        model_name: a masked LM: Hugging Face Hub id, or one of the app's models
+        model_name: a masked LM: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)
         method: PLL variant: salazar (1 mask), right_masks (the BERTs paper), within_word_l2r, whole_word
         right_masks: tokens to the right masked too (right_masks variant; the paper: 2)
         normalize: rank by the mean log-prob per token instead of the sum (NormPLL)
@@ -189,7 +189,7 @@ def rank_causal(context, candidates, model_name, normalize, scope, unconditional
     Args:
         context: text before the candidates (may be empty, may hold few-shot examples)
         candidates: 2 to 8 completions, one per line
-        model_name: a causal LM: Hugging Face Hub id, or one of the app's models
+        model_name: a causal LM: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name); empty skips it
         normalize: rank by the mean log-prob per token instead of the sum
         scope: completion (score the candidate only) or full (context + candidate)
         unconditional: optional neutral context (e.g. "Answer:") whose score is subtracted
