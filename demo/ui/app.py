@@ -17,6 +17,7 @@ from ..settings import AppSettings
 from ..sources import hub_unreachable
 from . import length_probe, prompting, ranking, results_tab
 from .common import import_core_in_background, message
+from .mcp_server import mend_plain_tool_calls
 
 TITLE = "Masked language models are generative in-context learners"
 STYLE = Path(__file__).resolve().parent / "style.css"
@@ -102,5 +103,6 @@ def launch(app: gr.Blocks, catalog: Catalog | None = None, **kwargs) -> None:
                    prevent_thread_lock=True, css_paths=[STYLE], mcp_server=settings.mcp)
     options.update(kwargs)
     app.launch(**options)
+    mend_plain_tool_calls(app)
     import_core_in_background()
     app.block_thread()
