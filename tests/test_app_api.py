@@ -1,10 +1,11 @@
 """The running app through its API, as a class of students (or a script) would hit it.
 
-One `python app.py` with the offline stand-in MLM, driven by gradio_client:
+One `python app.py` with the offline stand-in MLM, driven by gradio_client (and the `mcp` client):
 - fuzz: hundreds of bad inputs across every endpoint; each gets a message in words that names the
   setting or input, no Python text, no HTML made from user text, and the app keeps answering;
 - fairness: while the largest needle grid the limits allow is running, a ranking from another
-  client comes back within seconds; a request over the work budget is refused before it starts.
+  client comes back within seconds; a request over the work budget is refused before it starts;
+- agents: the MCP tools, called with the `mcp` package's client as agent frameworks call them.
 """
 
 import html
@@ -280,3 +281,128 @@ def test_compare_through_the_api_gives_both_runs_as_the_core_does(client):
     same = exact.token_ids == fast.token_ids
     assert ("Identical: both wrote the same" in shown) == same and ("First differs at token" in shown) == (not same)
     assert "--cache prefix --cache-refresh 2" in shell and "--cache" not in shell.split("# fast")[0]
+
+
+STANDIN_NAME = STANDIN_MLM.name  # the app names a local model by its short name
+SMOLLM2 = "smollm2"
+TEXT = dict(context="My body cast a shadow over the grass because",
+            candidates="the sun was rising.\nthe grass was cut.")
+GENERATION = dict(prompt="The capital of France is", strategy="greedy", max_new_tokens=3, num_beams=2,
+                  temperature=1.0, top_k=0, top_p=1.0, repetition_penalty=1.0, padding_masks="default",
+                  stop_at_newline=True, seed=0)
+PROBE = dict(lengths="128", depths="0.5", repetitions=1, seed=0)
+# MCP tool: (arguments, the gradio_client endpoint taking the same arguments)
+MCP_CALLS = {
+    "rank_masked": (dict(TEXT, model_name=STANDIN_NAME, method="salazar", right_masks=2, normalize=False,
+                         scope="completion", unconditional="", answer=""), "/rank_mlm"),
+    "rank_causal": (dict(TEXT, model_name=SMOLLM2, normalize=False, scope="completion", unconditional="",
+                         answer=""), "/rank_causal"),
+    "generate_masked": (dict(GENERATION, model_name=STANDIN_NAME, decoding="exact", cache_refresh=16),
+                        "/generate_mlm"),
+    "generate_causal": (dict(GENERATION, model_name=SMOLLM2), "/generate_causal"),
+    "probe_masked": (dict(PROBE, model_name=STANDIN_NAME, cache="exact"), "/probe_mlm"),
+    "probe_second": (dict(PROBE, model_name=SMOLLM2), "/probe_second"),
+    "lookup_results": (dict(papers=[], groups=[], models=["GPT-3 1.3B"], shots=[], tasks=[]), "/results"),
+}
+
+
+async def _mcp_session(url: str, calls: list[tuple[str, dict]]):
+    """The app's tool list and the results of ``calls`` (tool, arguments), through the `mcp`
+    package's own client over Streamable HTTP, as an agent framework calls tools: no progress
+    callback, so no progress token."""
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30, read=600)) as http, \
+            streamable_http_client(url + "gradio_api/mcp/", http_client=http) as (read, write, _), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        return tools, [await session.call_tool(name, arguments) for name, arguments in calls]
+
+
+async def _mcp_sse_call(url: str, name: str, arguments: dict):
+    """One plain tool call over the older SSE transport (/gradio_api/mcp/sse)."""
+    from mcp import ClientSession
+    from mcp.client.sse import sse_client
+
+    async with sse_client(url + "gradio_api/mcp/sse", sse_read_timeout=600) as (read, write), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        return await session.call_tool(name, arguments)
+
+
+def _error_sentence(result) -> str:
+    """The app's message in a tool result (in whichever part the tool shows it), as plain text; ""
+    if none."""
+    shown = " ".join(part.text for part in result.content if part.type == "text")
+    match = re.search(r'class="demo-error"[^>]*>(.*?)</div>', shown, re.S)
+    return html.unescape(match.group(1)) if match else ""
+
+
+def _enum_values(schema) -> list:
+    """Every value any enum in a JSON schema allows."""
+    if isinstance(schema, dict):
+        return list(schema.get("enum", [])) + [v for value in schema.values() for v in _enum_values(value)]
+    if isinstance(schema, list):
+        return [v for value in schema for v in _enum_values(value)]
+    return []
+
+
+def _python_value(text: str):
+    """A dict or list that Gradio's MCP server sent as text (its str(), Python's notation)."""
+    import ast
+    return ast.literal_eval(text)
+
+
+def test_every_mcp_tool_answers_a_plain_call_one_part_per_output(app, client):
+    """Each of the seven tools, called with the mcp client and no progress callback, answers with
+    one typed content part per documented output; the rankings' tables equal gradio_client's; model
+    names are free text in the schema (the app's models as examples), so a typed name reaches the
+    app's own check and comes back as a sentence."""
+    import asyncio
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(app.url + "gradio_api/info", timeout=30) as response:
+        returns = {name: len(info["returns"]) for name, info in json.load(response)["named_endpoints"].items()}
+    bad = [("rank_masked", dict(MCP_CALLS["rank_masked"][0], model_name="not a/valid id!")),
+           ("rank_causal", dict(MCP_CALLS["rank_causal"][0], model_name="../../secret")),
+           ("generate_causal", dict(MCP_CALLS["generate_causal"][0], model_name="someone/no-such-model"))]
+    good = [(name, arguments) for name, (arguments, _) in MCP_CALLS.items()]
+    tools, results = asyncio.run(_mcp_session(app.url, good + bad))
+    assert set(tools) == set(MCP_CALLS)
+
+    for name, tool in tools.items():  # free text where a name may be typed; no empty choice anywhere
+        assert "" not in _enum_values(tool.inputSchema), name
+        model = tool.inputSchema["properties"].get("model_name")
+        if model:
+            assert "enum" not in model and model["type"] == "string" and "" not in model["examples"], model
+            assert "Hub id" in model["description"] and "app's models" in model["description"], model
+    assert STANDIN_NAME in tools["rank_masked"].inputSchema["properties"]["model_name"]["examples"]
+    assert SMOLLM2 in tools["rank_causal"].inputSchema["properties"]["model_name"]["examples"]
+
+    for (name, arguments), result in zip(good, results[:len(good)]):
+        endpoint = MCP_CALLS[name][1]
+        assert not result.isError, (name, result.content[0].text[:300])
+        assert len(result.content) == returns[endpoint], (name, [c.text[:80] for c in result.content])
+        assert all(part.type in ("text", "image") for part in result.content), name
+        assert not _error_sentence(result), (name, _error_sentence(result))
+        assert not result.content[0].text.startswith("("), name  # not a Python tuple of all outputs
+        if name.startswith("rank_"):  # the table, part 2, as gradio_client gets it
+            served = client.predict(**arguments, api_name=endpoint)[1]
+            table = _python_value(result.content[1].text)
+            assert table["headers"] == served["headers"] and table["data"] == served["data"], name
+            assert len(table["data"]) == 2 and all(isinstance(row[2], float) for row in table["data"])
+
+    for (name, arguments), result in zip(bad, results[len(good):]):
+        sentence = _error_sentence(result)
+        assert not result.isError and "model" in sentence and sentence.endswith("."), (name, sentence)
+        assert not PYTHON_TEXT.search(sentence), sentence
+    assert "not one of this app's models" in _error_sentence(results[len(good)])
+
+    over_sse = asyncio.run(_mcp_sse_call(app.url, "rank_causal", MCP_CALLS["rank_causal"][0]))
+    assert not over_sse.isError and len(over_sse.content) == returns["/rank_causal"]
+    assert over_sse.content[1].text == results[1].content[1].text  # the same table
+
