@@ -127,9 +127,19 @@ def _tokenize(lm, context: str, completion: str, scope: str, blank_ids: dict) ->
     offsets = [tuple(o) for o in encoding["offset_mapping"]]
     special = [bool(s) for s in encoding["special_tokens_mask"]]
     word_ids = list(encoding.word_ids())
-    if lm.kind == "causal" and (not ids or not special[0]):
-        # The first token needs something to be predicted from: prepend the start-of-text token
-        # (BOS, else EOS, as lm-evaluation-harness does) when the tokenizer adds none itself.
+    boundary = len(context) if scope == "completion" else 0
+
+    def is_scored(i: int) -> bool:
+        # A token is scored unless it lies entirely inside the context (raw offsets, so that a
+        # whitespace token at the junction counts as the completion's).
+        (s, e), sp = offsets[i], special[i]
+        return not sp and (e > boundary or s >= boundary)
+
+    if lm.kind == "causal" and ids and is_scored(0):
+        # The text's first token is scored, so it needs something to be predicted from: the
+        # start-of-text token (BOS, else EOS), exactly where lm-eval's HFLM puts its prefix token
+        # (an empty context). A context's own first token is only read, never predicted, so a
+        # context starts as the tokenizer starts it (docs/method.md, section 3).
         start_id = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
         if start_id is None:
             raise ValueError(f"{lm.label} has no BOS or EOS token to condition the first token on.")
@@ -141,11 +151,7 @@ def _tokenize(lm, context: str, completion: str, scope: str, blank_ids: dict) ->
         blank_ids[i] = not tokenizer.decode([i]).strip()
     blank = [blank_ids[i] and not s for i, s in zip(ids, special)]
     spans = _token_spans(text, offsets, blank)
-    boundary = len(context) if scope == "completion" else 0
-    # A token is scored unless it lies entirely inside the context (raw offsets, so that a
-    # whitespace token at the junction counts as the completion's).
-    scored = [i for i, ((s, e), sp) in enumerate(zip(offsets, special))
-              if not sp and (e > boundary or s >= boundary)]
+    scored = [i for i in range(len(ids)) if is_scored(i)]
     if not scored:
         what, value = ("completion", completion) if scope == "completion" else ("text", text)
         raise ValueError(f"The {what} {value!r} has no tokens to score: give it some "

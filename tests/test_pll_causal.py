@@ -17,12 +17,15 @@ ITEMS = [
 
 @torch.no_grad()
 def hand_written_loglikelihood(lm, context, completion, scope="completion"):
-    """[(logprob, rank range)] per scored token: log P(token | start token + everything before)."""
+    """[(logprob, rank range)] per scored token: log P(token | everything before), with lm-eval's
+    HFLM convention for the start token: it precedes the text only when the text's first token is
+    scored (an empty context, or every token scored), never before a context that is only read."""
     context, completion = model_text(lm, context), model_text(lm, completion)
-    tokenizer = lm.tokenizer
+    tokenizer = lm.tokenizer  # (GPT-2's and SmolLM2's tokenizers add no special tokens)
     start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
-    ids = [start] + tokenizer(context + completion)["input_ids"]
-    n_context = 1 + (len(tokenizer(context)["input_ids"]) if context and scope == "completion" else 0)
+    first_scored = not context or scope == "full"
+    ids = [start] * first_scored + tokenizer(context + completion)["input_ids"]
+    n_context = 1 if first_scored else len(tokenizer(context)["input_ids"])
     logprobs = lm.model(input_ids=torch.tensor([ids])).logits[0].float().log_softmax(-1)
     out = []
     for t in range(n_context, len(ids)):
