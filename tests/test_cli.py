@@ -13,6 +13,7 @@ import pytest
 
 from demo.cli import COMMANDS, build_parser, main
 from demo.settings import ModelSettings
+import tests.floats as floats
 from tests.conftest import STANDIN_MLM, needs_shared
 from tests.test_pll import naive_scores
 
@@ -146,6 +147,7 @@ def test_bad_options_are_messages_not_tracebacks(argv, message, capsys):
 
 
 @needs_shared
+@pytest.mark.floats
 def test_score_json_has_per_token_scores(standin_mlm, jsonl, tmp_path):
     out = tmp_path / "out.json"
     assert main(["score", "--model", str(STANDIN_MLM), "--input", str(jsonl), "--output", str(out),
@@ -155,8 +157,8 @@ def test_score_json_has_per_token_scores(standin_mlm, jsonl, tmp_path):
     for line, result in zip(LINES, results):
         for candidate in result["candidates"]:
             expected = naive_scores(standin_mlm, line["context"], " " + candidate["candidate"], "salazar")
-            assert candidate["total"] == pytest.approx(sum(e[1] for e in expected), abs=1e-4)
-            assert [t["logprob"] for t in candidate["tokens"]] == pytest.approx([e[1] for e in expected], abs=1e-4)
+            assert candidate["total"] == floats.total(sum(e[1] for e in expected), len(expected), standin_mlm)
+            assert [t["logprob"] for t in candidate["tokens"]] == floats.logprobs([e[1] for e in expected], standin_mlm)
             assert candidate["words"]
     assert results[0]["best"] == max(results[0]["candidates"], key=lambda c: c["score"])["candidate"]
 
@@ -172,8 +174,8 @@ def test_score_csv_is_tidy_and_never_overwrites(jsonl, tmp_path, capsys):
     assert len(candidates) == 4 and set(table["level"]) == {"candidate", "token"}
     for (line, index), rows in tokens.groupby(["line", "candidate_index"]):
         # per-token rows add up to the candidate's total; the score is the mean
-        assert rows["logprob"].sum() == pytest.approx(rows["total"].iloc[0], abs=1e-4)
-        assert rows["score"].iloc[0] == pytest.approx(rows["total"].iloc[0] / len(rows), abs=1e-5)
+        assert rows["logprob"].sum() == floats.same_sum(rows["total"].iloc[0], len(rows))
+        assert rows["score"].iloc[0] == floats.same_sum(rows["total"].iloc[0] / len(rows), len(rows))
     before = out.read_bytes()
     assert main(argv) == 2 and "--overwrite" in capsys.readouterr().err
     assert out.read_bytes() == before

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import demo.pll as pll
+import tests.floats as floats
 from conftest import SHARED, STANDIN_MLM, needs_shared
 from demo import evaluate as E
 from demo import tasks as T
@@ -29,6 +30,7 @@ def _records(folder, pattern="*.jsonl"):
 
 
 @needs_shared
+@pytest.mark.floats
 def test_scores_are_the_engine_scores_of_the_hand_written_spans(bert, tmp_path):
     """Winograd 0-shot, partial scoring: the evaluator's scores must be the PLL of exactly
     (sentence up to and with the candidate, the words after it)."""
@@ -39,13 +41,14 @@ def test_scores_are_the_engine_scores_of_the_hand_written_spans(bert, tmp_path):
     head = item.fields["context_prefix"]
     expected = pll.score_batch(bert, [(head + c, item.fields["context_suffix"]) for c in item.candidates],
                                ScoringSettings(method="right_masks"))
-    assert record["scores"] == pytest.approx([x.total for x in expected])
+    assert record["scores"] == [floats.total(x.total, len(x.tokens), bert) for x in expected]
     assert record["pred"] == max(range(2), key=lambda i: expected[i].total)
     assert rows[0]["n"] == 3 and rows[0]["method"] == "right_masks" and rows[0]["score"] == "suffix"
     assert rows[0]["value"] == pytest.approx(100 * sum(r["correct"] for r in by_index.values()) / 3, abs=0.01)
 
 
 @needs_shared
+@pytest.mark.floats
 def test_unconditional_normalisation_subtracts_the_answer_context_score(bert, tmp_path):
     E.evaluate(bert, "arc_easy", tmp_path, RunSettings(shots=0, limit=1, data_root=DATA))
     record = _records(tmp_path)[0]
@@ -54,7 +57,7 @@ def test_unconditional_normalisation_subtracts_the_answer_context_score(bert, tm
     assert not bert.newline_survives
     conditional = pll.score_batch(bert, [("", q + c) for c in item.candidates])
     unconditional = pll.score_batch(bert, [("Answer:", " " + c) for c in item.candidates])
-    assert record["scores"] == pytest.approx([c.total - u.total for c, u in zip(conditional, unconditional)])
+    assert record["scores"] == [floats.difference(c, u, bert) for c, u in zip(conditional, unconditional)]
 
 
 @needs_shared
@@ -111,6 +114,7 @@ def test_summary_files(bert, tmp_path):
 
 
 @needs_shared
+@pytest.mark.floats
 def test_causal_lm_goes_through_the_same_evaluator(tiny_model, tmp_path):
     gpt2 = tiny_model("gpt2")
     rows = E.evaluate(gpt2, "copa", tmp_path, RunSettings(shots=1, limit=2, data_root=DATA))
@@ -121,7 +125,7 @@ def test_causal_lm_goes_through_the_same_evaluator(tiny_model, tmp_path):
     context = T.render(T.get_task("copa"), demo) + "\n\n"
     expected = pll.score_batch(gpt2, [(context, T.render(T.get_task("copa"), item, c))
                                       for c in item.candidates], ScoringSettings(method="causal"))
-    assert record["scores"] == pytest.approx([x.total for x in expected], rel=1e-5)
+    assert record["scores"] == [floats.total(x.total, len(x.tokens), gpt2) for x in expected]
     with pytest.raises(ValueError, match="causal LM.*'salazar' is a masked-LM method"):
         E.evaluate(gpt2, "copa", tmp_path, RunSettings(shots=0, limit=1, data_root=DATA), ScoringSettings(method="salazar"))
 
