@@ -60,11 +60,10 @@ def total(expected: float, n_terms: int, lm):
     return pytest.approx(expected, abs=total_bound(expected, n_terms, lm))
 
 
-def difference(a, b, lm):
-    """``a.total - b.total`` of two scored texts (e.g. GPT-3's unconditional normalisation): each
-    total brings its own bound."""
-    return pytest.approx(a.total - b.total, abs=total_bound(a.total, len(a.tokens), lm)
-                         + total_bound(b.total, len(b.tokens), lm))
+def difference(a: float, n_a: int, b: float, n_b: int, lm):
+    """``a - b`` of two totals of n_a and n_b log-probabilities (e.g. GPT-3's unconditional
+    normalisation): each brings its own bound."""
+    return pytest.approx(a - b, abs=total_bound(a, n_a, lm) + total_bound(b, n_b, lm))
 
 
 def probabilities(expected, lm):

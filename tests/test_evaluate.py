@@ -57,7 +57,8 @@ def test_unconditional_normalisation_subtracts_the_answer_context_score(bert, tm
     assert not bert.newline_survives
     conditional = pll.score_batch(bert, [("", q + c) for c in item.candidates])
     unconditional = pll.score_batch(bert, [("Answer:", " " + c) for c in item.candidates])
-    assert record["scores"] == [floats.difference(c, u, bert) for c, u in zip(conditional, unconditional)]
+    assert record["scores"] == [floats.difference(c.total, len(c.tokens), u.total, len(u.tokens), bert)
+                                for c, u in zip(conditional, unconditional)]
 
 
 @needs_shared

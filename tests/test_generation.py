@@ -10,6 +10,7 @@ import torch
 
 from demo.generation import GenerationResult, generate
 from demo.models import random_model
+import tests.floats as floats
 from tests.conftest import HAYSTACK, MASKED_FAMILIES
 
 PROMPT = "The capital of France is Paris. The capital of Germany is"
@@ -143,6 +144,7 @@ def test_beam_with_one_beam_equals_greedy(standin_mlm):
     assert beam1.token_ids == greedy.token_ids and beam1.text == greedy.text
 
 
+@pytest.mark.floats
 def test_beam_scores_are_log_probs_of_the_hypotheses(standin_mlm):
     """The trace's beam scores equal the naive sum of log-probs of each hypothesis."""
     lm = standin_mlm
@@ -163,7 +165,7 @@ def test_beam_scores_are_log_probs_of_the_hypotheses(standin_mlm):
         logprobs = logits.log_softmax(-1)  # beam search normalises before suppressing specials
         logprobs[banned] = float("-inf")
         total += float(logprobs[t])
-    assert score == pytest.approx(total, abs=1e-3)
+    assert score == floats.total(total, len(prefix), lm)
 
 
 def test_sampling_is_seeded_and_batched_once_per_step(standin_mlm):

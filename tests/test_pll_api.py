@@ -7,8 +7,11 @@ import pytest
 from demo import pll
 from demo.pll import score_batch, score_candidates
 from demo.settings import ScoringSettings
+import tests.floats as floats
 from tests.conftest import MASKED_FAMILIES
 from tests.test_pll import model_text, naive_scores
+
+pytestmark = pytest.mark.floats
 
 TRICKY = [
     ("Café au lait", " (très chaud)!  Done.\nNext line's end, 42%."),
@@ -50,8 +53,8 @@ def test_word_level_sums_tokens_per_word(standin_mlm):
     assert [(w.word, w.n_tokens) for w in result.words] == [
         ("Supercalifragilistic", 6), ("cats", 1), ("sat", 1), (".", 1)]
     first_six = sum(t.logprob for t in result.tokens[:6])
-    assert result.words[0].logprob == pytest.approx(first_six)
-    assert sum(w.logprob for w in result.words) == pytest.approx(result.total)
+    assert result.words[0].logprob == floats.same_sum(first_six, 6)
+    assert sum(w.logprob for w in result.words) == floats.same_sum(result.total, len(result.tokens))
     assert score_batch(standin_mlm, [("", "Cats.")])[0].words is None
 
 
@@ -61,8 +64,8 @@ def test_total_mean_and_normalised_score(tiny_model):
     plain, normed = (score_batch(lm, [("The cat sat", " on the mat.")], ScoringSettings(reduction=r))[0]
                      for r in ("sum", "mean"))
     total = sum(e[1] for e in expected)
-    assert plain.total == pytest.approx(total, abs=1e-4) and plain.score == plain.total
-    assert normed.mean == pytest.approx(total / len(expected), abs=1e-5) and normed.score == normed.mean
+    assert plain.total == floats.total(total, len(expected), lm) and plain.score == plain.total
+    assert normed.mean == floats.logprobs(total / len(expected), lm) and normed.score == normed.mean
 
 
 def test_candidates_joined_with_one_space_and_unconditional_normalisation(tiny_model):
@@ -73,9 +76,10 @@ def test_candidates_joined_with_one_space_and_unconditional_normalisation(tiny_m
     for result, completion in zip(results, [" home", " the park"]):
         conditional = sum(e[1] for e in naive_scores(lm, "Question: where? Answer:", completion, "salazar"))
         unconditional = sum(e[1] for e in naive_scores(lm, "Answer:", completion, "salazar"))
-        assert result.total == pytest.approx(conditional, abs=1e-4)
-        assert result.unconditional == pytest.approx(unconditional, abs=1e-4)
-        assert result.score == pytest.approx(conditional - unconditional, abs=1e-4)
+        n_tokens = len(result.tokens)  # the candidate's tokens, scored after either context
+        assert result.total == floats.total(conditional, n_tokens, lm)
+        assert result.unconditional == floats.total(unconditional, n_tokens, lm)
+        assert result.score == floats.difference(conditional, n_tokens, unconditional, n_tokens, lm)
 
 
 def test_duplicates_scored_once_and_reported_for_each(tiny_model, monkeypatch):
@@ -135,4 +139,4 @@ def test_many_candidate_sets_batched_together(tiny_model):
     for (context, candidates), scores in zip(requests, results):
         for candidate, result in zip(candidates, scores):
             expected = naive_scores(lm, context, " " + candidate, "within_word_l2r")
-            assert result.total == pytest.approx(sum(e[1] for e in expected), abs=1e-4)
+            assert result.total == floats.total(sum(e[1] for e in expected), len(expected), lm)

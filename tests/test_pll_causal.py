@@ -6,7 +6,10 @@ import torch
 from demo import pll
 from demo.pll import score_batch, score_candidates
 from demo.settings import ScoringSettings
+import tests.floats as floats
 from tests.test_pll import model_text, rank_range
+
+pytestmark = pytest.mark.floats
 
 ITEMS = [
     ("The capital of France is", " Paris."),
@@ -29,31 +32,31 @@ def hand_written_loglikelihood(lm, context, completion, scope="completion"):
     logprobs = lm.model(input_ids=torch.tensor([ids])).logits[0].float().log_softmax(-1)
     out = []
     for t in range(n_context, len(ids)):
-        out.append((float(logprobs[t - 1, ids[t]]), rank_range(logprobs[t - 1], ids[t])))
+        out.append((float(logprobs[t - 1, ids[t]]), rank_range(logprobs[t - 1], ids[t], lm)))
     return out
 
 
-def assert_matches_loop(lm, items, tol, **kwargs):
+def assert_matches_loop(lm, items, **kwargs):
     ours = score_batch(lm, items, ScoringSettings(token_budget=64, **kwargs))
     for (context, completion), result in zip(items, ours):
         expected = hand_written_loglikelihood(lm, context, completion, **kwargs)
         assert len(result.tokens) == len(expected)
-        assert [t.logprob for t in result.tokens] == pytest.approx([e[0] for e in expected], abs=tol)
+        assert [t.logprob for t in result.tokens] == floats.logprobs([e[0] for e in expected], lm)
         assert all(best <= t.rank <= worst for t, (_, (best, worst)) in zip(result.tokens, expected))
         assert all(t.masked == [] for t in result.tokens)
-        assert result.total == pytest.approx(sum(e[0] for e in expected), abs=tol * len(expected))
+        assert result.total == floats.total(sum(e[0] for e in expected), len(expected), lm)
 
 
 @pytest.mark.parametrize("scope", ["completion", "full"])
 def test_gpt2_random_weights_equals_loop(tiny_model, scope, monkeypatch):
     monkeypatch.setattr(pll, "HEAD_ROWS", 5)  # the vocabulary projection in several chunks
-    assert_matches_loop(tiny_model("gpt2"), ITEMS, tol=1e-5, scope=scope)
+    assert_matches_loop(tiny_model("gpt2"), ITEMS, scope=scope)
 
 
 @pytest.mark.parametrize("scope", ["completion", "full"])
 def test_smollm2_equals_loop(smollm2, scope):
     assert smollm2.kind == "causal"
-    assert_matches_loop(smollm2, ITEMS, tol=1e-4, scope=scope)
+    assert_matches_loop(smollm2, ITEMS, scope=scope)
 
 
 def test_smollm2_ranks_the_sensible_answer_first(smollm2):

@@ -6,6 +6,7 @@ import re
 import pytest
 import torch
 
+import tests.floats as floats
 from demo.generation import GenerationResult, first_difference, generate
 from demo.mlm_decoder import WindowSpecials, build_windows
 from demo.prefix_cache import FRESH, Prefix, encoder_of
@@ -49,6 +50,7 @@ def window_of(lm, text: str, generated: int, padding_masks: int) -> tuple[torch.
 # ---------------------------------------------------------------- positions of the tail
 
 
+@pytest.mark.floats
 @pytest.mark.parametrize("generated", [0, FRESH + 3])  # + 3: a tail as long as they get
 def test_a_tail_on_its_own_refresh_reproduces_the_full_forward_pass(variant, generated):
     """When the prefix was cached from the very window the tail belongs to, nothing is stale, so
@@ -70,18 +72,19 @@ def test_a_tail_on_its_own_refresh_reproduces_the_full_forward_pass(variant, gen
         at = windows.shape[1] - p - 2
         read_refresh, _, _ = encode(lm.model, windows, 0, None, start, room, at)
         read_tail, _, _ = encode(lm.model, windows, start, cached, start + 1, room, at)
-    torch.testing.assert_close(refreshed, full, atol=2e-5, rtol=1e-4)
-    torch.testing.assert_close(tail, full[:, start:], atol=2e-5, rtol=1e-4)
+    close = floats.states(lm, full)
+    torch.testing.assert_close(refreshed, full, **close)
+    torch.testing.assert_close(tail, full[:, start:], **close)
     for read in (read_refresh, read_tail):
         assert read.shape[1] == 1
-        torch.testing.assert_close(read[:, 0], full[:, at], atol=2e-5, rtol=1e-4)
+        torch.testing.assert_close(read[:, 0], full[:, at], **close)
     assert len(rolled) == len(kept)
     for rolled_layer, kept_layer in zip(rolled, kept):
         for k, (a, b) in enumerate(zip(rolled_layer, kept_layer)):
             if k == 2:  # DeBERTa's p2c rows: queries from start on, resp. from start + 1 on
                 a = a[:, :, 1:]
-            torch.testing.assert_close(held(a, k, start + 1), held(b, k, start + 1), atol=2e-5,
-                                       rtol=1e-4)
+            expected = held(b, k, start + 1)
+            torch.testing.assert_close(held(a, k, start + 1), expected, **floats.states(lm, expected))
 
 
 def held(cached: torch.Tensor, kind: int, positions: int) -> torch.Tensor:
@@ -167,6 +170,7 @@ def naive_prefix_greedy(lm, prompt: str, new_tokens: int, p: int, refresh: int):
     return out, tops
 
 
+@pytest.mark.floats
 def test_greedy_prefix_cache_equals_its_definition_standin(standin_mlm):
     lm, refresh = standin_mlm, 5  # refreshes at steps 0, 5, 10
     fast = generate(lm, LONG, max_new_tokens=12, cache="prefix", cache_refresh=refresh, trace=True,
@@ -174,11 +178,11 @@ def test_greedy_prefix_cache_equals_its_definition_standin(standin_mlm):
     tokens, tops = naive_prefix_greedy(lm, LONG, 12, lm.padding_masks, refresh)
     assert fast.token_ids == tokens and len(tokens) == 12
     for step, top in zip(fast.steps, tops):
-        assert [p for _, p in step.top] == pytest.approx(top, abs=1e-4)
+        assert [p for _, p in step.top] == floats.probabilities(top, lm)
     # ... and it is an approximation: between refreshes it is not the exact method
     exact = generate(lm, LONG, max_new_tokens=12, trace=True, trace_top_k=3)
     same_text = [t for t in range(12) if exact.token_ids[:t] == tokens[:t] and t % refresh]
-    assert any(abs(exact.steps[t].top[0][1] - tops[t][0]) > 1e-4 for t in same_text)
+    assert any(exact.steps[t].top[0][1] != floats.probabilities(tops[t][0], lm) for t in same_text)
 
 
 class EncoderCalls:
