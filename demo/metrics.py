@@ -1,18 +1,23 @@
-"""Task metrics: accuracy, macro-F1, MultiRC, ReCoRD, SacreBLEU, QA and instruction induction.
+"""Task metrics: accuracy, k-best accuracy, macro-F1, MultiRC, ReCoRD, SacreBLEU, QA and
+instruction induction, registered by name with ``@metric`` (what a task file lists).
 
 Every function returns a fraction in [0, 1] (BLEU too: SacreBLEU's 0..100 divided by 100); the
 evaluator reports percentages, as the papers' tables do. Library code where one fits
-(scikit-learn for F1, sacrebleu for BLEU). Hand-written, because no installed
+(scikit-learn for F1, sacrebleu for BLEU; both imported where they are used, so that checking a
+task file's metric names costs no second). Hand-written, because no installed
 library does them: SQuAD-style answer normalisation (ReCoRD, closed-book QA; the `evaluate`
-package is not a dependency) and the instruction-induction metrics, which follow the paper's
+package is not a dependency), k-best accuracy (see :func:`k_best_correct`) and the
+instruction-induction metrics, which follow the paper's
 own normalisation (orhonovich/instruction-induction, evaluate.py): first line, first sentence,
 lower case, ' and ' and "Sentence 1/2:" dropped, hyphens to spaces, punctuation removed.
 
-``METRICS`` maps a metric name (what a task lists) to how it is computed:
-- "example" metrics score one prediction against its acceptable answers; the task value is the
-  mean and the standard error is the sample standard deviation over sqrt(n).
-- "corpus" metrics need all predictions at once (macro-F1, MultiRC, BLEU); their standard
+``METRICS`` maps a metric name to how it is computed (:class:`Metric`):
+- "example" metrics score one evaluated record; the task value is the mean and the standard
+  error is the sample standard deviation over sqrt(n).
+- "corpus" metrics need all records at once (macro-F1, MultiRC, BLEU); their standard
   error comes from a seeded bootstrap over examples.
+A metric of your own is a function here (or in your code, imported before the task loads)
+registered with ``@metric("name", ...)``; a task file then lists it by name.
 """
 
 import re
@@ -22,8 +27,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-import sacrebleu
-from sklearn.metrics import f1_score
 
 # ---------------------------------------------------------------- classification
 
@@ -33,6 +36,7 @@ def f1_macro(predictions: list, references: list, labels: list | None = None) ->
 
     ``labels`` fixes the class set (CB: all three); by default the classes seen in either list.
     """
+    from sklearn.metrics import f1_score
     _same_length(predictions, references)
     return float(f1_score(references, predictions, labels=labels, average="macro", zero_division=0))
 
@@ -50,8 +54,26 @@ def multirc_exact_match(predictions: list[int], references: list[int], groups: l
 
 def multirc_f1a(predictions: list[int], references: list[int]) -> float:
     """Binary F1 of the "true" class over all answer options, flattened (MultiRC F1a)."""
+    from sklearn.metrics import f1_score
     _same_length(predictions, references)
     return float(f1_score(references, predictions, pos_label=1, average="binary", zero_division=0))
+
+
+def k_best_correct(scores: list[float], correct: list[int]) -> bool:
+    """Whether every correct candidate scores above the best incorrect one (a tie is not above).
+
+    TimeDial's "2-best accuracy" (Qin et al. 2021): its two correct options both above its two
+    incorrect ones. Written here because no installed library decides it per item: lm-eval's
+    multiple-target accuracy asks only for some correct candidate on top, and scikit-learn's
+    label-ranking metrics (label_ranking_loss, coverage_error) measure how far a ranking is from
+    this, averaged, rather than whether it holds.
+    """
+    if not correct:
+        raise ValueError("k-best accuracy needs at least one correct candidate.")
+    if any(not 0 <= i < len(scores) for i in correct):
+        raise ValueError(f"Correct candidates {list(correct)} are not indices of {len(scores)} scores.")
+    incorrect = [s for i, s in enumerate(scores) if i not in correct]
+    return not incorrect or min(scores[i] for i in correct) > max(incorrect)
 
 
 # ---------------------------------------------------------------- extractive / closed-book QA
@@ -99,6 +121,7 @@ def bleu(predictions: list[str], references: list[str]) -> float:
 
 
 def bleu_score(predictions: list[str], references: list[str], tokenize: str = "13a") -> float:
+    import sacrebleu
     _same_length(predictions, references)
     if not predictions:
         raise ValueError("BLEU needs at least one translation.")
@@ -155,40 +178,120 @@ def ii_f1(prediction: str, answers: list[str]) -> float:
 
 # ---------------------------------------------------------------- registry
 
+LEVELS = ("example", "corpus")
+# What a metric reads from the evaluator's record of an item (demo.evaluate), and which tasks'
+# records hold it: a task file that lists a metric its records lack is refused when it is read.
+READS = {
+    "choice": "the chosen candidate and the correct one(s), which a ranked task (kind: choice) "
+              "or one written among its candidates (constrain_to_candidates: true) has",
+    "scores": "every candidate's score, which only a ranked task (kind: choice) has",
+    "text": "an output text and its acceptable answers, which ranked and generated tasks have",
+    "execution": "an induced instruction's execution score, which only an instruction-induction "
+                 "task (kind: induce) has",
+}
+
 
 @dataclass(frozen=True)
 class Metric:
     name: str
     label: str  # how tables name it
     level: str  # "example" (mean of per-example scores) or "corpus"
-    # example level: fn(prediction_text, answers) -> float
-    # corpus level: fn(records) -> float, records being dicts with pred/label/group/text/answers
+    reads: str  # a key of READS
+    # example level: fn(record) -> float; corpus level: fn(records) -> float; a record is a dict
+    # with pred, label, labels, scores, group, text, answers (as its task's kind has them)
     fn: Callable
 
 
+METRICS: dict[str, Metric] = {}
+
+
+def metric(name: str, label: str, level: str, reads: str):
+    """Register ``fn`` under ``name``: ``fn(record)`` for an "example"-level metric,
+    ``fn(records)`` for a "corpus"-level one; ``reads`` says which tasks have what it reads."""
+    if level not in LEVELS:
+        raise ValueError(f"Metric {name!r}: level must be one of {', '.join(LEVELS)}, not {level!r}.")
+    if reads not in READS:
+        raise ValueError(f"Metric {name!r}: reads must be one of {', '.join(READS)}, not {reads!r}.")
+
+    def register(fn):
+        if name in METRICS:
+            raise ValueError(f"Two metrics are named {name!r}.")
+        METRICS[name] = Metric(name, label, level, reads, fn)
+        return fn
+    return register
+
+
+def correct_candidates(record: dict) -> list[int]:
+    """Every correct candidate's index; a record that names only ``label`` has that one."""
+    return list(record.get("labels") or [record["label"]])
+
+
+@metric("accuracy", "acc.", "example", reads="choice")
+def _accuracy(record):
+    return float(record["pred"] in correct_candidates(record))
+
+
+@metric("k_best", "k-best acc.", "example", reads="scores")
+def _k_best(record):
+    return float(k_best_correct(record["scores"], correct_candidates(record)))
+
+
+@metric("f1_macro", "F1", "corpus", reads="choice")
 def _corpus_f1_macro(records):
     return f1_macro([r["pred"] for r in records], [r["label"] for r in records],
                     labels=sorted({r["label"] for r in records} | {r["pred"] for r in records}))
 
 
-METRICS = {m.name: m for m in [
-    Metric("accuracy", "acc.", "example", lambda r: float(r["pred"] == r["label"])),
-    Metric("f1_macro", "F1", "corpus", _corpus_f1_macro),
-    Metric("multirc_em", "EM acc.", "corpus", lambda rs: multirc_exact_match(
-        [r["pred"] for r in rs], [r["label"] for r in rs], [r["group"] for r in rs])),
-    Metric("multirc_f1a", "F1a", "corpus", lambda rs: multirc_f1a(
-        [r["pred"] for r in rs], [r["label"] for r in rs])),
-    Metric("exact_match", "EM acc.", "example", lambda r: exact_match(r["text"], r["answers"])),
-    Metric("token_f1", "F1", "example", lambda r: token_f1(r["text"], r["answers"])),
-    Metric("bleu", "BLEU", "corpus", lambda rs: bleu(
-        [r["text"] for r in rs], [r["answers"][0] for r in rs])),
-    Metric("ii_exact_match", "exact match", "example", lambda r: ii_exact_match(r["text"], r["answers"])),
-    Metric("ii_exact_set", "exact set match", "example", lambda r: ii_exact_set(r["text"], r["answers"])),
-    Metric("ii_contains", "contains", "example", lambda r: ii_contains(r["text"], r["answers"])),
-    Metric("ii_f1", "unigram F1", "example", lambda r: ii_f1(r["text"], r["answers"])),
-    # an induced instruction's mean score over the held-out inputs it was executed on
-    Metric("execution_accuracy", "execution accuracy", "example", lambda r: r["execution"]),
-]}
+@metric("multirc_em", "EM acc.", "corpus", reads="choice")
+def _multirc_em(records):
+    return multirc_exact_match([r["pred"] for r in records], [r["label"] for r in records],
+                               [r["group"] for r in records])
+
+
+@metric("multirc_f1a", "F1a", "corpus", reads="choice")
+def _multirc_f1a(records):
+    return multirc_f1a([r["pred"] for r in records], [r["label"] for r in records])
+
+
+@metric("exact_match", "EM acc.", "example", reads="text")
+def _exact_match(record):
+    return exact_match(record["text"], record["answers"])
+
+
+@metric("token_f1", "F1", "example", reads="text")
+def _token_f1(record):
+    return token_f1(record["text"], record["answers"])
+
+
+@metric("bleu", "BLEU", "corpus", reads="text")
+def _bleu(records):
+    return bleu([r["text"] for r in records], [r["answers"][0] for r in records])
+
+
+@metric("ii_exact_match", "exact match", "example", reads="text")
+def _ii_exact_match(record):
+    return ii_exact_match(record["text"], record["answers"])
+
+
+@metric("ii_exact_set", "exact set match", "example", reads="text")
+def _ii_exact_set(record):
+    return ii_exact_set(record["text"], record["answers"])
+
+
+@metric("ii_contains", "contains", "example", reads="text")
+def _ii_contains(record):
+    return ii_contains(record["text"], record["answers"])
+
+
+@metric("ii_f1", "unigram F1", "example", reads="text")
+def _ii_f1(record):
+    return ii_f1(record["text"], record["answers"])
+
+
+@metric("execution_accuracy", "execution accuracy", "example", reads="execution")
+def _execution_accuracy(record):
+    """An induced instruction's mean score over the held-out inputs it was executed on."""
+    return record["execution"]
 
 
 def example_score(metric: str, record: dict) -> float:

@@ -76,3 +76,62 @@ def test_compute_value_and_stderr():
         M.compute("nope", records)
     with pytest.raises(ValueError, match="No evaluated examples"):
         M.compute("accuracy", [])
+
+
+def test_k_best_by_hand():
+    # TimeDial's shape: options 0 and 1 correct, 2 and 3 not
+    assert M.k_best_correct([-1.0, -2.0, -3.0, -4.0], [0, 1])  # -2 > -3: both above
+    assert not M.k_best_correct([-1.0, -3.0, -2.0, -4.0], [0, 1])  # -3 < -2: one below
+    assert not M.k_best_correct([-1.0, -2.0, -2.0, -4.0], [0, 1])  # a tie is not above
+    assert M.k_best_correct([-5.0, -1.0, -9.0, -2.0], [3, 1])  # order of the correct ones is free
+    assert M.k_best_correct([-1.0, -2.0], [0, 1])  # nothing incorrect to beat
+    # one correct option: k-best is top-1 accuracy
+    assert M.k_best_correct([-1.0, -2.0, -3.0], [0]) and not M.k_best_correct([-2.0, -1.0, -3.0], [0])
+    record = {"scores": [-1.0, -3.0, -2.0, -4.0], "pred": 0, "label": 0, "labels": [0, 1]}
+    assert M.METRICS["k_best"].fn(record) == 0.0 and M.METRICS["accuracy"].fn(record) == 1.0
+    # accuracy counts the top option right when it is any correct one
+    assert M.METRICS["accuracy"].fn({"pred": 1, "label": 0, "labels": [0, 1]}) == 1.0
+    assert M.METRICS["accuracy"].fn({"pred": 1, "label": 0}) == 0.0  # only its label is correct
+    with pytest.raises(ValueError, match="not indices of 2 scores"):
+        M.k_best_correct([-1.0, -2.0], [0, 2])
+
+
+def test_k_best_agrees_with_scikit_learns_ranking_loss():
+    """Independent reference: an item is k-best right exactly when none of its (correct,
+    incorrect) pairs is misordered, i.e. its label-ranking loss is 0 (distinct scores)."""
+    import numpy as np
+    from sklearn.metrics import label_ranking_loss
+    rng = np.random.default_rng(0)
+    hits = []
+    for _ in range(200):
+        scores = rng.normal(size=4)
+        correct = sorted(rng.choice(4, size=2, replace=False).tolist())
+        truth = np.isin(np.arange(4), correct).astype(int)
+        expected = label_ranking_loss([truth], [scores]) == 0
+        assert M.k_best_correct(scores.tolist(), correct) == expected
+        hits.append(expected)
+    assert 0 < sum(hits) < 200  # both outcomes occur (1/6 of random rankings are right)
+    records = [{"scores": [0.0, -1.0, -2.0], "labels": [0, 1], "label": 0},
+               {"scores": [0.0, -2.0, -1.0], "labels": [0, 1], "label": 0}]
+    assert M.compute("k_best", records)[0] == 0.5
+
+
+def test_a_metric_of_your_own_is_registered_by_name(monkeypatch, tmp_path):
+    from demo.tasks import read_task_file
+    monkeypatch.setattr(M, "METRICS", dict(M.METRICS))  # registered for this test only
+
+    @M.metric("top_score", "top score", "example", reads="scores")
+    def top_score(record):
+        return max(record["scores"])
+
+    assert M.compute("top_score", [{"scores": [-1.0, -3.0]}, {"scores": [-2.0, -0.5]}])[0] == -0.75
+    (tmp_path / "t.yaml").write_text(
+        "tasks:\n  - {name: t, data: {local: x.jsonl}, convert: fields, template: '{answer}',\n"
+        "     kind: choice, shots: 0, metrics: [accuracy, top_score]}\n")
+    assert read_task_file(tmp_path / "t.yaml")[0].metrics == ("accuracy", "top_score")
+    with pytest.raises(ValueError, match="Two metrics are named 'top_score'"):
+        M.metric("top_score", "again", "example", reads="scores")(top_score)
+    with pytest.raises(ValueError, match="reads must be one of choice, scores, text, execution"):
+        M.metric("other", "other", "example", reads="logits")
+    with pytest.raises(ValueError, match="level must be one of example, corpus"):
+        M.metric("other", "other", "item", reads="text")
