@@ -310,9 +310,13 @@ def test_fields_that_do_not_match_the_template(tmp_path):
 def test_template_placeholders_are_checked():
     task = T.Task("t", "g", "T", T.Source("x"), None, "piqa", "{goal} {missing} {answer}",
                   "choice", 0, ("accuracy",))
-    item = T.Example(0, "0", {"goal": "g"}, ["a", "b"], 0)
-    with pytest.raises(ValueError, match=r"does not match the template.*needs \['missing'\]"):
-        T.check_template(task, item)
+    fine, short = T.Example(0, "0", {"goal": "g", "missing": "m"}, ["a", "b"], 0), T.Example(
+        1, "7", {"goal": "g"}, ["a", "b"], 0)
+    T.check_template(task, [fine])
+    # every example is checked, not only the first
+    with pytest.raises(ValueError, match=r"template: \{missing\} is not a field of its converted "
+                                         r"examples; example 1 \(id '7'\) has \{goal\}"):
+        T.check_template(task, [fine, short])
 
 
 def test_data_root_from_environment(monkeypatch, tmp_path):

@@ -8,13 +8,18 @@ raises KeyError, which ``demo.tasks.registry`` turns into a message naming the f
 do have.
 
 Your own task usually needs no converter: ``convert: fields`` (:func:`_fields`) maps the record's
-fields to the template and names the fields that hold the candidates, the label or the answers.
-A new data format needs a new converter: a function here with ``@converter("name")``.
+fields to the template and names the fields that hold the candidates, the label(s) or the answers.
+Every converter here can be named from your own task file too (``convert: blank_sentence`` with
+``convert_args: {marker: "_"}``); :func:`check_arguments` checks the arguments when the file is
+read. A new data format needs a new converter: a function here with ``@converter("name")``.
 """
 
+import inspect
 import json
 import random
 import re
+import types
+import typing
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,6 +38,50 @@ def converter(name: str):
     return register
 
 
+def check_arguments(name: str, args: dict) -> None:
+    """The converter ``name`` takes exactly ``args``: none unknown, none missing, each of the type
+    its signature names (a string where a field name belongs)."""
+    parameters = list(inspect.signature(CONVERTERS[name]).parameters.values())[2:]  # after records, root
+    known = {p.name: p for p in parameters}
+    unknown = sorted(set(args) - set(known))
+    if unknown:
+        takes = f"takes {', '.join(known)}" if known else "takes no arguments"
+        raise ValueError(f"convert_args: converter {name!r} {takes}; {', '.join(unknown)} "
+                         f"{'is' if len(unknown) == 1 else 'are'} not among them.")
+    missing = [p.name for p in parameters if p.default is p.empty and p.name not in args]
+    if missing:
+        raise ValueError(f"convert_args: converter {name!r} needs {', '.join(missing)}.")
+    for key, value in args.items():
+        expected = known[key].annotation
+        if not _has_type(value, expected):
+            raise ValueError(f"convert_args: {key} of converter {name!r} must be "
+                             f"{_type_words(expected)}, not {value!r}.")
+
+
+def _has_type(value, annotation) -> bool:
+    if annotation is inspect.Parameter.empty:
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(_has_type(value, a) for a in typing.get_args(annotation))
+    if annotation is type(None):
+        return value is None
+    if typing.get_origin(annotation) is list:
+        item = typing.get_args(annotation)[0]
+        return isinstance(value, list) and all(_has_type(v, item) for v in value)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, annotation)
+
+
+def _type_words(annotation) -> str:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return " or ".join(_type_words(a) for a in typing.get_args(annotation))
+    if typing.get_origin(annotation) is list:
+        return f"a list of {_type_words(typing.get_args(annotation)[0]).split(' ', 1)[1]}s"
+    return {str: "a string", bool: "true or false", int: "a whole number",
+            type(None): "left out"}.get(annotation, str(annotation))
+
+
 # ---------------------------------------------------------------- your own tasks
 
 
@@ -42,7 +91,8 @@ def _fields(records, root, candidates: str | None = None, label: str | None = No
     """Generic records: every field is a template value, except the ones named here.
 
     ``candidates``: the field holding the list of candidates (ranked tasks); ``label``: the
-    field holding the correct one, as its index or as its text; ``answers``: the field holding
+    field holding the correct one, as its index or as its text, or a list of them where several
+    are correct (TimeDial: two of four; ``metrics: [k_best]``); ``answers``: the field holding
     the acceptable output (a string or a list; generated tasks); ``id``: the record's id field.
     """
     if (candidates is None) == (answers is None):
@@ -57,8 +107,13 @@ def _fields(records, root, candidates: str | None = None, label: str | None = No
         values = {k: v for k, v in r.items() if k not in named}
         if candidates is not None:
             options = [str(c) for c in r[candidates]]
+            golds = r[label] if isinstance(r[label], list) else [r[label]]
+            correct = list(dict.fromkeys(_label_index(g, options, i) for g in golds))
+            if not correct:
+                raise ValueError(f"Record {i}: its label field {label!r} is an empty list; name at "
+                                 f"least one correct candidate.")
             out.append(Example(i, str(r.get(id, i)) if id else str(i), values, candidates=options,
-                               label=_label_index(r[label], options, i)))
+                               label=correct[0], labels=correct))
         else:
             gold = r[answers]
             out.append(Example(i, str(r.get(id, i)) if id else str(i), values,

@@ -6,10 +6,18 @@ names, with ``data``/``demos`` as :class:`Source` mappings). Your own tasks are 
 shape in a folder of yours, added with :func:`add_task_dir` (``mlm-icl evaluate --tasks-dir``);
 their relative ``local`` paths start at that folder.
 
+A task file is checked completely when it is read, before any model loads: its fields, its
+converter's arguments and its metrics (against the task's kind) for every file; for your own
+files also their local data, converted, against the template (every placeholder a field of every
+example). A Hub-only split is checked when it is first loaded (``mlm-icl evaluate`` loads every
+requested split before the model). Each error is one sentence naming the file, the task and the
+field.
+
 Data root of the package's tasks: the run's ``data_root``, else ``$DEMO_DATA_ROOT``, else
 ``../shared/data`` beside the repository. Local files win; without one the task loads from the
 Hub (parquet conversion of the dataset, read with pandas, which needs ``pyarrow``); with neither,
-a ValueError says what is missing.
+a ValueError says what is missing. A local ``jsonl`` or ``json`` file is read by what it holds (a
+JSON list of records, or one record per line), whatever its extension or ``format`` says.
 """
 
 import difflib
@@ -19,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from ..settings import AppSettings
-from .converters import CONVERTERS
+from .converters import CONVERTERS, check_arguments
 from .schema import Example, Source, Task, check_template
 
 SPECS = Path(__file__).resolve().parent / "specs"
@@ -31,7 +39,8 @@ PRESETS = Path(__file__).resolve().parents[2] / "assets" / "presets" / "task_exa
 
 
 def read_task_file(path: str | Path, base: str | Path | None = None) -> list[Task]:
-    """The tasks of one YAML file; ``base``: the folder relative data paths start at."""
+    """The tasks of one YAML file; ``base``: the folder relative data paths start at (your own
+    files: their local data is read and checked against the template now)."""
     path = Path(path)
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -55,21 +64,50 @@ def read_task_file(path: str | Path, base: str | Path | None = None) -> list[Tas
         if missing:
             raise ValueError(f"{path}, task {name!r}: give the field(s) {', '.join(missing)}.")
         try:
-            spec["data"] = Source(**spec["data"])
-            spec["demos"] = Source(**spec["demos"]) if spec["demos"] else None
-            spec["metrics"] = tuple(spec["metrics"] or ())
-            if base is not None:
-                spec["base"] = str(Path(base).resolve())
-            task = Task(**spec)
-        except TypeError as err:  # e.g. an unknown key inside data: {...}
-            raise ValueError(f"{path}, task {name!r}: {err}.") from None
-        except ValueError as err:
-            raise ValueError(f"{path}: {err}") from None
-        if task.convert not in CONVERTERS:
-            raise ValueError(f"{path}, task {name!r}: no converter named {task.convert!r}; known: "
-                             f"{', '.join(sorted(CONVERTERS))}.")
+            task = _task(spec, name, base)
+        except (TypeError, ValueError) as err:  # TypeError: a value of the wrong type
+            raise ValueError(f"{path}, task {name!r}: {str(err).removeprefix(f'Task {name!r}: ')}") from None
         tasks.append(task)
     return tasks
+
+
+def _task(spec: dict, name: str, base: str | Path | None) -> Task:
+    """One entry of a task file as a checked Task (ValueError: a sentence naming the field)."""
+    for which in ("data", "demos"):
+        if spec[which] is not None and not isinstance(spec[which], dict):
+            raise ValueError(f"{which}: give a mapping such as {{local: file.jsonl}}, not "
+                             f"{spec[which]!r}.")
+    if not isinstance(spec["metrics"], list):
+        raise ValueError(f"metrics: give a list such as [accuracy], not {spec['metrics']!r}.")
+    if not isinstance(spec.get("convert_args", {}), dict):
+        raise ValueError(f"convert_args: give a mapping such as {{marker: \"_\"}}, not "
+                         f"{spec['convert_args']!r}.")
+    try:
+        spec["data"] = Source(**spec["data"])
+        spec["demos"] = Source(**spec["demos"]) if spec["demos"] else None
+    except TypeError as err:  # an unknown key inside data: {...}
+        raise ValueError(f"data/demos: {err}; a source has "
+                         f"{', '.join(Source.__dataclass_fields__)}.") from None
+    spec["metrics"] = tuple(spec["metrics"])
+    if base is not None:
+        spec["base"] = str(Path(base).resolve())
+    task = Task(**spec)
+    if task.convert not in CONVERTERS:
+        raise ValueError(f"convert: no converter named {task.convert!r}; known: "
+                         f"{', '.join(sorted(CONVERTERS))}.")
+    check_arguments(task.convert, task.convert_args)
+    if base is not None:
+        _check_local_data(task)
+    return task
+
+
+def _check_local_data(task: Task) -> None:
+    """Convert the task's local splits now, which checks them (records, converter, template)."""
+    for which in ("data", "demos"):
+        source = getattr(task, which)
+        if source is None or (source.hub_id and not (Path(task.base) / (source.local or "")).is_file()):
+            continue  # a Hub split is checked when it is loaded
+        load_examples(task, which)
 
 
 def _register(tasks: list[Task], where: Path) -> None:
@@ -133,28 +171,35 @@ def load_examples(task: Task | str, which: str = "data", root: str | Path | None
     if key not in _EXAMPLES:
         if len(_EXAMPLES) >= 32:  # a few splits stay converted; the oldest goes first
             _EXAMPLES.pop(next(iter(_EXAMPLES)))
-        _EXAMPLES[key] = _convert(task, source, folder)
+        _EXAMPLES[key] = _convert(task, source, folder, which)
     return list(_EXAMPLES[key])
 
 
 _EXAMPLES: dict[tuple, tuple[Example, ...]] = {}
 
 
-def _convert(task: Task, source: Source, root: Path) -> tuple[Example, ...]:
-    records, where = _read_records(task, source, root)
+def _convert(task: Task, source: Source, root: Path, which: str) -> tuple[Example, ...]:
+    records, where = _read_records(task, source, root, which)
     try:
         examples = CONVERTERS[task.convert](records, root, **task.convert_args)
     except KeyError as err:
-        keys = sorted(records[0]) if records and isinstance(records[0], dict) else []
+        keys = sorted(records[0]) if records else []
         raise ValueError(
-            f"Task {task.name!r}: the records in {where} have no field {err}; their fields are "
-            f"{keys}. They do not match this task's converter ({task.convert!r}) and template "
+            f"Task {task.name!r}: {which}: the records in {where} have no field {err}; their fields "
+            f"are {keys}. They do not match this task's converter ({task.convert!r}) and template "
             f"{task.template!r}.") from err
     except TypeError as err:  # convert_args that the converter does not take
         raise ValueError(f"Task {task.name!r}: converter {task.convert!r}: {err}.") from err
+    except ValueError as err:  # a converter's own sentence about a record
+        raise ValueError(f"Task {task.name!r}: {which}: {where}: {err}") from None
     if not examples:
-        raise ValueError(f"Task {task.name!r}: {where} holds no usable examples.")
-    check_template(task, examples[0])
+        raise ValueError(f"Task {task.name!r}: {which}: {where} holds no usable examples.")
+    check_template(task, examples)
+    if task.kind == "choice" and not all(e.candidates and e.labels for e in examples):
+        raise ValueError(f"Task {task.name!r}: kind: a ranked task (choice) needs candidates and "
+                         f"a label in every example, and converter {task.convert!r} gave some "
+                         f"without (convert: fields names them in convert_args: {{candidates: "
+                         f"FIELD, label: FIELD}}).")
     return tuple(examples)
 
 
@@ -167,15 +212,18 @@ def preset_examples(task: Task | str) -> list[Example]:
         raise ValueError(f"No preset examples for {task.name!r}; the app ships some for: "
                          f"{', '.join(shipped)}.")
     examples = CONVERTERS[task.convert](presets[task.name], PRESETS.parent, **task.convert_args)
-    check_template(task, examples[0])
+    check_template(task, examples)
     return examples
 
 
-def _read_records(task: Task, source: Source, root: Path) -> tuple[list[dict], str]:
+def _read_records(task: Task, source: Source, root: Path, which: str) -> tuple[list[dict], str]:
     if source.local:
         path = root / source.local
         if path.is_file():
-            return _read_local(path, source.format), f"'{path}'"
+            try:
+                return _read_local(path, source.format), f"'{path}'"
+            except ValueError as err:
+                raise ValueError(f"Task {task.name!r}: {which}: {err}") from None
     if source.hub_id:
         return _read_hub(task, source, root), f"Hub dataset '{source.hub_id}'"
     hint = ("Put it beside the task file." if task.base else
@@ -185,19 +233,52 @@ def _read_records(task: Task, source: Source, root: Path) -> tuple[list[dict], s
 
 
 def _read_local(path: Path, fmt: str) -> list[dict]:
+    """The records of a local file; jsonl and json by what the file holds (a JSON list, or one
+    JSON record per line), since a file's name or its task's ``format`` may not say it right."""
     try:
-        if fmt == "jsonl":
-            with path.open(encoding="utf-8") as f:
-                return [json.loads(line) for line in f if line.strip()]
         if fmt == "csv":
             import pandas as pd
             return pd.read_csv(path, keep_default_na=False).to_dict("records")
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if fmt == "json_examples":
+            data = json.loads(text)
+            if not isinstance(data, dict) or not isinstance(data.get("examples"), dict):
+                raise ValueError('format json_examples is {"examples": {"1": {...}, ...}}')
+            records = [data["examples"][k] for k in sorted(data["examples"], key=int)]
+        else:
+            records = _json_records(text)
     except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError and pandas' errors included
-        raise ValueError(f"{path} is not valid {fmt}: {err}") from None
-    if fmt == "json_examples":
-        return [data["examples"][k] for k in sorted(data["examples"], key=int)]
-    return data
+        raise ValueError(f"'{path}' is not valid {fmt}: {err}") from None
+    for number, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise ValueError(
+                f"'{path}': record {number} is {type(record).__name__} {_shorten(record)}, not an "
+                f"object of named fields; a data file holds one JSON object per line (jsonl) or a "
+                f"JSON list of objects (json).")
+    return records
+
+
+def _json_records(text: str) -> list:
+    """A JSON list of records, a file of one record, or one JSON record per line."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        pass  # more than one JSON value: one per line
+    else:
+        return data if isinstance(data, list) else [data]
+    records = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise ValueError(f"line {number}: {err}") from None
+    return records
+
+
+def _shorten(value, width: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def _read_hub(task: Task, source: Source, root: Path) -> list[dict]:

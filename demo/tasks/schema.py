@@ -11,9 +11,11 @@ the prompt is conditioning only):
   extra tokens score the same for every candidate, so the ranking equals "answer").
 """
 
+import difflib
 import string
 from dataclasses import MISSING, dataclass, field, fields
 
+from .. import metrics as metric_registry
 from ..settings import SCORE_SPANS, GenerationSettings, ScoringSettings
 
 KINDS = ("choice", "generate", "induce")
@@ -45,7 +47,7 @@ class Task:
     template: str  # one example; "{answer}" is the candidate (ranked) or the target (generated)
     kind: str  # "choice" (rank candidates), "generate", "induce" (instruction induction)
     shots: int  # the paper's few-shot k (BERTs paper table 6; 5 for instruction induction)
-    metrics: tuple[str, ...]  # names in demo.metrics.METRICS
+    metrics: tuple[str, ...]  # names in demo.metrics.METRICS (``@metric``)
     convert_args: dict = field(default_factory=dict)  # keyword arguments of the converter
     score: str = "answer"  # choice tasks: which span is scored, see the module docstring
     scoring: dict = field(default_factory=dict)  # ScoringSettings fields the task fixes (NormPLL, ...)
@@ -81,6 +83,16 @@ class Task:
             raise ValueError(f"{where}: shots must be a whole number >= 0, not {self.shots!r}.")
         if not self.metrics:
             raise ValueError(f"{where}: list at least one metric.")
+        known = metric_registry.METRICS  # looked up now: metrics of your own register when imported
+        for name in self.metrics:
+            if not isinstance(name, str) or name not in known:
+                hint = _did_you_mean(name, known) if isinstance(name, str) else ""
+                raise ValueError(f"{where}: metrics: {name!r} is not a metric{hint}; known metrics: "
+                                 f"{', '.join(sorted(known))}.")
+            if known[name].reads not in self.record_holds():
+                raise ValueError(f"{where}: metrics: {name} reads {metric_registry.READS[known[name].reads]}; "
+                                 f"this task is kind: {self.kind}"
+                                 f"{', constrain_to_candidates: true' if self.constrain_to_candidates else ''}.")
         if not isinstance(self.constrain_to_candidates, bool):
             raise ValueError(f"{where}: constrain_to_candidates must be true or false, not "
                              f"{self.constrain_to_candidates!r}.")
@@ -92,6 +104,14 @@ class Task:
             GenerationSettings(**self.generation)
         except (TypeError, ValueError) as err:
             raise ValueError(f"{where}: {err}") from None
+
+    def record_holds(self) -> set[str]:
+        """What the evaluator's record of one item holds (demo.evaluate; keys of metrics.READS)."""
+        if self.kind == "choice":
+            return {"choice", "scores", "text"}
+        if self.kind == "generate":
+            return {"choice", "text"} if self.constrain_to_candidates else {"text"}
+        return {"execution"}
 
     @classmethod
     def field_names(cls) -> set[str]:
@@ -108,7 +128,9 @@ class Example:
     id: str
     fields: dict  # template values other than "answer"
     candidates: tuple[str, ...] = ()  # ranked tasks: values of {answer}
-    label: int | None = None  # index of the correct candidate
+    label: int | None = None  # index of the correct candidate (the first, where several are)
+    # every correct candidate's index (TimeDial: two of four); (label,) when left empty
+    labels: tuple[int, ...] = ()
     answers: tuple[str, ...] = ()  # acceptable outputs (generated tasks)
     group: str | None = None  # MultiRC: the question (exact match is per question)
     pair: str | None = None  # twins (Winograd pairs) never serve as each other's demonstration
@@ -116,6 +138,11 @@ class Example:
     def __post_init__(self):
         object.__setattr__(self, "candidates", tuple(self.candidates))
         object.__setattr__(self, "answers", tuple(self.answers))
+        labels = tuple(self.labels) or (() if self.label is None else (self.label,))
+        object.__setattr__(self, "labels", labels)
+        if labels and labels[0] != self.label:
+            raise ValueError(f"Example {self.id!r}: label {self.label!r} must be the first of its "
+                             f"correct candidates {list(labels)}.")
 
     @property
     def target(self) -> str:
@@ -128,14 +155,25 @@ class Example:
 # ---------------------------------------------------------------- rendering
 
 
-def check_template(task: Task, example: Example) -> None:
-    """The template's placeholders must be exactly the example's fields plus {answer}."""
-    names = {n for _, n, _, _ in string.Formatter().parse(task.template) if n}
-    missing = names - set(example.fields) - {"answer"}
-    if missing:
-        raise ValueError(
-            f"Task {task.name!r}: the data does not match the template {task.template!r}: it needs "
-            f"{sorted(missing)}, the examples have {sorted(example.fields)}.")
+def check_template(task: Task, examples: list[Example]) -> None:
+    """Every placeholder of the template but {answer} must be a field of every example."""
+    names = {n for _, n, _, _ in string.Formatter().parse(task.template) if n} - {"answer"}
+    for example in examples:
+        missing = sorted(names - set(example.fields))
+        if missing:
+            have = sorted(example.fields)
+            hints = "".join(_did_you_mean(n, have) for n in missing[:1])
+            raise ValueError(
+                f"Task {task.name!r}: template: {', '.join('{' + n + '}' for n in missing)} "
+                f"{'is not a field' if len(missing) == 1 else 'are not fields'} of its converted "
+                f"examples{hints}; example {example.index} (id {example.id!r}) has "
+                f"{', '.join('{' + n + '}' for n in have) or 'no fields'} (and {{answer}}, the candidate "
+                f"or target).")
+
+
+def _did_you_mean(name: str, known) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def render_parts(task: Task, example: Example, answer: str | None = None) -> tuple[str, str, str]:
