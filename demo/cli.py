@@ -233,7 +233,7 @@ def _evaluate_arguments(parser):
 
 def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSettings, argv) -> int:
     from .evaluate import evaluate
-    from .tasks import add_task_dir, get_task
+    from .tasks import add_task_dir, get_task, load_examples
     for folder in args.tasks_dir:
         add_task_dir(folder)
     names = [name.strip() for arg in args.task for name in arg.split(",") if name.strip()]
@@ -245,6 +245,10 @@ def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSett
         if limit and not limit.isdigit():
             raise ValueError(f"In --task {spec!r}, what follows ':' must be a number of items.")
         tasks.append((get_task(name), dataclasses.replace(run, limit=int(limit)) if limit else run))
+    for task, task_run in tasks:  # every split read and checked now: a model can take minutes to load
+        load_examples(task, "data", task_run.data_root)
+        if (task.shots if task_run.shots is None else task_run.shots) and task.demos is not None:
+            load_examples(task, "demos", task_run.data_root)
     for side in _sides(model):
         lm = _load(side, not args.no_progress)
         for task, task_run in tasks:
