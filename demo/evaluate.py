@@ -309,8 +309,8 @@ def _rank(lm, task, run, s, chunk, demos) -> list[dict]:
         pred = max(range(len(scores)), key=lambda i: scores[i])
         records.append(dict(query=render_query(task, e), context=choices[pred].context,
                             candidates=e.candidates, scores=scores, pred=pred, label=e.label,
-                            text=e.candidates[pred], answers=e.answers or [e.target], group=e.group,
-                            correct=pred == e.label))
+                            labels=list(e.labels), text=e.candidates[pred],
+                            answers=e.answers or [e.target], group=e.group, correct=pred in e.labels))
     return records
 
 
@@ -333,7 +333,7 @@ def _generate_one(lm, task, e: Example, demos: list[Example], s: RunSettings) ->
     record = dict(query=render_query(task, e), text=text, answers=list(e.answers or [e.target]),
                   group=e.group, stop_reason=result.stop_reason, prompt_tokens=result.prompt_tokens)
     if task.constrain_to_candidates:  # the candidate written, as a ranked task's pred
-        record.update(candidates=e.candidates, label=e.label,
+        record.update(candidates=e.candidates, label=e.label, labels=list(e.labels),
                       pred=next((i for i, c in enumerate(e.candidates) if c.strip() == text), None))
     for name in task.metrics:
         if M.METRICS[name].level == "example":
