@@ -20,7 +20,7 @@ from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
 from . import settings
 from .settings import AppSettings
 from .catalog import build_catalog
-from .sources import ModelSource, hub_unreachable, resolve
+from .sources import ModelSource, hub_switched_off, hub_unreachable, resolve
 from .families import Family, family_of, max_positions, pretrained_length
 from .text import newline_survives
 
@@ -133,8 +133,11 @@ def _check_hub(name: str, revision: str | None) -> None:
         return  # transformers loads it without the network
     reason = hub_unreachable()
     if reason:
+        switched_off = hub_switched_off()
+        remedy = (f"unset {switched_off} to let it download" if switched_off
+                  else "connect this machine to the network")
         raise ValueError(f"Could not load model '{name}': {reason}, and it is not in the local "
-                         f"Hugging Face cache. Pick a local model (they load offline), or connect.")
+                         f"Hugging Face cache. Pick a local model (they load offline), or {remedy}.")
 
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf")

@@ -12,6 +12,7 @@ Sources, in the order they are tried:
 
 import importlib.util
 import json
+import os
 import re
 import socket
 import time
@@ -90,12 +91,26 @@ HUB_PROBE_SECONDS = 2.0
 _HUB_PROBE: dict = {}  # the last reachability check: (time, reason or None)
 
 
+def hub_switched_off() -> str | None:
+    """The variable that switches Hub access off here (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE),
+    or None. huggingface_hub reads either (Hugging Face's offline guide names both), so a message
+    must name the one the user actually set."""
+    from huggingface_hub import constants
+    if not constants.HF_HUB_OFFLINE:
+        return None
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(name, "").strip().upper() in constants.ENV_VARS_TRUE_VALUES:
+            return name
+    return "HF_HUB_OFFLINE"  # set when huggingface_hub was imported, unset since
+
+
 def hub_unreachable() -> str | None:
     """Why the Hub cannot be reached (offline setting, no network), or None; checked at most
     once a minute. transformers would otherwise retry for half a minute before saying so."""
     from huggingface_hub import constants
-    if constants.HF_HUB_OFFLINE:
-        return "Hub access is switched off here (HF_HUB_OFFLINE=1)"
+    switched_off = hub_switched_off()
+    if switched_off:
+        return f"Hub access is switched off here ({switched_off} is set)"
     checked, reason = _HUB_PROBE.get("last", (-1e9, None))
     if time.monotonic() - checked > 60:
         endpoint = urlsplit(constants.ENDPOINT)  # huggingface.co, or a mirror set by HF_ENDPOINT

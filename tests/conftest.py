@@ -11,15 +11,24 @@ from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 TOKENIZERS = SHARED / "tokenizers"
 STANDIN_MLM = SHARED / "models" / "minilm-l6-mlm-standin"
-# The app's handlers load local files only from the app's own list: the tests' list.
-os.environ.setdefault("DEMO_LOCAL_MODELS", str(STANDIN_MLM))
 HAYSTACK = SHARED / "data" / "haystack"
+
+# The outcome must not depend on the caller's environment: every variable that changes what the
+# code does (the app's DEMO_* settings, Hub and Gradio settings, a Space's SPACE_ID, offline
+# switches from Hugging Face's offline guide) is removed, then the suite's own values are set,
+# before anything reads them. A test that needs another value sets it itself (monkeypatch).
+for name in list(os.environ):
+    if name.startswith(("DEMO_", "GRADIO_", "HF_", "TRANSFORMERS_")) or name == "SPACE_ID":
+        if name != "HF_HOME":  # where the caller keeps models: read-only here, never decides an outcome
+            del os.environ[name]
+os.environ.update(
+    GRADIO_ANALYTICS_ENABLED="False",
+    HF_HUB_OFFLINE="1",  # tests run offline, as CI does
+    DEMO_LOCAL_MODELS=str(STANDIN_MLM),  # the app loads local files only from its list: the tests' list
+)
 
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared (offline test material) is not beside this clone")
 

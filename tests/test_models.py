@@ -78,9 +78,42 @@ def test_folder_that_is_not_a_model(tmp_path):
         load_model(str(tmp_path))
 
 
-def test_unknown_hub_id_offline_is_a_clear_error_at_once():
-    with pytest.raises(ValueError, match="Could not load model.*switched off"):
-        load_model("no-such-owner/no-such-model-xyz")  # HF_HUB_OFFLINE=1 in these tests
+LOAD_TWO_UNKNOWN_IDS = textwrap.dedent("""
+    import json, time
+    from demo.models import load_model
+    times, messages = [], []
+    for name in ("no-such-owner/model-a", "no-such-owner/model-b"):
+        began = time.perf_counter()
+        try:
+            load_model(name)
+        except ValueError as err:
+            messages.append(str(err))
+        times.append(time.perf_counter() - began)
+    print(json.dumps({"times": times, "messages": messages}))
+""")
+
+
+def load_two_unknown_ids(tmp_path, **variables) -> dict:
+    """Load two ids the Hub does not have, in a fresh process whose Hub settings are exactly
+    ``variables`` (huggingface_hub reads them once, at import)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env.update(HF_HOME=str(tmp_path), **variables)  # an empty cache
+    run = subprocess.run([sys.executable, "-c", LOAD_TWO_UNKNOWN_IDS], env=env, capture_output=True,
+                         text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert len(result["messages"]) == 2
+    return result
+
+
+@pytest.mark.parametrize("variable", ["HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"])
+def test_offline_mode_is_said_at_once_naming_its_variable(tmp_path, variable):
+    """Either offline variable of Hugging Face's offline guide: the message names the one set and
+    how to undo it."""
+    result = load_two_unknown_ids(tmp_path, **{variable: "1"})
+    for message in result["messages"]:
+        assert f"Hub access is switched off here ({variable} is set)" in message
+        assert f"unset {variable} to let it download" in message
+    assert max(result["times"]) < 2, result["times"]
 
 
 @pytest.mark.parametrize("endpoint", ["http://127.0.0.1:9",  # a closed port: refused at once
@@ -88,25 +121,7 @@ def test_unknown_hub_id_offline_is_a_clear_error_at_once():
 def test_unreachable_hub_is_said_within_3_s_then_at_once(tmp_path, endpoint):
     """Without HF_HUB_OFFLINE and with the Hub's endpoint blocked, the first unknown id is refused
     in words within 3 s (transformers alone retries for half a minute), the next one at once."""
-    code = textwrap.dedent("""
-        import json, time
-        from demo.models import load_model
-        times, messages = [], []
-        for name in ("no-such-owner/model-a", "no-such-owner/model-b"):
-            began = time.perf_counter()
-            try:
-                load_model(name)
-            except ValueError as err:
-                messages.append(str(err))
-            times.append(time.perf_counter() - began)
-        print(json.dumps({"times": times, "messages": messages}))
-    """)
-    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
-    env.update(HF_ENDPOINT=endpoint, HF_HOME=str(tmp_path))  # an empty cache
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=120, cwd=Path(__file__).resolve().parents[1])
-    result = json.loads(run.stdout.strip().splitlines()[-1])
-    assert len(result["messages"]) == 2
+    result = load_two_unknown_ids(tmp_path, HF_ENDPOINT=endpoint)
     assert all("cannot be reached from this machine" in m for m in result["messages"])
     first, second = result["times"]
     assert first < 3 and second < 0.5, result["times"]
