@@ -15,17 +15,24 @@ works from Python. Masked and causal LMs alike (``demo.models.load_model``):
 - ``generate_until``: ``demo.generation.generate`` with lm-eval's ``until``, ``max_gen_toks``,
   ``do_sample``, ``temperature`` (:func:`generation_settings`), one prompt at a time.
 
-The text conventions (newline marker, junction space) are the engines' (``demo.text``): requests
-go to them as lm-eval wrote them. Inputs longer than an absolute-position model reads are refused
-by the engines, as everywhere in this project, never truncated.
+The text conventions (newline marker, junction space, a causal LM's start token) are the engines'
+(``demo.text``, ``demo.pll``): requests go to them as lm-eval wrote them, and a causal LM reads
+them as lm-eval's HFLM does (a start token only before an empty context; ``add_bos_token``).
+
+Inputs longer than an absolute-position model reads (BERT, RoBERTa, GPT-2), which the engines
+refuse, never end a run here: like HFLM, a request is cut from the left at a token start until
+the engine accepts it (a generation prompt keeps room for ``max_gen_toks``), and what could not be
+cut to fit is skipped; each call warns with the counts (:func:`fit_generation`, :func:`fit_pair`).
 
 Data parallel: launched by ``accelerate launch`` or ``torchrun`` (more than one process), each
 process takes its own device and lm-eval gives it every world_size-th document; rank 0 gathers
 and reports (lm-eval's evaluator does that through ``all_gather``/``gather_object`` below).
 """
 
+import copy
 import logging
 import os
+from collections import Counter
 from dataclasses import dataclass, fields, replace
 from datetime import timedelta
 
@@ -35,9 +42,9 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from tqdm.auto import tqdm
 
-from .generation import generate
-from .models import load_model
-from .pll import score_batch
+from .generation import check_prompt, generate
+from .models import InputTooLong, load_model
+from .pll import Choice, check_choices, score_batch
 from .settings import GenerationSettings, ModelSettings, ScoringSettings
 from .text import encode_newlines
 
@@ -49,10 +56,12 @@ logger = logging.getLogger(__name__)
 MODEL_KEYS = {"pretrained": "model", **{f.name: f.name for f in fields(ModelSettings) if f.name != "model"}}
 SCORING_KEYS = ("method", "right_masks", "reduction", "token_budget")
 GENERATION_KEYS = ("padding_masks",)
+TOKENIZER_KEYS = ("add_bos_token",)  # HFLM's key, same meaning (causal LMs)
 PARALLEL_KEYS = ("parallelize", "device_map")
 # lm-eval's command line passes these to every model; our sub-batches are sized by token_budget.
 IGNORED_KEYS = ("batch_size", "max_batch_size")
-VALID_KEYS = (*MODEL_KEYS, *SCORING_KEYS, *GENERATION_KEYS, *PARALLEL_KEYS, *IGNORED_KEYS)
+VALID_KEYS = (*MODEL_KEYS, *SCORING_KEYS, *GENERATION_KEYS, *TOKENIZER_KEYS, *PARALLEL_KEYS,
+              *IGNORED_KEYS)
 # Scoring settings that have no meaning behind lm-eval's requests, and why.
 NOT_HERE = {
     "scope": "lm-eval asks for the continuation's log-likelihood (scope=completion); its "
@@ -62,6 +71,7 @@ NOT_HERE = {
     "word_level": "lm-eval's answers have no per-word scores",
 }
 MASKED_ONLY = ("right_masks", "padding_masks")
+CAUSAL_ONLY = ("add_bos_token",)
 
 
 @dataclass(frozen=True)
@@ -70,6 +80,7 @@ class EvalSettings:
     model: ModelSettings
     scoring: ScoringSettings
     padding_masks: int | None = None  # masked LMs' generation (GenerationSettings.padding_masks)
+    add_bos_token: bool | None = None  # causal LMs: BOS before every text, or none (None: the tokenizer's)
     device_map: str | None = None  # model parallel: "auto" (parallelize=True) or a transformers map
     given: tuple[str, ...] = ()  # the keys the user set (to refuse masked-only ones on causal LMs)
 
@@ -92,12 +103,16 @@ def parse_model_args(args: dict) -> EvalSettings:
     parallelize, device_map = args.get("parallelize", False), args.get("device_map")
     if not isinstance(parallelize, bool):
         raise ValueError(f"parallelize must be true or false, not {parallelize!r}.")
+    add_bos_token = args.get("add_bos_token")
+    if add_bos_token is not None and not isinstance(add_bos_token, bool):
+        raise ValueError(f"add_bos_token must be true or false, not {add_bos_token!r}.")
     if parallelize and device_map not in (None, "auto"):
         raise ValueError("parallelize=true means device_map=auto; give one of the two.")
     if "right_masks" in args and scoring.method not in (None, "right_masks"):
         raise ValueError(f"right_masks only applies to method=right_masks, not method={scoring.method}.")
     return EvalSettings(model=model, scoring=scoring, padding_masks=padding_masks,
-                        device_map="auto" if parallelize else device_map, given=tuple(args))
+                        add_bos_token=add_bos_token, device_map="auto" if parallelize else device_map,
+                        given=tuple(args))
 
 
 def check_kind(lm, s: EvalSettings) -> ScoringSettings:
@@ -107,7 +122,31 @@ def check_kind(lm, s: EvalSettings) -> ScoringSettings:
     if wrong:
         raise ValueError(f"{lm.label} is a causal LM; {', '.join(wrong)} only apply to masked LMs "
                          f"(leave them out).")
+    wrong = [k for k in CAUSAL_ONLY if k in s.given] if lm.kind == "masked" else []
+    if wrong:
+        raise ValueError(f"{lm.label} is a masked LM; {', '.join(wrong)} only applies to causal LMs "
+                         f"(a masked LM's text is framed by its own special tokens).")
     return replace(s.scoring, method=method)
+
+
+def with_bos_rule(lm, add_bos_token: bool | None):
+    """``lm`` reading texts as HFLM does with ``add_bos_token``: None, as its tokenizer starts them;
+    true or false, with or without the BOS token before every text. HFLM sets the tokenizer's own
+    ``add_bos_token``; so do we, on a copy (the loaded model's tokenizer is shared through
+    ``load_model``'s cache and stays as it is). The scoring engine then adds its start token only
+    where a text's first token is scored and the tokenizer put none there (``demo.pll``)."""
+    if add_bos_token is None:
+        return lm
+    tokenizer = lm.tokenizer
+    if tokenizer.bos_token_id is None:
+        raise ValueError(f"add_bos_token: {lm.label}'s tokenizer has no BOS token (leave it out).")
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.add_bos_token = add_bos_token
+    ids = tokenizer("a", verbose=False)["input_ids"]
+    if (ids[:1] == [tokenizer.bos_token_id]) != add_bos_token:
+        raise ValueError(f"add_bos_token={add_bos_token} has no effect on {lm.label}'s tokenizer "
+                         f"({type(tokenizer).__name__}); leave it out.")
+    return replace(lm, tokenizer=tokenizer)
 
 
 # ---------------------------------------------------------------- devices and processes
@@ -215,6 +254,14 @@ GEN_KWARGS = ("until", "max_gen_toks", "do_sample", "temperature", "top_p", "top
 DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's HFLM default
 
 
+@dataclass(frozen=True)
+class HarnessGenerationSettings(GenerationSettings):
+    """GenerationSettings for lm-eval's requests: ``max_new_tokens`` bounded only by the model (lm-eval
+    ships task configs with max_gen_toks of 1024 to 32768; :func:`fit_generation` fits them to an
+    absolute-position model's window), not by the app's interactive cap."""
+    max_new_tokens_cap = None
+
+
 def generation_settings(gen_kwargs: dict, padding_masks: int | None = None) -> GenerationSettings:
     """lm-eval's generation kwargs as our settings, read as HFLM reads them: greedy unless
     do_sample (temperature 0 means greedy); ``until`` strings are stop strings. Sampling draws from
@@ -232,12 +279,97 @@ def generation_settings(gen_kwargs: dict, padding_masks: int | None = None) -> G
         for key in ("temperature", "top_p", "top_k"):
             g.pop(key, None)
     try:
-        return GenerationSettings(
+        return HarnessGenerationSettings(
             max_new_tokens=g.pop("max_gen_toks", DEFAULT_MAX_GEN_TOKS), strategy=strategy,
             stop_strings=[until] if isinstance(until, str) else list(until),
             padding_masks=padding_masks, seed=None if sample else 0, **g)
     except ValueError as err:
         raise ValueError(f"Generation kwargs {gen_kwargs}: {err}") from err
+
+
+# ---------------------------------------------------------------- inputs longer than the model reads
+
+CUT, LOWERED, SKIPPED = "cut from the left", "max_gen_toks lowered", "skipped"
+
+
+def cut_from_left(lm, text: str, fits, *, may_empty: bool) -> str | None:
+    """The longest end of ``text`` that starts at a token start and that ``fits`` accepts (the whole
+    text counts; the empty end too when ``may_empty``), or None when none does. ``fits`` is the
+    engine's own check, so the rule of what fits is never re-done here; a shorter end never needs
+    more positions, so the first accepted cut is found by bisection."""
+    offsets = lm.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True,
+                           verbose=False)["offset_mapping"]
+    cuts = sorted({0, *(start for start, _ in offsets)} | ({len(text)} if may_empty else set()))
+    cuts = [c for c in cuts if c < len(text) or may_empty]
+    if not cuts:
+        return None
+    k = _first_true(lambda i: fits(text[cuts[i]:]), 0, len(cuts) - 1)
+    return text[cuts[k]:] if fits(text[cuts[k]:]) else None
+
+
+def _engine_accepts(check) -> bool:
+    try:
+        check()
+    except InputTooLong:
+        return False
+    return True
+
+
+def fit_generation(lm, prompt: str, settings: GenerationSettings) -> tuple[str, GenerationSettings, tuple[str, ...]]:
+    """(prompt, settings, what was changed) for a generation request the engine accepts.
+
+    Only an absolute-position model's window (``lm.max_length``) bounds a request; a relative-
+    position model reads every prompt whole and writes up to ``max_gen_toks``. In a window:
+
+    - HFLM's rule: ``max_gen_toks`` keeps its room and the prompt is cut from the left to what
+      fits before it (HFLM cuts token ids; we cut the text at a token start, so a tokenizer's BOS
+      stays first).
+    - ``max_gen_toks`` larger than the window holds after any prompt (HFLM refuses such a request;
+      lm-eval's configs ask for up to 32768): the prompt keeps at most half the window, cut from
+      the left if longer, and generation gets the rest, up to the model's own limit.
+    - Nothing fits (a window too small for even that): skipped (the caller answers "").
+    """
+    def fits(text: str, s: GenerationSettings = settings) -> bool:
+        return bool(text.strip()) and _engine_accepts(lambda: check_prompt(lm, text, s))
+
+    if lm.max_length is None or fits(prompt):
+        return prompt, settings, ()
+    cut = cut_from_left(lm, prompt, fits, may_empty=False)
+    if cut is not None:
+        return cut, settings, (CUT,)
+    half = replace(settings, max_new_tokens=lm.max_length - lm.max_length // 2)
+    cut = cut_from_left(lm, prompt, lambda text: fits(text, half), may_empty=False)
+    if cut is None:
+        return prompt, settings, (SKIPPED,)
+    most = _last_true(lambda n: fits(cut, replace(settings, max_new_tokens=n)),
+                      half.max_new_tokens, settings.max_new_tokens)
+    return cut, replace(settings, max_new_tokens=most), (LOWERED,) + ((CUT,) if cut != prompt else ())
+
+
+def fit_pair(lm, context: str, continuation: str, scoring: ScoringSettings) -> tuple[str, tuple[str, ...]]:
+    """(context, what was changed) for a loglikelihood request the engine accepts: as HFLM does for
+    causal LMs, a context too long for an absolute-position model's window is cut from the left
+    (to nothing if need be); a continuation that does not fit even alone is skipped."""
+    def fits(text: str) -> bool:
+        return _engine_accepts(lambda: check_choices(lm, [Choice(text, continuation, continuation)], scoring))
+
+    if lm.max_length is None or fits(context):
+        return context, ()
+    cut = cut_from_left(lm, context, fits, may_empty=True)
+    return (context, (SKIPPED,)) if cut is None else (cut, (CUT,))
+
+
+def too_long_note(request_type: str, changes: list[tuple[str, ...]], lm) -> str | None:
+    """The warning that says how many of a call's requests were changed to fit the model, and how
+    (``changes``: per request, what :func:`fit_generation` / :func:`fit_pair` changed); None if none."""
+    counts = Counter(what for change in changes for what in change)
+    if not counts:
+        return None
+    n_changed = sum(1 for change in changes if change)
+    return (f"{request_type}: {n_changed} of {len(changes)} request(s) longer than {lm.label} reads "
+            f"({lm.max_length} positions): {', '.join(f'{n} {what}' for what, n in counts.items())} "
+            f"(as lm-eval's HFLM, inputs are cut from the left; a skipped request is answered "
+            f"{'an empty string' if request_type == 'generate_until' else '-inf'}).")
 
 
 # ---------------------------------------------------------------- the model
@@ -251,7 +383,9 @@ class MaskedLMEval(LM):
     .gguf file), ``kind``, ``device``, ``dtype``, ``trust_remote_code``, ``revision``,
     ``threads``; ``method`` (salazar, right_masks, within_word_l2r, whole_word; causal for causal
     LMs), ``right_masks``, ``reduction`` (sum or mean), ``token_budget`` (tokens per forward
-    pass); ``padding_masks`` (masked LMs' generation); ``parallelize`` / ``device_map``.
+    pass); ``padding_masks`` (masked LMs' generation); ``add_bos_token`` (causal LMs, HFLM's:
+    true puts the BOS token before every text, false before none, unset as the tokenizer does);
+    ``parallelize`` / ``device_map``.
 
     ``is_greedy`` of a loglikelihood answer: every scored token is the model's top prediction at
     its position (rank 1; a tie with another token counts as top). For a masked LM that is the
@@ -279,7 +413,9 @@ class MaskedLMEval(LM):
             device = single_device(device)
         self.lm = load(self.settings, device)
         self.scoring = check_kind(self.lm, self.settings)  # refuse mismatches before any request
+        self.lm = with_bos_rule(self.lm, self.settings.add_bos_token)
         self._device = self.lm.device
+        self.too_long = Counter()  # what fit_generation / fit_pair changed, over the whole run
 
     # -- what lm-eval reads besides the three request types
 
@@ -292,13 +428,21 @@ class MaskedLMEval(LM):
         return self.lm.max_length
 
     def get_model_info(self) -> dict:
-        """Recorded in lm-eval's results ("config"), so a results file says how it was scored."""
+        """Recorded in lm-eval's results ("config"), so a results file says how it was scored, and
+        how many requests were changed to fit the model (this process's, in a multi-process run)."""
         s = self.scoring
         return dict(model_label=self.lm.label, model_kind=self.lm.kind,
                     model_num_parameters=self.lm.n_parameters, model_dtype=str(self.lm.dtype),
                     model_device=str(self.lm.device),
                     pll_method=s.method, right_masks=s.right_masks if s.method == "right_masks" else None,
-                    reduction=s.reduction)
+                    reduction=s.reduction, add_bos_token=self.settings.add_bos_token,
+                    max_length=self.lm.max_length, too_long=dict(self.too_long))
+
+    def _record(self, request_type: str, changes: list[tuple[str, ...]]) -> None:
+        note = too_long_note(request_type, changes, self.lm)
+        if note:
+            logger.warning(note)
+            self.too_long.update(f"{request_type}: {what}" for change in changes for what in change)
 
     def _progress(self, disable_tqdm: bool) -> bool:
         return not disable_tqdm and self.rank == 0
@@ -306,12 +450,18 @@ class MaskedLMEval(LM):
     # -- the three request types
 
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
-        """(score, is_greedy) of each (context, continuation), all in one engine call."""
+        """(score, is_greedy) of each (context, continuation), all in one engine call; a context too
+        long for the model cut from the left (:func:`fit_pair`), a skipped request (-inf, False)."""
         pairs = [tuple(req.args) for req in requests]
-        scores = score_batch(self.lm, pairs, self.scoring, progress=self._progress(disable_tqdm))
+        fitted = [fit_pair(self.lm, context, continuation, self.scoring) for context, continuation in pairs]
+        self._record("loglikelihood", [change for _, change in fitted])
+        scored = [(context, continuation) for (context, change), (_, continuation) in zip(fitted, pairs)
+                  if SKIPPED not in change]
+        scores = iter(score_batch(self.lm, scored, self.scoring, progress=self._progress(disable_tqdm)))
         answers = []
-        for pair, s in zip(pairs, scores):
-            answer = (s.score, all(t.rank == 1 for t in s.tokens))
+        for pair, (_, change) in zip(pairs, fitted):
+            s = None if SKIPPED in change else next(scores)
+            answer = (float("-inf"), False) if s is None else (s.score, all(t.rank == 1 for t in s.tokens))
             self.cache_hook.add_partial("loglikelihood", pair, answer)
             answers.append(answer)
         return answers
@@ -333,14 +483,18 @@ class MaskedLMEval(LM):
         return totals
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        """``generate()`` per request (our engine has no batching across prompts)."""
-        outputs = []
+        """``generate()`` per request (our engine has no batching across prompts), each fitted to
+        the model first (:func:`fit_generation`); a skipped request is answered ""."""
+        outputs, changes = [], []
         for req in tqdm(requests, desc="generate_until", disable=not self._progress(disable_tqdm)):
             context, gen_kwargs = req.args
             settings = generation_settings(gen_kwargs, self.settings.padding_masks)
-            text = generate(self.lm, context, settings).text
+            prompt, settings, change = fit_generation(self.lm, context, settings)
+            text = "" if SKIPPED in change else generate(self.lm, prompt, settings).text
             self.cache_hook.add_partial("generate_until", req.args, text)
             outputs.append(text)
+            changes.append(change)
+        self._record("generate_until", changes)
         return outputs
 
     # -- data parallel (what lm-eval's evaluator calls when world_size > 1), as HFLM does it

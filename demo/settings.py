@@ -190,6 +190,10 @@ class GenerationSettings:
     seed: int | None = field(default=0, metadata=_help("sampling seed"))
     trace: bool = field(default=False, metadata=_help("record the step-by-step trace"))
     trace_top_k: int = field(default=5, metadata=_help("top tokens per step in the trace"))
+    # Not a setting (no annotation, so no field or option): the bound on max_new_tokens for
+    # interactive use. lm-eval's requests lift it (demo.lm_eval_model): its task configs ask for
+    # up to 32k tokens, which only the model bounds.
+    max_new_tokens_cap = MAX_NEW_TOKENS_CAP
 
     def __post_init__(self):
         # A single string where a list belongs is one stop string / one choice, not its letters.
@@ -199,7 +203,7 @@ class GenerationSettings:
                 object.__setattr__(self, name, [value])
             elif value is not None:
                 object.__setattr__(self, name, list(value))
-        _whole(self.max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS_CAP)
+        _whole(self.max_new_tokens, "max_new_tokens", 1, self.max_new_tokens_cap)
         _choice(self.strategy, "strategy", STRATEGIES)
         _whole(self.num_beams, "num_beams", 1, MAX_BEAMS)
         _number(self.top_p, "top_p", lambda v: 0 < v <= 1, "in (0, 1] (1 turns it off)")
