@@ -5,7 +5,7 @@
     mlm-icl probe    --model M --lengths 256 512 --output grid.csv [--plot grid.html]
     mlm-icl evaluate --model M --task copa:100 --shots 1 [--tasks-dir my_tasks/]
     mlm-icl results  show | add-runs runs/eval/summary.csv | import-published DIR
-    mlm-icl export-tasks --task copa --shots 4 --output-dir DIR   (for lm-eval's --include_path)
+    mlm-icl export-tasks --model M --task copa --shots 4 --output-dir DIR   (lm-eval's --include_path)
     mlm-icl models   (the catalog: local models' short names, Hub models, pairs)
 
 Options come from the settings dataclasses of ``demo.settings`` through transformers'
@@ -316,15 +316,22 @@ def _export_arguments(parser):
                         help="the folder to give lm-eval's --include_path")
 
 
-def _export(args, run: RunSettings) -> int:
-    from .lm_eval_tasks import export_task
-    from .tasks import add_task_dir
+def _export(args, model: ModelSettings, run: RunSettings) -> int:
+    from .lm_eval_tasks import export_task, refuse_unexported
+    from .tasks import add_task_dir, get_task
     for folder in args.tasks_dir:
         add_task_dir(folder)
-    if not args.task:
+    names = [n.strip() for arg in args.task for n in arg.split(",") if n.strip()]
+    if not names:
         raise ValueError(f"Give at least one --task ({PROG} evaluate --list shows them).")
-    for name in (n.strip() for arg in args.task for n in arg.split(",") if n.strip()):
-        print(export_task(name, args.output_dir, run))
+    if len(_sides(model)) > 1:  # the items depend on the model (its length limit): one at a time
+        raise ValueError(f"{model.model!r} is a pair; export-tasks writes one model's items: give "
+                         f"--model one of its two models ({PROG} models lists them).")
+    refuse_unexported(run)
+    tasks = [get_task(name) for name in names]  # unknown names refused before a model loads
+    lm = _load(model, not args.no_progress)
+    for task in tasks:
+        print(export_task(lm, task, args.output_dir, run))
     return 0
 
 
@@ -371,8 +378,9 @@ COMMANDS = {  # name: (help, settings dataclasses, adds the command's own argume
     "evaluate": ("few-shot evaluation on the papers' tasks or your own (resumable)",
                  [ModelSettings, RunSettings, ScoringSettings], _evaluate_arguments),
     "results": ("the papers' published tables next to our runs", [ResultsFilter], _results_arguments),
-    "export-tasks": ("our tasks as lm-evaluation-harness tasks (a folder for --include_path)",
-                     [RunSettings], _export_arguments),
+    "export-tasks": ("our tasks as lm-evaluation-harness tasks (a folder for --include_path): the "
+                     "items `evaluate` evaluates with that --model", [ModelSettings, RunSettings],
+                     _export_arguments),
     "models": ("the models --model takes by name: local ones (short names), Hub ones, pairs",
                [], _models_arguments),
 }

@@ -1,13 +1,14 @@
 """Our tasks as lm-evaluation-harness tasks: a folder for ``--include_path``, same items, same text.
 
-    mlm-icl export-tasks --task copa --task winograd --shots 4 --output-dir lm_eval_tasks
-    python -m demo.lm_eval --model mlm --model_args pretrained=... --include_path lm_eval_tasks \\
+    mlm-icl export-tasks --model M --task copa --task winograd --shots 4 --output-dir lm_eval_tasks
+    python -m demo.lm_eval --model mlm --model_args pretrained=M --include_path lm_eval_tasks \\
         --tasks mlm_icl_copa,mlm_icl_winograd
 
-For each task a JSONL file holds every evaluated item as our evaluator builds it (the template,
-and the demonstrations drawn with our seed, baked into the text), and a YAML file tells lm-eval
-to read it with zero shots of its own. lm-eval then sends our model exactly the (context,
-continuation) pairs our evaluator scores, so the two evaluators can be compared item by item:
+For each task a JSONL file holds every item our evaluator evaluates with that model, as it builds
+it (the template, and the demonstrations drawn with our seed, baked into the text), and a YAML file
+tells lm-eval to read it with zero shots of its own. lm-eval then sends the model exactly the
+(context, continuation) pairs our evaluator scores, so the two evaluators can be compared item by
+item:
 
 - a ranked task with one context per item: lm-eval's ``multiple_choice`` (the candidates'
   continuations as its choices, no delimiter: the engine joins them as our evaluator does);
@@ -17,26 +18,58 @@ continuation) pairs our evaluator scores, so the two evaluators can be compared 
   lm-eval's ``exact_match`` against any accepted answer (our own metrics, e.g. the instruction-
   induction ones, can differ from it; the generated text is the same).
 
+The items are the evaluator's own plan for the model (``demo.evaluate``): its ``--limit`` sample,
+its demonstrations, and its skip rule, so an item longer than an absolute-position model reads is
+left out here as it is there (counted in the YAML's metadata). The run options that have no
+lm-eval form are refused (:data:`NOT_EXPORTED`).
+
 Task names are prefixed ``mlm_icl_`` so they never shadow lm-eval's own tasks of the same name.
 """
 
 import json
+import logging
+from dataclasses import fields
 from pathlib import Path
 
 import yaml
 
-from .evaluate import fixed_sample
-from .fewshot import choice_items, generation_prompt, sample_demonstrations
-from .settings import GenerationSettings, RunSettings
-from .tasks import Task, get_task, load_examples
+from .evaluate import _demonstrations, _plan
+from .fewshot import choice_items, generation_prompt
+from .settings import GenerationSettings, RunSettings, ScoringSettings
+from .tasks import Task, get_task
 
 PREFIX = "mlm_icl_"
 METRIC = {"aggregation": "mean", "higher_is_better": True}
+# RunSettings fields that change how our evaluator runs, not which items it evaluates, and that
+# lm-eval cannot be told through a task file.
+NOT_EXPORTED = {
+    "repetitions": "lm-eval evaluates each item once; export one folder per --seed and average "
+                   "their results",
+    "chunk_size": "it sizes our evaluator's batches; under lm-eval the mlm model batches by its "
+                  "token_budget",
+    "cache": "it is how a masked LM decodes, not part of a task; lm-eval's mlm model decodes with "
+             "the exact method",
+    "execute_limit": "instruction induction (write an instruction, then run it) has no lm-eval form",
+}
+log = logging.getLogger(__name__)
 
 
-def export_task(task: Task | str, folder: str | Path, settings: RunSettings | None = None) -> Path:
-    """Write ``<prefix><task>.jsonl`` and ``.yaml`` into ``folder``; returns the YAML's path."""
+def refuse_unexported(settings: RunSettings) -> None:
+    """ValueError naming every option set away from its default that a task file cannot carry."""
+    defaults = RunSettings()
+    wrong = [(f.name, getattr(settings, f.name)) for f in fields(RunSettings)
+             if f.name in NOT_EXPORTED and getattr(settings, f.name) != getattr(defaults, f.name)]
+    if wrong:
+        raise ValueError("export-tasks cannot honour " + "; ".join(
+            f"--{name.replace('_', '-')} {value} ({NOT_EXPORTED[name]})" for name, value in wrong)
+            + ". Leave it out.")
+
+
+def export_task(lm, task: Task | str, folder: str | Path, settings: RunSettings | None = None) -> Path:
+    """Write ``<prefix><task>.jsonl`` and ``.yaml`` into ``folder``: the items our evaluator
+    evaluates with ``lm`` (``demo.models.LoadedModel``) and these settings. Returns the YAML's path."""
     s = settings or RunSettings()
+    refuse_unexported(s)
     task = get_task(task) if isinstance(task, str) else task
     if task.kind not in ("choice", "generate"):
         raise ValueError(f"Task {task.name!r} ({task.kind}) has no lm-eval form: its model writes "
@@ -45,14 +78,19 @@ def export_task(task: Task | str, folder: str | Path, settings: RunSettings | No
         raise ValueError(f"Task {task.name!r} generates under a constraint to each item's own "
                          f"candidates, which lm-eval's generate_until cannot say; its ranked form "
                          f"(e.g. copa for copa_generate) exports as multiple choice.")
-    shots = task.shots if s.shots is None else s.shots
-    examples = fixed_sample(load_examples(task, "data", s.data_root), s.limit)  # the evaluator's
-    pool = load_examples(task, "demos", s.data_root) if shots else []
+    # The evaluator's own plan (default scoring, as `mlm-icl evaluate` without scoring options):
+    # its sample, demonstrations and skip rule, never re-done here.
+    run = _plan(lm, task, s, ScoringSettings())
     docs = []
-    for e in examples:
-        demos = sample_demonstrations(pool, shots, seed=s.seed, item=e, same_split=task.demos is None)
-        docs.append(_choice_doc(task, e, demos, s) if task.kind == "choice"
-                    else dict(prompt=generation_prompt(task, e, demos), answers=list(e.answers or [e.target])))
+    for e in run["examples"]:
+        demos = _demonstrations(run, s, 0, e)
+        doc = (_choice_doc(task, e, demos, run["score"]) if task.kind == "choice"
+               else dict(prompt=generation_prompt(task, e, demos), answers=list(e.answers or [e.target])))
+        docs.append(dict(index=e.index, id=e.id, **doc))
+    if run["skipped"]:
+        log.warning(f"{task.name} {run['shots']}-shot: left out {run['skipped']} of "
+                    f"{len(docs) + run['skipped']} items longer than {lm.label} reads "
+                    f"({lm.max_length} tokens), as `mlm-icl evaluate` skips them.")
     form = _choice_config(docs) if task.kind == "choice" else _generation_config(task, s)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -61,15 +99,16 @@ def export_task(task: Task | str, folder: str | Path, settings: RunSettings | No
     data.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
     config = dict(task=name, dataset_path="json", dataset_kwargs={"data_files": {"test": str(data.resolve())}},
                   test_split="test", num_fewshot=0,
-                  metadata={"source": "mlm-icl export-tasks", "task": task.name, "shots": shots,
-                            "seed": s.seed, "description": task.title}, **form)
+                  metadata={"source": "mlm-icl export-tasks", "task": task.name, "shots": run["shots"],
+                            "seed": s.seed, "model": lm.label, "max_tokens": lm.max_length,
+                            "skipped": run["skipped"], "description": task.title}, **form)
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return path
 
 
-def _choice_doc(task: Task, e, demos, s: RunSettings) -> dict:
-    items = choice_items(task, e, demos, s.score)
+def _choice_doc(task: Task, e, demos, score: str) -> dict:
+    items = choice_items(task, e, demos, score)
     contexts, completions = [c for c, _ in items], [x for _, x in items]
     return dict(contexts=contexts, completions=completions, label=e.label)
 
