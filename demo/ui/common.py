@@ -22,7 +22,7 @@ from gradio.context import LocalContext  # the request being served (Gradio sets
 
 from ..catalog import Catalog, build_catalog, standin_note
 from ..settings import AppSettings
-from ..sources import HUB_ID
+from ..sources import HUB_ID, quoted
 from .limits import RUNS
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -275,8 +275,8 @@ def load(name: str, kind: str | None):
     # Anything else must be a Hub id. Whatever names a path is refused with one sentence, whether
     # or not it exists, so the page tells nothing about the server's disks.
     if not HUB_ID.match(name) or ".." in name or Path(name).expanduser().exists():
-        raise ValueError(f"'{name}' is not one of this app's models: pick a model from the list, or "
-                         f"type a Hugging Face Hub id (owner/name).")
+        raise ValueError(f"'{quoted(name)}' is not one of this app's models: pick a model from the "
+                         f"list, or type a Hugging Face Hub id (owner/name).")
     if settings.public:
         check_download_size(name, None, settings.max_hub_gb)
     return load_model(name, kind=kind, trust_remote_code=name in REMOTE_CODE_ALLOWLIST)
