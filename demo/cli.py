@@ -18,6 +18,7 @@ imported only once the arguments are known to be good, and transformers only for
 
 import argparse
 import dataclasses
+import functools
 import importlib.util
 import json
 import shlex
@@ -46,6 +47,9 @@ def _load(model: ModelSettings, progress: bool = True):
         from transformers.utils.logging import disable_progress_bar
         disable_progress_bars()
         disable_progress_bar()
+        # transformers' GGUF de-quantisation bar is a plain tqdm that ignores the switch above
+        import transformers.modeling_gguf_pytorch_utils as gguf
+        gguf.tqdm = functools.partial(gguf.tqdm, disable=True)
     if model.threads:
         import torch
         torch.set_num_threads(model.threads)

@@ -127,6 +127,14 @@ def test_unreachable_hub_is_said_within_3_s_then_at_once(tmp_path, endpoint):
     assert first < 3 and second < 0.5, result["times"]
 
 
+def test_a_model_of_the_other_kind_is_refused_by_name(standin_mlm):
+    """BERT as a causal LM would read the text in both directions: refused, naming the folder."""
+    from tests.conftest import STANDIN_MLM
+    with pytest.raises(ValueError, match="'minilm-l6-mlm-standin' is a masked LM \\(bert\\), not a causal one") as err:
+        load_model(str(STANDIN_MLM), kind="causal")
+    assert str(STANDIN_MLM.parent) not in str(err.value)
+
+
 def test_remote_code_only_for_allowlist():
     with pytest.raises(ValueError, match="allowlist"):
         load_model("someone/evil-model", trust_remote_code=True)
