@@ -41,6 +41,12 @@ def bound(lm) -> float:
     return 2 * PER_LAYER * layers(lm)
 
 
+def tokens_in(text: str, lm) -> int:
+    """Terms of a total over ``text``'s tokens where only the text is at hand: its tokens, plus one
+    for a token that joins it to its context."""
+    return len(lm.tokenizer(text, add_special_tokens=False)["input_ids"]) + 1
+
+
 def logprobs(expected, lm):
     """``expected`` (a log-probability, a mean of some, or a list of either) as pytest.approx
     within the bound of each value."""

@@ -287,10 +287,11 @@ def _read_hub(task: Task, source: Source, root: Path) -> list[dict]:
              + f" split '{source.hub_split}'")
     local_hint = (f" There is no local copy at '{root / source.local}'." if source.local
                   else " This task has no local copy here.")
-    from huggingface_hub import constants
-    if constants.HF_HUB_OFFLINE:
+    from ..sources import hub_switched_off
+    switched_off = hub_switched_off()
+    if switched_off:
         raise ValueError(f"Task {task.name!r}: {where} is on the Hugging Face Hub, and Hub access "
-                         f"is switched off (HF_HUB_OFFLINE=1).{local_hint}")
+                         f"is switched off ({switched_off} is set).{local_hint}")
     try:
         import pandas as pd
         from huggingface_hub import HfApi, hf_hub_download
