@@ -110,13 +110,22 @@ def export_task(lm, task: Task | str, folder: str | Path, settings: RunSettings 
 def _choice_doc(task: Task, e, demos, score: str) -> dict:
     items = choice_items(task, e, demos, score)
     contexts, completions = [c for c, _ in items], [x for _, x in items]
-    return dict(contexts=contexts, completions=completions, label=e.label)
+    return dict(contexts=contexts, completions=completions, label=e.label, labels=list(e.labels))
 
 
 def _choice_config(docs: list[dict]) -> dict:
     """lm-eval's multiple-choice form for these docs (each rewritten to the fields it reads)."""
     one_context = all(len(set(d["contexts"])) == 1 for d in docs)
+    several_correct = any(len(d["labels"]) > 1 for d in docs)
     for d in docs:  # the form lm-eval reads: one context, or one continuation
+        labels = d.pop("labels")
+        if several_correct:
+            # lm-eval reads a list target as "any of these is right" (its multiple_target), deciding
+            # from the first document, so every document's target is a list
+            d["label"] = labels
+        if several_correct and not one_context:
+            raise ValueError("Items with several correct candidates and a context per candidate have "
+                             "no lm-eval form.")
         if one_context:
             d["context"] = d.pop("contexts")[0]
         elif len(set(d["completions"])) == 1:

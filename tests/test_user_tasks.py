@@ -206,6 +206,28 @@ def test_timedial_k_best_equals_a_hand_count_over_20_items(tmp_path, standin_mlm
     assert both_above < top_correct  # on these items the two metrics differ: k_best is not accuracy
 
 
+@needs_shared
+def test_a_multi_correct_task_exported_for_lm_eval_counts_any_correct_option(tmp_path, standin_mlm):
+    """export-tasks writes every correct option as the target (lm-eval's multiple targets), so
+    lm-eval's accuracy equals ours, which counts the top option right if it is any correct one."""
+    lm_eval = pytest.importorskip("lm_eval")
+    from lm_eval.tasks import TaskManager
+    from demo.lm_eval_model import MaskedLMEval
+    folder = tmp_path / "my_tasks"
+    folder.mkdir()
+    (folder / "timedial.yaml").write_text(readme_block("my_tasks/timedial.yaml"))
+    (folder / "timedial.jsonl").write_text("".join(json.dumps(r) + "\n" for r in timedial_records()))
+    common = ["--model", str(STANDIN_MLM), "--tasks-dir", str(folder), "--task", "timedial", "--shots", "0"]
+    assert main(["export-tasks", *common, "--output-dir", str(tmp_path / "lm_eval")]) == 0
+    assert main(["evaluate", *common, "--output-dir", str(tmp_path / "runs"), "--no-progress"]) == 0
+    ours = pd.read_csv(tmp_path / "runs" / "summary.csv").set_index("metric").loc["accuracy", "value"]
+    results = lm_eval.simple_evaluate(
+        model=MaskedLMEval(pretrained=str(STANDIN_MLM), device="cpu"), tasks=["mlm_icl_timedial"],
+        task_manager=TaskManager(include_path=str(tmp_path / "lm_eval"), include_defaults=False),
+        bootstrap_iters=0)
+    assert 100 * results["results"]["mlm_icl_timedial"]["acc,none"] == pytest.approx(ours, abs=0.005)
+
+
 def test_the_readme_task_files_read(tmp_path):
     """The README's TimeDial records and its converter example load as the README says."""
     from demo.tasks import load_examples
