@@ -18,6 +18,7 @@ in tokens; the seconds shown are a rough guide from an assumed speed (``AppSetti
 
 from dataclasses import dataclass
 
+from .mask_window import padding_masks_of, window_length
 from .settings import AppSettings, GenerationSettings, GridSettings, ScoringSettings
 from .text import join, model_pair
 
@@ -77,8 +78,9 @@ def generation_work(lm, prompt: str, settings: GenerationSettings) -> Work:
     n = _count(lm, model_pair(prompt, "", lm.newline_survives)[0], specials=False)
     steps, rows = settings.max_new_tokens, settings.num_beams if settings.strategy == "beam" else 1
     if lm.kind == "masked":
-        padding = settings.padding_masks if settings.padding_masks is not None else lm.padding_masks
-        tokens = rows * (steps * (n + padding + 3) + steps * (steps - 1) // 2)
+        # step t re-reads a window of n + t text tokens: window_length(n, .) + t
+        window = window_length(n, padding_masks_of(lm, settings.padding_masks))
+        tokens = rows * (steps * window + steps * (steps - 1) // 2)
         what = f"{steps} steps x {rows} beam(s), each re-reading a window of {n}+ tokens"
     else:
         tokens = n + rows * steps

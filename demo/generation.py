@@ -24,7 +24,8 @@ from tqdm.auto import tqdm
 from transformers import GenerationConfig, StoppingCriteria
 
 from .constraints import constraints, pieces
-from .mlm_decoder import MaskedLMAsCausalLM, WindowSpecials, window_length
+from .mask_window import padding_masks_of, window_length
+from .mlm_decoder import MaskedLMAsCausalLM, WindowSpecials
 from .models import InputTooLong
 from .prefix_cache import encoder_of
 from .settings import GenerationSettings
@@ -101,9 +102,8 @@ def _prompt_ids(lm, prompt: str) -> list[int]:
 def check_prompt(lm, prompt: str, settings: GenerationSettings) -> None:
     """Raise what ``generate`` would raise for this prompt's length (InputTooLong when the last
     step would not fit), without generating: for callers that filter inputs first."""
-    padding_masks = settings.padding_masks if settings.padding_masks is not None else lm.padding_masks
     _check_room(lm, len(_prompt_ids(lm, prompt)), settings.max_new_tokens,
-                padding_masks if lm.kind == "masked" else 0)
+                padding_masks_of(lm, settings.padding_masks))
 
 
 def _check_room(lm, n_prompt: int, max_new_tokens: int, padding_masks: int) -> None:
@@ -203,7 +203,7 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
     _validate(lm, prompt, s)
     tokenizer = lm.tokenizer
     masked = lm.kind == "masked"
-    padding_masks = (s.padding_masks if s.padding_masks is not None else lm.padding_masks) if masked else 0
+    padding_masks = padding_masks_of(lm, s.padding_masks)
 
     model_prompt = encode_newlines(prompt, lm.newline_survives)
     prompt_ids = _prompt_ids(lm, prompt)

@@ -54,6 +54,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from .mask_window import padding_masks_of, window_length
 from .settings import GenerationSettings, GridSettings, cache_used
 from .text import encode_newlines, newline_survives
 
@@ -152,9 +153,9 @@ def reader_of(lm, padding_masks: int | None = None) -> Reader:
     if not hasattr(lm, "kind"):  # a tokenizer
         return Reader(lm, 0, True, newline_survives(lm))
     if lm.kind == "masked":
-        masks = lm.padding_masks if padding_masks is None else padding_masks
-        # last window: [CLS] text + all answer tokens but the last, [MASK] [MASK]*masks [SEP]
-        return Reader(lm.tokenizer, 3 + masks + ANSWER_TOKENS - 1, False, lm.newline_survives)
+        # the last window reads the text and all answer tokens but the last
+        extra = window_length(ANSWER_TOKENS - 1, padding_masks_of(lm, padding_masks))
+        return Reader(lm.tokenizer, extra, False, lm.newline_survives)
     return Reader(lm.tokenizer, ANSWER_TOKENS, True, lm.newline_survives)  # prompt + whole answer
 
 

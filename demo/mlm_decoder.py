@@ -59,11 +59,6 @@ def build_windows(input_ids: torch.Tensor, specials: WindowSpecials, padding_mas
                       column(specials.end)], dim=1)
 
 
-def window_length(n_text_tokens: int, padding_masks: int) -> int:
-    """Tokens in the window that predicts the token after ``n_text_tokens`` text tokens."""
-    return n_text_tokens + padding_masks + 3  # start, predicted mask, end
-
-
 class MaskedLMAsCausalLM(PreTrainedModel, GenerationMixin):
     """Wraps a loaded ``*ForMaskedLM`` (not copied) so ``generate()`` sees a causal LM."""
 
