@@ -44,9 +44,8 @@ from tqdm.auto import tqdm
 
 from .generation import check_prompt, generate
 from .models import InputTooLong, load_model
-from .pll import Choice, check_choices, score_batch
+from .pll import Choice, check_choices, input_length, score_batch
 from .settings import GenerationSettings, ModelSettings, ScoringSettings
-from .text import encode_newlines
 
 logger = logging.getLogger(__name__)
 
@@ -186,14 +185,6 @@ def load(s: EvalSettings, device: str):
 # ---------------------------------------------------------------- loglikelihood_rolling
 
 
-def model_length(lm, text: str) -> int:
-    """Tokens the scoring engine reads for ``text`` scored on its own: specials included, the
-    newline marker applied (the engine's convention, from its owner), a causal LM's start token."""
-    ids = lm.tokenizer(encode_newlines(text, lm.newline_survives), verbose=False)["input_ids"]
-    starts = lm.kind == "causal" and not (ids and ids[0] in lm.tokenizer.all_special_ids)
-    return len(ids) + starts
-
-
 def rolling_window(lm) -> int | None:
     """Tokens one scored window may hold: the model's hard limit (absolute positions), else the
     length it was trained on (relative positions read further, but PLL costs length squared and
@@ -213,14 +204,14 @@ def rolling_pairs(lm, text: str) -> list[tuple[str, str]]:
     half-window chunks cost up to twice the passes and give every token at least half a window.
     """
     window = rolling_window(lm)
-    if window is None or model_length(lm, text) <= window:
+    if window is None or input_length(lm, text) <= window:
         return [("", text)]
     offsets = lm.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True,
                            verbose=False)["offset_mapping"]
     cuts = sorted({0, len(text), *(start for start, _ in offsets[1:])})
 
     def fits(a: int, b: int, room: int) -> bool:
-        return model_length(lm, text[cuts[a]:cuts[b]]) <= room
+        return input_length(lm, text[cuts[a]:cuts[b]]) <= room
 
     pairs, a = [], 0
     while a < len(cuts) - 1:

@@ -34,7 +34,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .settings import ScoringSettings
-from .text import join, model_pair
+from .text import encode_newlines, join, model_pair
 
 
 # ---------------------------------------------------------------- results
@@ -365,6 +365,15 @@ def _words(t: _Text, tokens: list[TokenScore]) -> list[WordScore]:
 
 
 # ---------------------------------------------------------------- public API
+
+
+def input_length(lm, text: str) -> int:
+    """Tokens the engine feeds the model for ``text`` scored whole (``scope="full"``): the newline
+    marker applied, the tokenizer's specials, a causal LM's start token where the tokenizer puts
+    none first (as :func:`_tokenize`). No length check: for callers that cut long texts to fit."""
+    ids = lm.tokenizer(encode_newlines(text, lm.newline_survives), verbose=False)["input_ids"]
+    starts = lm.kind == "causal" and not (ids and ids[0] in lm.tokenizer.all_special_ids)
+    return len(ids) + starts
 
 
 def score_batch(lm, items: list[tuple[str, str]], settings: ScoringSettings | None = None, *,

@@ -1,5 +1,5 @@
 """The prefix cache: a faster, approximate way for a masked LM to generate (``docs/method.md``,
-section 2; issue 16).
+section 2).
 
 The exact method re-encodes the whole window at every step:
 

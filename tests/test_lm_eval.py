@@ -33,8 +33,8 @@ from lm_eval.tasks import TaskManager  # noqa: E402
 
 from demo.evaluate import evaluate  # noqa: E402
 from demo.generation import generate  # noqa: E402
-from demo.lm_eval_model import MaskedLMEval, generation_settings, model_length, rolling_pairs  # noqa: E402
-from demo.pll import score_batch  # noqa: E402
+from demo.lm_eval_model import MaskedLMEval, generation_settings, rolling_pairs  # noqa: E402
+from demo.pll import input_length, score_batch  # noqa: E402
 from demo.settings import GenerationSettings, RunSettings, ScoringSettings  # noqa: E402
 from demo.tasks import read_task_file  # noqa: E402
 import tests.floats as floats  # noqa: E402
@@ -316,7 +316,7 @@ def test_rolling_windows_tile_long_texts_and_fit_the_model(short_bert):
     assert rolling_pairs(lm, short) == [("", short)]
     pairs = rolling_pairs(lm, long_text)
     assert len(pairs) > 4 and "".join(chunk for _, chunk in pairs) == long_text
-    assert all(model_length(lm, c + x) <= 64 and model_length(lm, x) <= 32 for c, x in pairs)
+    assert all(input_length(lm, c + x) <= 64 and input_length(lm, x) <= 32 for c, x in pairs)
     starts = [sum(len(x) for _, x in pairs[:k]) for k in range(len(pairs))]
     # each chunk after the text just before it: none for the first, some for every other
     assert all(long_text[start - len(c):start] == c for (c, _), start in zip(pairs, starts))
@@ -328,7 +328,7 @@ def test_rolling_windows_tile_long_texts_and_fit_the_model(short_bert):
     assert got == [floats.total(expected[0].total, len(expected[0].tokens), lm),
                    floats.total(sum(s.total for s in expected[1:]), sum(len(s.tokens) for s in expected[1:]), lm)]
     # every token of the long text scored exactly once
-    assert sum(len(s.tokens) for s in expected[1:]) == model_length(lm, long_text) - 2
+    assert sum(len(s.tokens) for s in expected[1:]) == input_length(lm, long_text) - 2
 
 
 # ---------------------------------------------------------------- requests longer than the model reads
