@@ -98,6 +98,7 @@ def _status_kib(field: str) -> int:
 def worker(engine: str, token_budget: int) -> None:
     """Score passages sent on stdin (one JSON list per line), answer on stdout."""
     import torch
+
     from demo.models import random_model
     lm = random_model(TOKENIZER_FOLDER, kind="masked", seed=0, shrink=False)
     if engine == "ours":

@@ -25,8 +25,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .settings import (GenerationSettings, GridSettings, ModelSettings, ResultsFilter, RunSettings,
-                       ScoringSettings)
+from .settings import GenerationSettings, GridSettings, ModelSettings, ResultsFilter, RunSettings, ScoringSettings
 from .text import special_token_note
 
 PROG = "mlm-icl"

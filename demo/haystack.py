@@ -3,7 +3,8 @@
 The BERTs paper's length probe (its section 2.3, Figure 3, appendix A.1; docs/method.md, section 4). A random
 6-digit number is hidden at a given depth in public-domain filler text, in the paper's template:
 
-    > Some special magic number is hidden within the following articles. Make sure to memorize it. I will quiz you about the magic number afterwards.
+    > Some special magic number is hidden within the following articles. Make sure to memorize
+    > it. I will quiz you about the magic number afterwards.
 
     {prefix sentences, one per line}
     The magic number is {needle}.

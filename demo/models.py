@@ -14,14 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM,
-                          AutoTokenizer)
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
 from . import settings
-from .settings import AppSettings
 from .catalog import build_catalog
-from .sources import ModelSource, hub_switched_off, hub_unreachable, label, resolve
 from .families import FAMILIES, Family, family_of, max_positions, pretrained_length
+from .settings import AppSettings
+from .sources import ModelSource, hub_switched_off, hub_unreachable, label, resolve
 from .text import newline_survives
 
 # Models whose Hub code may run (``trust_remote_code``), each at the one commit whose code was

@@ -36,7 +36,6 @@ from tqdm.auto import tqdm
 from .settings import ScoringSettings
 from .text import encode_newlines, join, model_pair
 
-
 # ---------------------------------------------------------------- results
 
 

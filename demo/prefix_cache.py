@@ -55,7 +55,6 @@ import torch.nn.functional as F
 from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
 from transformers.models.modernbert.modeling_modernbert import apply_rotary_pos_emb
 
-
 # The last FRESH text tokens are re-encoded at every step with the masks: they are the ones whose
 # states change most when a token is generated right after them. At least 2 (the predicted
 # mask's position must never be cached). A tail step mostly reads the weights, so its cost
@@ -382,9 +381,9 @@ class PrefixCache:
     their windows in, the logits at each row's predicted mask out.
 
     Refresh on doubt: a tail step whose top two logits (any row) are less than ``margin`` apart
-    (scaled by the cache's age, see ``MARGIN_RAMP``) is redone as a refresh. A near-tie is where the cache's small error can flip the choice, and a
-    flipped token changes everything after it; the refresh makes that step exact and brings the
-    cache up to date.
+    (scaled by the cache's age, see ``MARGIN_RAMP``) is redone as a refresh. A near-tie is where
+    the cache's small error can flip the choice, and a flipped token changes everything after it;
+    the refresh makes that step exact and brings the cache up to date.
     """
 
     def __init__(self, mlm, head, padding_masks: int, refresh_every: int, margin: float = 0.0):

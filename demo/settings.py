@@ -172,15 +172,13 @@ class GenerationSettings:
         "'prefix' reuses the prompt's keys and values between refreshes: faster, approximate "
         "(BERT, RoBERTa, ModernBERT, DeBERTa-v2). Causal LMs always use their own exact cache"))
     cache_refresh: int = field(default=32, metadata=_help(
-        "prefix cache: re-encode the whole window every N new tokens (1 = every step, exact). "
-        "32; measured on CPU (benchmarks/bench_cache.py): 5.0x faster than exact on the stand-in "
-        "MLM's 470-token prompts (with cache_margin 0.1), 18-28x at 2048 tokens on base-size models"))
+        "prefix cache: re-encode the whole window every N new tokens (1 = every step, exact; speed "
+        "and agreement per N: benchmarks/bench_cache.py, docs/method.md section 2)"))
     cache_margin: float = field(default=0.1, metadata=_help(
         "prefix cache: a step whose top two tokens are less than this many nats apart (scaled "
         "down for the 24 tokens after a refresh) is redone exactly (a refresh): near-ties are "
-        "where the cache's small error flips a choice. 0 = never. Stand-in MLM, 470-token "
-        "prompts, 32 greedy tokens, share of the exact method's tokens kept: 0.1, 98.8 percent "
-        "at 5.0x its speed; 0.05, 90.2 at 5.4x; 0, 83.3 at 6.1x"))  # ("percent" in words: argparse reads the sign as a format)
+        "where the cache's small error flips a choice. 0 = never (what each margin keeps and "
+        "costs: benchmarks/bench_cache.py --sweep)"))
     stop_at_newline: bool = field(default=False, metadata=_help("stop at the first newline"))
     stop_strings: list[str] = field(default_factory=list, metadata=_help(
         "stop strings (removed from the output)", aliases=["--stop"]))

@@ -39,8 +39,7 @@ MASKED_FAMILIES = ["bert", "roberta", "albert", "deberta-v2"]
 def _spm_folder(family: str, root: Path) -> Path:
     """Train a small SentencePiece model and save a tokenizer + real-shaped config for `family`."""
     import sentencepiece as spm
-    from transformers import (AlbertConfig, AlbertTokenizer, DebertaV2Config,
-                              DebertaV2Tokenizer)
+    from transformers import AlbertConfig, AlbertTokenizer, DebertaV2Config, DebertaV2Tokenizer
 
     folder = root / family
     folder.mkdir(parents=True, exist_ok=True)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import tests.floats as floats
 from demo.cli import COMMANDS, build_parser, main
 from demo.settings import ModelSettings
-import tests.floats as floats
 from tests.conftest import STANDIN_MLM, needs_shared
 from tests.test_pll import naive_scores
 

@@ -7,10 +7,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import SHARED, STANDIN_MLM, needs_shared
 
 import demo.pll as pll
 import tests.floats as floats
-from conftest import SHARED, STANDIN_MLM, needs_shared
 from demo import evaluate as E
 from demo import tasks as T
 from demo.settings import RunSettings, ScoringSettings
@@ -192,6 +192,7 @@ def test_cache_mode_is_part_of_a_run_where_it_applies(bert, tiny_model, tmp_path
     the summary; where the mode does not apply (a ranked task, a causal LM) the run is the exact
     one, with a warning; the results table tells a fast run from an exact one."""
     import pandas as pd
+
     from demo.results import add_runs, load_ours
     settings = RunSettings(shots=1, limit=2, data_root=DATA)
     exact = E.evaluate(bert, "copa_generate", tmp_path, settings)[0]
@@ -408,6 +409,7 @@ def test_skip_setting_on_the_command_line(standin_mlm, tmp_path, capsys):
     assert "error: Task 'long_items' (0-shot), item 0 (id '0', 0 demonstration(s)): " in capsys.readouterr().err
     assert main(argv) == 0
     import pandas as pd
+
     from demo.results import add_runs, load_ours
     summary = pd.read_csv(tmp_path / "runs" / "summary.csv")
     assert (summary["n"][0], summary["skipped"][0], summary["max_tokens"][0]) == (1, 1, 512)

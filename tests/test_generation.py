@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+import tests.floats as floats
 from demo.generation import GenerationResult, generate
 from demo.models import random_model
-import tests.floats as floats
 from tests.conftest import HAYSTACK, MASKED_FAMILIES
 
 PROMPT = "The capital of France is Paris. The capital of Germany is"

@@ -7,8 +7,15 @@ import pandas as pd
 import pytest
 
 from demo.generation import generate
-from demo.haystack import (ANSWER_TOKENS, build_needle_prompt, cell_needle_and_start, load_filler,
-                           reader_of, run_grid, split_sentences)
+from demo.haystack import (
+    ANSWER_TOKENS,
+    build_needle_prompt,
+    cell_needle_and_start,
+    load_filler,
+    reader_of,
+    run_grid,
+    split_sentences,
+)
 from demo.plots import needle_heatmap, needle_heatmaps_side_by_side
 from demo.settings import GridSettings
 from demo.text import encode_newlines
@@ -25,6 +32,7 @@ def model(tiny_model, family_folder):
     real ALBERT and DeBERTa-v3 vocabularies can. Added tokens give them that, cheaply.
     """
     from transformers import AutoTokenizer
+
     from demo.models import random_model
 
     cache = {}

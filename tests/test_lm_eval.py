@@ -31,13 +31,13 @@ lm_eval = pytest.importorskip("lm_eval", reason="lm-eval is not installed (pip i
 from lm_eval.api.instance import Instance  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 
+import tests.floats as floats  # noqa: E402
 from demo.evaluate import evaluate  # noqa: E402
 from demo.generation import generate  # noqa: E402
 from demo.lm_eval_model import MaskedLMEval, generation_settings, rolling_pairs  # noqa: E402
 from demo.pll import input_length, score_batch  # noqa: E402
 from demo.settings import GenerationSettings, RunSettings, ScoringSettings  # noqa: E402
 from demo.tasks import read_task_file  # noqa: E402
-import tests.floats as floats  # noqa: E402
 from tests.conftest import HAYSTACK, STANDIN_MLM, TOKENIZERS, needs_shared  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -555,8 +555,9 @@ def test_a_model_without_its_mlm_head_is_refused(tmp_path):
 def test_model_parallel_loading_passes_the_device_map_to_transformers(standin, monkeypatch):
     """parallelize=true (model parallel through accelerate) reaches from_pretrained as
     device_map="auto" (here: every layer on the CPU); the scores are the usual model's."""
-    import demo.models
     from transformers import AutoModelForMaskedLM
+
+    import demo.models
     seen = []
 
     class Spy:

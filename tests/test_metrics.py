@@ -68,7 +68,7 @@ def test_compute_value_and_stderr():
     value, stderr = M.compute("accuracy", records)
     # mean 3/4; sample sd of (1,0,1,1) = 0.5 -> stderr 0.5 / 2
     assert value == 0.75 and stderr == pytest.approx(0.25)
-    value, stderr = M.compute("f1_macro", [{"pred": p, "label": l} for p, l in
+    value, stderr = M.compute("f1_macro", [{"pred": p, "label": gold} for p, gold in
                                             [(0, 0), (0, 1), (1, 1), (2, 2)]])
     assert value == pytest.approx(7 / 9) and stderr > 0  # bootstrap spread
     assert math.isnan(M.compute("accuracy", records[:1])[1])

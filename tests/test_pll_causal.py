@@ -3,10 +3,10 @@
 import pytest
 import torch
 
+import tests.floats as floats
 from demo import pll
 from demo.pll import score_batch, score_candidates
 from demo.settings import ScoringSettings
-import tests.floats as floats
 from tests.test_pll import model_text, rank_range
 
 pytestmark = pytest.mark.floats

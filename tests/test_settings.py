@@ -3,13 +3,12 @@
 import dataclasses
 import math
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
-from demo.settings import (AppSettings, GenerationSettings, GridSettings, ModelSettings, RunSettings,
-                           ScoringSettings)
+from demo.settings import AppSettings, GenerationSettings, GridSettings, ModelSettings, RunSettings, ScoringSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,6 +72,7 @@ def test_the_cache_mode_is_one_setting_with_one_default():
     """The evaluator's and the grid's cache mode take GenerationSettings.cache's values (the same
     choices on the command line) and its default, the exact method."""
     import typing
+
     from demo.settings import CACHE_MODES
     for cls in (GenerationSettings, RunSettings, GridSettings):
         cache = next(f for f in dataclasses.fields(cls) if f.name == "cache")

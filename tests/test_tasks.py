@@ -4,12 +4,11 @@ import json
 import re
 
 import pytest
-
 from conftest import SHARED, needs_shared
+
 from demo import tasks as T
+from demo.fewshot import choice_items, demonstrations_text, generation_prompt, mean_std, sample_demonstrations
 from demo.text import model_pair
-from demo.fewshot import (choice_items, demonstrations_text, generation_prompt, mean_std,
-                          sample_demonstrations)
 
 DATA = SHARED / "data"
 LOCAL_TASKS = [t.name for t in T.all_tasks() if t.data.local]

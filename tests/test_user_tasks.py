@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import tests.floats as floats
 from demo.cli import main
 from demo.tasks import read_task_file
-import tests.floats as floats
 from tests.conftest import STANDIN_MLM, needs_shared
 from tests.test_pll import naive_scores
 
@@ -212,6 +212,7 @@ def test_a_multi_correct_task_exported_for_lm_eval_counts_any_correct_option(tmp
     lm-eval's accuracy equals ours, which counts the top option right if it is any correct one."""
     lm_eval = pytest.importorskip("lm_eval")
     from lm_eval.tasks import TaskManager
+
     from demo.lm_eval_model import MaskedLMEval
     folder = tmp_path / "my_tasks"
     folder.mkdir()

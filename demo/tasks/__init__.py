@@ -11,8 +11,16 @@ Adding a task is adding an entry to a YAML file; see the README ("Your own task"
 """
 
 from .converters import CONVERTERS, converter
-from .registry import (TASKS, add_task_dir, all_tasks, data_root, get_task, load_examples,
-                       preset_examples, read_task_file)
+from .registry import (
+                       TASKS,
+                       add_task_dir,
+                       all_tasks,
+                       data_root,
+                       get_task,
+                       load_examples,
+                       preset_examples,
+                       read_task_file,
+)
 from .schema import Example, Source, Task, check_template, render, render_parts, render_query
 
 __all__ = ["CONVERTERS", "TASKS", "Example", "Source", "Task", "add_task_dir", "all_tasks",
