@@ -82,7 +82,8 @@ def _sentence(err: Exception, name: str) -> str:
 
 def shows_errors(error_outputs):
     """Decorator: on an exception, return ``error_outputs(message_html)`` instead of raising, so
-    the message replaces the stale output (also for generator handlers that stream)."""
+    the message replaces the stale output (also for generator handlers that stream). For an event
+    with an output record (demo.ui.outputs), ``error_outputs`` is the record's ``showing``."""
 
     def decorate(fn):
         if inspect.isgeneratorfunction(fn):

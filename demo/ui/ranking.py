@@ -3,6 +3,8 @@
 Wiring only: ``demo.pll.score_candidates`` scores, ``demo.plots`` draws.
 """
 
+from typing import Any, NamedTuple
+
 import gradio as gr
 import pandas as pd
 
@@ -12,6 +14,7 @@ from ..text import special_token_note
 from .common import (Dropdown, Radio, Slider, escape, handler, load, message, model_note,
                      model_picker, pair_picker, read_presets, reproduce_block, reproduction)
 from .limits import LIMITS, MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates, whole
+from .outputs import components
 
 VARIANTS = [
     ("1 mask (Salazar et al. 2020)", "salazar"),
@@ -140,9 +143,35 @@ def _what(method, right_masks, normalize, scope, unconditional) -> str:
     return f"{name}, {', '.join(extras)}"
 
 
-def _outputs(title, lm, kind, model_name, context, candidates, settings, scores, what, answer):
-    """A side's outputs: summary, table, heatmap, scores (for the difference view), the per-token
-    CSV, and the Python call and command line that reproduce them."""
+class RankingOutputs(NamedTuple):
+    """One model's ranking, as /rank_mlm and /rank_causal give it (in this order)."""
+    summary: str = ""  # HTML: the ranking, or the message shown instead of one
+    table: pd.DataFrame | None = None
+    plot: Any = None  # Plotly figure: the log-prob of each scored token
+    scores: list | None = None  # a gr.State: the full scores, for the difference view
+    files: list[str] | None = None  # the per-token CSV and the heatmap as an HTML page
+    python: str | None = None  # Reproduce: the Python call
+    shell: str | None = None  # Reproduce: the command line
+
+    @classmethod
+    def showing(cls, message: str) -> "RankingOutputs":
+        """Only ``message`` (an error, or why this side did not run); no stale ranking."""
+        return cls(summary=message)
+
+
+class DifferenceOutputs(NamedTuple):
+    """The difference view between two PLL variants."""
+    plot: Any = None  # Plotly figure: per token, how much likelier under one variant
+    note: str = ""  # HTML: how the ranking changes, or the message shown instead
+
+    @classmethod
+    def showing(cls, message: str) -> "DifferenceOutputs":
+        return cls(note=message)
+
+
+def _outputs(title, lm, kind, model_name, context, candidates, settings, scores, what,
+             answer) -> RankingOutputs:
+    """A side's outputs, from its scores."""
     from ..exports import download, figure_download, score_table
     from ..plots import token_heatmap
 
@@ -152,14 +181,13 @@ def _outputs(title, lm, kind, model_name, context, candidates, settings, scores,
     csv = download(score_table([(context, typed)], [scores]).assign(model=model_name),
                    "ranking", model_name, kind)
     files = [csv, figure_download(figure, csv, "ranking-heatmap", model_name, kind)]
-    return (summary + _typed_specials(lm, context, candidates), ranking_table(scores), figure, scores,
-            files, *reproduction("score", model_name, kind, settings, context=context, candidates=typed))
+    python, shell = reproduction("score", model_name, kind, settings, context=context, candidates=typed)
+    return RankingOutputs(summary=summary + _typed_specials(lm, context, candidates),
+                          table=ranking_table(scores), plot=figure, scores=scores, files=files,
+                          python=python, shell=shell)
 
 
-NO_RESULT = (None,) * 6  # table, plot, scores, CSV, Python, command line
-
-
-@handler(lambda error: (error, *NO_RESULT))
+@handler(RankingOutputs.showing)
 def rank_masked(context, candidates, model_name, method, right_masks, normalize, scope, unconditional,
                 answer="", progress=gr.Progress(track_tqdm=True)):
     """Rank candidate completions of a context with a masked LM's pseudo-log-likelihood (PLL).
@@ -181,7 +209,7 @@ def rank_masked(context, candidates, model_name, method, right_masks, normalize,
     return _outputs("Masked LM", lm, "masked", model_name, context, candidates, settings, scores, what, answer)
 
 
-@handler(lambda error: (error, *NO_RESULT))
+@handler(RankingOutputs.showing)
 def rank_causal(context, candidates, model_name, normalize, scope, unconditional, answer="",
                 progress=gr.Progress(track_tqdm=True)):
     """Rank candidate completions of a context by a causal LM's exact log-likelihood.
@@ -196,22 +224,22 @@ def rank_causal(context, candidates, model_name, normalize, scope, unconditional
         answer: optional correct candidate, marked in the ranking
     """
     if not model_name:
-        return message("Skipped: no causal LM picked.", "note"), *NO_RESULT
+        return RankingOutputs.showing(message("Skipped: no causal LM picked.", "note"))
     settings = _scoring_settings(None, 0, normalize, scope, unconditional)
     lm, scores = _score(model_name, "causal", context, candidates, settings)
     what = _what(None, 0, normalize, scope, unconditional)
     return _outputs("Causal LM", lm, "causal", model_name, context, candidates, settings, scores, what, answer)
 
 
-@handler(lambda error: (None, error))
+@handler(DifferenceOutputs.showing)
 def compare_variants(context, candidates, model_name, method, compare_method, right_masks, normalize,
                      scope, unconditional, first_scores, progress=gr.Progress(track_tqdm=True)):
     """The difference view: the same MLM and texts under a second PLL variant."""
     from ..plots import pll_difference
 
     if not compare_method or compare_method == method or not first_scores:
-        return None, (message("Pick a second PLL variant, different from the first, to see where "
-                              "they disagree.", "note") if first_scores else "")
+        return DifferenceOutputs.showing(message("Pick a second PLL variant, different from the first, "
+                                                 "to see where they disagree.", "note") if first_scores else "")
     settings = _scoring_settings(compare_method, right_masks, normalize, scope, unconditional)
     _, second_scores = _score(model_name, "masked", context, candidates, settings)
     first_label = _what(method, settings.right_masks, normalize, scope, None).split(",")[0]
@@ -222,7 +250,7 @@ def compare_variants(context, candidates, model_name, method, compare_method, ri
     change = "is the same" if same else "changes to: " + " > ".join(order(second_scores))
     note = (f"{second_label} vs {first_label}: the ranking {change.rstrip('.')}. Blue tokens are likelier "
             f"under {second_label}, red ones under {first_label}.")
-    return figure, message(note, "note")
+    return DifferenceOutputs(plot=figure, note=message(note, "note"))
 
 
 def preset_note(preset: dict | None) -> str:
@@ -304,16 +332,16 @@ def build(catalog: Catalog) -> None:
             masked_summary = gr.HTML(elem_id="rank-mlm-summary")
             masked_table = gr.Dataframe(label="Masked LM ranking", elem_id="rank-mlm-table",
                                         interactive=False, column_widths=TABLE_WIDTHS, wrap=True)
-            masked_extra = [gr.File(label="Per-token scores (CSV) and the heatmap (HTML)", file_count="multiple",
-                                    elem_id="rank-mlm-csv"),
-                            *reproduce_block("rank-mlm-reproduce")]
+            masked_files = gr.File(label="Per-token scores (CSV) and the heatmap (HTML)", file_count="multiple",
+                                   elem_id="rank-mlm-csv")
+            masked_python, masked_shell = reproduce_block("rank-mlm-reproduce")
         with gr.Column():
             causal_summary = gr.HTML(elem_id="rank-causal-summary")
             causal_table = gr.Dataframe(label="Causal LM ranking", elem_id="rank-causal-table",
                                         interactive=False, column_widths=TABLE_WIDTHS, wrap=True)
-            causal_extra = [gr.File(label="Per-token scores (CSV) and the heatmap (HTML)", file_count="multiple",
-                                    elem_id="rank-causal-csv"),
-                            *reproduce_block("rank-causal-reproduce")]
+            causal_files = gr.File(label="Per-token scores (CSV) and the heatmap (HTML)", file_count="multiple",
+                                   elem_id="rank-causal-csv")
+            causal_python, causal_shell = reproduce_block("rank-causal-reproduce")
     masked_plot = gr.Plot(label="Masked LM: per-token log-probs", elem_id="rank-mlm-plot")
     causal_plot = gr.Plot(label="Causal LM: per-token log-probs", elem_id="rank-causal-plot")
     difference_note = gr.HTML(elem_id="rank-diff-note")
@@ -331,19 +359,24 @@ def build(catalog: Catalog) -> None:
     # The right-masks slider only means something for the right-masks variant.
     method.change(lambda m: gr.update(interactive=m == "right_masks"), method, right_masks,
                   api_visibility="private")
+    masked_outputs = components(
+        RankingOutputs, summary=masked_summary, table=masked_table, plot=masked_plot, scores=masked_scores,
+        files=masked_files, python=masked_python, shell=masked_shell)
+    causal_outputs = components(
+        RankingOutputs, summary=causal_summary, table=causal_table, plot=causal_plot, scores=causal_scores,
+        files=causal_files, python=causal_python, shell=causal_shell)
     masked_event = run.click(
         rank_masked, [context, candidates, masked_model, method, right_masks, normalize, scope,
                       unconditional, answer],
-        [masked_summary, masked_table, masked_plot, masked_scores, *masked_extra], api_name="rank_mlm",
-        concurrency_id="score")
+        masked_outputs, api_name="rank_mlm", concurrency_id="score")
     masked_event.success(
         compare_variants,
         [context, candidates, masked_model, method, compare_method, right_masks, normalize, scope,
          unconditional, masked_scores],
-        [difference_plot, difference_note], api_visibility="private", concurrency_id="score")
+        components(DifferenceOutputs, plot=difference_plot, note=difference_note),
+        api_visibility="private", concurrency_id="score")
     run.click(rank_causal, [context, candidates, causal_model, normalize, scope, unconditional, answer],
-              [causal_summary, causal_table, causal_plot, causal_scores, *causal_extra], api_name="rank_causal",
-              concurrency_id="score")
+              causal_outputs, api_name="rank_causal", concurrency_id="score")
 
 
 def _answer_of(preset: dict) -> str:

@@ -1,0 +1,24 @@
+"""An event's outputs by name: one NamedTuple per event, its fields in the order of the event's
+outputs, which is the order API clients receive them in.
+
+The record is the whole contract, written once:
+
+- the event's outputs list is :func:`components`, the components named by the record's fields;
+- a handler returns the record filled with values. A NamedTuple is the tuple Gradio needs, so
+  nothing converts it, and API clients (gradio_client, MCP tools) receive its values by position;
+- the error return is the record's ``showing(message)``: the message in its one field for
+  messages, every other field its default, which is what that output shows cleared.
+
+The field order is the public API's (clients read outputs by position): a new output goes last.
+"""
+
+
+def components(record_type, **by_name) -> list:
+    """The outputs list of an event whose handler returns ``record_type``: the components named by
+    its fields, in its field order. Every field must be named, and nothing else."""
+    fields = record_type._fields
+    if set(by_name) != set(fields):
+        missing, extra = set(fields) - set(by_name), set(by_name) - set(fields)
+        raise TypeError(f"{record_type.__name__}'s components: missing {sorted(missing)}, "
+                        f"unknown {sorted(extra)}")
+    return [by_name[name] for name in fields]
