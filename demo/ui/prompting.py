@@ -7,6 +7,7 @@ side; a causal LM always decodes with its own exact KV cache.
 """
 
 from dataclasses import replace
+from typing import NamedTuple
 
 import gradio as gr
 
@@ -16,6 +17,7 @@ from .common import (Dropdown, Number, Radio, Slider, escape, handler, load, mes
                      model_picker, pair_picker, read_presets, reproduce_block, reproduction,
                      with_arguments)
 from .limits import LIMITS, check_text, whole
+from .outputs import components
 from .step_view import step_view
 
 HELP = """
@@ -195,6 +197,34 @@ def _reproductions(model_name, kind, runs, prompt) -> tuple[str, str]:
             "".join(h + shell for h, (_, shell) in zip(heads, codes)))
 
 
+class MaskedGenerationOutputs(NamedTuple):
+    """The masked LM's continuation, as /generate_mlm gives it (in this order)."""
+    text: str = ""  # the continuation (of the exact run when comparing)
+    stats: str = ""  # HTML: model, speed, why it stopped; or the message shown instead
+    trace: str = ""  # HTML: the step-by-step view
+    compare: str = ""  # HTML: exact and fast side by side (decoding "compare" only)
+    python: str = ""  # Reproduce: the Python call(s)
+    shell: str = ""  # Reproduce: the command line(s)
+
+    @classmethod
+    def showing(cls, message: str) -> "MaskedGenerationOutputs":
+        """Only ``message``; no stale continuation."""
+        return cls(stats=message)
+
+
+class CausalGenerationOutputs(NamedTuple):
+    """The causal LM's continuation, as /generate_causal gives it (in this order)."""
+    text: str = ""  # the continuation
+    stats: str = ""  # HTML: model, speed, why it stopped; or the message shown instead
+    python: str = ""  # Reproduce: the Python call
+    shell: str = ""  # Reproduce: the command line
+
+    @classmethod
+    def showing(cls, message: str) -> "CausalGenerationOutputs":
+        """Only ``message`` (an error, or why this side did not run); no stale continuation."""
+        return cls(stats=message)
+
+
 GENERATION_ARGUMENTS = """\
         prompt: the few-shot prompt to continue
         model_name: the model: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)
@@ -216,7 +246,7 @@ MASKED_DECODING_ARGUMENTS = """\
 """
 
 
-@handler(lambda error: ("", error, "", "", "", ""), runs=masked_runs)
+@handler(MaskedGenerationOutputs.showing, runs=masked_runs)
 @with_arguments(GENERATION_ARGUMENTS + MASKED_DECODING_ARGUMENTS)
 def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                     repetition_penalty, padding_masks, stop_at_newline, seed, decoding="exact",
@@ -232,23 +262,23 @@ def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, tem
     lm, results, time_limit, python, shell = _run(prompt, model_name, "masked", runs)
     shown = results[0]  # compare: the exact run (the paper's method) fills the usual outputs
     compared = comparison(*results, settings.cache_refresh) if len(results) == 2 else ""
-    # (the comparison after the step view: earlier callers read the first three outputs by position)
-    return (shown.text, _stats(lm, shown, time_limit, settings.cache_refresh), step_view(shown.steps),
-            compared, python, shell)
+    return MaskedGenerationOutputs(text=shown.text, stats=_stats(lm, shown, time_limit, settings.cache_refresh),
+                                   trace=step_view(shown.steps), compare=compared, python=python, shell=shell)
 
 
-@handler(lambda error: ("", error, "", ""))
+@handler(CausalGenerationOutputs.showing)
 @with_arguments(GENERATION_ARGUMENTS)
 def generate_causal(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                     repetition_penalty, padding_masks, stop_at_newline, seed,
                     progress=gr.Progress(track_tqdm=True)):
     """Continue a prompt with a causal LM (left to right, transformers' generate())."""
     if not model_name:
-        return "", message("Skipped: no causal LM picked.", "note"), "", ""
+        return CausalGenerationOutputs.showing(message("Skipped: no causal LM picked.", "note"))
     settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                          repetition_penalty, padding_masks, stop_at_newline, seed, trace=False)
     lm, (result,), time_limit, python, shell = _run(prompt, model_name, "causal", [settings])
-    return result.text, _stats(lm, result, time_limit), python, shell
+    return CausalGenerationOutputs(text=result.text, stats=_stats(lm, result, time_limit), python=python,
+                                   shell=shell)
 
 
 def build(catalog: Catalog) -> None:
@@ -330,12 +360,12 @@ def build(catalog: Catalog) -> None:
                                      interactive=False)
             masked_stats = gr.HTML(elem_id="gen-mlm-stats")
             masked_compare = gr.HTML(elem_id="gen-mlm-compare", elem_classes=["demo-hide-empty"])
-            masked_code = reproduce_block("gen-mlm-reproduce")
+            masked_python, masked_shell = reproduce_block("gen-mlm-reproduce")
         with gr.Column():
             causal_text = gr.Textbox(label="Causal LM continuation", lines=4, elem_id="gen-causal-text",
                                      interactive=False)
             causal_stats = gr.HTML(elem_id="gen-causal-stats")
-            causal_code = reproduce_block("gen-causal-reproduce")
+            causal_python, causal_shell = reproduce_block("gen-causal-reproduce")
     with gr.Accordion("Step-by-step view of the masked LM decoder", open=True):
         trace = gr.HTML(elem_id="gen-trace")
 
@@ -349,7 +379,10 @@ def build(catalog: Catalog) -> None:
     # select, not change: picking the same preset again restores its text after an edit
     preset.select(fill, preset, [prompt, paper_output] + settings, api_visibility="private")
     run.click(generate_masked, [prompt, masked_model] + settings + [decoding, cache_refresh],
-              [masked_text, masked_stats, trace, masked_compare, *masked_code], api_name="generate_mlm",
-              concurrency_id="generate")
-    run.click(generate_causal, [prompt, causal_model] + settings, [causal_text, causal_stats, *causal_code],
+              components(MaskedGenerationOutputs, text=masked_text, stats=masked_stats, trace=trace,
+                         compare=masked_compare, python=masked_python, shell=masked_shell),
+              api_name="generate_mlm", concurrency_id="generate")
+    run.click(generate_causal, [prompt, causal_model] + settings,
+              components(CausalGenerationOutputs, text=causal_text, stats=causal_stats, python=causal_python,
+                         shell=causal_shell),
               api_name="generate_causal", concurrency_id="generate")
