@@ -6,6 +6,7 @@ precomputed grids are the CSV files in ``assets/needle_grids/``.
 
 import functools
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import gradio as gr
 import pandas as pd
@@ -16,6 +17,7 @@ from .common import (ASSETS, Number, Radio, Slider, handler, load, message, mode
                      reproduce_block, reproduction, with_arguments,
                      pair_picker, shows_errors)
 from .limits import LIMITS, check_grid, parse_numbers, whole
+from .outputs import components
 
 GRIDS = ASSETS / "needle_grids"
 
@@ -27,6 +29,31 @@ RoBERTa, ALBERT, OPT, GPT-2) cannot read past their limit: those cells say so in
 DeBERTa's relative positions let it go beyond the 512 tokens it was trained on (the paper's
 Figure 3). Small grids run here live; larger ones computed offline are listed at the bottom.
 """
+
+
+class GridOutputs(NamedTuple):
+    """One model's needle grid, as /probe_mlm and /probe_second give it (in this order)."""
+    plot: Any = None  # Plotly figure: the heatmap of exact matches
+    summary: str = ""  # HTML: model, runs, exact-match share; or the message shown instead
+    table: pd.DataFrame | None = None  # every run: needle, answer, seconds
+    files: list[str] | None = None  # the grid as CSV and its heatmap as an HTML page
+    python: str | None = None  # Reproduce: the Python call
+    shell: str | None = None  # Reproduce: the command line
+
+    @classmethod
+    def showing(cls, message: str) -> "GridOutputs":
+        """Only ``message`` (an error, or why this side did not run); no stale grid."""
+        return cls(summary=message)
+
+
+class PrecomputedGridOutputs(NamedTuple):
+    """A grid computed offline, from assets/needle_grids/."""
+    plot: Any = None  # Plotly figure: its heatmap
+    note: str = ""  # HTML: where it comes from; or the message shown instead
+
+    @classmethod
+    def showing(cls, message: str) -> "PrecomputedGridOutputs":
+        return cls(note=message)
 
 
 def precomputed_grids() -> list[tuple[str, str]]:
@@ -74,28 +101,29 @@ def _grid(lengths, depths, repetitions, seed, cache="exact") -> GridSettings:
 
 
 def _stream(model_name, kind, lengths, depths, repetitions, seed, cache="exact"):
-    """(figure, summary, table, downloads, Python, command line) after every finished cell; the
-    grid stops at the time limit."""
+    """The GridOutputs after every finished cell; the grid stops at the time limit."""
     from ..budget import grid_work
     from ..haystack import iter_grid  # torch: imported on first use
 
     grid = _grid(lengths, depths, repetitions, seed, cache)
     lm = load(model_name, kind)
     grid_work(lm, grid).check(LIMITS)  # refused before it runs
-    code = reproduction("probe", model_name, kind, grid)
+    python, shell = reproduction("probe", model_name, kind, grid)
     table = None
     for table in iter_grid(lm, grid, model_name=lm.label, progress=True,
                            time_limit=LIMITS.max_request_seconds):
         if len(table):
             figure = _figure(table, lm.label, lm)
-            yield figure, _summary(lm, table, grid), table, _downloads(table, figure, model_name), *code
+            yield GridOutputs(plot=figure, summary=_summary(lm, table, grid), table=table,
+                              files=_downloads(table, figure, model_name), python=python, shell=shell)
     if len(table) < grid.cells:
         figure = _figure(table, lm.label, lm) if len(table) else None
-        yield (figure, _summary(lm, table, grid) + message(
-                   f"Stopped after {LIMITS.max_request_seconds:.0f} s, the time one request may take "
-                   f"here: {len(table)} of {grid.cells} runs are shown. Run fewer or shorter cells, "
-                   f"or the whole grid on your own machine with mlm-icl probe.", "note"), table,
-               _downloads(table, figure, model_name) if figure else None, *code)
+        stopped = message(f"Stopped after {LIMITS.max_request_seconds:.0f} s, the time one request may take "
+                          f"here: {len(table)} of {grid.cells} runs are shown. Run fewer or shorter cells, "
+                          f"or the whole grid on your own machine with mlm-icl probe.", "note")
+        yield GridOutputs(plot=figure, summary=_summary(lm, table, grid) + stopped, table=table,
+                          files=_downloads(table, figure, model_name) if figure else None,
+                          python=python, shell=shell)
 
 
 def _downloads(table, figure, model_name) -> list[str]:
@@ -104,9 +132,6 @@ def _downloads(table, figure, model_name) -> list[str]:
     from ..exports import download, figure_download
     csv = download(table, "needle-grid", model_name)
     return [csv, figure_download(figure, csv, "needle-grid", model_name)]
-
-
-NO_RESULT = (None,) * 4  # table, downloads, Python, command line (after plot and summary)
 
 
 PROBE_ARGUMENTS = """\
@@ -118,7 +143,7 @@ PROBE_ARGUMENTS = """\
 """
 
 
-@handler(lambda error: (None, error, *NO_RESULT))
+@handler(GridOutputs.showing)
 # (one line per argument: Gradio's docstring parser keeps only an argument's first line)
 @with_arguments(PROBE_ARGUMENTS + """\
         cache: the masked LM's decoding: "exact" (the paper's method) or "prefix" (the faster, approximate prefix cache)
@@ -130,21 +155,21 @@ def probe_masked(model_name, lengths, depths, repetitions, seed, cache="exact",
     yield from _stream(model_name, "masked", lengths, depths, repetitions, seed, cache)
 
 
-@handler(lambda error: (None, error, *NO_RESULT))
+@handler(GridOutputs.showing)
 @with_arguments(PROBE_ARGUMENTS)
 def probe_second(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
     """Needle in a haystack with a second model (a causal LM, or any model in its natural kind)."""
     if not model_name:
-        yield None, message("Skipped: no second model picked.", "note"), *NO_RESULT
+        yield GridOutputs.showing(message("Skipped: no second model picked.", "note"))
         return
     yield from _stream(model_name, None, lengths, depths, repetitions, seed)
 
 
-@shows_errors(lambda error: (None, error))  # a bundled CSV: no GPU slot, no wait for torch
+@shows_errors(PrecomputedGridOutputs.showing)  # a bundled CSV: no GPU slot, no wait for torch
 @functools.lru_cache(maxsize=16)  # static files; a page load asks for the plot and the note
 def show_precomputed(choice):
     if not choice:
-        return None, ""
+        return PrecomputedGridOutputs()
     name, _, model = choice.partition("::")
     path = GRIDS / name
     if not path.is_file():
@@ -155,7 +180,8 @@ def show_precomputed(choice):
         raise ValueError(f"{name} holds no runs of {model!r}.")
     caveat = standin_note(model)
     note = message(f"{name}: {len(rows)} runs of {model}, computed offline with mlm-icl probe.", "note")
-    return _figure(rows, _short(model)), note + (message(caveat, "note") if caveat else "")
+    return PrecomputedGridOutputs(plot=_figure(rows, _short(model)),
+                                  note=note + (message(caveat, "note") if caveat else ""))
 
 
 def build(catalog: Catalog):
@@ -194,13 +220,15 @@ def build(catalog: Catalog):
         with gr.Column():
             masked_plot = gr.Plot(label="Masked LM", elem_id="probe-mlm-plot")
             masked_summary = gr.HTML(elem_id="probe-mlm-summary")
-            masked_extra = [gr.File(label="The grid (CSV) and its heatmap (HTML)", file_count="multiple",
-                                    elem_id="probe-mlm-files"), *reproduce_block("probe-mlm-reproduce")]
+            masked_files = gr.File(label="The grid (CSV) and its heatmap (HTML)", file_count="multiple",
+                                   elem_id="probe-mlm-files")
+            masked_python, masked_shell = reproduce_block("probe-mlm-reproduce")
         with gr.Column():
             causal_plot = gr.Plot(label="Compared model", elem_id="probe-causal-plot")
             causal_summary = gr.HTML(elem_id="probe-causal-summary")
-            causal_extra = [gr.File(label="The grid (CSV) and its heatmap (HTML)", file_count="multiple",
-                                    elem_id="probe-causal-files"), *reproduce_block("probe-causal-reproduce")]
+            causal_files = gr.File(label="The grid (CSV) and its heatmap (HTML)", file_count="multiple",
+                                   elem_id="probe-causal-files")
+            causal_python, causal_shell = reproduce_block("probe-causal-reproduce")
     with gr.Accordion("Every run (needle, answer, seconds)", open=False):
         with gr.Row():
             masked_table = gr.Dataframe(label="Masked LM runs", interactive=False)
@@ -219,18 +247,22 @@ def build(catalog: Catalog):
                     info="Larger grids computed offline with `mlm-icl probe` (assets/needle_grids/).")
                 note = gr.HTML(elem_id=f"probe-precomputed-note-{k}")
                 plot = gr.Plot(label="Precomputed grid", elem_id=f"probe-precomputed-plot-{k}")
-                picker.change(show_precomputed, picker, [plot, note], api_visibility="private")
-                shown += [plot, note]
+                view = components(PrecomputedGridOutputs, plot=plot, note=note)
+                picker.change(show_precomputed, picker, view, api_visibility="private")
+                shown += view
 
     inputs = [lengths, depths, repetitions, seed]
     # Grids are long jobs: their own queue, so rankings and generations never wait behind them.
     run.click(probe_masked, [masked_model] + inputs + [decoding],
-              [masked_plot, masked_summary, masked_table, *masked_extra],
+              components(GridOutputs, plot=masked_plot, summary=masked_summary, table=masked_table,
+                         files=masked_files, python=masked_python, shell=masked_shell),
               api_name="probe_mlm", concurrency_id="probe")
-    run.click(probe_second, [causal_model] + inputs, [causal_plot, causal_summary, causal_table, *causal_extra],
+    run.click(probe_second, [causal_model] + inputs,
+              components(GridOutputs, plot=causal_plot, summary=causal_summary, table=causal_table,
+                         files=causal_files, python=causal_python, shell=causal_shell),
               api_name="probe_second", concurrency_id="probe")
 
     def first_view():  # computed when a page loads, not when the app starts
-        return [part for d in defaults for part in (show_precomputed(d) if d else (None, ""))]
+        return [part for d in defaults for part in (show_precomputed(d) if d else PrecomputedGridOutputs())]
 
     return first_view, [], shown
