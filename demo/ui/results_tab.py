@@ -4,11 +4,14 @@ Wiring only: ``demo.results.load_results`` reads ``assets/results/``; ``demo.plo
 score vs model size (the BERTs paper's Figure 1) and score vs shots (its Figure 4).
 """
 
+from typing import Any, NamedTuple
+
 import gradio as gr
 import pandas as pd
 
 from ..settings import ResultsFilter
 from .common import Dropdown, message, reproduce_block, reproduction, shows_errors
+from .outputs import components
 
 HELP = """
 Browse the numbers behind the claim: the BERTs paper (DeBERTa vs GPT-3 at 0, 1 and few shots,
@@ -23,6 +26,22 @@ SHOWN_COLUMNS = ["paper", "table", "group", "task_label", "model", "shots_label"
                  "variant", "source"]
 SHOWN_NAMES = {"task_label": "task", "shots_label": "shots"}
 DEFAULT_PAPER = "Samuel 2024, BERTs are Generative In-Context Learners"
+
+
+class ResultsOutputs(NamedTuple):
+    """The filtered results, as /results gives them (in this order)."""
+    count: str = ""  # HTML: how many numbers from how many sources; or the message shown instead
+    table: pd.DataFrame | None = None
+    size_plot: Any = None  # Plotly figure: score vs model size (the BERTs paper's Figure 1)
+    shots_plot: Any = None  # Plotly figure: score vs shots (its Figure 4)
+    files: list[str] | None = None  # the rows as CSV and both figures as HTML pages
+    python: str | None = None  # Reproduce: the Python call
+    shell: str | None = None  # Reproduce: the command line
+
+    @classmethod
+    def showing(cls, message: str) -> "ResultsOutputs":
+        """Only ``message``; no stale table or plots."""
+        return cls(count=message)
 
 
 def _choices(frame: pd.DataFrame, column: str) -> list[str]:
@@ -76,7 +95,7 @@ def build():
         shots_plot = gr.Plot(label="Score vs shots (Figure 4)", elem_id="results-shots-plot")
 
     # no model, no torch: need not wait for the core import; an empty filter clears the stale view
-    @shows_errors(lambda error: (error, None, None, None, None, None, None))
+    @shows_errors(ResultsOutputs.showing)
     def lookup_results(papers, groups, models, shots, tasks):
         """Published results of the papers next to our runs, filtered (an empty filter keeps all).
 
@@ -104,12 +123,16 @@ def build():
         csv = download(rows, "results", *(papers or ["all"])[:2])
         files = [csv, figure_download(size, csv, "results-vs-size"),
                  figure_download(by_shots, csv, "results-vs-shots")]
-        return note, shown, size, by_shots, files, *reproduction("results", None, None, filters)
+        python, shell = reproduction("results", None, None, filters)
+        return ResultsOutputs(count=note, table=shown, size_plot=size, shots_plot=by_shots, files=files,
+                              python=python, shell=shell)
 
     filters = [papers, groups, models, shots, tasks]
     csv = gr.File(label="These results (CSV, every column) and both figures (HTML)",
                   file_count="multiple", elem_id="results-csv")
-    outputs = [count, table, size_plot, shots_plot, csv, *reproduce_block("results-reproduce")]
+    python, shell = reproduce_block("results-reproduce")
+    outputs = components(ResultsOutputs, count=count, table=table, size_plot=size_plot, shots_plot=shots_plot,
+                         files=csv, python=python, shell=shell)
     gr.on([control.change for control in filters], lookup_results, filters, outputs, api_name="results",
           show_progress="minimal")
     return lookup_results, filters, outputs  # the app runs this once when a page loads: the first view
