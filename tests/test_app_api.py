@@ -217,12 +217,12 @@ def test_not_a_number_anywhere(value):
                 padding_masks="default", stop_at_newline=True, seed=0)
     for field in ("max_new_tokens", "num_beams", "temperature", "top_k", "top_p", "repetition_penalty",
                   "seed"):
-        shown = generate_masked(**dict(base, **{field: value}))[1]
+        shown = generate_masked(**dict(base, **{field: value})).stats
         assert "demo-error" in shown and field in shown and not PYTHON_TEXT.search(shown), (field, shown)
-    shown = rank_masked(**dict(VALID["/rank_mlm"], right_masks=value))[0]
+    shown = rank_masked(**dict(VALID["/rank_mlm"], right_masks=value)).summary
     assert "right_masks" in shown and not PYTHON_TEXT.search(shown)
     for field in ("repetitions", "seed"):
-        shown = list(probe_masked(**dict(VALID["/probe_mlm"], **{field: value})))[-1][1]
+        shown = list(probe_masked(**dict(VALID["/probe_mlm"], **{field: value})))[-1].summary
         assert field in shown and not PYTHON_TEXT.search(shown), (field, shown)
 
 

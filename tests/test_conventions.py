@@ -81,8 +81,8 @@ def _four_ways(lm, kind, task, tmp_path):
                               "completion", "")
     else:
         outputs = rank_causal(context, "\n".join(candidates), lm.name, False, "completion", "")
-    tab = [s.score for s in outputs[3]]
-    return record["scores"], core, command, tab, outputs[5:]
+    tab = [s.score for s in outputs.scores]
+    return record["scores"], core, command, tab, (outputs.python, outputs.shell)
 
 
 @needs_shared
@@ -142,7 +142,7 @@ def test_the_prompting_tabs_reproduce_block_writes_the_same_text(model, request,
                       model_name=lm.name, strategy="beam", max_new_tokens=4, num_beams=3,
                       temperature=1.0, top_k=0, top_p=1.0, repetition_penalty=1.0,
                       padding_masks="default", stop_at_newline=True, seed=0)
-    text, (python, shell) = outputs[0], outputs[-2:]
+    text, python, shell = outputs.text, outputs.python, outputs.shell
     assert "num_beams=3" in python and "--num-beams 3" in shell and "--strategy beam" in shell
     namespace = {}
     exec(python, namespace)

@@ -185,12 +185,13 @@ def test_a_pair_ranks_and_generates_in_the_apps_handlers(local_pair, monkeypatch
                    scope="completion", unconditional="", answer="mat.")
     masked = rank_masked(model_name=encoder, method="right_masks", right_masks=2, **ranking)
     causal = rank_causal(model_name=decoder, **ranking)
-    for summary, table, plot, scores, *_ in (masked, causal):
-        assert "demo-error" not in summary and len(scores) == 2 and "correct answer" in summary
+    for ranking in (masked, causal):
+        assert "demo-error" not in ranking.summary and len(ranking.scores) == 2
+        assert "correct answer" in ranking.summary
     settings = dict(prompt="The cat sat on the", strategy="greedy", max_new_tokens=3, num_beams=2,
                     temperature=1.0, top_k=0, top_p=1.0, repetition_penalty=1.0,
                     padding_masks="default", stop_at_newline=True, seed=0)
-    text, stats, steps, *_ = generate_masked(model_name=encoder, **settings)
-    assert "demo-error" not in stats and "demo-step" in steps
-    text, stats, *_ = generate_causal(model_name=decoder, **settings)
-    assert "demo-error" not in stats and "modernbert-decoder" in stats
+    masked = generate_masked(model_name=encoder, **settings)
+    assert "demo-error" not in masked.stats and "demo-step" in masked.trace
+    causal = generate_causal(model_name=decoder, **settings)
+    assert "demo-error" not in causal.stats and "modernbert-decoder" in causal.stats

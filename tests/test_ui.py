@@ -154,14 +154,25 @@ def test_errors_become_messages_in_the_outputs_without_python_text():
 
 @needs_shared
 def test_unloadable_model_is_a_page_message():
-    from demo.ui.ranking import rank_masked
-    summary, table, plot, scores, *_ = rank_masked("ctx", "a\nb", "/no/such/model/folder", "right_masks",
-                                               2, False, "completion", "")
-    assert "not one of this app&#x27;s models" in summary and table is None and plot is None and scores is None
+    from demo.ui.ranking import RankingOutputs, rank_masked
+    refused = rank_masked("ctx", "a\nb", "/no/such/model/folder", "right_masks", 2, False, "completion", "")
+    assert "not one of this app&#x27;s models" in refused.summary
+    assert refused == RankingOutputs.showing(refused.summary)  # the message alone: no stale ranking
     # an existing folder and a missing one get the same words: the page tells nothing about disks
     for path in ("/etc", "/etc/passwd", "/no/such/folder", "assets"):
-        shown = rank_masked("ctx", "a\nb", path, "right_masks", 2, False, "completion", "")[0]
-        assert shown.replace(path, "PATH") == summary.replace("/no/such/model/folder", "PATH")
+        shown = rank_masked("ctx", "a\nb", path, "right_masks", 2, False, "completion", "").summary
+        assert shown.replace(path, "PATH") == refused.summary.replace("/no/such/model/folder", "PATH")
+
+
+def test_an_events_outputs_are_named_once_each():
+    from demo.ui.outputs import components
+    from demo.ui.ranking import DifferenceOutputs
+    assert components(DifferenceOutputs, note="the note", plot="the plot") == ["the plot", "the note"]
+    with pytest.raises(TypeError, match=r"missing \['note'\]"):
+        components(DifferenceOutputs, plot="the plot")
+    with pytest.raises(TypeError, match=r"unknown \['table'\]"):
+        components(DifferenceOutputs, plot="the plot", note="the note", table="a table")
+    assert DifferenceOutputs.showing("a message") == (None, "a message")  # as Gradio receives it
 
 
 # ---------------------------------------------------------------- the page
@@ -185,6 +196,37 @@ def test_every_control_has_a_label_and_help_and_defaults_pick_local_models(monke
     assert pickers["gen-mlm"] == pickers["rank-mlm"] == pickers["probe-mlm"] == STANDIN_MLM.name
     smollm2 = catalog.default("causal")
     assert pickers["gen-causal"] == pickers["rank-causal"] == smollm2.name
+
+
+# endpoint: its outputs in the order API clients read them (by elem_id, else label, else kind);
+# written out, not derived from the output records, so that a reordered record fails here
+API_OUTPUTS = {
+    "rank_mlm": ["rank-mlm-summary", "rank-mlm-table", "rank-mlm-plot", "State", "rank-mlm-csv",
+                 "rank-mlm-reproduce-python", "rank-mlm-reproduce-shell"],
+    "rank_causal": ["rank-causal-summary", "rank-causal-table", "rank-causal-plot", "State", "rank-causal-csv",
+                    "rank-causal-reproduce-python", "rank-causal-reproduce-shell"],
+    "generate_mlm": ["gen-mlm-text", "gen-mlm-stats", "gen-trace", "gen-mlm-compare", "gen-mlm-reproduce-python",
+                     "gen-mlm-reproduce-shell"],
+    "generate_causal": ["gen-causal-text", "gen-causal-stats", "gen-causal-reproduce-python",
+                        "gen-causal-reproduce-shell"],
+    "probe_mlm": ["probe-mlm-plot", "probe-mlm-summary", "Masked LM runs", "probe-mlm-files",
+                  "probe-mlm-reproduce-python", "probe-mlm-reproduce-shell"],
+    "probe_second": ["probe-causal-plot", "probe-causal-summary", "Compared model's runs", "probe-causal-files",
+                     "probe-causal-reproduce-python", "probe-causal-reproduce-shell"],
+    "results": ["results-count", "results-table", "results-size-plot", "results-shots-plot", "results-csv",
+                "results-reproduce-python", "results-reproduce-shell"],
+}
+
+
+def test_the_api_keeps_its_output_order(monkeypatch):
+    """Each event's outputs list is built from its output record's fields (demo.ui.outputs); the
+    API endpoints keep the order clients read by position."""
+    from demo.ui.app import build_app
+    monkeypatch.setenv(LOCAL_MODELS_VAR, str(STANDIN_MLM))
+    app = build_app(build_catalog())
+    shown = {fn.api_name: [c.elem_id or getattr(c, "label", None) or type(c).__name__ for c in fn.outputs]
+             for fn in app.fns.values() if fn.api_name in API_OUTPUTS}
+    assert shown == API_OUTPUTS
 
 
 # ---------------------------------------------------------------- Space configuration
@@ -233,10 +275,9 @@ GENERATE = dict(prompt=FEW_SHOT, model_name=STANDIN_MLM.name, strategy="greedy",
 
 
 def _generated(**changes):
-    """The Prompting tab's masked-LM handler, by output name."""
+    """The Prompting tab's masked-LM outputs (MaskedGenerationOutputs) for GENERATE with ``changes``."""
     from demo.ui.prompting import generate_masked
-    names = ("text", "stats", "trace", "compare", "python", "shell")
-    return dict(zip(names, generate_masked(**dict(GENERATE, **changes))))
+    return generate_masked(**dict(GENERATE, **changes))
 
 
 @needs_shared
@@ -246,17 +287,17 @@ def test_fast_decoding_refreshed_at_every_token_writes_the_exact_output(standin_
 
     exact = _generated(decoding="exact")
     fast = _generated(decoding="fast", cache_refresh=1)
-    assert "demo-error" not in fast["stats"] and fast["text"].strip()
-    assert fast["text"] == exact["text"] and fast["trace"].count("demo-step\"") == exact["trace"].count("demo-step\"")
+    assert "demo-error" not in fast.stats and fast.text.strip()
+    assert fast.text == exact.text and fast.trace.count("demo-step\"") == exact.trace.count("demo-step\"")
     # the fast run did use the prefix cache: every step a refresh, as the core counts them
     core = generate(standin_mlm, FEW_SHOT, GenerationSettings(max_new_tokens=6, cache="prefix", cache_refresh=1))
-    assert core.text == fast["text"] and f"refreshes: {core.refreshes} (set: every 1 tokens)" in fast["stats"]
-    assert "cache='prefix', cache_refresh=1" in fast["python"] and "--cache prefix --cache-refresh 1" in fast["shell"]
-    assert "cache" not in exact["python"] and "Fast decoding" not in exact["stats"]
-    assert exact["compare"] == fast["compare"] == ""
+    assert core.text == fast.text and f"refreshes: {core.refreshes} (set: every 1 tokens)" in fast.stats
+    assert "cache='prefix', cache_refresh=1" in fast.python and "--cache prefix --cache-refresh 1" in fast.shell
+    assert "cache" not in exact.python and "Fast decoding" not in exact.stats
+    assert exact.compare == fast.compare == ""
     # the first token is always read from the whole window: one token is exact at any refresh
     one = _generated(decoding="fast", max_new_tokens=1)
-    assert one["text"] == _generated(decoding="exact", max_new_tokens=1)["text"] and "refreshes: 1" in one["stats"]
+    assert one.text == _generated(decoding="exact", max_new_tokens=1).text and "refreshes: 1" in one.stats
 
 
 @needs_shared
@@ -273,9 +314,9 @@ def test_compare_shows_both_outputs_their_speeds_and_where_they_part(standin_mlm
     settings = GenerationSettings(**dict(dict(max_new_tokens=6), **sampling), cache_refresh=4)
     exact = generate(standin_mlm, FEW_SHOT, settings)
     fast = generate(standin_mlm, FEW_SHOT, settings, cache="prefix")
-    panel = html.unescape(shown["compare"])
+    panel = html.unescape(shown.compare)
     cards = re.findall(r'class="demo-compare-text">(.*?)</div>.*?class="demo-compare-speed">(.*?)</div>',
-                       shown["compare"], re.S)
+                       shown.compare, re.S)
     assert [html.unescape(text) for text, _ in cards] == [exact.text, fast.text]
     assert [speed.count("tokens/s") for _, speed in cards] == [1, 1]
     assert f"refreshes: {fast.refreshes} (set: every 4 tokens)" in cards[1][1] and "refreshes" not in cards[0][1]
@@ -288,9 +329,9 @@ def test_compare_shows_both_outputs_their_speeds_and_where_they_part(standin_mlm
                 f"fast wrote {fast.tokens[parted]!r}.")
     assert expected in panel
     # the usual outputs show the exact run; the Reproduce block gives both calls, fast with its cache
-    assert shown["text"] == exact.text and "Fast decoding" not in shown["stats"]
-    assert shown["python"].count("result = generate(") == 2 and shown["python"].count("cache='prefix'") == 1
-    assert shown["shell"].count("mlm-icl generate") == 2 and "--cache prefix --cache-refresh 4" in shown["shell"]
+    assert shown.text == exact.text and "Fast decoding" not in shown.stats
+    assert shown.python.count("result = generate(") == 2 and shown.python.count("cache='prefix'") == 1
+    assert shown.shell.count("mlm-icl generate") == 2 and "--cache prefix --cache-refresh 4" in shown.shell
 
 
 def test_the_comparison_says_where_outputs_part_and_shows_text_as_text():
@@ -323,12 +364,12 @@ def test_fast_decoding_of_a_family_the_prefix_cache_lacks_is_a_message(tiny_mode
     monkeypatch.setenv(LOCAL_MODELS_VAR, str(folder))
     for decoding in ("fast", "compare"):
         shown = _generated(model_name="tiny-albert", decoding=decoding)
-        assert shown["text"] == shown["compare"] == shown["trace"] == ""  # refused before any run
-        message = html_text(shown["stats"])
+        assert shown.text == shown.compare == shown.trace == ""  # refused before any run
+        message = html_text(shown.stats)
         assert "The prefix cache supports the bert, roberta" in message and "not albert" in message
         assert "choose 'exact'" in message and "Traceback" not in message and "Error" not in message
     exact = _generated(model_name="tiny-albert", decoding="exact", max_new_tokens=2)
-    assert "demo-error" not in exact["stats"] and "tokens in" in exact["stats"]  # the model itself runs
+    assert "demo-error" not in exact.stats and "tokens in" in exact.stats  # the model itself runs
 
 
 def html_text(shown: str) -> str:
@@ -349,8 +390,8 @@ def test_compare_counts_as_two_generations_for_every_cap(standin_mlm, monkeypatc
     # the work budget: one generation fits, two do not
     work = generation_work(standin_mlm, FEW_SHOT, GenerationSettings(max_new_tokens=2))
     monkeypatch.setattr(prompting, "LIMITS", dataclasses.replace(prompting.LIMITS, max_request_tflop=1.5 * work.tflop))
-    assert "demo-error" not in _generated(decoding="fast", max_new_tokens=2)["stats"]
-    refused = html_text(_generated(decoding="compare", max_new_tokens=2)["stats"])
+    assert "demo-error" not in _generated(decoding="fast", max_new_tokens=2).stats
+    refused = html_text(_generated(decoding="compare", max_new_tokens=2).stats)
     assert "too big" in refused and "2 generations of" in refused
     monkeypatch.undo()
 
@@ -358,9 +399,9 @@ def test_compare_counts_as_two_generations_for_every_cap(standin_mlm, monkeypatc
     monkeypatch.setenv("SPACE_ID", "someone/mlm-icl")
     monkeypatch.setenv("DEMO_RUNS_PER_MINUTE", "3")
     monkeypatch.setattr(common, "RUNS", RunsPerVisitor())
-    assert "empty" in _generated(prompt=" ", decoding="compare")["stats"]  # runs 1 and 2
-    assert "empty" in _generated(prompt=" ", decoding="exact")["stats"]  # run 3
-    assert "3 model runs in the last minute" in _generated(prompt=" ", decoding="exact")["stats"]
+    assert "empty" in _generated(prompt=" ", decoding="compare").stats  # runs 1 and 2
+    assert "empty" in _generated(prompt=" ", decoding="exact").stats  # run 3
+    assert "3 model runs in the last minute" in _generated(prompt=" ", decoding="exact").stats
 
     # the GPU time asked for on ZeroGPU
     seconds = common.gpu_seconds(prompting.generate_masked, prompting.masked_runs)
@@ -387,10 +428,10 @@ def test_length_probe_switch_sets_the_masked_grids_decoding(monkeypatch):
     inputs = {fn.api_name: fn.inputs for fn in app.fns.values() if fn.api_name in ("probe_mlm", "probe_second")}
     assert inputs["probe_mlm"][-1] is switch and switch not in inputs["probe_second"]
 
-    _, summary, table, _, python, command = list(probe_masked(str(STANDIN_MLM), "96", "0.5", 1, 0, "prefix"))[-1]
-    assert table["cache"].tolist() == ["prefix"] and "fast decoding (prefix cache)" in summary
-    assert "cache='prefix'" in python and "--cache prefix" in command
-    summary = list(probe_masked(str(STANDIN_MLM), "96", "0.5", 1, 0, "exact"))[-1][1]
+    fast = list(probe_masked(str(STANDIN_MLM), "96", "0.5", 1, 0, "prefix"))[-1]
+    assert fast.table["cache"].tolist() == ["prefix"] and "fast decoding (prefix cache)" in fast.summary
+    assert "cache='prefix'" in fast.python and "--cache prefix" in fast.shell
+    summary = list(probe_masked(str(STANDIN_MLM), "96", "0.5", 1, 0, "exact"))[-1].summary
     assert "prefix cache" not in summary
-    shown = list(probe_masked(str(STANDIN_MLM), "96", "0.5", 1, 0, "fast"))[-1][1]
+    shown = list(probe_masked(str(STANDIN_MLM), "96", "0.5", 1, 0, "fast"))[-1].summary
     assert "Unknown cache" in shown and "exact, prefix" in shown
