@@ -258,9 +258,16 @@ class _ModelCache:
         with self._lock:
             self._models.clear()
 
+    def bound(self, max_models: int, max_gb: float) -> None:
+        """Set the bounds (the app does, from its deployment settings, when it starts)."""
+        with self._lock:
+            self.max_models, self.max_bytes = max_models, int(max_gb * 2**30)
 
-_APP = AppSettings.from_env()
-CACHE = _ModelCache(max_models=_APP.max_models, max_bytes=int(_APP.max_model_gb * 2**30))
+
+# Bounded by AppSettings' defaults until the app sets its deployment's (ui.app.launch); nothing
+# here reads the environment.
+CACHE = _ModelCache(max_models=0, max_bytes=0)
+CACHE.bound(AppSettings().max_models, AppSettings().max_model_gb)
 
 
 def load_model(name: str, kind: str | None = None, device: str | None = "auto",

@@ -12,6 +12,7 @@ import subprocess
 import pandas as pd
 import pytest
 
+import tests.floats as floats
 from demo import text
 from demo.cli import main
 from demo.evaluate import evaluate
@@ -19,7 +20,6 @@ from demo.pll import score_candidates
 from demo.settings import RunSettings
 from demo.tasks import add_task_dir
 from demo.ui.ranking import rank_causal, rank_masked
-import tests.floats as floats
 from tests.conftest import needs_shared
 
 SHOTS = 3

@@ -159,3 +159,17 @@ def test_standin_and_smollm2_load(standin_mlm, smollm2):
     with torch.inference_mode():
         ids = smollm2.tokenizer("Hello", return_tensors="pt").input_ids
         assert smollm2.model(ids).logits.shape[-1] >= len(smollm2.tokenizer) - 1
+
+
+def test_the_app_bounds_the_model_cache_with_its_settings():
+    """The engine reads no environment: the app, starting, hands its deployment's bounds over."""
+    from demo import models
+    from demo.settings import AppSettings
+    from demo.ui.common import import_core_in_background
+    before = models.CACHE.max_models, models.CACHE.max_bytes
+    assert before == (AppSettings().max_models, int(AppSettings().max_model_gb * 2**30))
+    try:
+        import_core_in_background(AppSettings(max_models=1, max_model_gb=2.0)).join()
+        assert (models.CACHE.max_models, models.CACHE.max_bytes) == (1, 2 * 2**30)
+    finally:
+        models.CACHE.max_models, models.CACHE.max_bytes = before

@@ -9,11 +9,11 @@ import json
 import pytest
 import torch
 
+import tests.floats as floats
 from demo.generation import generate
 from demo.mlm_decoder import WindowSpecials, build_windows
 from demo.pll import score_batch
 from demo.settings import ScoringSettings
-import tests.floats as floats
 from tests.conftest import needs_shared
 from tests.test_pll import rank_range
 

@@ -12,8 +12,8 @@ import gradio as gr
 import pytest
 
 from demo.catalog import HUB_MODELS, LOCAL_MODELS_VAR, build_catalog
-from demo.ui.common import shows_errors
 from demo.settings import AppSettings, GridSettings
+from demo.ui.common import shows_errors
 from demo.ui.limits import check_grid, check_text, parse_candidates, parse_numbers
 from tests.conftest import STANDIN_MLM, needs_shared
 

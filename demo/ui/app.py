@@ -104,5 +104,5 @@ def launch(app: gr.Blocks, catalog: Catalog | None = None, **kwargs) -> None:
     options.update(kwargs)
     app.launch(**options)
     mend_plain_tool_calls(app)
-    import_core_in_background()
+    import_core_in_background(settings)
     app.block_thread()

@@ -184,10 +184,11 @@ _CORE_IMPORT = threading.Lock()
 CORE_READY_MESSAGE = "demo: core imported"  # printed once done (benchmarks/bench_app.py waits for it)
 
 
-def _import_core() -> None:
+def _import_core(settings: AppSettings) -> None:
     start = time.perf_counter()
     try:
         from .. import generation, haystack, models, pll  # noqa: F401
+        models.CACHE.bound(settings.max_models, settings.max_model_gb)  # the deployment's bounds
         print(f"{CORE_READY_MESSAGE} in {time.perf_counter() - start:.1f} s", flush=True)
     except Exception:  # the handler will import again and show the error in the page
         log.exception("background import of the core failed")
@@ -195,10 +196,11 @@ def _import_core() -> None:
         _CORE_IMPORT.release()  # taken by import_core_in_background (a Lock may be released here)
 
 
-def import_core_in_background() -> threading.Thread:
-    """Start importing torch, transformers and the engines; handlers wait until it is done."""
+def import_core_in_background(settings: AppSettings) -> threading.Thread:
+    """Start importing torch, transformers and the engines, and bound the model cache as
+    ``settings`` say; handlers wait until it is done."""
     _CORE_IMPORT.acquire()  # taken before the thread starts: no request can slip in between
-    thread = threading.Thread(target=_import_core, name="import-core", daemon=True)
+    thread = threading.Thread(target=_import_core, args=(settings,), name="import-core", daemon=True)
     thread.start()
     return thread
 

@@ -13,9 +13,22 @@ import pandas as pd
 
 from ..catalog import Catalog, standin_note
 from ..settings import GridSettings
-from .common import (ASSETS, Number, Radio, Slider, handler, load, message, model_note, model_picker,
-                     reproduce_block, reproduction, with_arguments,
-                     pair_picker, shows_errors)
+from .common import (
+    ASSETS,
+    Number,
+    Radio,
+    Slider,
+    handler,
+    load,
+    message,
+    model_note,
+    model_picker,
+    pair_picker,
+    reproduce_block,
+    reproduction,
+    shows_errors,
+    with_arguments,
+)
 from .limits import LIMITS, check_grid, parse_numbers, whole
 from .outputs import components
 

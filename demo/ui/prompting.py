@@ -13,9 +13,23 @@ import gradio as gr
 
 from ..catalog import Catalog
 from ..settings import GenerationSettings
-from .common import (Dropdown, Number, Radio, Slider, escape, handler, load, message, model_note,
-                     model_picker, pair_picker, read_presets, reproduce_block, reproduction,
-                     with_arguments)
+from .common import (
+    Dropdown,
+    Number,
+    Radio,
+    Slider,
+    escape,
+    handler,
+    load,
+    message,
+    model_note,
+    model_picker,
+    pair_picker,
+    read_presets,
+    reproduce_block,
+    reproduction,
+    with_arguments,
+)
 from .limits import LIMITS, check_text, whole
 from .outputs import components
 from .step_view import step_view

@@ -11,8 +11,21 @@ import pandas as pd
 from ..catalog import Catalog
 from ..settings import DEFAULT_MASKED_METHOD, ScoringSettings
 from ..text import special_token_note
-from .common import (Dropdown, Radio, Slider, escape, handler, load, message, model_note,
-                     model_picker, pair_picker, read_presets, reproduce_block, reproduction)
+from .common import (
+    Dropdown,
+    Radio,
+    Slider,
+    escape,
+    handler,
+    load,
+    message,
+    model_note,
+    model_picker,
+    pair_picker,
+    read_presets,
+    reproduce_block,
+    reproduction,
+)
 from .limits import LIMITS, MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates, whole
 from .outputs import components
 
@@ -245,7 +258,10 @@ def compare_variants(context, candidates, model_name, method, compare_method, ri
     first_label = _what(method, settings.right_masks, normalize, scope, None).split(",")[0]
     second_label = _what(compare_method, settings.right_masks, normalize, scope, None).split(",")[0]
     figure = pll_difference(first_scores, second_scores, first_label, second_label)
-    order = lambda scores: [s.candidate for s in sorted(scores, key=lambda s: s.score, reverse=True)]
+
+    def order(scores):
+        return [s.candidate for s in sorted(scores, key=lambda s: s.score, reverse=True)]
+
     same = order(first_scores) == order(second_scores)
     change = "is the same" if same else "changes to: " + " > ".join(order(second_scores))
     note = (f"{second_label} vs {first_label}: the ranking {change.rstrip('.')}. Blue tokens are likelier "

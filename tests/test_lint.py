@@ -1,0 +1,19 @@
+"""The code stays as readable as it is: ruff (pyflakes, pycodestyle, import order; the rules in
+pyproject.toml) passes on the package, the app, the tests and the benchmarks."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ruff_check_passes():
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed (make install-dev installs it)")
+    run = subprocess.run([ruff, "check", "--no-cache", "demo", "tests", "benchmarks", "app.py"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-1000:]
