@@ -29,6 +29,7 @@ process takes its own device and lm-eval gives it every world_size-th document; 
 and reports (lm-eval's evaluator does that through ``all_gather``/``gather_object`` below).
 """
 
+import atexit
 import copy
 import logging
 import os
@@ -163,6 +164,13 @@ def make_accelerator(device: str):
     # On CPU accelerate needs cpu=True to use gloo (torchrun on a machine without GPUs, tests).
     cpu = device.startswith("cpu") or not torch.cuda.is_available()
     return Accelerator(cpu=cpu, kwargs_handlers=[InitProcessGroupKwargs(timeout=timedelta(weeks=52))])
+
+
+def _leave_process_group() -> None:
+    """Tear the process group down at exit, as PyTorch asks: lm-eval never does, and gloo's threads
+    still running when the interpreter exits can abort a finished process (SIGABRT)."""
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 def single_device(requested: str) -> str:
@@ -397,6 +405,7 @@ class MaskedLMEval(LM):
                 raise ValueError("parallelize / device_map (one model across GPUs) and a multi-process "
                                  "launch (a model per process) do not mix here; pick one.")
             self.accelerator = make_accelerator(device)
+            atexit.register(_leave_process_group)
             self._rank = self.accelerator.process_index  # global: correct across nodes too
             self._world_size = self.accelerator.num_processes
             device = str(self.accelerator.device)

@@ -216,17 +216,19 @@ def test_a_multi_correct_task_exported_for_lm_eval_counts_any_correct_option(tmp
     from demo.lm_eval_model import MaskedLMEval
     folder = tmp_path / "my_tasks"
     folder.mkdir()
-    (folder / "timedial.yaml").write_text(readme_block("my_tasks/timedial.yaml"))
+    # the README's task under a name of its own (another test registers "timedial" from its folder)
+    task_file = readme_block("my_tasks/timedial.yaml").replace("name: timedial", "name: timedial_export")
+    (folder / "timedial.yaml").write_text(task_file)
     (folder / "timedial.jsonl").write_text("".join(json.dumps(r) + "\n" for r in timedial_records()))
-    common = ["--model", str(STANDIN_MLM), "--tasks-dir", str(folder), "--task", "timedial", "--shots", "0"]
+    common = ["--model", str(STANDIN_MLM), "--tasks-dir", str(folder), "--task", "timedial_export", "--shots", "0"]
     assert main(["export-tasks", *common, "--output-dir", str(tmp_path / "lm_eval")]) == 0
     assert main(["evaluate", *common, "--output-dir", str(tmp_path / "runs"), "--no-progress"]) == 0
     ours = pd.read_csv(tmp_path / "runs" / "summary.csv").set_index("metric").loc["accuracy", "value"]
     results = lm_eval.simple_evaluate(
-        model=MaskedLMEval(pretrained=str(STANDIN_MLM), device="cpu"), tasks=["mlm_icl_timedial"],
+        model=MaskedLMEval(pretrained=str(STANDIN_MLM), device="cpu"), tasks=["mlm_icl_timedial_export"],
         task_manager=TaskManager(include_path=str(tmp_path / "lm_eval"), include_defaults=False),
         bootstrap_iters=0)
-    assert 100 * results["results"]["mlm_icl_timedial"]["acc,none"] == pytest.approx(ours, abs=0.005)
+    assert 100 * results["results"]["mlm_icl_timedial_export"]["acc,none"] == pytest.approx(ours, abs=0.005)
 
 
 def test_the_readme_task_files_read(tmp_path):
