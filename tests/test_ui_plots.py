@@ -100,3 +100,23 @@ def test_accuracy_plots_average_the_tasks_shown_per_group():
 def test_accuracy_plots_accept_an_empty_selection():
     empty = _results([])
     assert accuracy_vs_size(empty).data == () and accuracy_vs_shots(empty).data == ()
+
+
+def test_downloads_get_folders_of_their_own_and_old_ones_are_swept(tmp_path, monkeypatch):
+    """A public Space writes files on every click: each download has its own folder under one
+    folder, and folders older than a day go when the next download is made."""
+    import os
+    import time
+
+    import pandas as pd
+
+    from demo import exports
+    monkeypatch.setattr(exports, "DOWNLOADS", tmp_path / "downloads")
+    first = exports.download(pd.DataFrame({"a": [1]}), "ranking", "m")
+    second = exports.download(pd.DataFrame({"a": [2]}), "ranking", "m")  # same name, same day
+    assert first != second and pd.read_csv(first)["a"].tolist() == [1]
+    old = os.path.dirname(first)
+    day_and_a_bit = time.time() - exports.KEEP_SECONDS - 60
+    os.utime(old, (day_and_a_bit, day_and_a_bit))
+    exports.download(pd.DataFrame({"a": [3]}), "ranking", "m")
+    assert not os.path.exists(old) and os.path.exists(second)

@@ -13,6 +13,7 @@ from pathlib import Path
 import gradio as gr
 
 from ..catalog import LOCAL_MODELS_VAR, Catalog, build_catalog
+from ..exports import KEEP_SECONDS
 from ..settings import AppSettings
 from ..sources import hub_unreachable
 from . import length_probe, prompting, ranking, results_tab
@@ -40,7 +41,8 @@ def app_catalog() -> Catalog:
 
 def build_app(catalog: Catalog | None = None) -> gr.Blocks:
     catalog = catalog or app_catalog()
-    with gr.Blocks(title=TITLE) as app:
+    # Gradio's copies of downloads and figures: swept hourly, kept a day (exports.KEEP_SECONDS)
+    with gr.Blocks(title=TITLE, delete_cache=(3600, KEEP_SECONDS)) as app:
         gr.Markdown(INTRO)
         if catalog.problems:
             gr.HTML("".join(message(problem) for problem in catalog.problems), elem_id="catalog-problems")
