@@ -11,7 +11,7 @@ differently. How much they may differ follows from float32 arithmetic:
   logits: after L layers (+ 1 for the embeddings and the head) a logit's relative error is
   about c (L + 1) u. Measured against float64 copies of the same models (the stand-in MLM,
   SmolLM2's 30 layers, every random-weight family; default and AVX2 kernels, 1 and 2 threads:
-  ``tests/test_floats.py``), the worst was c = 4.1. We take c = 16 for one computation
+  ``tests/test_floats.py``), c was at most 4.1. We take c = 16 for one computation
   (``PER_LAYER``), so two computations may differ by twice that.
 - **Size.** A log-probability is a logit minus log-sum-exp, each carrying that relative error:
   the bound for one value lp is t (1 + |lp|).
