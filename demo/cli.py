@@ -250,7 +250,7 @@ def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSett
         tasks.append((get_task(name), dataclasses.replace(run, limit=int(limit)) if limit else run))
     for task, task_run in tasks:  # every split read and checked now: a model can take minutes to load
         load_examples(task, "data", task_run.data_root)
-        if (task.shots if task_run.shots is None else task_run.shots) and task.demos is not None:
+        if task_run.shots_for(task) and task.demos is not None:
             load_examples(task, "demos", task_run.data_root)
     for side in _sides(model):
         lm = _load(side, not args.no_progress)

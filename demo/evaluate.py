@@ -65,7 +65,7 @@ def evaluate(lm, task: Task | str, output_dir: str | Path, settings: RunSettings
     """
     s = settings or RunSettings()
     task = get_task(task) if isinstance(task, str) else task
-    run = _plan(lm, task, s, scoring or ScoringSettings())
+    run = plan(lm, task, s, scoring or ScoringSettings())
     if run["cache"] != s.cache:
         log.warning(_cache_note(lm, task, s))
     if run["skipped"]:
@@ -100,9 +100,9 @@ def evaluate(lm, task: Task | str, output_dir: str | Path, settings: RunSettings
 # ---------------------------------------------------------------- planning
 
 
-def _plan(lm, task: Task, s: RunSettings, scoring: ScoringSettings) -> dict:
+def plan(lm, task: Task, s: RunSettings, scoring: ScoringSettings) -> dict:
     """Check the request and fix everything a run's results depend on."""
-    shots = task.shots if s.shots is None else s.shots
+    shots = s.shots_for(task)
     if task.max_shots is not None and shots > task.max_shots:
         raise ValueError(f"Task {task.name!r} is zero-shot by design ({task.notes}); "
                          f"--shots {shots} is not possible.")
@@ -196,7 +196,7 @@ def _cache_note(lm, task: Task, s: RunSettings) -> str:
             f"recorded as cache 'exact'.")
 
 
-def _demonstrations(run, s: RunSettings, rep: int, e: Example) -> list[Example]:
+def demonstrations(run, s: RunSettings, rep: int, e: Example) -> list[Example]:
     """An item's demonstrations in one repetition, drawn once per run (measuring an item's length
     and scoring it need the same ones; a draw from a large same-split pool is not free)."""
     key = (rep, e.index)
@@ -247,7 +247,7 @@ def _fits(lm, task: Task, run: dict, s: RunSettings, e: Example) -> bool:
     from .models import InputTooLong
     from .pll import check_choices
     for rep in range(run["repetitions"]):
-        demos = _demonstrations(run, s, rep, e)
+        demos = demonstrations(run, s, rep, e)
         try:
             if task.kind == "choice":
                 check_choices(lm, _choices(task, run, e, demos), run["scoring"])
@@ -275,7 +275,7 @@ def _skipped_note(lm, task: Task, run: dict) -> str:
 
 def _evaluate_chunk(lm, task, run, s, rep, chunk: list[Example]) -> list[dict]:
     start = time.perf_counter()
-    demos = {e.index: _demonstrations(run, s, rep, e) for e in chunk}
+    demos = {e.index: demonstrations(run, s, rep, e) for e in chunk}
     if task.kind == "choice":
         records = _rank(lm, task, run, s, chunk, demos)
     elif task.kind == "generate":

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from .evaluate import _demonstrations, _plan
+from .evaluate import demonstrations, plan
 from .fewshot import choice_items, generation_prompt
 from .settings import GenerationSettings, RunSettings, ScoringSettings
 from .tasks import Task, get_task
@@ -80,10 +80,10 @@ def export_task(lm, task: Task | str, folder: str | Path, settings: RunSettings 
                          f"(e.g. copa for copa_generate) exports as multiple choice.")
     # The evaluator's own plan (default scoring, as `mlm-icl evaluate` without scoring options):
     # its sample, demonstrations and skip rule, never re-done here.
-    run = _plan(lm, task, s, ScoringSettings())
+    run = plan(lm, task, s, ScoringSettings())
     docs = []
     for e in run["examples"]:
-        demos = _demonstrations(run, s, 0, e)
+        demos = demonstrations(run, s, 0, e)
         doc = (_choice_doc(task, e, demos, run["score"]) if task.kind == "choice"
                else dict(prompt=generation_prompt(task, e, demos), answers=list(e.answers or [e.target])))
         docs.append(dict(index=e.index, id=e.id, **doc))

@@ -264,6 +264,10 @@ class RunSettings:
         "tasks (PLL) and causal LMs are exact whatever this says; the summary's cache column "
         "records the mode a run used"))
 
+    def shots_for(self, task) -> int:
+        """The demonstrations per item for ``task``: these settings', else the paper's."""
+        return task.shots if self.shots is None else self.shots
+
     def __post_init__(self):
         _whole(self.shots, "shots", 0, optional=True)
         _whole(self.limit, "limit", 1, optional=True)
