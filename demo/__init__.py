@@ -1,9 +1,12 @@
 """MLM-ICL: masked language models as generative in-context learners.
 
-The core (everything in this package except ``demo.ui``) never imports gradio. The engine:
-``settings`` (every setting, as dataclasses), ``sources`` and ``models`` (loading), ``families``,
-``text`` (the text conventions, applied by the engines), ``pll`` (scoring), ``mlm_decoder``,
-``generation``, ``constraints`` and ``trace`` (generating). Then ``tasks`` (task definitions as
-YAML data), ``fewshot``, ``metrics``, ``evaluate``, ``results``; ``haystack`` (the length probe),
-``plots``, ``catalog``, ``cli`` (the ``mlm-icl`` command) and ``ui`` (the Gradio app).
+The package is built in floors; each imports only the floors below it (pyproject.toml's
+import-linter contracts, checked by the tests):
+
+- ``settings``    every setting as a dataclass (the ground every floor stands on)
+- ``engine/``     loading and running masked and causal LMs: scoring, generating
+- ``tasks/``      few-shot tasks as data (YAML), demonstrations, metrics
+- ``evaluation/`` the evaluator, the length probe, results, plots, lm-evaluation-harness
+- ``app/``        a deployment's rules: settings read once, catalog, budget, limits
+- ``ui/``, ``cli``  the Gradio app and the ``mlm-icl`` command line (only ``ui`` imports gradio)
 """

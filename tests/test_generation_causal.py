@@ -5,7 +5,7 @@ import re
 import pytest
 import torch
 
-from demo.generation import GenerationResult, StepTrace, generate
+from demo.engine.generation import GenerationResult, StepTrace, generate
 
 PROMPT = "The capital of France is Paris. The capital of Germany is"
 

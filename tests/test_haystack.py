@@ -6,8 +6,9 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from demo.generation import generate
-from demo.haystack import (
+from demo.engine.generation import generate
+from demo.engine.text import encode_newlines
+from demo.evaluation.haystack import (
     ANSWER_TOKENS,
     build_needle_prompt,
     cell_needle_and_start,
@@ -16,9 +17,8 @@ from demo.haystack import (
     run_grid,
     split_sentences,
 )
-from demo.plots import needle_heatmap, needle_heatmaps_side_by_side
+from demo.evaluation.plots import needle_heatmap, needle_heatmaps_side_by_side
 from demo.settings import GridSettings
-from demo.text import encode_newlines
 from tests.conftest import MASKED_FAMILIES
 
 FILLER = load_filler()  # the bundled book: the product's default, no ../shared needed
@@ -33,7 +33,7 @@ def model(tiny_model, family_folder):
     """
     from transformers import AutoTokenizer
 
-    from demo.models import random_model
+    from demo.engine.models import random_model
 
     cache = {}
 

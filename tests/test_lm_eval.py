@@ -1,4 +1,4 @@
-"""lm-evaluation-harness with our model (``demo.lm_eval_model``): lm-eval's own ``simple_evaluate``
+"""lm-evaluation-harness with our model (``demo.evaluation.harness_model``): lm-eval's own ``simple_evaluate``
 over a task written here (YAML over a local JSONL), checked against independent references.
 
 - per-item log-likelihoods: our engine on the same strings (1e-6) and a naive one-forward-pass-
@@ -7,7 +7,7 @@ over a task written here (YAML over a local JSONL), checked against independent 
 - a two-process data-parallel run (torchrun, gloo, CPU): the same items, results and accuracy;
 - a causal LM (SmolLM2) through lm-eval's own HFLM and through ours: the same log-likelihood per
   request (1e-4), start token and ``add_bos_token`` included, and the same generated text;
-- ``generate_until``: exactly what ``demo.generation.generate`` writes;
+- ``generate_until``: exactly what ``demo.engine.generation.generate`` writes;
 - requests longer than an absolute-position model reads (a 1,024-token generation, too-long
   prompts and contexts): cut from the left as HFLM does, counted, never ending the run;
 - ``loglikelihood_rolling``: the documented windows tile the text, each fits the model;
@@ -32,10 +32,10 @@ from lm_eval.api.instance import Instance  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 
 import tests.floats as floats  # noqa: E402
-from demo.evaluate import evaluate  # noqa: E402
-from demo.generation import generate  # noqa: E402
-from demo.lm_eval_model import MaskedLMEval, generation_settings, rolling_pairs  # noqa: E402
-from demo.pll import input_length, score_batch  # noqa: E402
+from demo.engine.generation import generate  # noqa: E402
+from demo.engine.pll import input_length, score_batch  # noqa: E402
+from demo.evaluation.evaluate import evaluate  # noqa: E402
+from demo.evaluation.harness_model import MaskedLMEval, generation_settings, rolling_pairs  # noqa: E402
 from demo.settings import GenerationSettings, RunSettings, ScoringSettings  # noqa: E402
 from demo.tasks import read_task_file  # noqa: E402
 from tests.conftest import HAYSTACK, STANDIN_MLM, TOKENIZERS, needs_shared  # noqa: E402
@@ -340,7 +340,7 @@ def token_starts(lm, text):
 
 
 def accepted(check) -> bool:
-    from demo.models import InputTooLong
+    from demo.engine.models import InputTooLong
     try:
         check()
     except InputTooLong:
@@ -352,8 +352,8 @@ def naive_generation_fit(lm, prompt, max_gen_toks):
     """(prompt, max_new_tokens) by the documented rule, written as plain scans: drop the prompt's
     first token until max_gen_toks fit after it (HFLM's rule); if none does, until half the window
     does, then the most new tokens that fit."""
-    from demo.generation import check_prompt
-    from demo.lm_eval_model import HarnessGenerationSettings
+    from demo.engine.generation import check_prompt
+    from demo.evaluation.harness_model import HarnessGenerationSettings
 
     def fits(text, n):
         return accepted(lambda: check_prompt(lm, text, HarnessGenerationSettings(max_new_tokens=n)))
@@ -384,7 +384,7 @@ def test_long_generation_requests_finish_the_run(short_bert, tmp_path, caplog):
         generation_kwargs={"until": ["\n"], "max_gen_toks": 1024, "do_sample": False},
         metric_list=METRIC("exact_match"))))
     short_bert.too_long.clear()
-    with caplog.at_level(logging.WARNING, logger="demo.lm_eval_model"):
+    with caplog.at_level(logging.WARNING, logger="demo.evaluation.harness_model"):
         results = run_lm_eval(short_bert, tmp_path, ["long_gen"])
     outputs = {s["doc_id"]: s["resps"][0][0] for s in results["samples"]["long_gen"]}
     for doc_id, prompt in enumerate((short, long)):
@@ -400,7 +400,7 @@ def test_long_generation_requests_finish_the_run(short_bert, tmp_path, caplog):
     caplog.clear()
     requests = [Instance("generate_until", {}, (p, {"until": ["\n"], "max_gen_toks": 8}), i)
                 for i, p in enumerate((short, long))]
-    with caplog.at_level(logging.WARNING, logger="demo.lm_eval_model"):
+    with caplog.at_level(logging.WARNING, logger="demo.evaluation.harness_model"):
         got = short_bert.generate_until(requests)
     fitted, max_new = naive_generation_fit(lm, long, 8)
     assert max_new == 8 and len(fitted) < len(long)
@@ -420,13 +420,13 @@ def test_long_loglikelihood_requests_are_cut_or_skipped(short_bert, caplog):
     pairs = [("The cat sat on the", " mat."), (long_context, " the end."), ("Once", " upon" * 80)]
 
     def scorable(context, continuation):
-        from demo.pll import Choice, check_choices
+        from demo.engine.pll import Choice, check_choices
         return accepted(lambda: check_choices(lm, [Choice(context, continuation, continuation)]))
 
     cut = next(long_context[start:] for start in token_starts(lm, long_context) + [len(long_context)]
                if scorable(long_context[start:], " the end."))
     assert 0 < len(cut) < len(long_context)
-    with caplog.at_level(logging.WARNING, logger="demo.lm_eval_model"):
+    with caplog.at_level(logging.WARNING, logger="demo.evaluation.harness_model"):
         got = short_bert.loglikelihood([Instance("loglikelihood", {}, p, i) for i, p in enumerate(pairs)])
     expected = score_batch(lm, [pairs[0], (cut, " the end.")])
     # the same engine on the same texts, in other sub-batches: float32 rounding only
@@ -441,7 +441,7 @@ DP_SCRIPT = """
 import json, sys
 import lm_eval
 from lm_eval.tasks import TaskManager
-import demo.lm_eval_model  # registers "mlm"
+import demo.evaluation.harness_model  # registers "mlm"
 include, model, out = sys.argv[1:]
 results = lm_eval.simple_evaluate(
     model="mlm", model_args=f"pretrained={model},device=cpu", tasks=["capitals_lm"],
@@ -485,14 +485,14 @@ def test_two_process_data_parallel_run_equals_one_process(standin, tasks, tmp_pa
 def test_command_line_entry_registers_and_hands_over_to_lm_eval(tasks, tmp_path, monkeypatch):
     from lm_eval.api.registry import get_model
 
-    from demo.lm_eval import main
+    from demo.evaluation.harness import main
     assert get_model("mlm") is MaskedLMEval and get_model("hf").__name__ == "HFLM"  # lm-eval's own stay
     # lm-eval's command line indexes its ~15k built-in tasks first (15 s here): only ours are needed.
     monkeypatch.setattr(lm_eval.tasks, "TaskManager",
                         functools.partial(TaskManager, include_defaults=False))
     out = tmp_path / "out"
     monkeypatch.setattr(sys, "argv", [
-        "demo.lm_eval", "--model", "mlm", "--model_args", f"pretrained={STANDIN_MLM},method=salazar",
+        "demo.evaluation.harness", "--model", "mlm", "--model_args", f"pretrained={STANDIN_MLM},method=salazar",
         "--tasks", "capitals_lm", "--include_path", str(tasks / "lm_eval"), "--device", "cpu",
         "--output_path", str(out), "--log_samples"])  # no "run": lm-eval's legacy form, as documented
     main()
@@ -557,7 +557,7 @@ def test_model_parallel_loading_passes_the_device_map_to_transformers(standin, m
     device_map="auto" (here: every layer on the CPU); the scores are the usual model's."""
     from transformers import AutoModelForMaskedLM
 
-    import demo.models
+    import demo.engine.models
     seen = []
 
     class Spy:
@@ -566,7 +566,7 @@ def test_model_parallel_loading_passes_the_device_map_to_transformers(standin, m
             seen.append(kwargs.get("device_map"))
             return AutoModelForMaskedLM.from_pretrained(*args, **kwargs)
 
-    monkeypatch.setattr(demo.models, "AutoModelForMaskedLM", Spy)
+    monkeypatch.setattr(demo.engine.models, "AutoModelForMaskedLM", Spy)
     usual = standin[0].lm
     placed = MaskedLMEval(pretrained=str(STANDIN_MLM), device="cpu", parallelize=True)
     assert seen == ["auto"] and placed.lm is not usual and placed.lm.device.type == "cpu"
@@ -616,7 +616,7 @@ def test_our_tasks_exported_for_lm_eval_give_our_evaluators_scores(standin, tmp_
 def test_tasks_without_an_lm_eval_form_are_refused(tmp_path, tiny_model):
     """Generation constrained to each item's candidates (copa_generate) has no lm-eval request
     type: exporting it as free generation would score a different task."""
-    from demo.lm_eval_tasks import export_task
+    from demo.evaluation.harness_tasks import export_task
     with pytest.raises(ValueError, match="copa_generate.*constraint to each item's own candidates"):
         export_task(tiny_model("bert"), "copa_generate", tmp_path)
     assert not list(tmp_path.iterdir())  # refused before anything is written
@@ -639,7 +639,7 @@ def test_export_copa_at_64_shots_has_the_evaluators_items(tiny_model, tmp_path):
     docs = [json.loads(line) for line in (tmp_path / "lm_eval" / "mlm_icl_copa.jsonl").open()]
     metadata = yaml.safe_load((tmp_path / "lm_eval" / "mlm_icl_copa.yaml").read_text())["metadata"]
 
-    from demo.models import load_model
+    from demo.engine.models import load_model
     rows = evaluate(load_model(str(folder), device="cpu"), "copa", tmp_path / "ours",
                     RunSettings(shots=64, limit=24, data_root=str(SHARED / "data")))
     records = [json.loads(line) for line in next((tmp_path / "ours").glob("copa__*.jsonl")).open()]

@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import DebertaV2Config, DebertaV2ForMaskedLM
 
-from demo.models import load_model
+from demo.engine.models import load_model
 from tests.conftest import MASKED_FAMILIES
 
 
@@ -80,7 +80,7 @@ def test_folder_that_is_not_a_model(tmp_path):
 
 LOAD_TWO_UNKNOWN_IDS = textwrap.dedent("""
     import json, time
-    from demo.models import load_model
+    from demo.engine.models import load_model
     times, messages = [], []
     for name in ("no-such-owner/model-a", "no-such-owner/model-b"):
         began = time.perf_counter()
@@ -141,7 +141,7 @@ def test_remote_code_only_for_allowlist():
 
 
 def test_cache_is_bounded(tmp_path, family_folder):
-    from demo.models import _ModelCache
+    from demo.engine.models import _ModelCache
     cache = _ModelCache(max_models=2, max_bytes=10**12)
     loads = []
     for key in ["a", "b", "a", "c", "a"]:
@@ -163,7 +163,7 @@ def test_standin_and_smollm2_load(standin_mlm, smollm2):
 
 def test_the_app_bounds_the_model_cache_with_its_settings():
     """The engine reads no environment: the app, starting, hands its deployment's bounds over."""
-    from demo import models
+    from demo.engine import models
     from demo.settings import AppSettings
     from demo.ui.common import import_core_in_background
     before = models.CACHE.max_models, models.CACHE.max_bytes

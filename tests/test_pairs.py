@@ -10,10 +10,10 @@ import pytest
 import torch
 
 import tests.floats as floats
-from demo.generation import generate
-from demo.mlm_decoder import WindowSpecials, build_windows
-from demo.pll import score_batch
-from demo.settings import ScoringSettings
+from demo.engine.generation import generate
+from demo.engine.mlm_decoder import WindowSpecials, build_windows
+from demo.engine.pll import score_batch
+from demo.settings import AppSettings, ScoringSettings
 from tests.conftest import needs_shared
 from tests.test_pll import rank_range
 
@@ -73,7 +73,7 @@ def test_modernbert_decoder_greedy_equals_a_naive_loop(decoder):
 
 
 def test_needle_probe_runs_on_both_sides_of_a_pair(tiny_model, decoder):
-    from demo.haystack import run_grid
+    from demo.evaluation.haystack import run_grid
     from demo.settings import GridSettings
     grid = GridSettings(lengths=[160], depths=[0.5], repetitions=1)
     for lm in (tiny_model("modernbert"), decoder):
@@ -91,7 +91,7 @@ class Recorded(Exception):
 @pytest.fixture
 def hub_recorder(monkeypatch):
     """AutoConfig.from_pretrained replaced: records its arguments, then stops the load."""
-    import demo.models as models
+    import demo.engine.models as models
     calls = []
 
     def record(location, **kwargs):
@@ -106,7 +106,7 @@ def hub_recorder(monkeypatch):
 
 
 def test_remote_code_loads_only_at_its_pinned_commit(hub_recorder):
-    from demo.models import load_model
+    from demo.engine.models import load_model
     with pytest.raises(Recorded):
         load_model("ltg/pinned-model", trust_remote_code=True)
     assert hub_recorder[-1]["revision"] == "a" * 40 and hub_recorder[-1]["trust_remote_code"] is True
@@ -140,24 +140,24 @@ def local_pair(tiny_model, decoder, tmp_path_factory):
 
 
 def test_catalog_pairs_are_data_and_fill_both_sides(local_pair, monkeypatch):
-    from demo.catalog import DEFAULT_PAIR, build_catalog
+    from demo.app.catalog import DEFAULT_PAIR, build_catalog
     pairs_file, (encoder, decoder) = local_pair
-    catalog = build_catalog({"DEMO_LOCAL_PAIRS": str(pairs_file)})
+    catalog = build_catalog(AppSettings(local_pairs=str(pairs_file)))
     assert catalog.pairs[0].name == "Tiny pair" and not catalog.problems
     # members go by their short names (folder names), which location() turns into their paths
     assert catalog.entry("encoder").kind == "masked" and catalog.entry("decoder").kind == "causal"
     assert [catalog.location(m) for m in ("encoder", "decoder")] == [encoder, decoder]
     assert catalog.default("masked").name == "encoder"  # local models first
     assert "same tokenizer" in catalog.pair_note(catalog.pairs[0])
-    monkeypatch.setattr("demo.catalog.smollm2_gguf", lambda: None)  # a Space: no local models
-    hub = build_catalog({})
+    monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: None)  # a Space: no local models
+    hub = build_catalog(AppSettings())
     ettin = hub.pair(DEFAULT_PAIR)
     assert (hub.default("masked").name, hub.default("causal").name) == (ettin.masked, ettin.causal)
     assert "same 2T tokens" in hub.pair_note(ettin) and "150M" in hub.pair_note(ettin)
     assert {p.name for p in hub.pairs} >= {"Ettin 17M", "Ettin 1B"}
     broken = pairs_file.with_name("broken.json")
     broken.write_text(json.dumps([{"name": "x", "masked": decoder, "causal": encoder}]))
-    assert "needs a masked LM folder then a causal LM" in build_catalog({"DEMO_LOCAL_PAIRS": str(broken)}).problems[0]
+    assert "needs a masked LM folder then a causal LM" in build_catalog(AppSettings(local_pairs=str(broken))).problems[0]
 
 
 def test_the_command_line_takes_a_pair_for_a_model(local_pair, monkeypatch, tmp_path, capsys):

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import tests.floats as floats
-from demo import pll
-from demo.pll import score_batch
+from demo.engine import pll
+from demo.engine.pll import score_batch
 from demo.settings import ScoringSettings
 from tests.conftest import MASKED_FAMILIES
 
@@ -154,7 +154,7 @@ def test_trained_model_prefers_the_sensible_sentence(standin_mlm):
 
 
 def test_bfloat16_is_close_to_float32(family_folder):
-    from demo.models import random_model
+    from demo.engine.models import random_model
     lm32 = random_model(family_folder("bert"), seed=1)
     lm16 = random_model(family_folder("bert"), seed=1)
     lm16.model.to(torch.bfloat16)

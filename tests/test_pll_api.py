@@ -5,8 +5,8 @@ import re
 import pytest
 
 import tests.floats as floats
-from demo import pll
-from demo.pll import score_batch, score_candidates
+from demo.engine import pll
+from demo.engine.pll import score_batch, score_candidates
 from demo.settings import ScoringSettings
 from tests.conftest import MASKED_FAMILIES
 from tests.test_pll import model_text, naive_scores

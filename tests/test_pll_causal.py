@@ -4,8 +4,8 @@ import pytest
 import torch
 
 import tests.floats as floats
-from demo import pll
-from demo.pll import score_batch, score_candidates
+from demo.engine import pll
+from demo.engine.pll import score_batch, score_candidates
 from demo.settings import ScoringSettings
 from tests.test_pll import model_text, rank_range
 

@@ -1,4 +1,4 @@
-"""The prefix cache (demo.prefix_cache) against independent references: the model's own forward
+"""The prefix cache (demo.engine.prefix_cache) against independent references: the model's own forward
 pass, the exact method, and a naive loop that spells the approximation out with attention masks."""
 
 import re
@@ -7,11 +7,11 @@ import pytest
 import torch
 
 import tests.floats as floats
-from demo.generation import GenerationResult, first_difference, generate
-from demo.mlm_decoder import WindowSpecials, build_windows
-from demo.prefix_cache import FRESH, Prefix, encoder_of
+from demo.engine.generation import GenerationResult, first_difference, generate
+from demo.engine.mlm_decoder import WindowSpecials, build_windows
+from demo.engine.prefix_cache import FRESH, Prefix, encoder_of
+from demo.engine.text import encode_newlines
 from demo.settings import GenerationSettings
-from demo.text import encode_newlines
 
 PROMPT = "The capital of France is Paris. The capital of Germany is"
 LONG = ("Q: What is the capital of Italy?\nA: Rome.\n\nQ: What is the capital of Spain?\nA: Madrid."

@@ -91,12 +91,16 @@ def test_single_strings_and_grid_normalisation():
 
 
 def test_readme_layout_names_every_module():
-    """The README's layout table is the map of the package: every module is on it."""
+    """The README's layout is the folder list of the package, and each folder's __init__ is the map
+    of that folder: every module is on one of them."""
     layout = (ROOT / "README.md").read_text().split("## Layout", 1)[1].split("\n## ", 1)[0]
     modules = [p for p in (ROOT / "demo").rglob("*.py") if p.name not in ("__init__.py", "__main__.py")]
     for module in modules:
         relative = module.relative_to(ROOT).as_posix()
-        folder = module.parent.relative_to(ROOT).as_posix()  # a subpackage may be named as a whole
-        named = relative in layout or module.name in layout or (folder != "demo" and f"{folder}/" in layout)
-        assert named, relative
+        folder = module.parent.relative_to(ROOT).as_posix()
+        if folder == "demo":
+            assert f"`{relative}`" in layout, relative
+        else:
+            assert f"`{folder}/`" in layout, folder
+            assert f"``{module.stem}``" in (module.parent / "__init__.py").read_text(), relative
     assert "docs/method.md" in layout and "tests/" in layout

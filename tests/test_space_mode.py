@@ -1,7 +1,8 @@
 """Public mode (a Hugging Face Space): typed names are Hub ids only, Hub models are size-checked
 before they download, and each visitor gets a share of the model runs.
 
-The checks run in-process on ``demo.ui.common.load`` and ``handler`` (what every tab calls);
+The checks run in-process on ``demo.ui.common.load`` and ``handler`` (what every tab calls; the
+app reads its settings once, so a test that changes a DEMO_* variable restarts it: ``common.use``);
 test_app_api.py checks the served API schema for server paths.
 """
 
@@ -9,8 +10,8 @@ import types
 
 import pytest
 
+from demo.app.limits import RunsPerVisitor
 from demo.ui import common
-from demo.ui.limits import RunsPerVisitor
 from tests.conftest import STANDIN_MLM, needs_shared
 
 PATH_LIKE = [
@@ -26,7 +27,7 @@ def public(monkeypatch):
     monkeypatch.setenv("SPACE_ID", "someone/mlm-icl")  # what a Space sets
     monkeypatch.setenv("DEMO_LOCAL_MODELS", str(STANDIN_MLM))
     loads = []
-    monkeypatch.setattr("demo.models.load_model", lambda name, **kw: loads.append(name) or name)
+    monkeypatch.setattr("demo.engine.models.load_model", lambda name, **kw: loads.append(name) or name)
     return loads
 
 
@@ -45,14 +46,15 @@ def test_every_path_like_name_gets_the_same_refusal(public):
 def test_listed_local_models_load_by_short_name_only(public, monkeypatch):
     assert common.load(STANDIN_MLM.name, "masked") == str(STANDIN_MLM.resolve())
     monkeypatch.delenv("SPACE_ID")  # on your own machine the listed path works too
+    common.use(None)
     assert common.load(str(STANDIN_MLM), "masked") == str(STANDIN_MLM.resolve())
 
 
 def _hub_record(monkeypatch, files: dict[str, float]):
     """The Hub's metadata, mocked: a repository holding ``files`` (name -> bytes)."""
     siblings = [types.SimpleNamespace(rfilename=name, size=size) for name, size in files.items()]
-    monkeypatch.setattr("demo.models._cached", lambda name, revision: False)
-    monkeypatch.setattr("demo.models.hub_unreachable", lambda: None)
+    monkeypatch.setattr("demo.engine.models._cached", lambda name, revision: False)
+    monkeypatch.setattr("demo.engine.models.hub_unreachable", lambda: None)
     monkeypatch.setattr("huggingface_hub.HfApi.model_info",
                         lambda self, name, revision=None, files_metadata=False: types.SimpleNamespace(siblings=siblings))
 
@@ -72,6 +74,7 @@ def test_a_hub_model_over_the_size_cap_is_refused_before_download(public, monkey
     with pytest.raises(ValueError, match="6.5 GB"):
         common.load("old/model", "masked")
     monkeypatch.delenv("SPACE_ID")  # not public: no check, it loads
+    common.use(None)
     assert common.load("old/model", "masked") == "old/model"
 
 
@@ -81,17 +84,16 @@ def _request(address, forwarded=""):
 
 
 def test_each_visitor_gets_a_share_of_the_runs(monkeypatch):
-    monkeypatch.setenv("DEMO_RUNS_PER_MINUTE", "3")
     runs, clock = RunsPerVisitor(), [1000.0]
-    monkeypatch.setattr("demo.ui.limits.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("demo.app.limits.time.monotonic", lambda: clock[0])
     proxy = "10.0.0.1"  # a Space's proxy: visitors are told apart by X-Forwarded-For
     for _ in range(3):
-        runs.check(_request(proxy, "1.1.1.1"))
+        runs.check(_request(proxy, "1.1.1.1"), 3)
     with pytest.raises(ValueError, match="3 model runs in the last minute.*Try again in 60 s"):
-        runs.check(_request(proxy, "1.1.1.1, 10.0.0.1"))
-    runs.check(_request(proxy, "2.2.2.2"))  # someone else is not held up
+        runs.check(_request(proxy, "1.1.1.1, 10.0.0.1"), 3)
+    runs.check(_request(proxy, "2.2.2.2"), 3)  # someone else is not held up
     clock[0] += 61
-    runs.check(_request(proxy, "1.1.1.1"))  # a minute later: a new share
+    runs.check(_request(proxy, "1.1.1.1"), 3)  # a minute later: a new share
 
 
 def test_the_share_is_applied_to_every_model_running_handler(monkeypatch):

@@ -7,8 +7,8 @@ import pytest
 from conftest import SHARED, needs_shared
 
 from demo import tasks as T
-from demo.fewshot import choice_items, demonstrations_text, generation_prompt, mean_std, sample_demonstrations
-from demo.text import model_pair
+from demo.engine.text import model_pair
+from demo.tasks.fewshot import choice_items, demonstrations_text, generation_prompt, mean_std, sample_demonstrations
 
 DATA = SHARED / "data"
 LOCAL_TASKS = [t.name for t in T.all_tasks() if t.data.local]
@@ -34,7 +34,7 @@ def test_copa_golden():
          "The man turned on the faucet therefore the toilet filled with water."),
         ("My body cast a shadow over the grass because the sun was rising.\n\n",
          "The man turned on the faucet therefore water flowed from the spout.")]
-    # raw text; the scoring engine moves the junction space to the completion (demo.text)
+    # raw text; the scoring engine moves the junction space to the completion (demo.engine.text)
     answer_span = choice_items(task, item, [], score="answer")[0]
     assert answer_span == ("The man turned on the faucet therefore ", "the toilet filled with water.")
     assert model_pair(*answer_span, newline_survives=True) == (
@@ -318,7 +318,10 @@ def test_template_placeholders_are_checked():
         T.check_template(task, [fine, short])
 
 
-def test_data_root_from_environment(monkeypatch, tmp_path):
+def test_data_root_from_environment(monkeypatch, tmp_path, capsys):
+    """DEMO_DATA_ROOT is the deployment's: the command line reads it (once) into the run's data_root."""
+    from demo.cli import main
     monkeypatch.setenv("DEMO_DATA_ROOT", str(tmp_path))
-    assert T.data_root() == tmp_path
+    assert main(["evaluate", "--model", "unused", "--task", "copa"]) == 2  # the data is checked first
+    assert str(tmp_path) in capsys.readouterr().err
     assert str(T.data_root("/elsewhere")) == "/elsewhere"

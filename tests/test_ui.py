@@ -11,10 +11,11 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from demo.catalog import HUB_MODELS, LOCAL_MODELS_VAR, build_catalog
+from demo.app.catalog import HUB_MODELS, LOCAL_MODELS_VAR, build_catalog
+from demo.app.limits import check_grid, check_text, parse_candidates, parse_numbers
 from demo.settings import AppSettings, GridSettings
+from demo.ui import common
 from demo.ui.common import shows_errors
-from demo.ui.limits import check_grid, check_text, parse_candidates, parse_numbers
 from tests.conftest import STANDIN_MLM, needs_shared
 
 
@@ -29,14 +30,14 @@ def _model_folder(root, name, architecture):
 
 
 def test_catalog_reads_local_models_and_prefers_them(tmp_path, monkeypatch):
-    monkeypatch.setattr("demo.catalog.smollm2_gguf", lambda: None)
+    monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: None)
     mlm = _model_folder(tmp_path, "my-mlm", "BertForMaskedLM")
     clm = _model_folder(tmp_path, "my-clm", "GPT2LMHeadModel")
     gguf = tmp_path / "tiny.gguf"
     gguf.write_bytes(b"GGUF")
-    env = {LOCAL_MODELS_VAR: os.pathsep.join([str(mlm), str(tmp_path / "missing"), str(clm), str(gguf)])}
+    settings = AppSettings(local_models=os.pathsep.join([str(mlm), str(tmp_path / "missing"), str(clm), str(gguf)]))
 
-    catalog = build_catalog(env)
+    catalog = build_catalog(settings)
 
     # local models go by short names (folder name, file stem); only location() knows the path
     assert catalog.default("masked").name == "my-mlm"
@@ -56,11 +57,11 @@ def test_local_short_names_are_unique_and_smollm2_has_its_own(tmp_path, monkeypa
     gguf = tmp_path / "pkg" / "SmolLM2-135M-Instruct.Q4_1.gguf"
     gguf.parent.mkdir()
     gguf.write_bytes(b"GGUF")
-    monkeypatch.setattr("demo.catalog.smollm2_gguf", lambda: gguf)
+    monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: gguf)
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     first, second = _model_folder(tmp_path / "a", "mlm", "BertForMaskedLM"), _model_folder(tmp_path / "b", "mlm", "BertForMaskedLM")
-    catalog = build_catalog({LOCAL_MODELS_VAR: os.pathsep.join([str(first), str(second), str(first)])})
+    catalog = build_catalog(AppSettings(local_models=os.pathsep.join([str(first), str(second), str(first)])))
     local = [(m.name, m.path) for m in catalog.models if m.local]
     assert local == [("mlm", str(first)), ("mlm-2", str(second)), ("smollm2", str(gguf))]
 
@@ -68,15 +69,15 @@ def test_local_short_names_are_unique_and_smollm2_has_its_own(tmp_path, monkeypa
 def test_offline_without_local_models_defaults_to_nothing(monkeypatch):
     """Offline, a picker must not default to a Hub model that cannot load."""
     from dataclasses import replace
-    monkeypatch.setattr("demo.catalog.smollm2_gguf", lambda: None)
-    catalog = replace(build_catalog({}), offline=True)
+    monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: None)
+    catalog = replace(build_catalog(AppSettings()), offline=True)
     assert catalog.default("masked") is None and catalog.default("causal") is None
     assert "cannot be reached" in catalog.summary() and "no local models" in catalog.summary()
 
 
 def test_catalog_without_local_models_defaults_to_hub_models(monkeypatch):
-    monkeypatch.setattr("demo.catalog.smollm2_gguf", lambda: None)
-    catalog = build_catalog({})
+    monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: None)
+    catalog = build_catalog(AppSettings())
     masked, causal = catalog.default("masked"), catalog.default("causal")
     assert not masked.local and masked.kind == "masked" and "/" in masked.name
     assert not causal.local and causal.kind == "causal"
@@ -88,7 +89,7 @@ def test_catalog_without_local_models_defaults_to_hub_models(monkeypatch):
 
 
 def test_remote_code_models_in_the_catalog_are_allowlisted():
-    from demo.models import REMOTE_CODE_ALLOWLIST
+    from demo.engine.models import REMOTE_CODE_ALLOWLIST
     ltg = {m.name for m in HUB_MODELS if m.name.startswith("ltg/")}
     assert ltg and ltg <= set(REMOTE_CODE_ALLOWLIST)
     for name, pinned in REMOTE_CODE_ALLOWLIST.items():  # a pin is a full commit id, or not there yet
@@ -185,8 +186,8 @@ INPUTS = (gr.Textbox, gr.Dropdown, gr.Slider, gr.Radio, gr.Checkbox, gr.Number, 
 def test_every_control_has_a_label_and_help_and_defaults_pick_local_models(monkeypatch):
     from demo.ui.app import build_app
     monkeypatch.setenv(LOCAL_MODELS_VAR, str(STANDIN_MLM))
-    catalog = build_catalog()
-    app = build_app(catalog)
+    app = build_app()
+    catalog = common.deployment().catalog
     controls = [b for b in app.blocks.values() if isinstance(b, INPUTS) and b.interactive is not False]
     assert len(controls) >= 30
     unlabelled = [(type(c).__name__, c.elem_id) for c in controls if not c.label or not c.info]
@@ -223,7 +224,7 @@ def test_the_api_keeps_its_output_order(monkeypatch):
     API endpoints keep the order clients read by position."""
     from demo.ui.app import build_app
     monkeypatch.setenv(LOCAL_MODELS_VAR, str(STANDIN_MLM))
-    app = build_app(build_catalog())
+    app = build_app()
     shown = {fn.api_name: [c.elem_id or getattr(c, "label", None) or type(c).__name__ for c in fn.outputs]
              for fn in app.fns.values() if fn.api_name in API_OUTPUTS}
     assert shown == API_OUTPUTS
@@ -247,9 +248,9 @@ def test_space_front_matter_is_the_documented_copy_and_matches_the_gradio_pin(mo
     assert front["sdk"] == "gradio" and front["sdk_version"] == pin
     assert (root / front["app_file"]).is_file()
     # the Space's default models are downloaded at build time, not by the first visitor
-    import demo.catalog
-    monkeypatch.setattr(demo.catalog, "smollm2_gguf", lambda: None)  # a Space has no local models
-    hub = build_catalog({})
+    import demo.app.catalog
+    monkeypatch.setattr(demo.app.catalog, "smollm2_gguf", lambda: None)  # a Space has no local models
+    hub = build_catalog(AppSettings())
     assert front["preload_from_hub"][:2] == [hub.default("masked").name, hub.default("causal").name]
 
 
@@ -282,7 +283,7 @@ def _generated(**changes):
 
 @needs_shared
 def test_fast_decoding_refreshed_at_every_token_writes_the_exact_output(standin_mlm):
-    from demo.generation import generate
+    from demo.engine.generation import generate
     from demo.settings import GenerationSettings
 
     exact = _generated(decoding="exact")
@@ -307,7 +308,7 @@ def test_compare_shows_both_outputs_their_speeds_and_where_they_part(standin_mlm
     import html
     import re
 
-    from demo.generation import generate
+    from demo.engine.generation import generate
     from demo.settings import GenerationSettings
 
     shown = _generated(decoding="compare", cache_refresh=4, **sampling)
@@ -382,22 +383,25 @@ def html_text(shown: str) -> str:
 def test_compare_counts_as_two_generations_for_every_cap(standin_mlm, monkeypatch):
     import dataclasses
 
-    from demo.budget import generation_work
+    from demo.app.budget import generation_work
+    from demo.app.limits import RunsPerVisitor
     from demo.settings import GenerationSettings
     from demo.ui import common, prompting
-    from demo.ui.limits import RunsPerVisitor
 
     # the work budget: one generation fits, two do not
     work = generation_work(standin_mlm, FEW_SHOT, GenerationSettings(max_new_tokens=2))
-    monkeypatch.setattr(prompting, "LIMITS", dataclasses.replace(prompting.LIMITS, max_request_tflop=1.5 * work.tflop))
+    served = common.deployment()
+    common.use(dataclasses.replace(served, settings=dataclasses.replace(served.settings,
+                                                                        max_request_tflop=1.5 * work.tflop)))
     assert "demo-error" not in _generated(decoding="fast", max_new_tokens=2).stats
     refused = html_text(_generated(decoding="compare", max_new_tokens=2).stats)
     assert "too big" in refused and "2 generations of" in refused
-    monkeypatch.undo()
+    common.use(served)
 
     # a visitor's share on a public Space: compare takes two of its runs (checked before anything runs)
     monkeypatch.setenv("SPACE_ID", "someone/mlm-icl")
     monkeypatch.setenv("DEMO_RUNS_PER_MINUTE", "3")
+    common.use(None)
     monkeypatch.setattr(common, "RUNS", RunsPerVisitor())
     assert "empty" in _generated(prompt=" ", decoding="compare").stats  # runs 1 and 2
     assert "empty" in _generated(prompt=" ", decoding="exact").stats  # run 3
@@ -421,7 +425,7 @@ def test_length_probe_switch_sets_the_masked_grids_decoding(monkeypatch):
     from demo.ui.app import build_app
     from demo.ui.length_probe import probe_masked
     monkeypatch.setenv(LOCAL_MODELS_VAR, str(STANDIN_MLM))
-    app = build_app(build_catalog())
+    app = build_app()
     switch = next(b for b in app.blocks.values() if getattr(b, "elem_id", None) == "probe-decoding")
     assert isinstance(switch, gr.Radio) and switch.value == "exact"
     assert [value for _, value in switch.choices] == list(CACHE_MODES)

@@ -5,8 +5,8 @@ import math
 import pandas as pd
 import pytest
 
-from demo.pll import CandidateScore, TokenScore
-from demo.plots import accuracy_vs_shots, accuracy_vs_size, pll_difference, token_heatmap
+from demo.engine.pll import CandidateScore, TokenScore
+from demo.evaluation.plots import accuracy_vs_shots, accuracy_vs_size, pll_difference, token_heatmap
 
 
 def _candidate(candidate: str, logprobs: list[float], pieces: list[str] | None = None) -> CandidateScore:
@@ -110,7 +110,7 @@ def test_downloads_get_folders_of_their_own_and_old_ones_are_swept(tmp_path, mon
 
     import pandas as pd
 
-    from demo import exports
+    from demo.evaluation import exports
     monkeypatch.setattr(exports, "DOWNLOADS", tmp_path / "downloads")
     first = exports.download(pd.DataFrame({"a": [1]}), "ranking", "m")
     second = exports.download(pd.DataFrame({"a": [2]}), "ranking", "m")  # same name, same day

@@ -105,7 +105,7 @@ def test_labels_are_text_or_index_and_unregistered_tasks_load(tmp_path):
 
 @needs_shared
 def test_a_changed_scoring_setting_is_a_new_run(my_tasks, tmp_path, standin_mlm):
-    from demo.evaluate import evaluate
+    from demo.evaluation.evaluate import evaluate
     from demo.settings import RunSettings, ScoringSettings
     task = read_task_file(my_tasks / "capitals.yaml", base=my_tasks)[0]
     out = tmp_path / "runs"
@@ -179,7 +179,7 @@ def test_timedial_k_best_equals_a_hand_count_over_20_items(tmp_path, standin_mlm
     """The README's multi-correct task, run by the command line; its 2-best accuracy (and its
     accuracy) against a count made by hand from the PLL of each option, asked of the scoring API
     directly (the evaluator's scores equal a naive per-token loop: the capitals test above)."""
-    from demo.pll import score_candidates
+    from demo.engine.pll import score_candidates
     folder = tmp_path / "my_tasks"
     folder.mkdir()
     (folder / "timedial.yaml").write_text(readme_block("my_tasks/timedial.yaml"))
@@ -213,7 +213,7 @@ def test_a_multi_correct_task_exported_for_lm_eval_counts_any_correct_option(tmp
     lm_eval = pytest.importorskip("lm_eval")
     from lm_eval.tasks import TaskManager
 
-    from demo.lm_eval_model import MaskedLMEval
+    from demo.evaluation.harness_model import MaskedLMEval
     folder = tmp_path / "my_tasks"
     folder.mkdir()
     # the README's task under a name of its own (another test registers "timedial" from its folder)
@@ -301,7 +301,7 @@ def test_a_bad_task_file_is_refused_in_words_before_a_model_loads(tmp_path, monk
 
     def no_model(*args, **kwargs):
         raise AssertionError("a model was loaded for a task file that is not valid")
-    monkeypatch.setattr("demo.models.load_model", no_model)
+    monkeypatch.setattr("demo.engine.models.load_model", no_model)
     (tmp_path / "t.yaml").write_text(yaml.safe_dump({"tasks": [{**GOOD, **change}]}))
     (tmp_path / "t.jsonl").write_text(data or "".join(json.dumps(r) + "\n" for r in timedial_records()))
     start = time.perf_counter()
@@ -348,7 +348,7 @@ def test_a_json_list_is_read_whatever_the_format_says(tmp_path):
 def test_a_missing_data_file_is_said_before_a_model_loads(tmp_path, monkeypatch, capsys):
     def no_model(*args, **kwargs):
         raise AssertionError("a model was loaded for a task without its data")
-    monkeypatch.setattr("demo.models.load_model", no_model)
+    monkeypatch.setattr("demo.engine.models.load_model", no_model)
     assert main(["evaluate", "--model", str(STANDIN_MLM), "--task", "winogradversarial",
                  "--data-root", str(tmp_path), "--no-progress"]) == 2
     assert "needs the local file" in capsys.readouterr().err

@@ -4,7 +4,8 @@ a folder of yours for your own), read into :class:`Task` objects.
 - ``schema``      Source, Task, Example; rendering an example with the task's template
 - ``converters``  raw records -> Examples, registered by name (``convert: copa``)
 - ``registry``    reading and checking task files, looking tasks up, loading their examples
-- metrics are registered by name in ``demo.metrics`` (``metrics: [accuracy, k_best]``)
+- ``fewshot``     demonstrations drawn from a seed, and the few-shot prompt
+- ``metrics``     the papers' metrics, registered by name (``metrics: [accuracy, k_best]``)
 - ``specs/``      the papers' tasks, one file per task group
 
 Adding a task is adding an entry to a YAML file; see the README ("Your own task").

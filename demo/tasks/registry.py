@@ -13,11 +13,12 @@ example). A Hub-only split is checked when it is first loaded (``mlm-icl evaluat
 requested split before the model). Each error is one sentence naming the file, the task and the
 field.
 
-Data root of the package's tasks: the run's ``data_root``, else ``$DEMO_DATA_ROOT``, else
-``../shared/data`` beside the repository. Local files win; without one the task loads from the
-Hub (parquet conversion of the dataset, read with pandas, which needs ``pyarrow``); with neither,
-a ValueError says what is missing. A local ``jsonl`` or ``json`` file is read by what it holds (a
-JSON list of records, or one record per line), whatever its extension or ``format`` says.
+Data root of the package's tasks: the run's ``data_root`` (the command line fills it from
+``$DEMO_DATA_ROOT``), else ``../shared/data`` beside the repository. Local files win; without one
+the task loads from the Hub (parquet conversion of the dataset, read with pandas, which needs
+``pyarrow``); with neither, a ValueError says what is missing. A local ``jsonl`` or ``json`` file
+is read by what it holds (a JSON list of records, or one record per line), whatever its
+extension or ``format`` says.
 """
 
 import difflib
@@ -26,7 +27,6 @@ from pathlib import Path
 
 import yaml
 
-from ..settings import AppSettings
 from .converters import CONVERTERS, check_arguments
 from .schema import Example, Source, Task, check_template
 
@@ -155,8 +155,8 @@ def get_task(name: str) -> Task:
 
 
 def data_root(path: str | Path | None = None) -> Path:
-    """The given folder, else $DEMO_DATA_ROOT, else ../shared/data beside the repository."""
-    return Path(path or AppSettings.from_env().data_root or DEFAULT_DATA_ROOT).expanduser()
+    """The given folder (a run's ``data_root``), else ../shared/data beside the repository."""
+    return Path(path or DEFAULT_DATA_ROOT).expanduser()
 
 
 def load_examples(task: Task | str, which: str = "data", root: str | Path | None = None) -> list[Example]:
@@ -287,7 +287,7 @@ def _read_hub(task: Task, source: Source, root: Path) -> list[dict]:
              + f" split '{source.hub_split}'")
     local_hint = (f" There is no local copy at '{root / source.local}'." if source.local
                   else " This task has no local copy here.")
-    from ..sources import hub_switched_off
+    from ..engine.sources import hub_switched_off
     switched_off = hub_switched_off()
     if switched_off:
         raise ValueError(f"Task {task.name!r}: {where} is on the Hugging Face Hub, and Hub access "

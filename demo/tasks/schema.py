@@ -15,8 +15,8 @@ import difflib
 import string
 from dataclasses import MISSING, dataclass, field, fields
 
-from .. import metrics as metric_registry
 from ..settings import SCORE_SPANS, GenerationSettings, ScoringSettings
+from . import metrics as metric_registry
 
 KINDS = ("choice", "generate", "induce")
 FORMATS = ("jsonl", "json", "json_examples", "csv")
@@ -47,7 +47,7 @@ class Task:
     template: str  # one example; "{answer}" is the candidate (ranked) or the target (generated)
     kind: str  # "choice" (rank candidates), "generate", "induce" (instruction induction)
     shots: int  # the paper's few-shot k (BERTs paper table 6; 5 for instruction induction)
-    metrics: tuple[str, ...]  # names in demo.metrics.METRICS (``@metric``)
+    metrics: tuple[str, ...]  # names in demo.tasks.metrics.METRICS (``@metric``)
     convert_args: dict = field(default_factory=dict)  # keyword arguments of the converter
     score: str = "answer"  # choice tasks: which span is scored, see the module docstring
     scoring: dict = field(default_factory=dict)  # ScoringSettings fields the task fixes (NormPLL, ...)
@@ -106,7 +106,7 @@ class Task:
             raise ValueError(f"{where}: {err}") from None
 
     def record_holds(self) -> set[str]:
-        """What the evaluator's record of one item holds (demo.evaluate; keys of metrics.READS)."""
+        """What the evaluator's record of one item holds (demo.evaluation.evaluate; keys of metrics.READS)."""
         if self.kind == "choice":
             return {"choice", "scores", "text"}
         if self.kind == "generate":

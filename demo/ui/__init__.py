@@ -1,1 +1,12 @@
-"""Gradio wiring only: every computation lives in the core modules of ``demo``."""
+"""Gradio wiring only: every computation lives in the floors below (``demo.app`` and down).
+
+- ``app``           the page: four tabs, the queue, launching
+- ``common``        messages in the page, model pickers, widgets, the handler wrapper, the GPU slot
+- ``outputs``       each event's outputs as one named record
+- ``prompting``     the Prompting tab: generation, masked vs causal
+- ``step_view``     the decoder's steps as HTML
+- ``ranking``       the Ranking tab: PLL and causal scores, heatmaps
+- ``length_probe``  the Length probe tab: needle grids
+- ``results_tab``   the Results tab: published tables next to our runs
+- ``mcp_server``    the app's endpoints as MCP tools
+"""

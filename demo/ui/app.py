@@ -3,21 +3,20 @@
 ``build_app()`` only builds components (no model, no torch import), so the page is served within
 seconds; ``launch()`` adds the queue (a concurrency limit shared by every model-running event,
 and a bounded queue length) and then imports the torch-heavy core in the background, so the
-first request does not pay for it.
+first request does not pay for it. Both serve one ``Deployment`` (``demo.app.deployment``): the
+settings read once at start, and the models offered.
 """
 
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import gradio as gr
 
-from ..catalog import LOCAL_MODELS_VAR, Catalog, build_catalog
-from ..exports import KEEP_SECONDS
-from ..settings import AppSettings
-from ..sources import hub_unreachable
-from . import length_probe, prompting, ranking, results_tab
-from .common import import_core_in_background, message
+from ..app.catalog import LOCAL_MODELS_VAR
+from ..app.deployment import Deployment
+from ..evaluation.exports import KEEP_SECONDS
+from . import common, length_probe, prompting, ranking, results_tab
+from .common import import_core_in_background, message, use
 from .mcp_server import mend_plain_tool_calls
 
 TITLE = "Masked language models are generative in-context learners"
@@ -33,14 +32,11 @@ puts one masked LM and one causal LM side by side on the same input. Models load
 """
 
 
-def app_catalog() -> Catalog:
-    """The catalog, marked offline when the Hub cannot be reached (then pickers default to local
-    models only, never to a Hub model that cannot load)."""
-    return replace(build_catalog(), offline=hub_unreachable() is not None)
-
-
-def build_app(catalog: Catalog | None = None) -> gr.Blocks:
-    catalog = catalog or app_catalog()
+def build_app(deployment: Deployment | None = None) -> gr.Blocks:
+    """The page for ``deployment`` (default: this machine's, read now), which every handler then
+    serves."""
+    use(deployment)
+    catalog = common.deployment().catalog
     # Gradio's copies of downloads and figures: swept hourly, kept a day (exports.KEEP_SECONDS)
     with gr.Blocks(title=TITLE, delete_cache=(3600, KEEP_SECONDS)) as app:
         gr.Markdown(INTRO)
@@ -81,21 +77,20 @@ def on_zerogpu() -> bool:
     return bool(spaces.config.Config.zero_gpu)
 
 
-def preload(catalog: Catalog | None = None) -> None:
-    """Load the default masked and causal LMs now, at start-up: on ZeroGPU, weights must be put on
-    the GPU outside the requests (``spaces`` moves them when a request gets a GPU), or every first
-    request would spend its GPU time loading."""
-    from .common import load
-    catalog = catalog or app_catalog()
+def preload() -> None:
+    """Load the served deployment's default masked and causal LMs now, at start-up: on ZeroGPU,
+    weights must be put on the GPU outside the requests (``spaces`` moves them when a request gets
+    a GPU), or every first request would spend its GPU time loading."""
     for kind in ("masked", "causal"):
-        entry = catalog.default(kind)
+        entry = common.deployment().catalog.default(kind)
         if entry is not None:
-            load(entry.name, kind)
+            common.load(entry.name, kind)
 
 
-def launch(app: gr.Blocks, catalog: Catalog | None = None, **kwargs) -> None:
-    settings = AppSettings.from_env()
-    print("demo: " + (catalog or app_catalog()).summary().replace("\n", "\ndemo: "), flush=True)
+def launch(app: gr.Blocks, **kwargs) -> None:
+    """Serve ``app`` (built by :func:`build_app`) with its deployment's queue and bounds."""
+    settings, catalog = common.deployment().settings, common.deployment().catalog
+    print("demo: " + catalog.summary().replace("\n", "\ndemo: "), flush=True)
     if settings.public:
         print("demo: public mode (typed names must be Hub ids; size cap "
               f"{settings.max_hub_gb:g} GB; {settings.runs_per_minute} runs per visitor a minute)")

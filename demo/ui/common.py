@@ -13,6 +13,7 @@ import html
 import inspect
 import json
 import logging
+import math
 import threading
 import time
 from pathlib import Path
@@ -20,10 +21,11 @@ from pathlib import Path
 import gradio as gr
 from gradio.context import LocalContext  # the request being served (Gradio sets it per event)
 
-from ..catalog import Catalog, build_catalog, standin_note
+from ..app import budget
+from ..app.catalog import Catalog, standin_note
+from ..app.deployment import Deployment
+from ..app.limits import RUNS
 from ..settings import AppSettings
-from ..sources import HUB_ID, quoted
-from .limits import RUNS
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 log = logging.getLogger("demo.ui")
@@ -111,7 +113,7 @@ def on_gpu(fn, runs=None):
 
     The GPU is asked for as long as this request needs (:func:`gpu_seconds`; ``runs`` as for
     :func:`handler`): ZeroGPU serves shorter requests first, so a ranking does not wait behind a
-    long grid's reservation. On other machines ``demo.models.load_model`` already puts models on
+    long grid's reservation. On other machines ``demo.engine.models.load_model`` already puts models on
     CUDA when there is one.
     """
     try:
@@ -121,36 +123,37 @@ def on_gpu(fn, runs=None):
     return spaces.GPU(duration=gpu_seconds(fn, runs))(fn)
 
 
-GPU_TFLOPS = 20.0  # sustained float32 speed assumed on a ZeroGPU slice (an A100 share), TFLOP/s
+GPU_GFLOPS = 20_000.0  # sustained float32 speed assumed on a ZeroGPU slice (an A100 share)
 GPU_SECONDS = (15, 120)  # the least asked for (loading a model, moving it) and the most
 
 
 def gpu_seconds(fn, runs=None):
-    """A function of the handler's own arguments: the seconds its request needs, from the model's
-    size (the catalog's, else 1B assumed) and the tokens it will read, counted as demo.budget
-    does but from characters (4 per token), since the model is not loaded yet; times the model
-    runs one request makes (``runs`` as for :func:`handler`)."""
+    """A function of the handler's own arguments: the seconds its request needs, as
+    ``demo.app.budget`` counts its work before the model is loaded (tokens from characters, the
+    catalog's parameter count, else 1B), times the model runs one request makes (``runs`` as for
+    :func:`handler`). The request is told by its arguments: a prompt and max_new_tokens (a
+    generation), candidates (a ranking), else lengths and depths (a needle grid)."""
     signature = inspect.signature(fn)
 
     def seconds(*args, **kwargs) -> int:
         given = signature.bind_partial(*args, **kwargs).arguments
-        entry = build_catalog().entry(str(given.get("model_name") or ""))
+        entry = deployment().catalog.entry(str(given.get("model_name") or ""))
+        kind = entry.kind if entry else "masked"  # unknown: the costlier kind
         parameters = _parameters(entry.size if entry else "") or 1e9
-        text = len(str(given.get("prompt") or given.get("context") or "")) / 4 + 8
-        if "max_new_tokens" in given:  # generation: every step re-reads the window, per beam
-            steps = _number(given["max_new_tokens"], 24)
+        text = str(given.get("prompt") or given.get("context") or "")
+        if "max_new_tokens" in given:
             beams = _number(given.get("num_beams"), 1) if given.get("strategy") == "beam" else 1
-            tokens = beams * steps * (text + steps)
-        elif "candidates" in given:  # ranking: one masked copy per scored token
-            lines = [c for c in str(given["candidates"]).splitlines() if c.strip()]
-            tokens = sum((text + len(c) / 4) * (len(c) / 4 + 2) for c in lines)
-        else:  # a needle grid
-            lengths = [_number(n, 0) for n in str(given.get("lengths", "")).replace(",", " ").split()]
-            cells = len(str(given.get("depths", "")).split(",")) * _number(given.get("repetitions"), 1)
-            tokens = cells * sum(lengths) * 8
-        tokens *= _runs(runs, given)
+            work = budget.estimated_generation_work(kind, parameters, text, int(_number(given["max_new_tokens"], 24)),
+                                                    int(beams))
+        elif "candidates" in given:
+            candidates = [c for c in str(given["candidates"]).splitlines() if c.strip()]
+            work = budget.estimated_ranking_work(kind, parameters, text, candidates)
+        else:
+            lengths = [int(_number(n, 0)) for n in str(given.get("lengths", "")).replace(",", " ").split()]
+            cells = len(str(given.get("depths", "")).split(",")) * int(_number(given.get("repetitions"), 1))
+            work = budget.estimated_grid_work(kind, parameters, lengths, cells)
         low, high = GPU_SECONDS
-        return int(min(high, low + 2 * parameters * tokens / (GPU_TFLOPS * 1e12)))
+        return int(min(high, low + max(0.0, _runs(runs, given) * work.seconds(GPU_GFLOPS))))
     return seconds
 
 
@@ -169,10 +172,12 @@ def _parameters(size: str) -> float | None:
 
 
 def _number(value, default: float) -> float:
+    """A finite number from an unchecked argument, else ``default`` (the handler refuses it later)."""
     try:
-        return float(value)
+        number = float(value)
     except (TypeError, ValueError):
         return default
+    return number if math.isfinite(number) else default
 
 
 # The app imports torch and the engines in a background thread once the page is served
@@ -187,7 +192,8 @@ CORE_READY_MESSAGE = "demo: core imported"  # printed once done (benchmarks/benc
 def _import_core(settings: AppSettings) -> None:
     start = time.perf_counter()
     try:
-        from .. import generation, haystack, models, pll  # noqa: F401
+        from ..engine import generation, models, pll  # noqa: F401
+        from ..evaluation import haystack  # noqa: F401
         models.CACHE.bound(settings.max_models, settings.max_model_gb)  # the deployment's bounds
         print(f"{CORE_READY_MESSAGE} in {time.perf_counter() - start:.1f} s", flush=True)
     except Exception:  # the handler will import again and show the error in the page
@@ -235,10 +241,11 @@ def _counts_runs(runs):
     """The check that a call's model runs (``runs`` as for :func:`handler`) count against its
     visitor's share on a public Space (``limits.RUNS``)."""
     def check(arguments):
-        if AppSettings.from_env().public:
+        settings = deployment().settings
+        if settings.public:
             request = LocalContext.request.get(None)
             for _ in range(_runs(runs, arguments)):
-                RUNS.check(request)
+                RUNS.check(request, settings.runs_per_minute)
     return check
 
 
@@ -265,31 +272,24 @@ def handler(error_outputs, runs=None):
 
 def load(name: str, kind: str | None):
     """Load a model from the picker's value (a catalog entry or what the user typed); ``kind``
-    "masked" or "causal", or None for the model's natural kind."""
-    from ..models import REMOTE_CODE_ALLOWLIST, check_download_size, load_model  # torch: on first use
-
-    if not name or not str(name).strip():
-        raise ValueError("Pick a model first.")
-    name = str(name).strip()
-    settings = AppSettings.from_env()
-    local = app_catalog(settings.local_models, settings.local_pairs).local_entry(name)
-    if local and (name == local.name or not settings.public):  # public: short names only
-        return load_model(local.path, kind=kind)
-    # Anything else must be a Hub id. Whatever names a path is refused with one sentence, whether
-    # or not it exists, so the page tells nothing about the server's disks.
-    if not HUB_ID.match(name) or ".." in name or Path(name).expanduser().exists():
-        raise ValueError(f"'{quoted(name)}' is not one of this app's models: pick a model from the "
-                         f"list, or type a Hugging Face Hub id (owner/name).")
-    if settings.public:
-        check_download_size(name, None, settings.max_hub_gb)
-    return load_model(name, kind=kind, trust_remote_code=name in REMOTE_CODE_ALLOWLIST)
+    "masked" or "causal", or None for the model's natural kind. The deployment says which names
+    the page may load (``demo.app.deployment``)."""
+    return deployment().load(name, kind)
 
 
-@functools.lru_cache(maxsize=4)
-def app_catalog(local_models: str, local_pairs: str) -> Catalog:
-    """The app's catalog, built once per configuration (not on every request)."""
-    return build_catalog({AppSettings.variable("local_models"): local_models,
-                          AppSettings.variable("local_pairs"): local_pairs})
+_DEPLOYMENT: list[Deployment] = []  # the deployment the app serves, set once when it is built
+
+
+def use(given: Deployment | None) -> None:
+    """Serve ``given`` (``build_app`` calls this once); None: this machine's, read at first use."""
+    _DEPLOYMENT[:] = [given] if given is not None else []
+
+
+def deployment() -> Deployment:
+    """The deployment the app serves: its settings and catalog, read once, never per request."""
+    if not _DEPLOYMENT:
+        _DEPLOYMENT.append(Deployment.current(check_hub=True))
+    return _DEPLOYMENT[0]
 
 
 class ModelPicker(gr.Dropdown):
@@ -375,6 +375,6 @@ def reproduce_block(elem_id: str) -> list:
 
 def reproduction(command: str, model_name: str, kind: str | None, settings, **inputs) -> tuple[str, str]:
     """(Python, command line) for a result, from the settings object its handler ran with."""
-    from ..reproduce import command_line, python_call
+    from ..app.reproduce import command_line, python_call
     return (python_call(command, model_name, kind, settings, **inputs),
             command_line(command, model_name, kind, settings, **inputs))

@@ -1,6 +1,6 @@
 """Length probe tab: the BERTs paper's needle in a haystack, run live on a small grid, two models.
 
-Wiring only: ``demo.haystack.run_grid`` runs the grid, ``demo.plots.needle_heatmap`` draws it;
+Wiring only: ``demo.evaluation.haystack.run_grid`` runs the grid, ``demo.evaluation.plots.needle_heatmap`` draws it;
 precomputed grids are the CSV files in ``assets/needle_grids/``.
 """
 
@@ -11,13 +11,15 @@ from typing import Any, NamedTuple
 import gradio as gr
 import pandas as pd
 
-from ..catalog import Catalog, standin_note
+from ..app.catalog import Catalog, standin_note
+from ..app.limits import check_grid, parse_numbers, whole
 from ..settings import GridSettings
 from .common import (
     ASSETS,
     Number,
     Radio,
     Slider,
+    deployment,
     handler,
     load,
     message,
@@ -29,7 +31,6 @@ from .common import (
     shows_errors,
     with_arguments,
 )
-from .limits import LIMITS, check_grid, parse_numbers, whole
 from .outputs import components
 
 GRIDS = ASSETS / "needle_grids"
@@ -82,7 +83,7 @@ def precomputed_grids() -> list[tuple[str, str]]:
 
 
 def _figure(table: pd.DataFrame, title: str, lm=None):
-    from ..plots import needle_heatmap
+    from ..evaluation.plots import needle_heatmap
 
     return needle_heatmap(table, title=title,
                           pretrained_length=getattr(lm, "pretrained_length", None),
@@ -109,29 +110,29 @@ def _grid(lengths, depths, repetitions, seed, cache="exact") -> GridSettings:
                         depths=parse_numbers(depths, "depth", float, 0.0, 1.0),
                         repetitions=whole(repetitions), seed=0 if seed in (None, "") else whole(seed),
                         cache=cache)
-    check_grid(grid)
+    check_grid(grid, deployment().settings)
     return grid
 
 
 def _stream(model_name, kind, lengths, depths, repetitions, seed, cache="exact"):
     """The GridOutputs after every finished cell; the grid stops at the time limit."""
-    from ..budget import grid_work
-    from ..haystack import iter_grid  # torch: imported on first use
+    from ..app.budget import grid_work
+    from ..evaluation.haystack import iter_grid  # torch: imported on first use
 
     grid = _grid(lengths, depths, repetitions, seed, cache)
     lm = load(model_name, kind)
-    grid_work(lm, grid).check(LIMITS)  # refused before it runs
+    grid_work(lm, grid).check(deployment().settings)  # refused before it runs
     python, shell = reproduction("probe", model_name, kind, grid)
     table = None
     for table in iter_grid(lm, grid, model_name=lm.label, progress=True,
-                           time_limit=LIMITS.max_request_seconds):
+                           time_limit=deployment().settings.max_request_seconds):
         if len(table):
             figure = _figure(table, lm.label, lm)
             yield GridOutputs(plot=figure, summary=_summary(lm, table, grid), table=table,
                               files=_downloads(table, figure, model_name), python=python, shell=shell)
     if len(table) < grid.cells:
         figure = _figure(table, lm.label, lm) if len(table) else None
-        stopped = message(f"Stopped after {LIMITS.max_request_seconds:.0f} s, the time one request may take "
+        stopped = message(f"Stopped after {deployment().settings.max_request_seconds:.0f} s, the time one request may take "
                           f"here: {len(table)} of {grid.cells} runs are shown. Run fewer or shorter cells, "
                           f"or the whole grid on your own machine with mlm-icl probe.", "note")
         yield GridOutputs(plot=figure, summary=_summary(lm, table, grid) + stopped, table=table,
@@ -142,7 +143,7 @@ def _stream(model_name, kind, lengths, depths, repetitions, seed, cache="exact")
 def _downloads(table, figure, model_name) -> list[str]:
     """The grid as CSV and its heatmap as a standalone HTML page (a PNG comes from the plot's own
     camera button, drawn by the browser)."""
-    from ..exports import download, figure_download
+    from ..evaluation.exports import download, figure_download
     csv = download(table, "needle-grid", model_name)
     return [csv, figure_download(figure, csv, "needle-grid", model_name)]
 
@@ -218,7 +219,7 @@ def build(catalog: Catalog):
         lengths = gr.Textbox(
             value="128, 256", label="Lengths (tokens)", elem_id="probe-lengths",
             info=f"Total prompt lengths in tokens, separated by commas (at most "
-                 f"{LIMITS.max_grid_tokens:,} here; the paper went to 12,288).")
+                 f"{deployment().settings.max_grid_tokens:,} here; the paper went to 12,288).")
         depths = gr.Textbox(
             value="0, 0.5, 1", label="Needle depths", elem_id="probe-depths",
             info="Where the needle sits, 0 (start) to 1 (end), separated by commas.")
@@ -227,7 +228,7 @@ def build(catalog: Catalog):
         seed = Number(value=0, precision=0, label="Seed",
                          info="Seed for the needles and the filler's starting point.")
     run = gr.Button("Run the grid", variant="primary", elem_id="probe-run")
-    gr.Markdown(f"<sub>At most {LIMITS.max_grid_cells} runs (lengths x depths x repetitions) per "
+    gr.Markdown(f"<sub>At most {deployment().settings.max_grid_cells} runs (lengths x depths x repetitions) per "
                 f"request; the heatmap fills in run by run.</sub>")
     with gr.Row():
         with gr.Column():

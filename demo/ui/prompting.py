@@ -1,8 +1,8 @@
 """Prompting tab: continue one few-shot prompt with a masked LM and a causal LM, side by side.
 
-Wiring only: ``demo.generation.generate`` decodes (with ``trace=True`` for the masked LM, which
+Wiring only: ``demo.engine.generation.generate`` decodes (with ``trace=True`` for the masked LM, which
 feeds the step-by-step view, ``demo.ui.step_view``). The masked LM decodes exactly (the paper's
-method), fast (the approximate prefix cache, ``demo.prefix_cache``) or both, compared side by
+method), fast (the approximate prefix cache, ``demo.engine.prefix_cache``) or both, compared side by
 side; a causal LM always decodes with its own exact KV cache.
 """
 
@@ -11,13 +11,15 @@ from typing import NamedTuple
 
 import gradio as gr
 
-from ..catalog import Catalog
+from ..app.catalog import Catalog
+from ..app.limits import check_text, whole
 from ..settings import GenerationSettings
 from .common import (
     Dropdown,
     Number,
     Radio,
     Slider,
+    deployment,
     escape,
     handler,
     load,
@@ -30,7 +32,6 @@ from .common import (
     reproduction,
     with_arguments,
 )
-from .limits import LIMITS, check_text, whole
 from .outputs import components
 from .step_view import step_view
 
@@ -81,8 +82,8 @@ def _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, re
               padding_masks, stop_at_newline, seed, trace, cache_refresh=_CORE.cache_refresh):
     """The page's widgets (or an API call's values) as the core's settings, which check them."""
     max_new_tokens = whole(max_new_tokens)
-    if isinstance(max_new_tokens, int) and max_new_tokens > LIMITS.max_new_tokens:
-        raise ValueError(f"max_new_tokens may be at most {LIMITS.max_new_tokens} new tokens per request "
+    if isinstance(max_new_tokens, int) and max_new_tokens > deployment().settings.max_new_tokens:
+        raise ValueError(f"max_new_tokens may be at most {deployment().settings.max_new_tokens} new tokens per request "
                          f"here (you asked for {max_new_tokens}).")
     return GenerationSettings(
         max_new_tokens=max_new_tokens, strategy=strategy, num_beams=whole(num_beams),
@@ -148,7 +149,7 @@ def _token(result, at: int) -> str:
 def difference_line(exact, fast) -> str:
     """Where the fast output parts from the exact one, in words (plain text: escape it to show).
     Tokens count from 1, as the step-by-step view's steps do."""
-    from ..generation import first_difference
+    from ..engine.generation import first_difference
 
     at = first_difference(exact, fast)
     if at is None:
@@ -179,23 +180,23 @@ def _run(prompt, model_name, kind, runs: list[GenerationSettings]):
     """(model, one result per settings in ``runs``, their Python calls, their command lines).
     The work of all runs together is checked before the first starts; they share the time one
     request may take."""
-    from ..budget import generation_work
-    from ..generation import generate
-    from ..prefix_cache import encoder_of
+    from ..app.budget import generation_work
+    from ..engine.generation import generate
+    from ..engine.prefix_cache import encoder_of
 
-    prompt = check_text(prompt, "prompt")
+    prompt = check_text(prompt, "prompt", deployment().settings.max_prompt_chars)
     lm = load(model_name, kind)
     work = generation_work(lm, prompt, runs[0])  # (the exact method's: the prefix cache reads less)
     if len(runs) > 1:
         work = replace(work, tokens=work.tokens * len(runs), what=f"{len(runs)} generations of {work.what}")
-    work.check(LIMITS)  # refused before it runs
+    work.check(deployment().settings)  # refused before it runs
     if kind == "masked" and any(s.cache == "prefix" for s in runs):
         try:  # refused before any run: a family the prefix cache does not cover
             encoder_of(lm.model)
         except ValueError as err:
             raise ValueError(f"{err} On this page: choose 'exact' (fast and compare use the prefix "
                              f"cache).") from None
-    time_limit = LIMITS.max_request_seconds / len(runs)
+    time_limit = deployment().settings.max_request_seconds / len(runs)
     results = [generate(lm, prompt, s, progress=True, time_limit=time_limit) for s in runs]
     return (lm, results, time_limit, *_reproductions(model_name, kind, runs, prompt))
 
@@ -308,8 +309,8 @@ def build(catalog: Catalog) -> None:
              "friend an instruction...' meta-prompt. Fills the prompt and the decoding settings.")
     prompt = gr.Textbox(
         value=first["prompt"], label="Prompt", lines=8, elem_id="gen-prompt",
-        max_length=LIMITS.max_prompt_chars,
-        info=f"Few-shot prompt to continue, at most {LIMITS.max_prompt_chars:,} characters. Newlines "
+        max_length=deployment().settings.max_prompt_chars,
+        info=f"Few-shot prompt to continue, at most {deployment().settings.max_prompt_chars:,} characters. Newlines "
              f"are kept (written as the paper's '\\n ' marker for tokenizers that drop them).")
     paper_output = gr.Markdown(first["note"], elem_id="gen-paper-output")
     with gr.Row():
@@ -325,7 +326,7 @@ def build(catalog: Catalog) -> None:
                  "runs both and shows them side by side. Masked LM only: a causal LM always uses "
                  "its own exact cache.")
         cache_refresh = Slider(
-            1, LIMITS.max_new_tokens, value=_CORE.cache_refresh, step=1, scale=1, min_width=240,
+            1, deployment().settings.max_new_tokens, value=_CORE.cache_refresh, step=1, scale=1, min_width=240,
             label="Refresh every (fast)", elem_id="gen-refresh",
             info="Fast and compare only: re-read the whole prompt every N new tokens (1 = every "
                  "token: the exact method's output, no faster).")
@@ -338,7 +339,7 @@ def build(catalog: Catalog) -> None:
                      "texts (the paper: 4 beams). Sampling draws at random (the paper's examples: "
                      "top-k 64, top-p 0.9, temperature 0.2).")
             max_new_tokens = Slider(
-                1, LIMITS.max_new_tokens, value=first["max_new_tokens"], step=1,
+                1, deployment().settings.max_new_tokens, value=first["max_new_tokens"], step=1,
                 label="Max new tokens", elem_id="gen-max",
                 info="Upper bound on the continuation's length in tokens.")
             num_beams = Slider(

@@ -1,6 +1,6 @@
 """Ranking tab: score 2 to 8 candidate completions with an MLM (PLL) and a causal LM, side by side.
 
-Wiring only: ``demo.pll.score_candidates`` scores, ``demo.plots`` draws.
+Wiring only: ``demo.engine.pll.score_candidates`` scores, ``demo.evaluation.plots`` draws.
 """
 
 from typing import Any, NamedTuple
@@ -8,13 +8,15 @@ from typing import Any, NamedTuple
 import gradio as gr
 import pandas as pd
 
-from ..catalog import Catalog
+from ..app.catalog import Catalog
+from ..app.limits import MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates, whole
+from ..engine.text import special_token_note
 from ..settings import DEFAULT_MASKED_METHOD, ScoringSettings
-from ..text import special_token_note
 from .common import (
     Dropdown,
     Radio,
     Slider,
+    deployment,
     escape,
     handler,
     load,
@@ -26,7 +28,6 @@ from .common import (
     reproduce_block,
     reproduction,
 )
-from .limits import LIMITS, MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates, whole
 from .outputs import components
 
 VARIANTS = [
@@ -54,8 +55,8 @@ FEW_SHOT_PRESETS = {"copa": 3, "winograd": 2}  # task -> shots, from the example
 
 def task_presets() -> list[dict]:
     """Few-shot ranking presets built by the task registry: the paper's templates, in context."""
-    from ..fewshot import choice_items, sample_demonstrations
     from ..tasks import get_task, preset_examples
+    from ..tasks.fewshot import choice_items, sample_demonstrations
 
     presets = []
     for name, shots in FEW_SHOT_PRESETS.items():
@@ -87,13 +88,13 @@ def _scoring_settings(method, right_masks, normalize, scope, unconditional) -> S
 
 
 def _score(model_name, kind, context, candidates_text, settings: ScoringSettings):
-    from ..budget import ranking_work
-    from ..pll import score_candidates  # torch: imported on first use
+    from ..app.budget import ranking_work
+    from ..engine.pll import score_candidates  # torch: imported on first use
 
-    context = check_text(context, "context", allow_empty=True)
-    candidates = parse_candidates(candidates_text)
+    context = check_text(context, "context", deployment().settings.max_prompt_chars, allow_empty=True)
+    candidates = parse_candidates(candidates_text, deployment().settings)
     lm = load(model_name, kind)
-    ranking_work(lm, context, candidates, settings).check(LIMITS)  # refused before it runs
+    ranking_work(lm, context, candidates, settings).check(deployment().settings)  # refused before it runs
     return lm, score_candidates(lm, context, candidates, settings, progress=True)
 
 
@@ -185,12 +186,12 @@ class DifferenceOutputs(NamedTuple):
 def _outputs(title, lm, kind, model_name, context, candidates, settings, scores, what,
              answer) -> RankingOutputs:
     """A side's outputs, from its scores."""
-    from ..exports import download, figure_download, score_table
-    from ..plots import token_heatmap
+    from ..evaluation.exports import download, figure_download, score_table
+    from ..evaluation.plots import token_heatmap
 
     figure = token_heatmap(scores, title=f"{title}: log-prob of each scored token")
     summary = ranking_summary(f"{title} ranking", lm, what, scores, answer)
-    typed = parse_candidates(candidates)
+    typed = parse_candidates(candidates, deployment().settings)
     csv = download(score_table([(context, typed)], [scores]).assign(model=model_name),
                    "ranking", model_name, kind)
     files = [csv, figure_download(figure, csv, "ranking-heatmap", model_name, kind)]
@@ -248,7 +249,7 @@ def rank_causal(context, candidates, model_name, normalize, scope, unconditional
 def compare_variants(context, candidates, model_name, method, compare_method, right_masks, normalize,
                      scope, unconditional, first_scores, progress=gr.Progress(track_tqdm=True)):
     """The difference view: the same MLM and texts under a second PLL variant."""
-    from ..plots import pll_difference
+    from ..evaluation.plots import pll_difference
 
     if not compare_method or compare_method == method or not first_scores:
         return DifferenceOutputs.showing(message("Pick a second PLL variant, different from the first, "
@@ -296,14 +297,14 @@ def build(catalog: Catalog) -> None:
     note = gr.HTML(preset_note(presets[0] if presets else None), elem_id="rank-preset-note")
     context = gr.Textbox(
         value=first["context"], label="Context", lines=3, elem_id="rank-context",
-        max_length=LIMITS.max_prompt_chars,
+        max_length=deployment().settings.max_prompt_chars,
         info=f"Text before the candidates (may be empty, may hold few-shot examples); at most "
-             f"{LIMITS.max_prompt_chars:,} characters. Each candidate is appended after a space.")
+             f"{deployment().settings.max_prompt_chars:,} characters. Each candidate is appended after a space.")
     candidates = gr.Textbox(
         value="\n".join(first["candidates"]), label="Candidates, one per line", lines=4,
         elem_id="rank-candidates",
         info=f"{MIN_CANDIDATES} to {MAX_CANDIDATES} completions, one per line, "
-             f"each at most {LIMITS.max_candidate_chars} characters.")
+             f"each at most {deployment().settings.max_candidate_chars} characters.")
     answer = gr.Textbox(
         value=_answer_of(first), label="Correct answer (optional)", elem_id="rank-answer",
         info="If you know it, the ranking marks where it lands; presets fill it in.")

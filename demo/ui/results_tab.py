@@ -1,6 +1,6 @@
 """Results tab: the papers' published tables and our own runs, filtered, with the usual plots.
 
-Wiring only: ``demo.results.load_results`` reads ``assets/results/``; ``demo.plots`` draws
+Wiring only: ``demo.evaluation.results.load_results`` reads ``assets/results/``; ``demo.evaluation.plots`` draws
 score vs model size (the BERTs paper's Figure 1) and score vs shots (its Figure 4).
 """
 
@@ -53,7 +53,7 @@ def build():
 
     Returns (function, inputs, outputs) for the app's page-load event, or None without tables.
     """
-    from ..results import load_results
+    from ..evaluation.results import load_results
 
     gr.Markdown(HELP)
     try:
@@ -106,9 +106,9 @@ def build():
             shots: numbers of demonstrations, e.g. "0-shot"
             tasks: tasks, as the tables name them
         """
-        from ..exports import download, figure_download
-        from ..plots import accuracy_vs_shots, accuracy_vs_size
-        from ..results import filter_results
+        from ..evaluation.exports import download, figure_download
+        from ..evaluation.plots import accuracy_vs_shots, accuracy_vs_size
+        from ..evaluation.results import filter_results
 
         filters = ResultsFilter(papers=papers or [], groups=groups or [], models=models or [],
                                 shots=shots or [], tasks=tasks or [])

@@ -17,7 +17,7 @@ import re
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
-from .settings import GenerationSettings
+from ..settings import GenerationSettings
 from .text import decode_newlines, encode_newlines, join
 
 _DECODE_CONTEXT = 8  # prompt tokens decoded before a continuation so its first space survives
@@ -217,7 +217,7 @@ class ChoiceDone(StoppingCriteria):
 def _choice_sequences(lm, model_prompt: str, prompt_ids: list[int], choices) -> dict:
     """token sequence -> choice, each tokenised as it would follow the prompt.
 
-    Prompt and choice meet as ``demo.text.join`` says (as in scoring); if the tokenizer merges
+    Prompt and choice meet as ``demo.engine.text.join`` says (as in scoring); if the tokenizer merges
     across the junction, the choice is tokenised on its own.
     """
     tokenizer, add_specials = lm.tokenizer, lm.kind == "causal"

@@ -1,9 +1,9 @@
 """Per-request input caps of the web app, and the parsing of what people type.
 
 A public Space is shared: one huge prompt or grid would hold the queue for everyone. Every cap
-is a field of ``demo.settings.AppSettings`` and can be raised by its ``DEMO_*`` environment
-variable for a private deployment. Checks raise ValueError with
-a message the page shows as is; nothing is silently cut.
+is a field of ``demo.settings.AppSettings`` (the deployment's, passed in) and can be raised by its
+``DEMO_*`` environment variable for a private deployment. Checks raise ValueError with a message
+the page shows as is; nothing is silently cut.
 """
 
 import math
@@ -14,7 +14,6 @@ from collections import defaultdict, deque
 
 from ..settings import AppSettings, GridSettings
 
-LIMITS = AppSettings.from_env()  # the deployment's caps (DEMO_* variables)
 MIN_CANDIDATES, MAX_CANDIDATES = 2, 8
 
 
@@ -28,7 +27,7 @@ def whole(value):
     return value
 
 
-def check_text(text: str, what: str, limit: int = LIMITS.max_prompt_chars, allow_empty: bool = False) -> str:
+def check_text(text: str, what: str, limit: int, allow_empty: bool = False) -> str:
     if text is not None and not isinstance(text, str):
         raise ValueError(f"The {what} must be text, not {type(text).__name__}.")
     text = text or ""
@@ -40,7 +39,7 @@ def check_text(text: str, what: str, limit: int = LIMITS.max_prompt_chars, allow
     return text
 
 
-def parse_candidates(lines: str, limits: AppSettings = LIMITS) -> list[str]:
+def parse_candidates(lines: str, limits: AppSettings) -> list[str]:
     """One candidate per non-empty line; 2 to 8 of them, each within the character cap."""
     lines = check_text(lines, "list of candidates", limit=MAX_CANDIDATES * (limits.max_candidate_chars + 1),
                        allow_empty=True)
@@ -77,7 +76,7 @@ def parse_numbers(text: str, what: str, kind=int, low=None, high=None) -> list:
     return sorted(set(values))
 
 
-def check_grid(grid: GridSettings, limits: AppSettings = LIMITS) -> None:
+def check_grid(grid: GridSettings, limits: AppSettings) -> None:
     if grid.cells > limits.max_grid_cells:
         raise ValueError(f"{len(grid.lengths)} lengths x {len(grid.depths)} depths x {grid.repetitions} "
                          f"repetitions = {grid.cells} runs; this app does at most {limits.max_grid_cells} "
@@ -88,7 +87,7 @@ def check_grid(grid: GridSettings, limits: AppSettings = LIMITS) -> None:
 
 
 class RunsPerVisitor:
-    """At most ``AppSettings.runs_per_minute`` model runs per visitor in any minute, so that on a
+    """At most ``limit`` (``AppSettings.runs_per_minute``) model runs per visitor in any minute, so that on a
     public Space one visitor (or one script) cannot fill the queue everyone shares. A visitor is
     the first address of ``X-Forwarded-For`` (a Space runs behind a proxy), else the client's
     address, else the page session."""
@@ -97,8 +96,7 @@ class RunsPerVisitor:
         self._runs: dict[str, deque] = defaultdict(deque)
         self._lock = threading.Lock()
 
-    def check(self, request, limits: AppSettings | None = None) -> None:
-        limit = (limits or AppSettings.from_env()).runs_per_minute
+    def check(self, request, limit: int) -> None:
         now = time.monotonic()
         with self._lock:
             runs = self._runs[_visitor(request)]

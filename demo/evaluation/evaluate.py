@@ -3,13 +3,13 @@
     mlm-icl evaluate --model PATH_OR_HUB_ID --task copa --task winograd --shots 1 \\
         --limit 200 --seed 0 --repetitions 3 --output-dir runs/eval [--method right_masks]
 
-One evaluator for both kinds of model: ranked tasks go through ``demo.pll.score_choices`` (a
+One evaluator for both kinds of model: ranked tasks go through ``demo.engine.pll.score_choices`` (a
 masked LM by PLL, ``--method``; a causal LM by exact log-likelihood), generated tasks through
-``demo.generation.generate``. Candidates of many examples are scored in one call per chunk;
+``demo.engine.generation.generate``. Candidates of many examples are scored in one call per chunk;
 the engines apply the text conventions, so a ranked item scores exactly as it does in the app.
 
 ``--cache prefix`` generates a masked LM's items with the approximate prefix cache instead of the
-exact method (``demo.prefix_cache``). It does not apply to ranked tasks (PLL has no decoding) or
+exact method (``demo.engine.prefix_cache``). It does not apply to ranked tasks (PLL has no decoding) or
 to causal LMs (their own KV cache is exact): such a run is the exact one, said in a warning and in
 the summary's ``cache`` column, which records the mode each run used (see ``_cache_mode``).
 
@@ -41,10 +41,10 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from . import metrics as M
-from .fewshot import choice_items, generation_prompt, mean_std, sample_demonstrations
-from .settings import GenerationSettings, RunSettings, ScoringSettings, cache_used
-from .tasks import Example, Task, get_task, load_examples, render_query
+from ..settings import GenerationSettings, RunSettings, ScoringSettings, cache_used
+from ..tasks import Example, Task, get_task, load_examples, render_query
+from ..tasks import metrics as M
+from ..tasks.fewshot import choice_items, generation_prompt, mean_std, sample_demonstrations
 
 SUBSET_SEED = 0  # the --limit sample does not depend on --seed: models and seeds see the same items
 log = logging.getLogger(__name__)
@@ -243,9 +243,9 @@ def _drop_too_long(lm, task: Task, run: dict, s: RunSettings) -> tuple[list[Exam
 def _fits(lm, task: Task, run: dict, s: RunSettings, e: Example) -> bool:
     """Whether the engines accept every input of this item, asked of the engines themselves (their
     own tokenization and length checks), so the rule is never re-done here."""
-    from .generation import check_prompt
-    from .models import InputTooLong
-    from .pll import check_choices
+    from ..engine.generation import check_prompt
+    from ..engine.models import InputTooLong
+    from ..engine.pll import check_choices
     for rep in range(run["repetitions"]):
         demos = demonstrations(run, s, rep, e)
         try:
@@ -290,13 +290,13 @@ def _evaluate_chunk(lm, task, run, s, rep, chunk: list[Example]) -> list[dict]:
 
 
 def _choices(task, run, e: Example, demos: list[Example]):
-    from .pll import Choice  # engines load lazily: listing tasks needs no torch
+    from ..engine.pll import Choice  # engines load lazily: listing tasks needs no torch
     return [Choice(context, completion, candidate) for (context, completion), candidate in
             zip(choice_items(task, e, demos, run["score"]), e.candidates)]
 
 
 def _rank(lm, task, run, s, chunk, demos) -> list[dict]:
-    from .pll import score_choices
+    from ..engine.pll import score_choices
 
     choice_sets = [_choices(task, run, e, demos[e.index]) for e in chunk]
     try:
@@ -326,7 +326,7 @@ def _generation_settings(task: Task, s: RunSettings, item: Example | None = None
 
 
 def _generate_one(lm, task, e: Example, demos: list[Example], s: RunSettings) -> dict:
-    from .generation import generate
+    from ..engine.generation import generate
     prompt = generation_prompt(task, e, demos)
     result = generate(lm, prompt, _generation_settings(task, s, e))
     text = result.text.strip()
@@ -343,7 +343,7 @@ def _generate_one(lm, task, e: Example, demos: list[Example], s: RunSettings) ->
 
 def _induce_one(lm, task, e: Example, s: RunSettings) -> dict:
     """Instruction induction: write an instruction, then execute it on held-out inputs."""
-    from .generation import generate
+    from ..engine.generation import generate
     instruction = generate(lm, render_query(task, e), _generation_settings(task, s)).text.strip()
     target = get_task(task.executes)
     inputs = load_examples(target, "data", s.data_root)[:s.execute_limit]

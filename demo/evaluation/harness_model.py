@@ -1,22 +1,22 @@
 """Our engines as an lm-evaluation-harness model: ``--model mlm`` (lm-eval 0.4.13).
 
-    python -m demo.lm_eval --model mlm --model_args pretrained=microsoft/deberta-v2-xxlarge --tasks copa
-    accelerate launch -m demo.lm_eval --model mlm --model_args pretrained=... --tasks ...  # per GPU
+    python -m demo.evaluation.harness --model mlm --model_args pretrained=microsoft/deberta-v2-xxlarge --tasks copa
+    accelerate launch -m demo.evaluation.harness --model mlm --model_args pretrained=... --tasks ...  # per GPU
 
-Importing this module registers the model with lm-eval (``demo.lm_eval`` is lm-eval's own command
+Importing this module registers the model with lm-eval (``demo.evaluation.harness`` is lm-eval's own command
 line with this import done first); ``lm_eval.simple_evaluate(model=MaskedLMEval(pretrained=...))``
-works from Python. Masked and causal LMs alike (``demo.models.load_model``):
+works from Python. Masked and causal LMs alike (``demo.engine.models.load_model``):
 
-- ``loglikelihood``: ``demo.pll.score_batch`` of (context, continuation): a masked LM's PLL with
+- ``loglikelihood``: ``demo.engine.pll.score_batch`` of (context, continuation): a masked LM's PLL with
   the method, right masks and reduction of ``--model_args`` (default: the BERTs paper's, +2 right
   masks, sum), a causal LM's exact log-likelihood. All requests go to the engine in one call, so
   its token-budget sub-batches are what batches them (lm-eval's ``batch_size`` is not used).
 - ``loglikelihood_rolling``: the same engine over the whole text, in windows (:func:`rolling_pairs`).
-- ``generate_until``: ``demo.generation.generate`` with lm-eval's ``until``, ``max_gen_toks``,
+- ``generate_until``: ``demo.engine.generation.generate`` with lm-eval's ``until``, ``max_gen_toks``,
   ``do_sample``, ``temperature`` (:func:`generation_settings`), one prompt at a time.
 
 The text conventions (newline marker, junction space, a causal LM's start token) are the engines'
-(``demo.text``, ``demo.pll``): requests go to them as lm-eval wrote them, and a causal LM reads
+(``demo.engine.text``, ``demo.engine.pll``): requests go to them as lm-eval wrote them, and a causal LM reads
 them as lm-eval's HFLM does (a start token only before an empty context; ``add_bos_token``).
 
 Inputs longer than an absolute-position model reads (BERT, RoBERTa, GPT-2), which the engines
@@ -43,10 +43,10 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from tqdm.auto import tqdm
 
-from .generation import check_prompt, generate
-from .models import InputTooLong, load_model
-from .pll import Choice, check_choices, input_length, score_batch
-from .settings import GenerationSettings, ModelSettings, ScoringSettings
+from ..engine.generation import check_prompt, generate
+from ..engine.models import InputTooLong, load_model
+from ..engine.pll import Choice, check_choices, input_length, score_batch
+from ..settings import GenerationSettings, ModelSettings, ScoringSettings
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def with_bos_rule(lm, add_bos_token: bool | None):
     true or false, with or without the BOS token before every text. HFLM sets the tokenizer's own
     ``add_bos_token``; so do we, on a copy (the loaded model's tokenizer is shared through
     ``load_model``'s cache and stays as it is). The scoring engine then adds its start token only
-    where a text's first token is scored and the tokenizer put none there (``demo.pll``)."""
+    where a text's first token is scored and the tokenizer put none there (``demo.engine.pll``)."""
     if add_bos_token is None:
         return lm
     tokenizer = lm.tokenizer

@@ -1,16 +1,16 @@
 """Generation engine: one ``generate()`` for masked and causal LMs.
 
-A masked LM is wrapped by :class:`demo.mlm_decoder.MaskedLMAsCausalLM` (the BERTs paper's
+A masked LM is wrapped by :class:`demo.engine.mlm_decoder.MaskedLMAsCausalLM` (the BERTs paper's
 ``[CLS] text [MASK] [MASK]*p [SEP]`` trick); a causal LM is used as it is, with its KV cache.
 Either way transformers' ``generate()`` does the decoding (greedy, beam search, sampling,
 repetition penalty). This module adds what the papers and the app need on top:
 
-- the text conventions of ``demo.text`` (the paper's newline marker for tokenizers that lose
+- the text conventions of ``demo.engine.text`` (the paper's newline marker for tokenizers that lose
   "\\n"), applied to the raw prompt here and undone on the output;
-- stop strings, "stop at newline", exactly N digits, a fixed set of choices (``demo.constraints``);
-- a step trace for teaching (``demo.trace``): the window the model saw, its top next tokens, the
+- stop strings, "stop at newline", exactly N digits, a fixed set of choices (``demo.engine.constraints``);
+- a step trace for teaching (``demo.engine.trace``): the window the model saw, its top next tokens, the
   chosen token, the live beams with their scores;
-- for masked LMs, the approximate prefix cache (``settings.cache="prefix"``, ``demo.prefix_cache``)
+- for masked LMs, the approximate prefix cache (``settings.cache="prefix"``, ``demo.engine.prefix_cache``)
   beside the exact method, and where two outputs part (``first_difference``);
 - clear ``ValueError``s for bad input, never silent truncation.
 """
@@ -23,13 +23,13 @@ import torch
 from tqdm.auto import tqdm
 from transformers import GenerationConfig, StoppingCriteria
 
+from ..settings import GenerationSettings
 from .constraints import constraints, pieces
 from .mask_window import padding_masks_of, window_length
 from .mlm_decoder import MaskedLMAsCausalLM, WindowSpecials
 from .models import InputTooLong
 from .prefix_cache import encoder_of
-from .settings import GenerationSettings
-from .text import decode_newlines, encode_newlines, special_token_note
+from .text import decode_newlines, prompt_as_read, special_token_note
 from .trace import StepRecorder, StepTrace, build_trace
 
 STOP_REASONS = ("max_new_tokens", "stop_string", "newline", "eos", "digits", "choice", "time_limit")
@@ -46,7 +46,7 @@ class GenerationResult:
     seconds_per_step: float  # one step = one forward pass over all beams / samples
     prompt_tokens: int
     token_ids: list[int] = field(default_factory=list)  # ids of `tokens` (end token excluded)
-    notes: list[str] = field(default_factory=list)  # things the reader should know (demo.text)
+    notes: list[str] = field(default_factory=list)  # things the reader should know (demo.engine.text)
     # the prefix cache's whole-window encodings (its first step, every R tokens, near-ties);
     # None for the exact method, whose every step is one
     refreshes: int | None = None
@@ -89,7 +89,7 @@ def _prompt_ids(lm, prompt: str) -> list[int]:
     tokenizer = lm.tokenizer
     masked = lm.kind == "masked"
     # verbose=False: the length check is ours (_check_room, with a clearer message)
-    ids = tokenizer(encode_newlines(prompt, lm.newline_survives), add_special_tokens=not masked,
+    ids = tokenizer(prompt_as_read(prompt, lm.newline_survives), add_special_tokens=not masked,
                     verbose=False)["input_ids"]
     if not masked:  # a causal LM continues the text: drop an end token the tokenizer appends
         while len(ids) > 1 and ids[-1] in (tokenizer.sep_token_id, tokenizer.eos_token_id):
@@ -191,7 +191,7 @@ def _vocab_width(lm) -> int:
 
 def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, progress: bool = False,
              time_limit: float | None = None, **overrides) -> GenerationResult:
-    """Continue ``prompt`` with a masked or causal LM (``demo.models.LoadedModel``).
+    """Continue ``prompt`` with a masked or causal LM (``demo.engine.models.LoadedModel``).
 
     ``settings`` fields can be overridden by keyword (``generate(lm, p, strategy="beam")``).
     Temperature, top-k and top-p only act when ``strategy="sample"``; with ``choices`` the
@@ -205,7 +205,7 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
     masked = lm.kind == "masked"
     padding_masks = padding_masks_of(lm, s.padding_masks)
 
-    model_prompt = encode_newlines(prompt, lm.newline_survives)
+    model_prompt = prompt_as_read(prompt, lm.newline_survives)
     prompt_ids = _prompt_ids(lm, prompt)
     n = len(prompt_ids)
     _check_room(lm, n, s.max_new_tokens, padding_masks)

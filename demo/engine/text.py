@@ -1,6 +1,6 @@
 """Text conventions: how raw text becomes the text a model reads. One owner, applied by the engines.
 
-``demo.pll`` (scoring) and ``demo.generation`` (decoding) take raw text from every caller (the
+``demo.engine.pll`` (scoring) and ``demo.engine.generation`` (decoding) take raw text from every caller (the
 app, the command line, the evaluator) and apply these rules themselves, so two callers can never
 score or continue different texts for the same input:
 
@@ -8,7 +8,7 @@ score or continue different texts for the same input:
   so a few-shot prompt's blank lines vanish. The BERTs paper writes every newline as the two
   characters backslash-n followed by a space and stops generation when the model produces that
   marker. We do the same, but only for tokenizers that actually lose "\\n" (measured per
-  tokenizer in ``demo.models``).
+  tokenizer in ``demo.engine.models``).
 - **The junction between a context and a candidate.** A candidate typed on its own ("Paris")
   follows its context after one space unless either side already has whitespace there
   (:func:`join`). Spaces at the end of a context belong to the completion
@@ -18,7 +18,7 @@ score or continue different texts for the same input:
   ``choices`` follow the prompt by :func:`join`.
 
 GPT-3's unconditional normalisation (subtract the candidate's score after a neutral context such
-as "Answer:") is a scoring rule and lives in one function, ``demo.pll.score_choices``.
+as "Answer:") is a scoring rule and lives in one function, ``demo.engine.pll.score_choices``.
 """
 
 import re
@@ -33,6 +33,13 @@ def encode_newlines(text: str, newline_survives: bool) -> str:
     # " \n" -> "\\n " keeps exactly one space around the marker. The replacement is a function:
     # as a replacement string, re.sub would turn the marker's backslash-n back into a newline.
     return re.sub(r"[ \t]*\n[ \t]*", lambda match: NEWLINE_MARKER, text)
+
+
+def prompt_as_read(prompt: str, newline_survives: bool) -> str:
+    """A prompt as ``generate()`` gives it to the model: as typed, with newline markers where the
+    tokenizer needs them (no junction rule). Whoever measures a prompt in tokens before it is
+    generated from (the needle grid) measures this text."""
+    return encode_newlines(prompt, newline_survives)
 
 
 def decode_newlines(text: str, newline_survives: bool) -> str:

@@ -1,6 +1,6 @@
 """Where a model comes from, without loading it (no torch): a Hub id, a local folder or a GGUF file.
 
-Shared by ``demo.models.load_model`` (which then loads it) and ``demo.catalog`` (which lists
+Shared by ``demo.engine.models.load_model`` (which then loads it) and ``demo.app.catalog`` (which lists
 local models in the page before torch is even imported).
 
 Sources, in the order they are tried:

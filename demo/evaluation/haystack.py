@@ -14,15 +14,15 @@ The BERTs paper's length probe (its section 2.3, Figure 3, appendix A.1; docs/me
     > Answer: The special magic number mentioned in the provided text is
 
 (the "> " marks and blank lines are the paper's reference code's). Prompts are raw text: the
-engine writes the paper's "\\n " newline marker for tokenizers that lose "\\n" (``demo.text``),
+engine writes the paper's "\\n " newline marker for tokenizers that lose "\\n" (``demo.engine.text``),
 and the token counts here are taken on that model text. The model answers with digits-only
-constrained decoding of exactly 6 digits (``demo.generation``); exact match scores.
+constrained decoding of exactly 6 digits (``demo.engine.generation``); exact match scores.
 
 What "length" means here: the number of positions the model needs to answer, counted the way
-``demo.generation`` checks room. The answer gets room for 7 tokens (a word-boundary token such as
+``demo.engine.generation`` checks room. The answer gets room for 7 tokens (a word-boundary token such as
 "Ġ" or "▁", then one token per digit at worst). For a causal LM: the prompt's tokens (with the
 tokenizer's specials) + 7. For a masked LM: its last decoding window, [CLS] + prompt + 6 answer
-tokens + the predicted [MASK] + its padding masks + [SEP] (``demo.mlm_decoder.build_windows``).
+tokens + the predicted [MASK] + its padding masks + [SEP] (``demo.engine.mlm_decoder.build_windows``).
 So a 512-token cell fits a 512-position BERT exactly, and a cell is "beyond the model's limit"
 exactly when length > ``lm.max_length``. (Digits merged into one token make the real answer
 shorter, never longer.)
@@ -36,7 +36,7 @@ filler's tokens, so the needle sits within one sentence of the requested depth o
 
 The grid runner appends one CSV row per finished cell, so an interrupted run resumes where it
 stopped: ``mlm-icl probe --model M --lengths 256 512 --output grid.csv``. ``--cache prefix``
-answers with a masked LM's approximate prefix cache (``demo.prefix_cache``); every row records
+answers with a masked LM's approximate prefix cache (``demo.engine.prefix_cache``); every row records
 the decoding it used (``cache``: exact or prefix; a causal LM is always exact), and a cell is
 identified by model, mode, length, depth and repetition, so exact and fast runs of the same model
 can share a file without being confused. Files from before the column were exact.
@@ -55,9 +55,9 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .mask_window import padding_masks_of, window_length
-from .settings import GenerationSettings, GridSettings, cache_used
-from .text import encode_newlines, newline_survives
+from ..engine.mask_window import padding_masks_of, window_length
+from ..engine.text import newline_survives, prompt_as_read
+from ..settings import GenerationSettings, GridSettings, cache_used
 
 HEADER = ("> Some special magic number is hidden within the following articles. "
           "Make sure to memorize it. I will quiz you about the magic number afterwards.")
@@ -68,7 +68,7 @@ DIGITS = 6
 # Room for the answer: a word-boundary token ("Ġ" / "▁", which the digits constraint lets open
 # the number) and then, at worst, one token per digit.
 ANSWER_TOKENS = DIGITS + 1
-DEFAULT_FILLER = Path(__file__).resolve().parents[1] / "assets" / "haystack" / "persuasion.txt"
+DEFAULT_FILLER = Path(__file__).resolve().parents[2] / "assets" / "haystack" / "persuasion.txt"
 # Long sentences would make depth coarse in short haystacks (a 256-token prompt holds ~10 of the
 # median sentence); skipping the longest 3% keeps every sentence a small step of the haystack.
 MAX_SENTENCE_CHARS = 400
@@ -134,8 +134,8 @@ class Reader:
     newline_survives: bool
 
     def model_text(self, prompt: str) -> str:
-        """The raw prompt as the model reads it (``demo.text`` conventions)."""
-        return encode_newlines(prompt, self.newline_survives)
+        """The raw prompt as the model reads it (``generate()``'s reading)."""
+        return prompt_as_read(prompt, self.newline_survives)
 
     def count(self, prompt: str) -> int:
         ids = self.tokenizer(self.model_text(prompt), add_special_tokens=self.add_special_tokens,
@@ -368,7 +368,7 @@ def run_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | Non
 
     ``output``: CSV file; finished cells already in it are skipped, new ones appended as they
     finish. Filler: ``sentences`` if given, else ``grid.filler`` (a text file), else the bundled
-    book. ``generate_fn``: defaults to ``demo.generation.generate`` (tests may wrap it to count
+    book. ``generate_fn``: defaults to ``demo.engine.generation.generate`` (tests may wrap it to count
     calls). Cells longer than an absolute-position model's limit get status "beyond_limit".
     """
     table = None
@@ -385,7 +385,7 @@ def iter_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | No
     """:func:`run_grid` one cell at a time: yields the table so far, first with the cells an
     earlier run finished, then after every new cell (for a page that shows progress). With
     ``time_limit`` (seconds), no cell starts after that time: the last table is then partial."""
-    from .generation import generate  # torch-heavy; imported when used
+    from ..engine.generation import generate  # torch-heavy; imported when used
 
     grid = grid or GridSettings()
     generate_fn = generate_fn or generate

@@ -14,7 +14,7 @@ logits processors, stopping criteria, comes from ``GenerationMixin`` unchanged.
 
 The exact method has no key/value cache: the encoder is bidirectional, so every step re-encodes
 the whole window. ``next_token_logits`` is the one seam where the approximate prefix cache
-(``demo.prefix_cache``: the prompt's keys and values reused between refreshes) takes over when
+(``demo.engine.prefix_cache``: the prompt's keys and values reused between refreshes) takes over when
 ``refresh_every`` is given.
 """
 

@@ -179,7 +179,7 @@ def ii_f1(prediction: str, answers: list[str]) -> float:
 # ---------------------------------------------------------------- registry
 
 LEVELS = ("example", "corpus")
-# What a metric reads from the evaluator's record of an item (demo.evaluate), and which tasks'
+# What a metric reads from the evaluator's record of an item (demo.evaluation.evaluate), and which tasks'
 # records hold it: a task file that lists a metric its records lack is refused when it is read.
 READS = {
     "choice": "the chosen candidate and the correct one(s), which a ranked task (kind: choice) "

@@ -1,7 +1,7 @@
 """What each model family needs the rest of the code to know.
 
 One table, keyed by ``config.model_type``. Facts that can be measured on the loaded tokenizer
-(does "\\n" survive? ``demo.text.newline_survives``) are measured; this table holds what cannot be.
+(does "\\n" survive? ``demo.engine.text.newline_survives``) are measured; this table holds what cannot be.
 """
 
 from dataclasses import dataclass

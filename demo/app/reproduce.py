@@ -14,11 +14,11 @@ import shlex
 
 # What each engine is called with: (module, function, the line that prints its result).
 ENGINES = {
-    "generate": ("demo.generation", "generate", "print(result.text)"),
-    "score": ("demo.pll", "score_candidates",
+    "generate": ("demo.engine.generation", "generate", "print(result.text)"),
+    "score": ("demo.engine.pll", "score_candidates",
               'for s in result:\n    print(f"{s.score:.4f}  {s.candidate}")'),
-    "probe": ("demo.haystack", "run_grid", "print(result)"),
-    "results": ("demo.results", "filter_results", "print(result.to_string())"),  # no model
+    "probe": ("demo.evaluation.haystack", "run_grid", "print(result)"),
+    "results": ("demo.evaluation.results", "filter_results", "print(result.to_string())"),  # no model
 }
 
 
@@ -43,10 +43,10 @@ def python_call(command: str, model: str, kind: str | None, settings, **inputs) 
         return (f"from {module} import {function}\nfrom demo.settings import {cls}\n\n"
                 f"result = {function}({inputs_text}{cls}({arguments}))\n{show}\n")
     kind_text = f", kind={kind!r}" if kind else ""
-    return (f"from demo.models import load_model\n"
+    return (f"from demo.app.deployment import Deployment\n"
             f"from {module} import {function}\n"
             f"from demo.settings import {cls}\n\n"
-            f"lm = load_model({model!r}{kind_text})\n"
+            f"lm = Deployment.current().load({model!r}{kind_text})  # a short name, as the app lists it\n"
             f"result = {function}(lm, {inputs_text}{cls}({arguments}))\n"
             f"{show}\n")
 

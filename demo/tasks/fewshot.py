@@ -13,7 +13,7 @@ that resumes draws exactly the demonstrations it would have drawn, whatever ran 
 import random
 import statistics
 
-from .tasks import Example, Task, render, render_parts
+from . import Example, Task, render, render_parts
 
 
 def sample_demonstrations(pool: list[Example], k: int, *, seed: int, repetition: int = 0,
@@ -54,7 +54,7 @@ def demonstrations_text(task: Task, demos: list[Example]) -> str:
 
 def choice_items(task: Task, item: Example, demos: list[Example], score: str | None = None
                  ) -> list[tuple[str, str]]:
-    """Raw (context, completion) per candidate; ``demo.pll.Choice`` adds the candidate itself.
+    """Raw (context, completion) per candidate; ``demo.engine.pll.Choice`` adds the candidate itself.
 
     ``score`` picks the scored span (task default if None): "answer" = the candidate and what
     follows it, "suffix" = only what follows the candidate (Winograd partial scoring),

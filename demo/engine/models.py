@@ -4,7 +4,7 @@ Returns a :class:`LoadedModel` (model + tokenizer + the family facts the engines
 the last few in a cache bounded by count and by parameter memory, so the app can switch models
 without reloading and without running out of memory.
 
-Where a model name points (Hub id, local folder, GGUF file) is decided by ``demo.sources``.
+Where a model name points (Hub id, local folder, GGUF file) is decided by ``demo.engine.sources``.
 ``random_model`` builds random weights from a real config and tokenizer: tests and benchmarks only.
 """
 
@@ -16,10 +16,9 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
-from . import settings
-from .catalog import build_catalog
+from .. import settings
+from ..settings import AppSettings
 from .families import FAMILIES, Family, family_of, max_positions, pretrained_length
-from .settings import AppSettings
 from .sources import ModelSource, hub_switched_off, hub_unreachable, label, resolve
 from .text import newline_survives
 
@@ -274,7 +273,8 @@ def load_model(name: str, kind: str | None = None, device: str | None = "auto",
                dtype: str = "float32", trust_remote_code: bool = False,
                revision: str | None = None, device_map: str | dict | None = None) -> LoadedModel:
     """Load (or fetch from the cache) a masked or causal LM with its tokenizer: ``name`` is a Hub
-    id, a local folder or .gguf file, or a local model's short name (``smollm2``; ``mlm-icl models``).
+    id, a local folder or a .gguf file (a local model's short name, ``smollm2``, is the app's to
+    resolve: ``demo.app.deployment``).
 
     ``kind`` defaults to the family's natural kind ("masked" for BERT-likes). ``revision``: a Hub
     branch, tag or commit; remote code runs only for allowlisted models, at their pinned commit.
@@ -286,7 +286,7 @@ def load_model(name: str, kind: str | None = None, device: str | None = "auto",
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
     dev = _pick_device(device)
-    source = resolve(build_catalog().location(name))  # a local model may go by its short name
+    source = resolve(name)
     # Keyed on where the weights are, not on the spelling ("m" and "m/" are one model), and on
     # the kind the files tell when the caller leaves it to the model.
     key = (source.location, tuple(sorted(source.extra.items())), kind or source.kind, str(dev), dtype,

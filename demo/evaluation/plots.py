@@ -121,7 +121,7 @@ def needle_heatmap(df_or_grid, *, model: str | None = None, title: str | None = 
                    pretrained_length: int | None = None, max_length: int | None = None) -> go.Figure:
     """Length (x) by needle depth (y) heatmap of exact-match accuracy.
 
-    ``df_or_grid``: the tidy table of ``demo.haystack.run_grid`` or its CSV path. Cells beyond an
+    ``df_or_grid``: the tidy table of ``demo.evaluation.haystack.run_grid`` or its CSV path. Cells beyond an
     absolute-position model's limit are grey with "beyond limit"; a dashed line marks the
     pretraining length.
     """
@@ -207,7 +207,7 @@ def _token_grid(rows: list[list], token_of, value_of, hover_of):
 def token_heatmap(scores, title: str = "Log-probability of each scored token") -> go.Figure:
     """One row per candidate (best first), one cell per scored token, coloured by its log-prob.
 
-    ``scores``: ``demo.pll.CandidateScore`` list. Cells read left to right like the text, so the
+    ``scores``: ``demo.engine.pll.CandidateScore`` list. Cells read left to right like the text, so the
     tokens that pulled a candidate down stand out in red.
     """
     ranked = sorted(scores, key=lambda s: s.score, reverse=True)
@@ -285,7 +285,7 @@ def _task_means(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     plain mean of the tasks shown, so points stay comparable when a filter drops tasks (the papers'
     own averages are in the table).
     """
-    from .tasks import TASKS
+    from ..tasks import TASKS
 
     rows = frame[(frame["task"] != "average") & frame["value"].notna()].copy()
     if rows.empty:

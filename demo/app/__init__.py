@@ -1,0 +1,8 @@
+"""The app's rules, without its user interface: what a deployment offers and allows.
+
+- ``deployment``  the settings read once at start, the catalog, and the door from a name to a model
+- ``catalog``     the curated Hub models and pairs, plus local ones (short names)
+- ``budget``      how much work a request is, counted before it runs (one cost model)
+- ``limits``      per-request caps and the parsing of what people type; runs per visitor
+- ``reproduce``   the Python call and the ``mlm-icl`` command behind a result
+"""

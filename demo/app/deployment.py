@@ -1,0 +1,73 @@
+"""A deployment: its settings, read from the environment once at start, the models it offers, and
+the one door from a model's name to a loaded model.
+
+The web app and the command line each start from ``Deployment.current()`` and hand it down;
+nothing below reads ``DEMO_*`` variables. A name resolves here, never in the engine (which loads
+the Hub id, folder or file it is given):
+
+- a listed local model by its short name (``smollm2``; ``mlm-icl models`` lists them), or, off a
+  public Space, by its path;
+- a Hub id; in public mode (a Space) its download size is checked against the deployment's cap
+  before anything downloads;
+- with ``paths=True`` (the command line, your own scripts), any model folder or ``.gguf`` file.
+  The web app never takes an unlisted path, and refuses every one with the same sentence whether
+  or not it exists, so the page tells nothing about the server's disks.
+"""
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..engine.sources import HUB_ID, hub_unreachable, quoted
+from ..settings import AppSettings
+from .catalog import Catalog, build_catalog
+
+
+@dataclass(frozen=True)
+class Deployment:
+    settings: AppSettings
+    catalog: Catalog
+
+    @classmethod
+    def current(cls, check_hub: bool = False) -> "Deployment":
+        """This machine's deployment, from its ``DEMO_*`` variables (read here, the only place
+        outside ``demo.settings``); ``check_hub`` as for :meth:`of`. Call it once, at start."""
+        return cls.of(AppSettings.from_env(), check_hub)
+
+    @classmethod
+    def of(cls, settings: AppSettings, check_hub: bool = False) -> "Deployment":
+        """A deployment with these settings. ``check_hub`` (the web app): mark the catalog offline
+        when the Hub cannot be reached, so pickers default to local models only, never to one that
+        cannot load (this may wait up to two seconds for the network)."""
+        catalog = build_catalog(settings)
+        if check_hub:
+            catalog = replace(catalog, offline=hub_unreachable() is not None)
+        return cls(settings, catalog)
+
+    def location(self, name: str, paths: bool = False) -> str:
+        """What the engine loads for ``name`` (the module's docstring says which names are
+        served); ValueError, in words, for any other."""
+        if not name or not str(name).strip():
+            raise ValueError("Pick a model first.")
+        name = str(name).strip()
+        local = self.catalog.local_entry(name)
+        if local and (name == local.name or not self.settings.public):
+            return local.path
+        if paths:
+            return name
+        if not HUB_ID.match(name) or ".." in name or Path(name).expanduser().exists():
+            raise ValueError(f"'{quoted(name)}' is not one of this app's models: pick a model from the "
+                             f"list, or type a Hugging Face Hub id (owner/name).")
+        return name
+
+    def load(self, name: str, kind: str | None = None, paths: bool = False, **options):
+        """The model ``name`` means here (``paths`` as for :meth:`location`), loaded by
+        ``demo.engine.models.load_model``, which caches it; ``kind`` "masked" or "causal", or None
+        for the model's natural kind; ``options`` go to ``load_model`` (device, dtype, revision,
+        ...). Remote code runs for allowlisted models only, at their pinned commits."""
+        from ..engine.models import REMOTE_CODE_ALLOWLIST, check_download_size, load_model  # torch
+
+        location = self.location(name, paths)
+        if self.settings.public and location == str(name).strip():  # a Hub id: size-checked first
+            check_download_size(location, options.get("revision"), self.settings.max_hub_gb)
+        options.setdefault("trust_remote_code", location in REMOTE_CODE_ALLOWLIST)
+        return load_model(location, kind=kind, **options)

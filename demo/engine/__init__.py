@@ -1,0 +1,15 @@
+"""The engine: loads a masked or causal LM and runs it (scoring, generating). It takes raw text and
+one settings object, applies the text conventions itself, and knows nothing of tasks or the app.
+
+- ``sources``       where a model comes from (Hub id, folder, GGUF file), without torch
+- ``families``      what each architecture family has and supports (positions, masks, prefix cache)
+- ``models``        ``load_model``: one entry point for masked and causal LMs; bounded cache
+- ``text``          the text conventions: newline marker, junction space
+- ``pll``           scoring: PLL variants, causal log-likelihood, per-token scores
+- ``mask_window``   the mask window's size and the padding-mask default (no torch)
+- ``mlm_decoder``   a masked LM dressed as a causal LM for transformers' ``generate()``
+- ``prefix_cache``  the approximate, faster decoding: the prompt's keys/values reused
+- ``generation``    one ``generate()`` for masked and causal LMs
+- ``constraints``   what the decoder may write and when it stops: digits, choices, stop strings
+- ``trace``         the step-by-step record of a generation (windows, top-k, beams)
+"""

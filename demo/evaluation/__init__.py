@@ -1,0 +1,11 @@
+"""Evaluation: runs tasks and probes with the engine, keeps and compares the results.
+
+- ``evaluate``       the resumable evaluator: a task, a model, settings -> rows and a summary
+- ``results``        the papers' published tables next to our runs
+- ``haystack``       the needle-in-a-haystack length probe
+- ``plots``          plotly figures shared by the app and the command line
+- ``exports``        downloads: tidy tables, file names that say model, what and date
+- ``harness_model``  our engines as lm-evaluation-harness's ``mlm`` model (accelerate, device maps)
+- ``harness_tasks``  our tasks as lm-eval tasks (``mlm-icl export-tasks``)
+- ``harness``        ``python -m demo.evaluation.harness``: lm-eval's command line with ``mlm``
+"""
