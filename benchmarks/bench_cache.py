@@ -4,7 +4,7 @@
 
 Part 1, the stand-in MLM (../shared/models/minilm-l6-mlm-standin, a real 6-layer BERT), per prompt
 length (128, 256, 500 tokens): 20 few-shot prompts, 16 from the seed tasks (demonstrations drawn
-by ``demo.fewshot`` from each task's pool, then the evaluated item, as the evaluator builds them)
+by ``demo.tasks.fewshot`` from each task's pool, then the evaluated item, as the evaluator builds them)
 and 4 from the shipped presets (``assets/presets``: the two in-context instruction-induction
 prompts and two COPA contexts, each after demonstrations of its task). Each prompt holds as many
 demonstrations as fit the length. For each prompt, 32 greedy tokens with the exact method and with
@@ -44,13 +44,13 @@ from pathlib import Path
 
 import torch
 
-from demo.fewshot import demonstrations_text, generation_prompt
-from demo.generation import generate
-from demo.mlm_decoder import MaskedLMAsCausalLM
-from demo.models import load_model, random_model
+from demo.engine.generation import generate
+from demo.engine.mlm_decoder import MaskedLMAsCausalLM
+from demo.engine.models import load_model, random_model
+from demo.engine.text import encode_newlines
 from demo.settings import GenerationSettings
 from demo.tasks import get_task, load_examples
-from demo.text import encode_newlines
+from demo.tasks.fewshot import demonstrations_text, generation_prompt
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"

@@ -13,7 +13,7 @@ it is about 8x slower per step here and measures the same thing.)
 Measured in the same run, per prompt length (best of --repeats, seconds per decoding step):
 - naive: a hand-written loop, full forward pass and vocabulary projection at every position,
   argmax at the first mask (what the paper's code does, batch size 1);
-- greedy: ``demo.generation.generate(strategy="greedy")``;
+- greedy: ``demo.engine.generation.generate(strategy="greedy")``;
 - beam4: ``generate(strategy="beam", num_beams=4)``, the four beams in one forward pass.
 Ratios (below 1 = ours faster): greedy_vs_naive = greedy / naive step time; beam4_vs_4greedy =
 one beam-4 step / four greedy steps (batched beams vs four separate greedy runs). The last line
@@ -27,8 +27,8 @@ from pathlib import Path
 
 import torch
 
-from demo.generation import generate  # the package is installed (pip install -e .)
-from demo.models import load_model, random_model
+from demo.engine.generation import generate  # the package is installed (pip install -e .)
+from demo.engine.models import load_model, random_model
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,10 +11,10 @@ Timed in the same run, taking turns (the order flips every round, so neither sid
 a warm or a cold machine), each turn a whole evaluation:
 - plugin: ``lm_eval.simple_evaluate(model=MaskedLMEval(...), tasks=[...])``: lm-eval builds the
   200 requests from the YAML, our model scores them in one engine call, lm-eval computes accuracy;
-- evaluator: ``demo.evaluate.evaluate`` on our task (into a fresh folder, so nothing is resumed),
+- evaluator: ``demo.evaluation.evaluate.evaluate`` on our task (into a fresh folder, so nothing is resumed),
   all items in one chunk, so it too makes one engine call: the sides differ by harness, not batches.
 Each turn also says how much of it was the model (``MaskedLMEval.loglikelihood``, resp.
-``demo.pll.score_choices``) and how much the harness around it.
+``demo.engine.pll.score_choices``) and how much the harness around it.
 The plugin's seconds leave out what ``simple_evaluate`` spends on its results' metadata
 (``add_env_info``: torch's environment report, which runs ``pip list``; ``get_git_commit_hash``):
 about 0.7 s per call whatever the model and however many requests, paid by lm-eval's own models
@@ -38,9 +38,9 @@ import lm_eval.evaluator
 import yaml
 from lm_eval.tasks import TaskManager
 
-from demo import pll  # the package is installed (pip install -e .)
-from demo.evaluate import evaluate
-from demo.lm_eval_model import MaskedLMEval
+from demo.engine import pll  # the package is installed (pip install -e .)
+from demo.evaluation.evaluate import evaluate
+from demo.evaluation.harness_model import MaskedLMEval
 from demo.settings import RunSettings
 from demo.tasks import read_task_file
 

@@ -99,10 +99,10 @@ def worker(engine: str, token_budget: int) -> None:
     """Score passages sent on stdin (one JSON list per line), answer on stdout."""
     import torch
 
-    from demo.models import random_model
+    from demo.engine.models import random_model
     lm = random_model(TOKENIZER_FOLDER, kind="masked", seed=0, shrink=False)
     if engine == "ours":
-        from demo.pll import score_batch
+        from demo.engine.pll import score_batch
         from demo.settings import ScoringSettings
 
         def run(texts):
