@@ -47,7 +47,7 @@ import torch
 from demo.engine.generation import generate
 from demo.engine.mlm_decoder import MaskedLMAsCausalLM
 from demo.engine.models import load_model, random_model
-from demo.engine.text import encode_newlines
+from demo.engine.text import prompt_as_read
 from demo.settings import GenerationSettings
 from demo.tasks import get_task, load_examples
 from demo.tasks.fewshot import demonstrations_text, generation_prompt
@@ -75,7 +75,7 @@ PRESETS = {("prompting", "Instruction induction: antonyms, in context"): "ii_ant
 
 def n_tokens(lm, prompt: str) -> int:
     """Tokens the model reads for the prompt (the newline convention applied, no specials)."""
-    return len(lm.tokenizer(encode_newlines(prompt, lm.newline_survives), add_special_tokens=False,
+    return len(lm.tokenizer(prompt_as_read(prompt, lm.newline_survives), add_special_tokens=False,
                             verbose=False)["input_ids"])
 
 
@@ -133,7 +133,7 @@ def agreement(a: list[int], b: list[int]) -> tuple[int, int]:
 def stepwise(lm, prompt: str, exact_ids: list[int], refresh: int, margin: float) -> int:
     """Steps at which the prefix cache, fed the exact output so far, picks the exact method's
     token (greedy, specials other than the end token banned as generate() bans them)."""
-    ids = lm.tokenizer(encode_newlines(prompt, lm.newline_survives), add_special_tokens=False,
+    ids = lm.tokenizer(prompt_as_read(prompt, lm.newline_survives), add_special_tokens=False,
                        verbose=False)["input_ids"]
     decoder = MaskedLMAsCausalLM(lm.model, lm.tokenizer, lm.padding_masks, refresh, margin)
     banned = sorted(set(lm.tokenizer.all_special_ids) - {decoder.specials.end})
