@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 import tests.floats as floats
-from demo.engine import text
 from demo.cli import main
+from demo.engine import text
 from demo.engine.pll import score_candidates
 from demo.evaluation.evaluate import evaluate
 from demo.settings import RunSettings

@@ -11,8 +11,8 @@ from conftest import SHARED, STANDIN_MLM, needs_shared
 
 import demo.engine.pll as pll
 import tests.floats as floats
-from demo.evaluation import evaluate as E
 from demo import tasks as T
+from demo.evaluation import evaluate as E
 from demo.settings import RunSettings, ScoringSettings
 
 DATA = str(SHARED / "data")

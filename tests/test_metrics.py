@@ -5,6 +5,8 @@ import math
 import pytest
 
 from demo.tasks import metrics as M
+
+
 def test_accuracy_and_macro_f1():
     accuracy = M.METRICS["accuracy"].fn
     assert [accuracy({"pred": p, "label": y}) for p, y in [(0, 0), (1, 0)]] == [1.0, 0.0]
