@@ -115,9 +115,8 @@ HUB_MODELS = [
 
 PAIRS = [ModelPair(f"Ettin {n.upper()}", f"jhu-clsp/ettin-encoder-{n}", f"jhu-clsp/ettin-decoder-{n}",
                    ETTIN_WHY) for n in ETTIN_SIZES]
-# The default on a CPU Space: ranking a COPA preset in well under 3 s and 24 tokens of a few-shot
-# prompt in under 30 s on 2 vCPUs, estimated from the offline stand-in's measured cost per token
-# and parameter (README, "Models"). 400M fits only prompts under ~220 tokens; 150M up to ~600.
+# The default on a CPU Space: the largest pair that ranks a preset and generates a short
+# continuation at interactive speed on 2 vCPUs (the estimate is in the README, "Models").
 DEFAULT_PAIR = "Ettin 150M"
 
 
