@@ -100,13 +100,13 @@ def test_remote_code_models_in_the_catalog_are_allowlisted():
 
 
 def test_candidates_are_parsed_one_per_line_within_caps():
-    assert parse_candidates("  a cat \n\n dog\n") == ["a cat", "dog"]
+    assert parse_candidates("  a cat \n\n dog\n", AppSettings()) == ["a cat", "dog"]
     with pytest.raises(ValueError, match="at least 2"):
-        parse_candidates("only one\n   \n")
+        parse_candidates("only one\n   \n", AppSettings())
     with pytest.raises(ValueError, match="at most 8"):
-        parse_candidates("\n".join(f"c{i}" for i in range(9)))
+        parse_candidates("\n".join(f"c{i}" for i in range(9)), AppSettings())
     with pytest.raises(ValueError, match="characters"):
-        parse_candidates("short\n" + "x" * 401)
+        parse_candidates("short\n" + "x" * 401, AppSettings())
 
 
 def test_text_and_grid_caps():
@@ -115,7 +115,7 @@ def test_text_and_grid_caps():
     with pytest.raises(ValueError, match="11 characters"):
         check_text("01234567890", "prompt", limits.max_prompt_chars)
     with pytest.raises(ValueError, match="empty"):
-        check_text("  \n", "prompt")
+        check_text("  \n", "prompt", limits.max_prompt_chars)
     assert parse_numbers("512, 256 256", "length") == [256, 512]
     with pytest.raises(ValueError, match="numbers"):
         parse_numbers("256, lots", "length")
