@@ -16,7 +16,7 @@
    measured in separate runs ("b").
    Baseline, same run: the same request again (model cached): the warm cost.
 
-Targets (issue 6): page < 10 s, first rank < 3 s on the 2-core CPU machine.
+Targets: page < 10 s, first rank < 3 s on the 2-core CPU machine.
 The last line reads: ``bench_app page_s=<x> first_rank_s=<y>`` (medians over the repeats).
 """
 

@@ -1,4 +1,4 @@
-"""The prefix cache against the exact method: speed-up and greedy token agreement (issue 16).
+"""The prefix cache against the exact method: speed-up and greedy token agreement.
 
     python benchmarks/bench_cache.py [--refresh R] [--margin M] [--sweep 16,0 32,0.05] [--prompts 20]
 
