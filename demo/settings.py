@@ -169,8 +169,9 @@ class GenerationSettings:
         "masked LMs: masks after the predicted one (default: the family's)"))
     cache: Literal["exact", "prefix"] = field(default="exact", metadata=_help(
         "masked LMs: 'exact' re-encodes the whole window at every step (the paper's method); "
-        "'prefix' reuses the prompt's keys and values between refreshes: faster, approximate "
-        "(BERT, RoBERTa, ModernBERT, DeBERTa-v2). Causal LMs always use their own exact cache"))
+        "'prefix' reuses the prompt's keys and values between refreshes: faster, approximate, for "
+        "the families that have it (another is refused with their list: demo.engine.families). "
+        "Causal LMs always use their own exact cache"))
     cache_refresh: int = field(default=32, metadata=_help(
         "prefix cache: re-encode the whole window every N new tokens (1 = every step, exact; speed "
         "and agreement per N: benchmarks/bench_cache.py, docs/method.md section 2)"))

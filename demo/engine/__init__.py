@@ -2,7 +2,7 @@
 one settings object, applies the text conventions itself, and knows nothing of tasks or the app.
 
 - ``sources``       where a model comes from (Hub id, folder, GGUF file), without torch
-- ``families``      what each architecture family has and supports (positions, masks, prefix cache)
+- ``families``      what each family has and supports (one table), and each family's own code (a package)
 - ``models``        ``load_model``: one entry point for masked and causal LMs; bounded cache
 - ``text``          the text conventions: newline marker, junction space
 - ``pll``           scoring: PLL variants, causal log-likelihood, per-token scores

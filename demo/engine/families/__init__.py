@@ -1,10 +1,17 @@
 """What each model family needs the rest of the code to know.
 
-One table, keyed by ``config.model_type``. Facts that can be measured on the loaded tokenizer
-(does "\\n" survive? ``demo.engine.text.newline_survives``) are measured; this table holds what cannot be.
+One table, keyed by ``config.model_type``: what each family has and supports (positions, padding
+masks, how it loads, the prefix cache). Facts that can be measured on the loaded tokenizer (does
+"\\n" survive? ``demo.engine.text.newline_survives``) are measured; this table holds what cannot
+be. Importing it loads no torch; a family's own code sits in its module, loaded when used:
+
+- ``blocks``      what every family's prefix-cache block encoder shares: the contract, key/value buffers
+- ``bert``        BERT's and RoBERTa's layers with a key/value cache
+- ``modernbert``  ModernBERT's layers with a key/value cache (rotary positions, local windows)
+- ``deberta_v2``  DeBERTa-v2's layers with a key/value cache (disentangled attention, convolution)
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -17,21 +24,24 @@ class Family:
     # models pretrained to fill spans (DeBERTa: up to 3 tokens, ALBERT: n-grams up to 3) get 2;
     # single-token maskers get 1, enough to keep [SEP] from sitting right after the prediction.
     padding_masks: int = 1
+    # The module here whose ``encode_block`` runs the family with the prefix cache
+    # (``demo.engine.prefix_cache``); None: the family has only the exact method.
+    prefix_cache: str | None = None
 
 
 FAMILIES = {
     f.name: f
     for f in [
-        Family("bert", "masked", relative_positions=False),
+        Family("bert", "masked", relative_positions=False, prefix_cache="bert"),
         Family("distilbert", "masked", relative_positions=False),
-        Family("roberta", "masked", relative_positions=False),
+        Family("roberta", "masked", relative_positions=False, prefix_cache="bert"),
         Family("xlm-roberta", "masked", relative_positions=False),
         Family("camembert", "masked", relative_positions=False),
         Family("electra", "masked", relative_positions=False),
         Family("albert", "masked", relative_positions=False, padding_masks=2),
+        Family("modernbert", "masked", relative_positions=True, prefix_cache="modernbert"),
         Family("deberta", "masked", relative_positions=True, padding_masks=2),
-        Family("deberta-v2", "masked", relative_positions=True, padding_masks=2),
-        Family("modernbert", "masked", relative_positions=True),
+        Family("deberta-v2", "masked", relative_positions=True, padding_masks=2, prefix_cache="deberta_v2"),
         Family("gpt2", "causal", relative_positions=False, padding_masks=0),
         Family("opt", "causal", relative_positions=False, padding_masks=0),
         Family("llama", "causal", relative_positions=True, padding_masks=0),
@@ -45,15 +55,18 @@ FAMILIES = {
     ]
 }
 
+# The families the prefix cache runs, in the table's order (its refusal names them).
+PREFIX_CACHE_FAMILIES = tuple(name for name, family in FAMILIES.items() if family.prefix_cache)
+
 
 def family_of(config) -> Family:
     """The family of a transformers config; unknown types get conservative defaults."""
     model_type = getattr(config, "model_type", "")
     family = FAMILIES.get(model_type)
     if family is not None:
-        if model_type in ("deberta", "deberta-v2") and getattr(config, "position_biased_input", False):
+        if family.relative_positions and getattr(config, "position_biased_input", False):
             # A DeBERTa built with absolute position embeddings is length-limited like BERT.
-            return Family(family.name, "masked", relative_positions=False, padding_masks=2)
+            return replace(family, relative_positions=False)
         return family
     is_causal = any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in (config.architectures or []))
     return Family(model_type or "unknown", "causal" if is_causal else "masked",

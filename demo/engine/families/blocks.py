@@ -1,0 +1,48 @@
+"""What every family's prefix-cache block encoder shares (``demo.engine.prefix_cache``).
+
+A family's module has ``encode_block(mlm, windows, start, cached, keep, room, wanted=None)``: it
+encodes a block of the window, windows[:, start:], given the cache of positions [0, start)
+(``cached``, a ``Prefix``; None when start = 0), and returns (the block's hidden states, the layers
+of positions [0, keep), the shared list): the cache, extended by the block's first keep - start
+positions (keep >= 1: [CLS] is always cached). A refresh is start = 0; a tail step is
+start = cached.start, keep = start + 1. Keys and values (and DeBERTa-v2's p2c scores) are buffers
+that hold those positions first and room after them (``extended``), written in place: a tail step
+reuses its cache's buffers, so a cache is good until the next one is made from it. ``room`` is how
+many query positions, from the last refresh's ``keep`` on, tails can take (DeBERTa-v2 precomputes
+the kept keys' position-to-content scores for them). ``wanted``: the window position whose final
+hidden state a step reads (None: the whole block's, as tests read).
+"""
+
+import torch
+
+# Positions of room a cached key/value buffer gets past what it holds (see ``extended``): a tail
+# step writes FRESH + masks + 2 positions and keeps one, so R <= 32 steps rarely outgrow it.
+GROWTH = 64
+
+
+def read_rows(layer: int, layers: int, wanted: int | None, start: int) -> slice:
+    """The block rows a layer must output: all of them but in the last layer, where a step reads
+    one position only (its predicted mask). The last layer's keys and values are kept for every
+    position; its queries, attention and feed-forward for the others would serve nothing (a
+    sixth of a refresh's work on the stand-in)."""
+    if wanted is None or layer < layers - 1:
+        return slice(None)
+    return slice(wanted - start, wanted - start + 1)
+
+
+def extended(buffer: torch.Tensor | None, start: int, block: torch.Tensor, dim: int = 2) -> torch.Tensor:
+    """``buffer`` with ``block`` written at positions [start, start + n) along ``dim``; the
+    positions before ``start`` are kept. The buffer has room after its positions, so a step writes
+    its block in place (a larger copy only when the room runs out): a ``torch.cat`` per layer and
+    step instead cost about a sixth of a tail step on the stand-in. Readers take the positions
+    they need with ``narrow``."""
+    end = start + block.shape[dim]
+    if buffer is None or buffer.shape[dim] < end:
+        shape = list(block.shape)
+        shape[dim] = end + GROWTH
+        grown = block.new_empty(shape)
+        if buffer is not None:
+            grown.narrow(dim, 0, start).copy_(buffer.narrow(dim, 0, start))
+        buffer = grown
+    buffer.narrow(dim, start, block.shape[dim]).copy_(block)
+    return buffer

@@ -1,0 +1,148 @@
+"""DeBERTa-v2's layers with a key/value cache, for the prefix cache (the block encoder's contract:
+``demo.engine.families.blocks``): disentangled attention with relative-position buckets in both
+terms (c2p and p2c), and the optional convolution after the first layer."""
+
+import math
+
+import torch
+from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
+
+from .blocks import extended, read_rows
+
+
+def _buckets(attention, query_at: torch.Tensor, key_at: torch.Tensor) -> torch.Tensor:
+    """DeBERTa-v2's relative position of each query to each key, bucketed as
+    ``build_relative_position`` does, but for any query and key positions."""
+    relative = query_at[:, None] - key_at[None, :]
+    if attention.position_buckets > 0 and attention.max_relative_positions > 0:
+        relative = make_log_bucket_position(relative, attention.position_buckets,
+                                            attention.max_relative_positions)
+    return relative.long()
+
+
+def encode_block(mlm, windows, start, cached, keep, room, wanted=None):
+    """DeBERTa-v2's layers (``DebertaV2Layer``, ``DisentangledSelfAttention``, the optional
+    convolution after the first layer) written out with a key/value cache."""
+    base = mlm.base_model
+    encoder = base.encoder
+    block_at = torch.arange(start, windows.shape[1], device=windows.device)
+    embedded = base.embeddings(input_ids=windows[:, start:], position_ids=block_at[None])
+    rows, length = embedded.shape[:2]
+    query_base = keep if cached is None else cached.query_base  # a refresh sets it
+    # the bucketed distances are the same in every layer: computed once per call
+    indices = (_position_indices(encoder.layer[0].attention.self, block_at, keep, query_base, room)
+               if encoder.relative_attention else None)
+    hidden, kept, shared = embedded, [], []
+    for i, layer in enumerate(encoder.layer):
+        attention = layer.attention.self
+        heads = attention.num_attention_heads
+
+        def split(x):  # (rows, tokens, heads * d) -> (rows, heads, tokens, d)
+            return x.view(x.shape[0], x.shape[1], heads, -1).transpose(1, 2)
+
+        queries = split(attention.query_proj(hidden))
+        keys, values = split(attention.key_proj(hidden)), split(attention.value_proj(hidden))
+        types = attention.pos_att_type
+        scale = math.sqrt(queries.shape[-1] * (1 + ("c2p" in types) + ("p2c" in types)))
+        cached_keys, cached_values, p2c_cached = (cached.layers[i] if cached is not None
+                                                  else (None, None, None))
+        key_buffer, value_buffer = extended(cached_keys, start, keys), extended(cached_values, start, values)
+        keys, values = key_buffer.narrow(2, 0, windows.shape[1]), value_buffer.narrow(2, 0, windows.shape[1])
+        scores = queries @ (keys.transpose(-1, -2) / scale)
+        p2c_kept = keys.new_zeros(rows, 0)  # (no p2c term: nothing to keep)
+        if attention.relative_attention:
+            # the position table's projections depend on the weights only: once per refresh
+            projections = (cached.shared[i] if cached is not None
+                           else _position_projections(attention, encoder, split))
+            shared.append(projections)
+            position_scores, p2c_kept = _disentangled(projections, indices, scale, queries, keys,
+                                                      p2c_cached, start - query_base)
+            scores = scores + position_scores
+        kept.append((key_buffer, value_buffer, p2c_kept))
+        context = (scores.softmax(-1) @ values).transpose(1, 2).reshape(rows, length, -1)
+        if not (i == 0 and encoder.conv is not None):  # (the convolution reads every row)
+            read = read_rows(i, len(encoder.layer), wanted, start)
+            context, hidden = context[:, read], hidden[:, read]
+        attended = layer.attention.output(context, hidden)
+        hidden = layer.output(layer.intermediate(attended), attended)
+        if i == 0 and encoder.conv is not None:
+            hidden = _deberta_conv(encoder.conv, embedded, hidden,
+                                   cached.layers[-1][0] if cached is not None else None)
+    if encoder.conv is not None:  # the embeddings a later block's convolution reads
+        width = (encoder.conv.conv.kernel_size[0] - 1) // 2
+        if cached is not None:
+            embedded = torch.cat([cached.layers[-1][0], embedded], 1)
+        first_at = windows.shape[1] - embedded.shape[1]
+        kept.append((embedded[:, max(keep - width, first_at) - first_at:keep - first_at],))
+    return hidden, kept, shared
+
+
+def _position_projections(attention, encoder, split):
+    """(pos_key, pos_query): the relative-position table projected for c2p and for p2c, each
+    (1, heads, 2 span, d) or None when the layer has no such term."""
+    table = encoder.get_rel_embedding()[:2 * attention.pos_ebd_size][None]
+    shared, types = attention.share_att_key, attention.pos_att_type
+    pos_keys = (split(attention.key_proj(table) if shared else attention.pos_key_proj(table))
+                if "c2p" in types else None)
+    pos_queries = (split(attention.query_proj(table) if shared else attention.pos_query_proj(table))
+                   if "p2c" in types else None)
+    return pos_keys, pos_queries
+
+
+def _position_indices(attention, block_at: torch.Tensor, keep: int, query_base: int, room: int):
+    """Where each query-key pair reads the position table (``disentangled_attention_bias``):
+    c2p(q, k) = query_q . pos_key[bucket(q - k)] and p2c(q, k) = key_k . pos_query[-bucket(k - q)],
+    offset by the table's half width and clipped to it. For the block's queries against every
+    key (c2p), the block's keys against the block's queries (p2c) and the block's newly kept keys
+    (those before ``keep``) against the ``room`` query positions tails can take (p2c)."""
+    span = attention.pos_ebd_size
+
+    def index(buckets):
+        return (buckets + span).clamp(0, 2 * span - 1)
+
+    keys_at = torch.arange(int(block_at[-1]) + 1, device=block_at.device)
+    c2p = index(_buckets(attention, block_at, keys_at))  # (block, keys)
+    p2c = index(-_buckets(attention, block_at, block_at))  # (block keys, block queries)
+    tail_at = torch.arange(query_base, query_base + room, device=block_at.device)
+    newly_kept = block_at[:max(keep - int(block_at[0]), 0)]
+    return c2p, p2c, index(-_buckets(attention, newly_kept, tail_at))
+
+
+def _disentangled(projections, indices, scale, queries, keys, p2c_cached, first_query):
+    """DeBERTa-v2's position terms for the block's queries against every key (c2p and p2c, see
+    ``_position_indices``), and the p2c scores of the kept keys. p2c depends on the key's content,
+    so for cached keys it comes from the step that kept them, which keeps it for the query
+    positions tails can take (a gather from what that step computes anyway); the block's queries
+    are rows ``first_query`` on of those."""
+    rows, heads, length = queries.shape[:3]
+    pos_keys, pos_queries = projections
+    c2p_index, p2c_index, kept_index = indices
+    total, p2c_kept = 0, keys.new_zeros(rows, 0)
+
+    def gathered(scores, index):  # scores (rows, heads, a, 2 span), index (a, b) -> (rows, heads, a, b)
+        return scores.gather(-1, index.expand(rows, heads, -1, -1)) / scale  # scaled apart, as the model
+
+    if pos_keys is not None:
+        total = total + gathered(queries @ pos_keys.transpose(-1, -2), c2p_index)
+    if pos_queries is not None:
+        own = keys[:, :, keys.shape[2] - length:] @ pos_queries.transpose(-1, -2)  # the block's keys
+        block = gathered(own, p2c_index).transpose(-1, -2)
+        start = keys.shape[2] - length  # cached keys
+        if p2c_cached is not None:
+            block = torch.cat([p2c_cached[:, :, first_query:first_query + length, :start], block], -1)
+        total = total + block
+        p2c_kept = extended(p2c_cached, start, dim=3, block=gathered(
+            own[:, :, :kept_index.shape[0]], kept_index).transpose(-1, -2))
+    return total, p2c_kept
+
+
+def _deberta_conv(conv, embedded, hidden, left):
+    """The convolution over positions after DeBERTa-v2's first layer (``ConvLayer``): a tail's
+    first tokens read the prefix's last embeddings on their left (embeddings do not depend on
+    context, so those kept by the refresh are exact)."""
+    rows, width = hidden.shape[0], 0 if left is None else left.shape[1]
+    if width:
+        embedded = torch.cat([left, embedded], 1)
+        hidden = torch.cat([hidden.new_zeros(rows, width, hidden.shape[-1]), hidden], 1)
+    mask = torch.ones(embedded.shape[:2], device=embedded.device)
+    return conv(embedded, hidden, mask)[:, width:]
