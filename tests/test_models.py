@@ -11,6 +11,7 @@ import pytest
 import torch
 from transformers import DebertaV2Config, DebertaV2ForMaskedLM
 
+from demo.engine.families import family_of, max_positions, pretrained_length
 from demo.engine.models import load_model
 from tests.conftest import MASKED_FAMILIES
 
@@ -27,6 +28,26 @@ def test_masked_families_build_with_their_facts(tiny_model, family):
     assert lm.padding_masks == (2 if family in ("albert", "deberta-v2") else 1)
     # measured, not assumed: WordPiece and SentencePiece lose "\n", byte-level BPE keeps it
     assert lm.newline_survives == (family in ("roberta", "modernbert"))
+
+
+def test_the_family_table_loads_no_torch_and_names_block_encoders_that_exist():
+    """The table is plain data (importing it loads no torch); every family it marks for the prefix
+    cache names a module of demo.engine.families with an ``encode_block``."""
+    code = ("import sys, importlib; from demo.engine import families as f\n"
+            "print('torch' in sys.modules)\n"
+            "print(all(callable(importlib.import_module(f'{f.__name__}.{family.prefix_cache}').encode_block)"
+            " for family in f.FAMILIES.values() if family.prefix_cache))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1]).stdout
+    assert out.split() == ["False", "True"]
+
+
+def test_an_absolute_position_deberta_keeps_its_family_facts():
+    config = DebertaV2Config(position_biased_input=True, max_position_embeddings=512)
+    family = family_of(config)
+    assert not family.relative_positions and max_positions(config, family) == 512
+    assert family.legacy is False and family.prefix_cache == "deberta_v2" and family.padding_masks == 2
+    assert pretrained_length(config, family) == 512
 
 
 def test_gpt2_is_causal(tiny_model):

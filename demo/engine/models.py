@@ -196,10 +196,8 @@ def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, 
     kwargs = dict(extra, dtype=dtype, trust_remote_code=remote_code, output_loading_info=True)
     if device_map is not None:  # model parallel: accelerate places the layers across devices
         kwargs["device_map"] = device_map
-    if family.name in ("deberta", "deberta-v2"):
-        # legacy=True builds a head that does not match the checkpoints' lm_predictions.* weights,
-        # so it would be silently re-initialised (docs/method.md, section 2).
-        kwargs["legacy"] = False
+    if family.legacy is not None:  # (DeBERTa: the head that matches its checkpoints)
+        kwargs["legacy"] = family.legacy
     auto_class = AutoModelForMaskedLM if kind == "masked" else AutoModelForCausalLM
     try:
         model, info = auto_class.from_pretrained(location, **kwargs)
@@ -314,8 +312,8 @@ def random_model(folder: str | Path, kind: str | None = None, seed: int = 0, shr
         if getattr(config, "layer_types", None):  # one entry per layer (ModernBERT): keep it consistent
             config.layer_types = config.layer_types[:config.num_hidden_layers]
     config.update(dict(vocab_size=max(len(tokenizer), config.vocab_size), **config_overrides))
-    if family.name in ("deberta", "deberta-v2"):
-        config.legacy = False
+    if family.legacy is not None:
+        config.legacy = family.legacy
     torch.manual_seed(seed)
     auto_class = AutoModelForMaskedLM if kind == "masked" else AutoModelForCausalLM
     model = auto_class.from_config(config)

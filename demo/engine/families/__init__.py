@@ -27,6 +27,15 @@ class Family:
     # The module here whose ``encode_block`` runs the family with the prefix cache
     # (``demo.engine.prefix_cache``); None: the family has only the exact method.
     prefix_cache: str | None = None
+    # The config's ``legacy`` flag to load with (None: transformers' default). DeBERTa's legacy=True
+    # builds a head that does not match the checkpoints' lm_predictions.* weights, so it would be
+    # silently re-initialised (docs/method.md, section 2).
+    legacy: bool | None = None
+    # Positions are numbered after padding_idx (RoBERTa), so 514 embeddings hold 512 tokens.
+    positions_after_padding: bool = False
+    # The length pretraining used, where it is known apart from the config (DeBERTa: 512);
+    # otherwise the config's position count stands for it.
+    pretrained_length: int | None = None
 
 
 FAMILIES = {
@@ -34,14 +43,17 @@ FAMILIES = {
     for f in [
         Family("bert", "masked", relative_positions=False, prefix_cache="bert"),
         Family("distilbert", "masked", relative_positions=False),
-        Family("roberta", "masked", relative_positions=False, prefix_cache="bert"),
-        Family("xlm-roberta", "masked", relative_positions=False),
-        Family("camembert", "masked", relative_positions=False),
+        Family("roberta", "masked", relative_positions=False, prefix_cache="bert",
+               positions_after_padding=True),
+        Family("xlm-roberta", "masked", relative_positions=False, positions_after_padding=True),
+        Family("camembert", "masked", relative_positions=False, positions_after_padding=True),
         Family("electra", "masked", relative_positions=False),
         Family("albert", "masked", relative_positions=False, padding_masks=2),
         Family("modernbert", "masked", relative_positions=True, prefix_cache="modernbert"),
-        Family("deberta", "masked", relative_positions=True, padding_masks=2),
-        Family("deberta-v2", "masked", relative_positions=True, padding_masks=2, prefix_cache="deberta_v2"),
+        Family("deberta", "masked", relative_positions=True, padding_masks=2, legacy=False,
+               pretrained_length=512),
+        Family("deberta-v2", "masked", relative_positions=True, padding_masks=2, prefix_cache="deberta_v2",
+               legacy=False, pretrained_length=512),
         Family("gpt2", "causal", relative_positions=False, padding_masks=0),
         Family("opt", "causal", relative_positions=False, padding_masks=0),
         Family("llama", "causal", relative_positions=True, padding_masks=0),
@@ -81,16 +93,15 @@ def max_positions(config, family: Family) -> int | None:
     n = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
     if n is None:
         return None
-    if family.name in ("roberta", "xlm-roberta", "camembert"):
-        # RoBERTa offsets positions by padding_idx + 1, so 514 embeddings hold 512 tokens.
+    if family.positions_after_padding:
         n -= (getattr(config, "pad_token_id", 1) or 1) + 1
     return int(n)
 
 
 def pretrained_length(config, family: Family) -> int | None:
     """Length the model saw in pretraining (to mark on length plots)."""
-    if family.name in ("deberta", "deberta-v2"):
-        return 512
+    if family.pretrained_length is not None:
+        return family.pretrained_length
     n = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
     limit = max_positions(config, family)
     return limit if limit is not None else n
