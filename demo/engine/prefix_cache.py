@@ -58,18 +58,15 @@ from . import families
 
 # The last FRESH text tokens are re-encoded at every step with the masks: they are the ones whose
 # states change most when a token is generated right after them. At least 2 (the predicted
-# mask's position must never be cached). A tail step mostly reads the weights, so its cost
-# hardly depends on FRESH up to 16 (+1 ms of ~20 on the stand-in at 16, +25% at 32, +70% at 64).
-# Measured on the stand-in MLM (benchmarks/bench_cache.py, 20 few-shot prompts of ~470 tokens,
-# margin 0.1 with the ramp below): greedy agreement with the exact method 86.9% with 8, 90.9%
-# with 12, 98.8% with 16 and 24, at about the same number of refreshes.
+# mask's position must never be cached). Picked with benchmarks/bench_cache.py: agreement with the
+# exact method rises up to 16 and not beyond, while a tail step's cost hardly grows up to 16
+# (docs/method.md, section 2, has the figures).
 FRESH = 16
 # Refresh on doubt grows with the cache's age: a step t tokens after the last refresh is redone
 # when its top two tokens are less than margin * min(1, t / MARGIN_RAMP) apart. Every token
 # generated since the refresh is one the cached states have not seen, so their error grows with
-# t; right after a refresh only a near-exact tie can flip. Same benchmark, margin 0.1: a flat
-# margin refreshed 3.0 steps of 32 (99.1% agreement, FRESH 8), the ramp over 24 tokens 2.2
-# (98.8%); over 16, 2.5 (98.8%); over 32, 2.05 (94.7%).
+# t; right after a refresh only a near-exact tie can flip. Picked with the same benchmark (fewest
+# refreshes at the flat margin's agreement; docs/method.md, section 2).
 MARGIN_RAMP = 24
 
 
