@@ -26,6 +26,7 @@ SCOPES = ("completion", "full")
 REDUCTIONS = ("sum", "mean")
 MAX_RIGHT_MASKS = 16
 STRATEGIES = ("greedy", "beam", "sample")
+EMD_MODES = ("auto", "on", "off")  # DeBERTa's enhanced mask decoder: demo.engine.families.deberta
 CACHE_MODES = ("exact", "prefix")  # masked-LM generation: demo.engine.prefix_cache
 MAX_NEW_TOKENS_CAP = 512  # every step of the exact MLM method re-encodes the whole window
 MAX_PADDING_MASKS = 16
@@ -96,6 +97,11 @@ class ModelSettings:
     revision: str | None = field(default=None, metadata=_help("Hub branch, tag or commit to load"))
     threads: int | None = field(default=None, metadata=_help(
         "torch CPU threads (1 is fastest on a crowded machine)"))
+    emd: Literal["auto", "on", "off"] = field(default="auto", metadata=_help(
+        "DeBERTa's head: 'on' reads the enhanced mask decoder (as Microsoft pretrained it, the "
+        "BERTs paper's model), 'off' the last layer (transformers' DebertaForMaskedLM); 'auto' is "
+        "on where the checkpoint holds the position table the decoder needs. Other families: "
+        "ignored"))
 
     def __post_init__(self):
         if not isinstance(self.model, str) or not self.model.strip():
@@ -104,6 +110,7 @@ class ModelSettings:
         _choice(self.kind, "model kind", KINDS, optional=True)
         _choice(self.dtype, "dtype", DTYPES)
         _whole(self.threads, "threads", 1, optional=True)
+        _choice(self.emd, "emd", EMD_MODES)
 
 
 # ---------------------------------------------------------------- scoring
