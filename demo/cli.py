@@ -7,6 +7,7 @@
     mlm-icl results  show | add-runs runs/eval/summary.csv | import-published DIR
     mlm-icl export-tasks --model M --task copa --shots 4 --output-dir DIR   (lm-eval's --include_path)
     mlm-icl models   (the catalog: local models' short names, Hub models, pairs)
+    mlm-icl check-model --model M [--items 50]   (is it read right? known answers, the paper's figure)
 
 Options come from the settings dataclasses of ``demo.settings`` through transformers'
 ``HfArgumentParser`` (each field's ``help`` is its option's help; ``--max-new-tokens`` and
@@ -351,6 +352,30 @@ def _export(args, model: ModelSettings, run: RunSettings) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- check-model
+
+
+def _check_arguments(parser):
+    parser.add_argument("--items", type=int, default=50,
+                        help="COPA items of the task check (more: a tighter comparison, a longer run)")
+
+
+def _check_model(args, model: ModelSettings) -> int:
+    """Word probes and a task slice with known answers; exit status 1 if any check fails."""
+    from .evaluation.model_check import check_model
+    if args.items < 1:
+        raise ValueError("--items must be at least 1.")
+    failed = False
+    for side in _sides(model):
+        lm = _load(side, not args.no_progress)
+        print(f"== {lm.label} ({lm.kind} LM, {lm.family.name})")
+        for check in check_model(lm, side.model, args.items, _deployment().settings.data_root or None):
+            failed |= check.status == "fail"
+            print(f"{check.status.upper():8s} {check.what}\n         expected {check.expected}; measured "
+                  f"{check.measured}\n         why: {check.why}")
+    return 1 if failed else 0
+
+
 # ---------------------------------------------------------------- models
 
 
@@ -397,6 +422,9 @@ COMMANDS = {  # name: (help, settings dataclasses, adds the command's own argume
                      _export_arguments),
     "models": ("the models --model takes by name: local ones (short names), Hub ones, pairs",
                [], _models_arguments),
+    "check-model": ("check that a model is read right: obvious words and a task slice against the "
+                    "paper's figure (a wrong head, a missing decoder, a mismatched tokenizer fail)",
+                    [ModelSettings], _check_arguments),
 }
 
 
@@ -456,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "evaluate":
             return _evaluate(args, *built, argv)
         return {"generate": _generate, "score": _score, "probe": _probe, "results": _results,
-                "export-tasks": _export, "models": _models}[args.command](args, *built)
+                "export-tasks": _export, "models": _models, "check-model": _check_model}[args.command](args, *built)
     except (ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -3,6 +3,7 @@
 - ``evaluate``       the resumable evaluator: a task, a model, settings -> rows and a summary
 - ``results``        the papers' published tables next to our runs
 - ``haystack``       the needle-in-a-haystack length probe
+- ``model_check``    is a model read right? known answers and a task slice against the paper
 - ``plots``          plotly figures shared by the app and the command line
 - ``exports``        downloads: tidy tables, file names that say model, what and date
 - ``harness_model``  our engines as lm-evaluation-harness's ``mlm`` model (accelerate, device maps)
