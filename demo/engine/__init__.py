@@ -5,6 +5,7 @@ one settings object, applies the text conventions itself, and knows nothing of t
 - ``families``      what each family has and supports (one table), and each family's own code (a package)
 - ``models``        ``load_model``: one entry point for masked and causal LMs; bounded cache
 - ``text``          the text conventions: newline marker, junction space
+- ``reading``       what a masked LM's head reads (the last layer, or DeBERTa's enhanced mask decoder)
 - ``pll``           scoring: PLL variants, causal log-likelihood, per-token scores
 - ``mask_window``   the mask window's size and the padding-mask default (no torch)
 - ``mlm_decoder``   a masked LM dressed as a causal LM for transformers' ``generate()``

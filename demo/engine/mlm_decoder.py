@@ -26,6 +26,7 @@ from transformers.modeling_outputs import CausalLMOutput
 
 from .pll import mlm_head
 from .prefix_cache import PrefixCache
+from .reading import hidden_at
 
 
 @dataclass(frozen=True)
@@ -90,9 +91,11 @@ class MaskedLMAsCausalLM(PreTrainedModel, GenerationMixin):
             self.recorded_windows.append(windows.cpu())
         if self.prefix_cache is not None:
             return self.prefix_cache.next_token_logits(input_ids, windows)
-        hidden = self.mlm.base_model(input_ids=windows).last_hidden_state[:, input_ids.shape[1] + 1]
-        # The vocabulary projection only at the predicted mask: it would cost about a fifth of
-        # BERT-base's compute per step if run over the whole window.
+        # What the head reads (the last layer, or DeBERTa's enhanced mask decoder) and the
+        # vocabulary projection only at the predicted mask: the projection would cost about a
+        # fifth of BERT-base's compute per step if run over the whole window.
+        rows = torch.arange(windows.shape[0], device=windows.device)
+        hidden = hidden_at(self.mlm, windows, None, rows, torch.full_like(rows, input_ids.shape[1] + 1))
         return self.head(hidden)
 
     def forward(self, input_ids: torch.Tensor, **unused) -> CausalLMOutput:

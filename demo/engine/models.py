@@ -6,6 +6,9 @@ without reloading and without running out of memory.
 
 Where a model name points (Hub id, local folder, GGUF file) is decided by ``demo.engine.sources``.
 ``random_model`` builds random weights from a real config and tokenizer: tests and benchmarks only.
+
+DeBERTa's enhanced mask decoder (``demo.engine.families.deberta``) is switched here (``emd``): its
+position table is read from the checkpoint's files, which transformers leaves unread.
 """
 
 import threading
@@ -17,8 +20,8 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
 from .. import settings
-from ..settings import AppSettings
-from .families import FAMILIES, Family, family_of, max_positions, pretrained_length
+from ..settings import EMD_MODES, AppSettings
+from .families import FAMILIES, Family, deberta, family_of, max_positions, pretrained_length
 from .sources import ModelSource, hub_switched_off, hub_unreachable, label, resolve
 from .text import newline_survives
 
@@ -70,6 +73,12 @@ class LoadedModel:
     pretrained_length: int | None
     newline_survives: bool  # does "\n" come back from encode -> decode?
     local: bool
+    # DeBERTa's head reads the enhanced mask decoder (the position table is on the model:
+    # ``demo.engine.families.deberta.table_of``); False: the last layer, as transformers does
+    emd: bool = False
+    # Why a DeBERTa masked LM runs without the decoder under emd="auto", in one sentence; None
+    # when it runs with it, when it was switched off, and for other families
+    emd_note: str | None = None
 
     @property
     def label(self) -> str:
@@ -164,7 +173,8 @@ def check_download_size(name: str, revision: str | None, max_gb: float) -> None:
 
 
 def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, dtype: torch.dtype,
-                   trust_remote_code: bool, revision: str | None, device_map=None) -> LoadedModel:
+                   trust_remote_code: bool, revision: str | None, device_map=None,
+                   emd: str = "auto") -> LoadedModel:
     name, location, extra, local = source.name, source.location, dict(source.extra), source.local
     shown = source.label  # messages name a local model by its folder, never the server's path
 
@@ -210,11 +220,42 @@ def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, 
             f"'{shown}' has no trained {kind} LM head: these weights are missing from the checkpoint "
             f"and would be random: {', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}. "
             f"Pick a checkpoint that includes its prediction head.")
+    note = None
+    if kind == "masked" and family.name in deberta.FAMILIES:
+        note = _switch_emd(model, config, emd, shown, remote_code,
+                           lambda: deberta.weight_files(location, local, extra.get("revision")))
     return _wrap(name, kind, model, tokenizer, config, family,
-                 None if device_map is not None else device, local)
+                 None if device_map is not None else device, local, note)
 
 
-def _wrap(name, kind, model, tokenizer, config, family, device, local) -> LoadedModel:
+def _switch_emd(model, config, emd: str, shown: str, remote_code: bool, files) -> str | None:
+    """Put DeBERTa's enhanced mask decoder on ``model`` as ``emd`` asks (``files()``: the
+    checkpoint's weight files); returns the note saying why it stays off under "auto"."""
+    if emd == "off":
+        return None
+    if remote_code:
+        reason = "it runs its own Hub code, which decides what its head reads"
+    else:
+        reason = deberta.refusal(config)
+    table = None
+    if reason is None:
+        table = deberta.read_table(files())
+        if table is None:
+            reason = (f"its checkpoint has no absolute position table ({deberta.TABLE_SUFFIX}), "
+                      f"which the decoder needs")
+        else:
+            reason = deberta.table_refusal(config, table)
+    if reason is not None:
+        if emd == "on":
+            raise ValueError(f"'{shown}' cannot run DeBERTa's enhanced mask decoder: {reason}. "
+                             f"Load it with emd='auto' or 'off' (its head then reads the last layer).")
+        return (f"DeBERTa's enhanced mask decoder is off for '{shown}': {reason}; its head reads "
+                f"the last layer, as transformers does.")
+    deberta.attach(model, table)
+    return None
+
+
+def _wrap(name, kind, model, tokenizer, config, family, device, local, emd_note=None) -> LoadedModel:
     if kind == "masked" and tokenizer.mask_token_id is None:
         raise ValueError(f"'{label(name, local)}' has no mask token, so it cannot be used as a "
                          f"masked LM.")
@@ -227,7 +268,9 @@ def _wrap(name, kind, model, tokenizer, config, family, device, local) -> Loaded
     return LoadedModel(name=name, kind=kind, model=model, tokenizer=tokenizer, family=family,
                        max_length=max_positions(config, family),
                        pretrained_length=pretrained_length(config, family),
-                       newline_survives=newline_survives(tokenizer), local=local)
+                       newline_survives=newline_survives(tokenizer), local=local,
+                       emd=deberta.table_of(model) is not None if kind == "masked" else False,
+                       emd_note=emd_note)
 
 
 class _ModelCache:
@@ -269,7 +312,8 @@ CACHE.bound(AppSettings().max_models, AppSettings().max_model_gb)
 
 def load_model(name: str, kind: str | None = None, device: str | None = "auto",
                dtype: str = "float32", trust_remote_code: bool = False,
-               revision: str | None = None, device_map: str | dict | None = None) -> LoadedModel:
+               revision: str | None = None, device_map: str | dict | None = None,
+               emd: str = "auto") -> LoadedModel:
     """Load (or fetch from the cache) a masked or causal LM with its tokenizer: ``name`` is a Hub
     id, a local folder or a .gguf file (a local model's short name, ``smollm2``, is the app's to
     resolve: ``demo.app.deployment``).
@@ -278,26 +322,35 @@ def load_model(name: str, kind: str | None = None, device: str | None = "auto",
     branch, tag or commit; remote code runs only for allowlisted models, at their pinned commit.
     ``device_map`` ("auto" or a transformers map) spreads a model too large for one GPU across
     several (model parallel, through accelerate); inputs then go to its first layer's device.
+    ``emd`` (DeBERTa v1/v2 masked LMs; ignored for other families): "auto" runs the enhanced mask
+    decoder where the checkpoint holds its position table (``LoadedModel.emd``; otherwise
+    ``LoadedModel.emd_note`` says why not), "on" requires it (ValueError saying why it cannot),
+    "off" reads the last layer as transformers does.
     Raises ValueError with a readable message for unknown ids, folders that are not models,
     missing heads.
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
+    if emd not in EMD_MODES:
+        raise ValueError(f"emd must be one of {EMD_MODES}, not {emd!r}")
     dev = _pick_device(device)
     source = resolve(name)
     # Keyed on where the weights are, not on the spelling ("m" and "m/" are one model), and on
     # the kind the files tell when the caller leaves it to the model.
     key = (source.location, tuple(sorted(source.extra.items())), kind or source.kind, str(dev), dtype,
-           revision, trust_remote_code, str(device_map))
+           revision, trust_remote_code, str(device_map), emd)
     return CACHE.get(key, lambda: _load_uncached(source, kind, dev, DTYPES[dtype], trust_remote_code,
-                                                 revision, device_map))
+                                                 revision, device_map, emd))
 
 
 def random_model(folder: str | Path, kind: str | None = None, seed: int = 0, shrink: bool = True,
-                 tokenizer=None, **config_overrides) -> LoadedModel:
+                 tokenizer=None, emd: bool = False, **config_overrides) -> LoadedModel:
     """Random-weight model from a real config and tokenizer folder (tests and benchmarks only).
 
     ``shrink`` makes it tiny (2 layers, hidden 64); pass ``shrink=False`` for real-size timing.
+    ``emd``: a DeBERTa gets a random position table (initialised as transformers initialises
+    embeddings) and runs its enhanced mask decoder. A ``legacy`` override picks DeBERTa's head
+    layout (default: the family's).
     """
     folder = Path(folder)
     config = AutoConfig.from_pretrained(folder)
@@ -311,11 +364,17 @@ def random_model(folder: str | Path, kind: str | None = None, seed: int = 0, shr
         config.update({k: v for k, v in sizes.items() if hasattr(config, k)})
         if getattr(config, "layer_types", None):  # one entry per layer (ModernBERT): keep it consistent
             config.layer_types = config.layer_types[:config.num_hidden_layers]
-    config.update(dict(vocab_size=max(len(tokenizer), config.vocab_size), **config_overrides))
     if family.legacy is not None:
         config.legacy = family.legacy
+    config.update(dict(vocab_size=max(len(tokenizer), config.vocab_size), **config_overrides))
     torch.manual_seed(seed)
     auto_class = AutoModelForMaskedLM if kind == "masked" else AutoModelForCausalLM
     model = auto_class.from_config(config)
+    if emd:
+        reason = deberta.refusal(config) if kind == "masked" else "it is not a masked LM"
+        if reason is not None:
+            raise ValueError(f"This random model cannot run DeBERTa's enhanced mask decoder: {reason}.")
+        deberta.attach(model, torch.randn(config.max_position_embeddings, config.hidden_size)
+                       * config.initializer_range)
     return _wrap(f"random:{folder.name}", kind, model, tokenizer, config, family,
                  torch.device("cpu"), local=True)

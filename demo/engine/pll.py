@@ -34,6 +34,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..settings import ScoringSettings
+from .reading import hidden_at
 from .text import encode_newlines, join, model_pair
 
 # ---------------------------------------------------------------- results
@@ -272,7 +273,7 @@ def _padded(rows: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, t
 def _compute_masked(lm, texts: list[_Text], copies: list[_Copy], token_budget: int,
                     progress: bool) -> dict[tuple[int, int], tuple[float, int, tuple]]:
     """(text index, position) -> (logprob, rank, masked positions) for every scored token."""
-    encoder, head = lm.model.base_model, mlm_head(lm.model)
+    head = mlm_head(lm.model)
     mask_id, pad_id = lm.tokenizer.mask_token_id, lm.tokenizer.pad_token_id
     results = {}
     batches = _sub_batches([len(texts[c.text_index].ids) for c in copies], token_budget)
@@ -290,9 +291,10 @@ def _compute_masked(lm, texts: list[_Text], copies: list[_Copy], token_budget: i
             true_ids = torch.tensor([texts[c.text_index].ids[j] for c in batch_copies
                                      for j in c.targets], device=lm.device)
 
-            hidden = encoder(input_ids=input_ids, attention_mask=attention).last_hidden_state
-            # The vocabulary projection only at the scored positions: [scored tokens, vocab].
-            logprobs, ranks = _logprobs_and_ranks(head, hidden[target_rows, target_cols], true_ids)
+            # What the head reads (the last layer, or DeBERTa's enhanced mask decoder) and the
+            # vocabulary projection, only at the scored positions: [scored tokens, vocab].
+            hidden = hidden_at(lm.model, input_ids, attention, target_rows, target_cols)
+            logprobs, ranks = _logprobs_and_ranks(head, hidden, true_ids)
 
             flat = [(c.text_index, j, c.masked) for c in batch_copies for j in c.targets]
             for (text_index, j, masked), logprob, rank in zip(flat, logprobs, ranks):

@@ -9,6 +9,7 @@ be. Importing it loads no torch; a family's own code sits in its module, loaded 
 - ``bert``        BERT's and RoBERTa's layers with a key/value cache
 - ``modernbert``  ModernBERT's layers with a key/value cache (rotary positions, local windows)
 - ``deberta_v2``  DeBERTa-v2's layers with a key/value cache (disentangled attention, convolution)
+- ``deberta``     DeBERTa's enhanced mask decoder (v1 and v2): the position table, the two passes
 """
 
 from dataclasses import dataclass, replace

@@ -1,12 +1,16 @@
 """DeBERTa-v2's layers with a key/value cache, for the prefix cache (the block encoder's contract:
 ``demo.engine.families.blocks``): disentangled attention with relative-position buckets in both
-terms (c2p and p2c), and the optional convolution after the first layer."""
+terms (c2p and p2c), the optional convolution after the first layer, and the enhanced mask
+decoder (``demo.engine.families.deberta``) where it is on: at the row read, its queries attend to
+the last layer's keys and values of the whole window (cached and block), which the cache keeps
+anyway."""
 
 import math
 
 import torch
 from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
 
+from . import deberta
 from .blocks import extended, read_rows
 
 
@@ -22,7 +26,8 @@ def _buckets(attention, query_at: torch.Tensor, key_at: torch.Tensor) -> torch.T
 
 def encode_block(mlm, windows, start, cached, keep, room, wanted=None):
     """DeBERTa-v2's layers (``DebertaV2Layer``, ``DisentangledSelfAttention``, the optional
-    convolution after the first layer) written out with a key/value cache."""
+    convolution after the first layer) written out with a key/value cache. With the enhanced mask
+    decoder on, the hidden states returned are the decoder's (what the head reads)."""
     base = mlm.base_model
     encoder = base.encoder
     block_at = torch.arange(start, windows.shape[1], device=windows.device)
@@ -32,6 +37,7 @@ def encode_block(mlm, windows, start, cached, keep, room, wanted=None):
     # the bucketed distances are the same in every layer: computed once per call
     indices = (_position_indices(encoder.layer[0].attention.self, block_at, keep, query_base, room)
                if encoder.relative_attention else None)
+    table = deberta.table_of(mlm)  # the enhanced mask decoder's positions, when it is on
     hidden, kept, shared = embedded, [], []
     for i, layer in enumerate(encoder.layer):
         attention = layer.attention.self
@@ -40,26 +46,41 @@ def encode_block(mlm, windows, start, cached, keep, room, wanted=None):
         def split(x):  # (rows, tokens, heads * d) -> (rows, heads, tokens, d)
             return x.view(x.shape[0], x.shape[1], heads, -1).transpose(1, 2)
 
-        queries = split(attention.query_proj(hidden))
         keys, values = split(attention.key_proj(hidden)), split(attention.value_proj(hidden))
         types = attention.pos_att_type
-        scale = math.sqrt(queries.shape[-1] * (1 + ("c2p" in types) + ("p2c" in types)))
+        scale = math.sqrt(keys.shape[-1] * (1 + ("c2p" in types) + ("p2c" in types)))
         cached_keys, cached_values, p2c_cached = (cached.layers[i] if cached is not None
                                                   else (None, None, None))
         key_buffer, value_buffer = extended(cached_keys, start, keys), extended(cached_values, start, values)
         keys, values = key_buffer.narrow(2, 0, windows.shape[1]), value_buffer.narrow(2, 0, windows.shape[1])
-        scores = queries @ (keys.transpose(-1, -2) / scale)
-        p2c_kept = keys.new_zeros(rows, 0)  # (no p2c term: nothing to keep)
+        projections, p2c, p2c_kept = None, None, keys.new_zeros(rows, 0)  # (no p2c: nothing to keep)
         if attention.relative_attention:
             # the position table's projections depend on the weights only: once per refresh
             projections = (cached.shared[i] if cached is not None
                            else _position_projections(attention, encoder, split))
             shared.append(projections)
-            position_scores, p2c_kept = _disentangled(projections, indices, scale, queries, keys,
-                                                      p2c_cached, start - query_base)
-            scores = scores + position_scores
+            p2c, p2c_kept = _p2c(projections[1], indices, scale, keys, length, p2c_cached,
+                                 start - query_base)
         kept.append((key_buffer, value_buffer, p2c_kept))
-        context = (scores.softmax(-1) @ values).transpose(1, 2).reshape(rows, length, -1)
+
+        def attend(states, read=slice(None)):  # (used within this iteration only)
+            """The attention's context for query states at the block's rows ``read``."""
+            queries = split(attention.query_proj(states))
+            scores = queries @ (keys.transpose(-1, -2) / scale)
+            if projections is not None and projections[0] is not None:
+                scores = scores + _c2p(projections[0], indices[0][read], scale, queries)
+            if p2c is not None:
+                scores = scores + p2c[:, :, read]
+            return (scores.softmax(-1) @ values).transpose(1, 2).reshape(rows, queries.shape[2], -1)
+
+        if table is not None and i == len(encoder.layer) - 1:
+            # The enhanced mask decoder replaces the last layer's queries at the rows read: z + the
+            # layer's input there, against this layer's keys and values of the whole window.
+            read = read_rows(i, len(encoder.layer), wanted, start)
+            first = deberta.position_rows(table, block_at[read]).to(hidden.dtype) + hidden[:, read]
+            hidden = deberta.decode(layer, first, lambda states: attend(states, read))
+            break
+        context = attend(hidden)
         if not (i == 0 and encoder.conv is not None):  # (the convolution reads every row)
             read = read_rows(i, len(encoder.layer), wanted, start)
             context, hidden = context[:, read], hidden[:, read]
@@ -108,32 +129,36 @@ def _position_indices(attention, block_at: torch.Tensor, keep: int, query_base: 
     return c2p, p2c, index(-_buckets(attention, newly_kept, tail_at))
 
 
-def _disentangled(projections, indices, scale, queries, keys, p2c_cached, first_query):
-    """DeBERTa-v2's position terms for the block's queries against every key (c2p and p2c, see
-    ``_position_indices``), and the p2c scores of the kept keys. p2c depends on the key's content,
-    so for cached keys it comes from the step that kept them, which keeps it for the query
-    positions tails can take (a gather from what that step computes anyway); the block's queries
-    are rows ``first_query`` on of those."""
-    rows, heads, length = queries.shape[:3]
-    pos_keys, pos_queries = projections
-    c2p_index, p2c_index, kept_index = indices
-    total, p2c_kept = 0, keys.new_zeros(rows, 0)
+def _c2p(pos_keys, c2p_index, scale, queries):
+    """DeBERTa-v2's content-to-position scores of ``queries`` (rows, heads, a, d) at the block's
+    query rows whose indices ``c2p_index`` (a, keys) holds (see ``_position_indices``)."""
+    rows, heads = queries.shape[:2]
+    scores = queries @ pos_keys.transpose(-1, -2)
+    return scores.gather(-1, c2p_index.expand(rows, heads, -1, -1)) / scale  # scaled apart, as the model
+
+
+def _p2c(pos_queries, indices, scale, keys, length, p2c_cached, first_query):
+    """DeBERTa-v2's position-to-content scores of the block's ``length`` queries against every key
+    (None without that term), and the p2c scores of the kept keys. p2c depends on the key's
+    content, so for cached keys it comes from the step that kept them, which keeps it for the
+    query positions tails can take (a gather from what that step computes anyway); the block's
+    queries are rows ``first_query`` on of those."""
+    rows, heads = keys.shape[:2]
+    if pos_queries is None:
+        return None, keys.new_zeros(rows, 0)
+    _, p2c_index, kept_index = indices
 
     def gathered(scores, index):  # scores (rows, heads, a, 2 span), index (a, b) -> (rows, heads, a, b)
         return scores.gather(-1, index.expand(rows, heads, -1, -1)) / scale  # scaled apart, as the model
 
-    if pos_keys is not None:
-        total = total + gathered(queries @ pos_keys.transpose(-1, -2), c2p_index)
-    if pos_queries is not None:
-        own = keys[:, :, keys.shape[2] - length:] @ pos_queries.transpose(-1, -2)  # the block's keys
-        block = gathered(own, p2c_index).transpose(-1, -2)
-        start = keys.shape[2] - length  # cached keys
-        if p2c_cached is not None:
-            block = torch.cat([p2c_cached[:, :, first_query:first_query + length, :start], block], -1)
-        total = total + block
-        p2c_kept = extended(p2c_cached, start, dim=3, block=gathered(
-            own[:, :, :kept_index.shape[0]], kept_index).transpose(-1, -2))
-    return total, p2c_kept
+    own = keys[:, :, keys.shape[2] - length:] @ pos_queries.transpose(-1, -2)  # the block's keys
+    block = gathered(own, p2c_index).transpose(-1, -2)
+    start = keys.shape[2] - length  # cached keys
+    if p2c_cached is not None:
+        block = torch.cat([p2c_cached[:, :, first_query:first_query + length, :start], block], -1)
+    p2c_kept = extended(p2c_cached, start, dim=3, block=gathered(
+        own[:, :, :kept_index.shape[0]], kept_index).transpose(-1, -2))
+    return block, p2c_kept
 
 
 def _deberta_conv(conv, embedded, hidden, left):
