@@ -76,9 +76,9 @@ def table_refusal(config, table: torch.Tensor) -> str | None:
 
 
 def weight_files(location: str, local: bool, revision: str | None = None) -> list[Path]:
-    """The checkpoint's weight files that hold the table's key, as far as they are on disk:
-    safetensors first (what transformers loads), then PyTorch .bin; sharded ones through their
-    index (only the shard that holds the key). A Hub model's files are looked up in the local
+    """The checkpoint's weight files that may hold the table, as far as they are on disk:
+    safetensors first (what transformers loads), then PyTorch .bin; of sharded ones, through their
+    index, only the shard that holds the table's key. A Hub model's files are looked up in the local
     Hugging Face cache (``from_pretrained`` has just put them there)."""
     if local:
         def find(name: str) -> Path | None:
@@ -167,15 +167,16 @@ def states_at(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | Non
     """The EMD's output (what the head reads) at positions (rows[i], cols[i]) of a right-padded
     batch: [len(rows), hidden]. Layers 1 .. N-1 run over the whole batch; the last layer's keys and
     values come from their output H at every position, its queries only at the positions read."""
-    table = table_of(model)
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
-    rows = torch.as_tensor(rows, device=input_ids.device)
-    cols = torch.as_tensor(cols, device=input_ids.device)
     hidden = states_before_last_layer(model, input_ids, attention_mask)
-    query_at, slots = _query_positions(rows, cols, input_ids.shape[0])
     layer = model.base_model.encoder.layer[-1]
-    first = position_rows(table, query_at).to(hidden.dtype) + hidden.gather(
+    # where the last layer's weights are (a model spread over devices puts layers apart)
+    device = layer.output.dense.weight.device
+    hidden, attention_mask = hidden.to(device), attention_mask.to(device)
+    rows, cols = torch.as_tensor(rows, device=device), torch.as_tensor(cols, device=device)
+    query_at, slots = _query_positions(rows, cols, input_ids.shape[0])
+    first = position_rows(table_of(model).to(device), query_at).to(hidden.dtype) + hidden.gather(
         1, query_at[..., None].expand(-1, -1, hidden.shape[-1]))
     attend = _attention(layer.attention.self, model.base_model.encoder, hidden, attention_mask.bool(), query_at)
     return decode(layer, first, attend)[rows, slots]
