@@ -60,9 +60,12 @@ def _load(model: ModelSettings, progress: bool = True):
     if model.threads:
         import torch
         torch.set_num_threads(model.threads)
-    return _deployment().load(model.model, kind=model.kind, paths=True, device=model.device,
-                              dtype=model.dtype, trust_remote_code=model.trust_remote_code,
-                              revision=model.revision)
+    lm = _deployment().load(model.model, kind=model.kind, paths=True, device=model.device,
+                            dtype=model.dtype, trust_remote_code=model.trust_remote_code,
+                            revision=model.revision, emd=model.emd)
+    if lm.emd_note:
+        print(f"note: {lm.emd_note}", file=sys.stderr)
+    return lm
 
 
 def _with_data_root(settings):

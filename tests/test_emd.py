@@ -556,3 +556,39 @@ def test_the_table_is_found_in_the_hub_cache(tmp_path, checkpoint, monkeypatch):
     files = deberta.weight_files("microsoft/deberta-test", local=False)
     assert len(files) == 1 and files[0].parent == snapshot  # the one shard that holds the table
     torch.testing.assert_close(deberta.read_table(files), saved_table(checkpoint("v2", "sharded")))
+
+
+# ---------------------------------------------------------------- the setting, in the app and the command line
+
+
+def test_the_app_and_the_command_line_switch_the_decoder(checkpoint, monkeypatch, tmp_path, capsys):
+    """The Ranking tab's "DeBERTa head" radio and ``--emd`` reach the loaded model: the summary
+    says which head read, the scores differ, and the Reproduce block carries the choice."""
+    import html
+
+    from demo.cli import main
+    from demo.ui import common
+    from demo.ui.ranking import rank_masked
+
+    folder = checkpoint("v2")
+    monkeypatch.setenv("DEMO_LOCAL_MODELS", str(folder))
+    common.use(None)
+    ranking = dict(context="the cat sat on the", candidates="mat\nmoon", model_name=folder.name,
+                   method="salazar", right_masks=2, normalize=False, scope="completion", unconditional="")
+    on, off = rank_masked(**ranking, deberta_head="auto"), rank_masked(**ranking, deberta_head="off")
+    assert "head: enhanced mask decoder" in on.summary and "head: enhanced mask decoder" not in off.summary
+    assert [s.score for s in on.scores] != [s.score for s in off.scores]
+    assert "emd='off'" in off.python and "--emd off" in off.shell and "emd" not in on.python + on.shell
+    refused = rank_masked(**ranking, deberta_head="maybe")
+    assert "The DeBERTa head is" in html.unescape(refused.summary) and refused.scores is None
+
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({"context": "the cat sat on the", "candidates": ["mat", "moon"]}) + "\n")
+    for emd in ("auto", "off"):
+        assert main(["score", "--model", str(folder), "--emd", emd, "--input", str(items),
+                     "--output", str(tmp_path / f"{emd}.json"), "--method", "salazar", "--no-progress"]) == 0
+    scores = {emd: json.loads((tmp_path / f"{emd}.json").read_text())["results"] for emd in ("auto", "off")}
+    assert scores["auto"] != scores["off"]
+    with pytest.raises(SystemExit):  # argparse: a Literal field's choices
+        main(["score", "--model", str(folder), "--emd", "sometimes", "--input", str(items)])
+    assert "--emd: invalid choice" in capsys.readouterr().err

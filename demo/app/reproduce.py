@@ -33,8 +33,9 @@ def non_defaults(settings) -> dict:
     return changed
 
 
-def python_call(command: str, model: str, kind: str | None, settings, **inputs) -> str:
-    """A Python snippet: load the model, run the engine on ``inputs`` with ``settings``, print."""
+def python_call(command: str, model: str, kind: str | None, settings, emd: str = "auto", **inputs) -> str:
+    """A Python snippet: load the model (``emd`` as ``ModelSettings.emd``), run the engine on
+    ``inputs`` with ``settings``, print."""
     module, function, show = ENGINES[command]
     cls = type(settings).__name__
     arguments = ", ".join(f"{k}={v!r}" for k, v in non_defaults(settings).items())
@@ -42,7 +43,7 @@ def python_call(command: str, model: str, kind: str | None, settings, **inputs) 
     if model is None:
         return (f"from {module} import {function}\nfrom demo.settings import {cls}\n\n"
                 f"result = {function}({inputs_text}{cls}({arguments}))\n{show}\n")
-    kind_text = f", kind={kind!r}" if kind else ""
+    kind_text = (f", kind={kind!r}" if kind else "") + (f", emd={emd!r}" if emd != "auto" else "")
     return (f"from demo.app.deployment import Deployment\n"
             f"from {module} import {function}\n"
             f"from demo.settings import {cls}\n\n"
@@ -68,9 +69,10 @@ def options(settings) -> list[str]:
     return argv
 
 
-def command_line(command: str, model: str, kind: str | None, settings, **inputs) -> str:
+def command_line(command: str, model: str, kind: str | None, settings, emd: str = "auto", **inputs) -> str:
     """The ``mlm-icl`` command (with, for ``score``, the line writing its input file)."""
-    head = ["mlm-icl", command] + (["--model", model] if model else []) + (["--kind", kind] if kind else [])
+    head = (["mlm-icl", command] + (["--model", model] if model else []) + (["--kind", kind] if kind else [])
+            + (["--emd", emd] if emd != "auto" else []))
     prepare = ""
     if command == "generate":
         head += ["--prompt", inputs["prompt"]]

@@ -185,9 +185,12 @@ def single_device(requested: str) -> str:
 def load(s: EvalSettings, device: str):
     """``load_model`` with the settings (``device_map``: one model across GPUs)."""
     m = s.model
-    return load_model(m.model, kind=m.kind, device=device, dtype=m.dtype,
-                      trust_remote_code=m.trust_remote_code, revision=m.revision,
-                      device_map=s.device_map)
+    lm = load_model(m.model, kind=m.kind, device=device, dtype=m.dtype,
+                    trust_remote_code=m.trust_remote_code, revision=m.revision,
+                    device_map=s.device_map, emd=m.emd)
+    if lm.emd_note:
+        logger.warning(lm.emd_note)
+    return lm
 
 
 # ---------------------------------------------------------------- loglikelihood_rolling

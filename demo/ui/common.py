@@ -270,11 +270,23 @@ def handler(error_outputs, runs=None):
         _first(_counts_runs(runs))(_first(_core_imported)(on_gpu(fn, runs))))
 
 
-def load(name: str, kind: str | None):
+def load(name: str, kind: str | None, deberta_head: str = "auto"):
     """Load a model from the picker's value (a catalog entry or what the user typed); ``kind``
-    "masked" or "causal", or None for the model's natural kind. The deployment says which names
-    the page may load (``demo.app.deployment``)."""
-    return deployment().load(name, kind)
+    "masked" or "causal", or None for the model's natural kind; ``deberta_head`` as the
+    :func:`deberta_head_radio` says. The deployment says which names the page may load
+    (``demo.app.deployment``)."""
+    if deberta_head not in ("auto", "off"):
+        raise ValueError("The DeBERTa head is 'auto' (the enhanced mask decoder, where the checkpoint "
+                         "holds what it needs) or 'off' (the last layer, as transformers reads it).")
+    return deployment().load(name, kind, emd=deberta_head)
+
+
+def deberta_head_radio(elem_id: str):
+    """What a DeBERTa masked LM's head reads (``ModelSettings.emd``); other families ignore it."""
+    return Radio(choices=[("enhanced mask decoder (the paper)", "auto"), ("last layer (transformers)", "off")],
+                 value="auto", label="DeBERTa head", elem_id=elem_id,
+                 info="DeBERTa was pretrained with its head reading an enhanced mask decoder, which "
+                      "transformers leaves out; the paper's numbers come with it. Other models ignore this.")
 
 
 _DEPLOYMENT: list[Deployment] = []  # the deployment the app serves, set once when it is built
@@ -352,8 +364,11 @@ def model_note(lm) -> str:
     line = (f"<code>{escape(lm.label)}</code> · {lm.kind} · "
             f"{escape(lm.family.name)} · {lm.n_parameters / 1e6:,.0f}M parameters · {where} · "
             f"{lm.device.type}")
+    if getattr(lm, "emd", False):
+        line += " · head: enhanced mask decoder"
     caveat = standin_note(lm.name)
-    return line + (message(caveat, "note") if caveat else "")
+    notes = [note for note in (caveat, getattr(lm, "emd_note", None)) if note]
+    return line + "".join(message(note, "note") for note in notes)
 
 
 def read_presets(name: str) -> list[dict]:
@@ -373,8 +388,9 @@ def reproduce_block(elem_id: str) -> list:
     return [python, shell]
 
 
-def reproduction(command: str, model_name: str, kind: str | None, settings, **inputs) -> tuple[str, str]:
+def reproduction(command: str, model_name: str, kind: str | None, settings, emd: str = "auto",
+                 **inputs) -> tuple[str, str]:
     """(Python, command line) for a result, from the settings object its handler ran with."""
     from ..app.reproduce import command_line, python_call
-    return (python_call(command, model_name, kind, settings, **inputs),
-            command_line(command, model_name, kind, settings, **inputs))
+    return (python_call(command, model_name, kind, settings, emd, **inputs),
+            command_line(command, model_name, kind, settings, emd, **inputs))

@@ -102,7 +102,12 @@ def _summary(lm, table: pd.DataFrame, grid: GridSettings) -> str:
     line = (f"{len(table)} of {grid.cells} runs · exact match {accuracy} over {len(answered)} answered"
             + (f" · {beyond} beyond the model's {lm.max_length}-token limit" if beyond else "")
             + (" · fast decoding (prefix cache)" if (table["cache"] == "prefix").any() else ""))
-    return f"<div>{model_note(lm)}</div><div>{line}</div>"
+    past = lm.pretrained_length is not None and max(grid.lengths) > lm.pretrained_length
+    trained = (message(f"Lengths past {lm.pretrained_length:,} tokens are beyond what {lm.family.name} read in "
+                       f"pretraining" + (": its enhanced mask decoder's position table ends there, and later "
+                                         "positions reuse its last row (docs/method.md)" if lm.emd else "")
+                       + ".", "note") if past and lm.max_length is None else "")
+    return f"<div>{model_note(lm)}</div><div>{line}</div>{trained}"
 
 
 def _grid(lengths, depths, repetitions, seed, cache="exact") -> GridSettings:

@@ -19,6 +19,7 @@ from .common import (
     Number,
     Radio,
     Slider,
+    deberta_head_radio,
     deployment,
     escape,
     handler,
@@ -176,7 +177,7 @@ def comparison(exact, fast, refresh: int) -> str:
             + message(speedup, "note") + message(difference_line(exact, fast), "note") + "</div>")
 
 
-def _run(prompt, model_name, kind, runs: list[GenerationSettings]):
+def _run(prompt, model_name, kind, runs: list[GenerationSettings], deberta_head: str = "auto"):
     """(model, one result per settings in ``runs``, their Python calls, their command lines).
     The work of all runs together is checked before the first starts; they share the time one
     request may take."""
@@ -185,7 +186,7 @@ def _run(prompt, model_name, kind, runs: list[GenerationSettings]):
     from ..engine.prefix_cache import encoder_of
 
     prompt = check_text(prompt, "prompt", deployment().settings.max_prompt_chars)
-    lm = load(model_name, kind)
+    lm = load(model_name, kind, deberta_head)
     work = generation_work(lm, prompt, runs[0])  # (the exact method's: the prefix cache reads less)
     if len(runs) > 1:
         work = replace(work, tokens=work.tokens * len(runs), what=f"{len(runs)} generations of {work.what}")
@@ -198,13 +199,13 @@ def _run(prompt, model_name, kind, runs: list[GenerationSettings]):
                              f"cache).") from None
     time_limit = deployment().settings.max_request_seconds / len(runs)
     results = [generate(lm, prompt, s, progress=True, time_limit=time_limit) for s in runs]
-    return (lm, results, time_limit, *_reproductions(model_name, kind, runs, prompt))
+    return (lm, results, time_limit, *_reproductions(model_name, kind, runs, prompt, deberta_head))
 
 
-def _reproductions(model_name, kind, runs, prompt) -> tuple[str, str]:
+def _reproductions(model_name, kind, runs, prompt, deberta_head="auto") -> tuple[str, str]:
     """The Python call and the command line of each run, one after the other, each headed by its
     name when there are several (compare)."""
-    codes = [reproduction("generate", model_name, kind, s, prompt=prompt) for s in runs]
+    codes = [reproduction("generate", model_name, kind, s, deberta_head, prompt=prompt) for s in runs]
     if len(codes) == 1:
         return codes[0]
     heads = [f"# {RUN_NAMES[s.cache]}\n" for s in runs]
@@ -258,6 +259,7 @@ GENERATION_ARGUMENTS = """\
 MASKED_DECODING_ARGUMENTS = """\
         decoding: exact (the paper's method, re-reads the whole prompt at every token), fast (reuses the prompt's internal states between refreshes: faster, approximate) or compare (both, exact first, side by side; counts as two generations)
         cache_refresh: fast decoding only: re-read the whole prompt every N new tokens (1 = every token, the exact method's output)
+        deberta_head: DeBERTa only: auto (the enhanced mask decoder the paper's model reads, where the checkpoint holds its position table) or off (the last layer, as transformers reads it)
 """
 
 
@@ -265,7 +267,7 @@ MASKED_DECODING_ARGUMENTS = """\
 @with_arguments(GENERATION_ARGUMENTS + MASKED_DECODING_ARGUMENTS)
 def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                     repetition_penalty, padding_masks, stop_at_newline, seed, decoding="exact",
-                    cache_refresh=_CORE.cache_refresh, progress=gr.Progress(track_tqdm=True)):
+                    cache_refresh=_CORE.cache_refresh, deberta_head="auto", progress=gr.Progress(track_tqdm=True)):
     """Continue a prompt with a masked LM, the BERTs paper's way: append [MASK] (and padding
     masks) and [SEP], predict the first mask, keep it, repeat. Decoding exact, fast (the
     approximate prefix cache) or compare (both side by side). Also returns the step-by-step view
@@ -274,7 +276,7 @@ def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, tem
                          repetition_penalty, padding_masks, stop_at_newline, seed, trace=True,
                          cache_refresh=cache_refresh)
     runs = [_with_cache(settings, cache) for cache in masked_caches(decoding)]
-    lm, results, time_limit, python, shell = _run(prompt, model_name, "masked", runs)
+    lm, results, time_limit, python, shell = _run(prompt, model_name, "masked", runs, deberta_head)
     shown = results[0]  # compare: the exact run (the paper's method) fills the usual outputs
     compared = comparison(*results, settings.cache_refresh) if len(results) == 2 else ""
     return MaskedGenerationOutputs(text=shown.text, stats=_stats(lm, shown, time_limit, settings.cache_refresh),
@@ -332,6 +334,7 @@ def build(catalog: Catalog) -> None:
                  "token: the exact method's output, no faster).")
     run = gr.Button("Generate with both models", variant="primary", elem_id="gen-run")
     with gr.Accordion("Decoding settings", open=False):
+        deberta_head = deberta_head_radio("gen-deberta-head")
         with gr.Row():
             strategy = Radio(
                 choices=STRATEGIES, value=first["strategy"], label="Strategy", elem_id="gen-strategy",
@@ -393,7 +396,7 @@ def build(catalog: Catalog) -> None:
 
     # select, not change: picking the same preset again restores its text after an edit
     preset.select(fill, preset, [prompt, paper_output] + settings, api_visibility="private")
-    run.click(generate_masked, [prompt, masked_model] + settings + [decoding, cache_refresh],
+    run.click(generate_masked, [prompt, masked_model] + settings + [decoding, cache_refresh, deberta_head],
               components(MaskedGenerationOutputs, text=masked_text, stats=masked_stats, trace=trace,
                          compare=masked_compare, python=masked_python, shell=masked_shell),
               api_name="generate_mlm", concurrency_id="generate")

@@ -16,6 +16,7 @@ from .common import (
     Dropdown,
     Radio,
     Slider,
+    deberta_head_radio,
     deployment,
     escape,
     handler,
@@ -87,13 +88,13 @@ def _scoring_settings(method, right_masks, normalize, scope, unconditional) -> S
         unconditional_context=(unconditional.strip() or None) if unconditional else None)
 
 
-def _score(model_name, kind, context, candidates_text, settings: ScoringSettings):
+def _score(model_name, kind, context, candidates_text, settings: ScoringSettings, deberta_head="auto"):
     from ..app.budget import ranking_work
     from ..engine.pll import score_candidates  # torch: imported on first use
 
     context = check_text(context, "context", deployment().settings.max_prompt_chars, allow_empty=True)
     candidates = parse_candidates(candidates_text, deployment().settings)
-    lm = load(model_name, kind)
+    lm = load(model_name, kind, deberta_head)
     ranking_work(lm, context, candidates, settings).check(deployment().settings)  # refused before it runs
     return lm, score_candidates(lm, context, candidates, settings, progress=True)
 
@@ -184,7 +185,7 @@ class DifferenceOutputs(NamedTuple):
 
 
 def _outputs(title, lm, kind, model_name, context, candidates, settings, scores, what,
-             answer) -> RankingOutputs:
+             answer, deberta_head="auto") -> RankingOutputs:
     """A side's outputs, from its scores."""
     from ..evaluation.exports import download, figure_download, score_table
     from ..evaluation.plots import token_heatmap
@@ -195,7 +196,8 @@ def _outputs(title, lm, kind, model_name, context, candidates, settings, scores,
     csv = download(score_table([(context, typed)], [scores]).assign(model=model_name),
                    "ranking", model_name, kind)
     files = [csv, figure_download(figure, csv, "ranking-heatmap", model_name, kind)]
-    python, shell = reproduction("score", model_name, kind, settings, context=context, candidates=typed)
+    python, shell = reproduction("score", model_name, kind, settings, deberta_head, context=context,
+                                 candidates=typed)
     return RankingOutputs(summary=summary + _typed_specials(lm, context, candidates),
                           table=ranking_table(scores), plot=figure, scores=scores, files=files,
                           python=python, shell=shell)
@@ -203,7 +205,7 @@ def _outputs(title, lm, kind, model_name, context, candidates, settings, scores,
 
 @handler(RankingOutputs.showing)
 def rank_masked(context, candidates, model_name, method, right_masks, normalize, scope, unconditional,
-                answer="", progress=gr.Progress(track_tqdm=True)):
+                answer="", deberta_head="auto", progress=gr.Progress(track_tqdm=True)):
     """Rank candidate completions of a context with a masked LM's pseudo-log-likelihood (PLL).
 
     Args:
@@ -216,11 +218,13 @@ def rank_masked(context, candidates, model_name, method, right_masks, normalize,
         scope: completion (score the candidate only) or full (context + candidate)
         unconditional: optional neutral context (e.g. "Answer:") whose score is subtracted
         answer: optional correct candidate, marked in the ranking
+        deberta_head: DeBERTa only: auto (the enhanced mask decoder the paper's model reads, where the checkpoint holds its position table) or off (the last layer, as transformers reads it)
     """
     settings = _scoring_settings(method, right_masks, normalize, scope, unconditional)
-    lm, scores = _score(model_name, "masked", context, candidates, settings)
+    lm, scores = _score(model_name, "masked", context, candidates, settings, deberta_head)
     what = _what(method, settings.right_masks, normalize, scope, unconditional)
-    return _outputs("Masked LM", lm, "masked", model_name, context, candidates, settings, scores, what, answer)
+    return _outputs("Masked LM", lm, "masked", model_name, context, candidates, settings, scores, what, answer,
+                    deberta_head)
 
 
 @handler(RankingOutputs.showing)
@@ -247,7 +251,7 @@ def rank_causal(context, candidates, model_name, normalize, scope, unconditional
 
 @handler(DifferenceOutputs.showing)
 def compare_variants(context, candidates, model_name, method, compare_method, right_masks, normalize,
-                     scope, unconditional, first_scores, progress=gr.Progress(track_tqdm=True)):
+                     scope, unconditional, first_scores, deberta_head="auto", progress=gr.Progress(track_tqdm=True)):
     """The difference view: the same MLM and texts under a second PLL variant."""
     from ..evaluation.plots import pll_difference
 
@@ -255,7 +259,7 @@ def compare_variants(context, candidates, model_name, method, compare_method, ri
         return DifferenceOutputs.showing(message("Pick a second PLL variant, different from the first, "
                                                  "to see where they disagree.", "note") if first_scores else "")
     settings = _scoring_settings(compare_method, right_masks, normalize, scope, unconditional)
-    _, second_scores = _score(model_name, "masked", context, candidates, settings)
+    _, second_scores = _score(model_name, "masked", context, candidates, settings, deberta_head)
     first_label = _what(method, settings.right_masks, normalize, scope, None).split(",")[0]
     second_label = _what(compare_method, settings.right_masks, normalize, scope, None).split(",")[0]
     figure = pll_difference(first_scores, second_scores, first_label, second_label)
@@ -320,6 +324,7 @@ def build(catalog: Catalog) -> None:
                 1, 4, value=ScoringSettings().right_masks, step=1, label="Right masks",
                 info="How many tokens to the right are masked too (the paper: 2; its ablation "
                      "on ReCoRD: 1 mask 80.9, 2 masks 86.0, 3 masks 87.1 EM).")
+            deberta_head = deberta_head_radio("rank-deberta-head")
         with gr.Column():
             causal_model = model_picker(catalog, "causal", "Causal LM", "rank-causal", with_none=True)
             compare_method = Dropdown(
@@ -384,12 +389,12 @@ def build(catalog: Catalog) -> None:
         files=causal_files, python=causal_python, shell=causal_shell)
     masked_event = run.click(
         rank_masked, [context, candidates, masked_model, method, right_masks, normalize, scope,
-                      unconditional, answer],
+                      unconditional, answer, deberta_head],
         masked_outputs, api_name="rank_mlm", concurrency_id="score")
     masked_event.success(
         compare_variants,
         [context, candidates, masked_model, method, compare_method, right_masks, normalize, scope,
-         unconditional, masked_scores],
+         unconditional, masked_scores, deberta_head],
         components(DifferenceOutputs, plot=difference_plot, note=difference_note),
         api_visibility="private", concurrency_id="score")
     run.click(rank_causal, [context, candidates, causal_model, normalize, scope, unconditional, answer],
