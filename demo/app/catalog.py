@@ -67,8 +67,8 @@ ETTIN_WHY = ("Ettin (JHU CLSP, 2025) trained this encoder and this decoder on th
 
 # Curated Hub models. Ettin pairs first: the fair comparison (same data, size and recipe). The
 # DeBERTa checkpoints are the BERTs paper's (Samuel 2024): Microsoft's originals, which load with
-# their real head via legacy=False, and the ltg "-fixed" conversions the paper released (remote
-# code, pinned in demo.engine.models). DeBERTa-v3 is left out on purpose: its checkpoints are
+# their real head (legacy=False) and their enhanced mask decoder (demo.engine.families.deberta),
+# and the ltg "-fixed" conversions the paper released (remote code, pinned in demo.engine.models). DeBERTa-v3 is left out on purpose: its checkpoints are
 # ELECTRA-style discriminators without a trained MLM head (load_model would refuse them).
 HUB_MODELS = [
     *[_hub(f"jhu-clsp/ettin-encoder-{n}", "masked", n.upper(), "modernbert", "MIT", "8k",
@@ -84,21 +84,21 @@ HUB_MODELS = [
     _hub("answerdotai/ModernBERT-Large-Instruct", "masked", "395M", "modernbert", "Apache-2.0", "8k",
          "instruction-tuned to answer through its MLM head"),
     _hub("microsoft/deberta-large", "masked", "0.4B", "deberta", "MIT", "512 (relative)",
-         "DeBERTa 0.4B of the paper (Microsoft's original, legacy=False)"),
+         "DeBERTa 0.4B of the paper: Microsoft's checkpoint with its enhanced mask decoder"),
     _hub("microsoft/deberta-v2-xxlarge", "masked", "1.5B", "deberta-v2", "MIT", "512 (relative)",
-         "the paper's largest DeBERTa (1.4B)"),
+         "the paper's model: DeBERTa 1.4B, Microsoft's checkpoint with its enhanced mask decoder"),
     _hub("microsoft/deberta-v2-xlarge", "masked", "0.9B", "deberta-v2", "MIT", "512 (relative)",
-         "DeBERTa 0.9B of the paper"),
+         "DeBERTa 0.9B of the paper: Microsoft's checkpoint with its enhanced mask decoder"),
     _hub("microsoft/deberta-base", "masked", "0.1B", "deberta", "MIT", "512 (relative)",
-         "DeBERTa 0.1B of the paper"),
+         "DeBERTa 0.1B of the paper: Microsoft's checkpoint with its enhanced mask decoder"),
     _hub("ltg/deberta-xxlarge-fixed", "masked", "1.5B", "deberta-v2", "MIT", "512 (relative)",
-         "the paper's own conversion (remote code: refused until pinned)"),
+         "the paper's conversion (remote code, refused until pinned; the Microsoft checkpoint above is the same model)"),
     _hub("ltg/deberta-xlarge-fixed", "masked", "0.9B", "deberta-v2", "MIT", "512 (relative)",
-         "the paper's own conversion (remote code: refused until pinned)"),
+         "the paper's conversion (remote code, refused until pinned; the Microsoft checkpoint above is the same model)"),
     _hub("ltg/deberta-large-fixed", "masked", "0.4B", "deberta", "MIT", "512 (relative)",
-         "the paper's own conversion (remote code: refused until pinned)"),
+         "the paper's conversion (remote code, refused until pinned; the Microsoft checkpoint above is the same model)"),
     _hub("ltg/deberta-base-fixed", "masked", "0.1B", "deberta", "MIT", "512 (relative)",
-         "the paper's own conversion (remote code: refused until pinned)"),
+         "the paper's conversion (remote code, refused until pinned; the Microsoft checkpoint above is the same model)"),
     _hub("albert/albert-xxlarge-v2", "masked", "223M", "albert", "Apache-2.0", "512",
          "the ALBERT NormPLL paper's model"),
     _hub("google-bert/bert-large-cased", "masked", "335M", "bert", "Apache-2.0", "512"),

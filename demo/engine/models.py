@@ -47,7 +47,7 @@ def remote_code_revision(name: str, revision: str | None) -> str:
     if pinned is None:
         raise ValueError(f"'{name}' needs Hub code that has not been reviewed and pinned to a commit "
                          f"here yet, so it does not run. Use Microsoft's original checkpoint of the "
-                         f"same size (loaded with its real MLM head) instead.")
+                         f"same size instead: it loads with its real MLM head and enhanced mask decoder.")
     if revision not in (None, pinned):
         raise ValueError(f"'{name}' runs Hub code only at its reviewed commit {pinned[:12]}, not at "
                          f"{revision!r}.")
