@@ -54,6 +54,17 @@ SHRUNK = dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=4, interm
 VERSIONS = {"v1": (DebertaConfig, DebertaForMaskedLM, V1), "v2": (DebertaV2Config, DebertaV2ForMaskedLM, V2)}
 
 
+@pytest.fixture(autouse=True, scope="module")
+def the_shared_models_stay_cached():
+    """The throwaway checkpoints loaded here must not push the session's shared models out of
+    load_model's cache: other tests check that they get the very same object back."""
+    from demo.engine import models
+    kept = list(models.CACHE._models.items())
+    yield
+    models.CACHE.clear()
+    models.CACHE._models.update(kept)
+
+
 # ---------------------------------------------------------------- checkpoints as Microsoft's
 
 
