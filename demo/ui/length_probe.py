@@ -102,11 +102,12 @@ def _summary(lm, table: pd.DataFrame, grid: GridSettings) -> str:
     line = (f"{len(table)} of {grid.cells} runs · exact match {accuracy} over {len(answered)} answered"
             + (f" · {beyond} beyond the model's {lm.max_length}-token limit" if beyond else "")
             + (" · fast decoding (prefix cache)" if (table["cache"] == "prefix").any() else ""))
-    past = lm.pretrained_length is not None and max(grid.lengths) > lm.pretrained_length
-    trained = (message(f"Lengths past {lm.pretrained_length:,} tokens are beyond what {lm.family.name} read in "
-                       f"pretraining" + (": its enhanced mask decoder's position table ends there, and later "
-                                         "positions reuse its last row (docs/method.md)" if lm.emd else "")
-                       + ".", "note") if past and lm.max_length is None else "")
+    trained = ""  # relative positions run past pretraining: say so
+    if lm.max_length is None and lm.pretrained_length and max(grid.lengths) > lm.pretrained_length:
+        why = (": its enhanced mask decoder's position table ends there, and later positions reuse its "
+               "last row (docs/method.md)" if lm.emd else "")
+        trained = message(f"Lengths past {lm.pretrained_length:,} tokens are beyond what {lm.family.name} "
+                          f"read in pretraining{why}.", "note")
     return f"<div>{model_note(lm)}</div><div>{line}</div>{trained}"
 
 
