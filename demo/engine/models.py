@@ -221,7 +221,7 @@ def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, 
             f"and would be random: {', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}. "
             f"Pick a checkpoint that includes its prediction head.")
     note = None
-    if kind == "masked" and family.name in deberta.FAMILIES:
+    if kind == "masked" and family.emd:
         note = _switch_emd(model, config, emd, shown, remote_code,
                            lambda: deberta.weight_files(location, local, extra.get("revision")))
     return _wrap(name, kind, model, tokenizer, config, family,

@@ -37,6 +37,8 @@ class Family:
     # The length pretraining used, where it is known apart from the config (DeBERTa: 512);
     # otherwise the config's position count stands for it.
     pretrained_length: int | None = None
+    # Pretrained with an enhanced mask decoder before its head (DeBERTa v1 and v2: ``deberta``)
+    emd: bool = False
 
 
 FAMILIES = {
@@ -52,9 +54,9 @@ FAMILIES = {
         Family("albert", "masked", relative_positions=False, padding_masks=2),
         Family("modernbert", "masked", relative_positions=True, prefix_cache="modernbert"),
         Family("deberta", "masked", relative_positions=True, padding_masks=2, legacy=False,
-               pretrained_length=512),
+               pretrained_length=512, emd=True),
         Family("deberta-v2", "masked", relative_positions=True, padding_masks=2, prefix_cache="deberta_v2",
-               legacy=False, pretrained_length=512),
+               legacy=False, pretrained_length=512, emd=True),
         Family("gpt2", "causal", relative_positions=False, padding_masks=0),
         Family("opt", "causal", relative_positions=False, padding_masks=0),
         Family("llama", "causal", relative_positions=True, padding_masks=0),

@@ -39,7 +39,8 @@ from pathlib import Path
 import torch
 from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
 
-FAMILIES = ("deberta", "deberta-v2")
+from . import FAMILIES
+
 PASSES = 2  # the last layer runs twice (Microsoft: ``layers = [encoder.layer[-1] for _ in range(2)]``)
 # How Microsoft's checkpoints name the table: deberta.embeddings.position_embeddings.weight
 TABLE_SUFFIX = "embeddings.position_embeddings.weight"
@@ -53,7 +54,8 @@ BUFFER = "emd_position_table"
 
 def refusal(config) -> str | None:
     """Why a model cannot run the EMD, in words; None when its architecture can."""
-    if getattr(config, "model_type", "") not in FAMILIES:
+    family = FAMILIES.get(getattr(config, "model_type", ""))
+    if family is None or not family.emd:
         return f"the enhanced mask decoder is DeBERTa's, and this is a {config.model_type} model"
     if getattr(config, "position_biased_input", True):
         return ("this DeBERTa adds absolute positions to its input (position_biased_input), and "
