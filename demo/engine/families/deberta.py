@@ -222,7 +222,7 @@ def _heads(x: torch.Tensor, heads: int) -> torch.Tensor:
     return x.view(x.shape[0], x.shape[1], heads, -1).transpose(1, 2)
 
 
-def _relative(attention, distance: torch.Tensor) -> torch.Tensor:
+def relative_position(attention, distance: torch.Tensor) -> torch.Tensor:
     """The relative position the attention uses for a distance (query position - key position):
     v2's log buckets (``build_relative_position``) where configured, else the distance itself."""
     if getattr(attention, "position_buckets", -1) > 0 and attention.max_relative_positions > 0:
@@ -304,9 +304,10 @@ def _attention(attention, encoder, hidden: torch.Tensor, key_mask: torch.Tensor,
         span = _span(attention)
         pos_keys, pos_queries = _position_projections(attention, encoder)
         key_at = torch.arange(length, device=hidden.device)
-        c2p_index = (_relative(attention, query_at[:, :, None] - key_at) + span).clamp(0, 2 * span - 1)
+        c2p_index = (relative_position(attention, query_at[:, :, None] - key_at) + span).clamp(0, 2 * span - 1)
         if pos_queries is not None:  # (B, heads, L, 2 span) gathered to (B, heads, M, L)
-            p2c_index = (-_relative(attention, key_at[:, None] - query_at[:, None, :]) + span).clamp(0, 2 * span - 1)
+            p2c_index = (span - relative_position(attention, key_at[:, None] - query_at[:, None, :])
+                         ).clamp(0, 2 * span - 1)
             own = keys @ (pos_queries / scale).transpose(-1, -2)
             p2c = own.gather(-1, p2c_index[:, None].expand(-1, heads, -1, -1)).transpose(-1, -2)
 

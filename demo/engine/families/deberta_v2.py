@@ -8,7 +8,6 @@ anyway."""
 import math
 
 import torch
-from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
 
 from . import deberta
 from .blocks import extended, read_rows
@@ -17,11 +16,7 @@ from .blocks import extended, read_rows
 def _buckets(attention, query_at: torch.Tensor, key_at: torch.Tensor) -> torch.Tensor:
     """DeBERTa-v2's relative position of each query to each key, bucketed as
     ``build_relative_position`` does, but for any query and key positions."""
-    relative = query_at[:, None] - key_at[None, :]
-    if attention.position_buckets > 0 and attention.max_relative_positions > 0:
-        relative = make_log_bucket_position(relative, attention.position_buckets,
-                                            attention.max_relative_positions)
-    return relative.long()
+    return deberta.relative_position(attention, query_at[:, None] - key_at[None, :])
 
 
 def encode_block(mlm, windows, start, cached, keep, room, wanted=None):
