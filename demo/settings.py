@@ -398,6 +398,9 @@ class AppSettings:
         "public mode: weight files a typed Hub model may download, from Hub metadata"))
     runs_per_minute: int = field(default=20, metadata=_help(
         "public mode: model runs per visitor per minute"))
+    self_check: bool = field(default=False, metadata=_help(
+        "check the default models at start-up (obvious words, a COPA slice; mlm-icl check-model) "
+        "and show the result in the page (on by itself where SPACE_ID is set)"))
 
     @staticmethod
     def variable(name: str) -> str:
@@ -406,8 +409,9 @@ class AppSettings:
 
     @classmethod
     def from_env(cls, environ=os.environ) -> "AppSettings":
-        # A Hugging Face Space sets SPACE_ID: public mode unless DEMO_PUBLIC says otherwise.
-        values = {"public": True} if environ.get("SPACE_ID") else {}
+        # A Hugging Face Space sets SPACE_ID: public mode and the start-up check, unless the
+        # DEMO_PUBLIC and DEMO_SELF_CHECK variables say otherwise.
+        values = {"public": True, "self_check": True} if environ.get("SPACE_ID") else {}
         for f in fields(cls):
             raw = environ.get(cls.variable(f.name))
             if raw is None or (raw.strip() == "" and f.type is not str):

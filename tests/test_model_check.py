@@ -69,6 +69,9 @@ def test_the_task_check_compares_with_two_standard_errors(monkeypatch):
     monkeypatch.setattr(model_check, "evaluate", lambda lm, task, folder, run: [
         {"metric": "accuracy", "value": 55.0, "n": 100}])
     assert model_check.task_check(None, "someone/model", 100).status == "unclear"
+    monkeypatch.setattr(model_check, "evaluate", lambda lm, task, folder, run: [
+        {"metric": "accuracy", "value": 39.0, "n": 100}])  # below chance by more than 10 points
+    assert model_check.task_check(None, "someone/model", 100).status == "fail"
 
 
 @pytest.mark.parametrize("items", ["0", "x"])

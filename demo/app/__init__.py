@@ -4,5 +4,6 @@
 - ``catalog``     the curated Hub models and pairs, plus local ones (short names)
 - ``budget``      how much work a request is, counted before it runs (one cost model)
 - ``limits``      per-request caps and the parsing of what people type; runs per visitor
+- ``self_check``  the start-up check of the default models (``mlm-icl check-model``'s checks)
 - ``reproduce``   the Python call and the ``mlm-icl`` command behind a result
 """

@@ -3,7 +3,8 @@
 ``build_app()`` only builds components (no model, no torch import), so the page is served within
 seconds; ``launch()`` adds the queue (a concurrency limit shared by every model-running event,
 and a bounded queue length) and then imports the torch-heavy core in the background, so the
-first request does not pay for it. Both serve one ``Deployment`` (``demo.app.deployment``): the
+first request does not pay for it, and then, where the deployment asks, checks its default models
+(``demo.app.self_check``; the result opens above the tabs). Both serve one ``Deployment`` (``demo.app.deployment``): the
 settings read once at start, and the models offered.
 """
 
@@ -12,10 +13,11 @@ from pathlib import Path
 
 import gradio as gr
 
+from ..app import self_check
 from ..app.catalog import LOCAL_MODELS_VAR
 from ..app.deployment import Deployment
 from ..evaluation.exports import KEEP_SECONDS
-from . import common, length_probe, prompting, ranking, results_tab
+from . import common, length_probe, prompting, ranking, results_tab, startup_check
 from .common import import_core_in_background, message, use
 from .mcp_server import mend_plain_tool_calls
 
@@ -50,6 +52,9 @@ def build_app(deployment: Deployment | None = None) -> gr.Blocks:
         elif not any(m.local for m in catalog.models):
             gr.Markdown(f"<sub>No local models configured: set `{LOCAL_MODELS_VAR}` to model folders "
                         f"or .gguf files (separated by `{os.pathsep}`) to use models offline.</sub>")
+        if common.deployment().settings.self_check:
+            checked = startup_check.build()
+            app.load(*checked, concurrency_limit=None, show_progress="hidden", api_visibility="private")
         with gr.Tabs():
             with gr.Tab("Prompting", id="prompting"):
                 prompting.build(catalog)
@@ -101,5 +106,6 @@ def launch(app: gr.Blocks, **kwargs) -> None:
     options.update(kwargs)
     app.launch(**options)
     mend_plain_tool_calls(app)
-    import_core_in_background(settings)
+    core = import_core_in_background(settings)
+    self_check.start(common.deployment(), after=core, on_zerogpu=on_zerogpu())
     app.block_thread()
