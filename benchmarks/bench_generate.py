@@ -17,7 +17,9 @@ Measured in the same run, per prompt length (best of --repeats, seconds per deco
 - beam4: ``generate(strategy="beam", num_beams=4)``, the four beams in one forward pass.
 Ratios (below 1 = ours faster): greedy_vs_naive = greedy / naive step time; beam4_vs_4greedy =
 one beam-4 step / four greedy steps (batched beams vs four separate greedy runs). The last line
-gives their geometric means over the prompt lengths.
+gives their geometric means over the prompt lengths, and deberta_emd_cost: greedy steps of a random
+DeBERTa-base (benchmarks/random_deberta.py) with its enhanced mask decoder over without it, on a
+256-token prompt (the decoder's two extra passes of the last layer read one row per step).
 """
 
 import argparse
@@ -85,6 +87,22 @@ def best_of(repeats: int, run):
     return min(results, key=lambda r: r[-1])
 
 
+def emd_cost(text: str, new_tokens: int, repeats: int) -> float:
+    """Seconds per greedy step of DeBERTa-base with its enhanced mask decoder over without it."""
+    from random_deberta import deberta_base  # benchmarks/random_deberta.py
+
+    steps = {}
+    for emd in (False, True):
+        lm = deberta_base(emd)
+        prompt = prompt_of(lm.tokenizer, text, 256)
+        generate(lm, prompt, max_new_tokens=2)  # warm-up
+        steps[emd] = best_of(repeats, lambda: (r := generate(lm, prompt, max_new_tokens=new_tokens),
+                                               r.seconds_per_step))[1]
+    print(f"DeBERTa-base, 256-token prompt: {1 / steps[False]:.1f} greedy steps/s without its enhanced "
+          f"mask decoder, {1 / steps[True]:.1f} with it")
+    return steps[True] / steps[False]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="masked LM folder (default: the stand-in, else random BERT-base)")
@@ -132,8 +150,9 @@ def main(argv=None):
         return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
     print("tok/s = decoding steps per second (beam4: one step advances all four beams)")
+    deberta_emd_cost = emd_cost(text, args.new_tokens, args.repeats)
     print(f"bench_generate greedy_vs_naive={geomean(greedy_ratios):.2f} "
-          f"beam4_vs_4greedy={geomean(beam_ratios):.2f}")
+          f"beam4_vs_4greedy={geomean(beam_ratios):.2f} deberta_emd_cost={deberta_emd_cost:.2f}")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,10 @@ What is measured, and why this way:
   (8 L H^2), the feed-forward (4 L H I) and the attention products (4 L^2 H), plus the
   prediction head at the one scored position (2 H^2 + 2 H V). All passages have the same
   length, so there is no padding to leave out.
+- DeBERTa's enhanced mask decoder: our engine on a random DeBERTa-base (benchmarks/random_deberta.py)
+  with and without the decoder, the same passages taking turns in this process;
+  deberta_emd_cost = seconds with / seconds without (the decoder's two extra passes of the last
+  layer run at the scored rows only, so it should stay close to 1).
 """
 
 import argparse
@@ -163,6 +167,28 @@ class Worker:
         self.process.wait()
 
 
+def emd_cost(texts: list[str], token_budget: int) -> float:
+    """Seconds scoring ``texts`` with DeBERTa's enhanced mask decoder over seconds without it."""
+    from random_deberta import deberta_base  # benchmarks/random_deberta.py
+
+    from demo.engine.pll import score_batch
+    from demo.settings import ScoringSettings
+
+    settings = ScoringSettings(method="salazar", scope="full", token_budget=token_budget)
+    models = {"plain": deberta_base(emd=False), "emd": deberta_base(emd=True)}
+    seconds = dict.fromkeys(models, 0.0)
+    for lm in models.values():
+        score_batch(lm, [("", "A short warm-up sentence.")], settings)
+    for text in tqdm(texts, desc="passages (DeBERTa-base without, then with its decoder)"):
+        for name, lm in models.items():
+            start = time.perf_counter()
+            score_batch(lm, [("", text)], settings)
+            seconds[name] += time.perf_counter() - start
+    print(f"DeBERTa-base: {seconds['plain']:.1f} s without its enhanced mask decoder, "
+          f"{seconds['emd']:.1f} s with it")
+    return seconds["emd"] / seconds["plain"]
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -218,6 +244,7 @@ def main():
     achieved = flops / seconds["ours"] / 1e9
     peak_fraction = achieved / peak
 
+    deberta_emd_cost = emd_cost(texts, args.token_budget)
     for e in runs:
         print(f"{e:>9}: {seconds[e]:8.1f} s  {speed[e]:7.1f} scored tokens/s  peak +{peak_mib[e]:7.1f} MiB"
               f"  ({workers[e].info['threads']} threads)")
@@ -229,7 +256,8 @@ def main():
           f"peak >= 0.5 {'met' if peak_fraction >= 0.5 else 'MISSED'}, "
           f"scores agree to 1e-3 {'yes' if max_abs_diff <= 1e-3 else 'NO'}")
     print(f"bench_pll throughput_ratio={throughput_ratio:.3f} memory_ratio={memory_ratio:.4f} "
-          f"max_abs_diff={max_abs_diff:.2e} peak_fraction={peak_fraction:.3f}")
+          f"max_abs_diff={max_abs_diff:.2e} peak_fraction={peak_fraction:.3f} "
+          f"deberta_emd_cost={deberta_emd_cost:.3f}")
 
 
 if __name__ == "__main__":
