@@ -138,7 +138,7 @@ def test_prompting_tab_generates_side_by_side(page, smollm2_path):
     page.wait_for_function("() => document.querySelector('#gen-mlm-text textarea').value.trim() !== ''",
                            timeout=MODEL_WAIT_MS)
     assert mlm_text.input_value().strip()
-    # the step-by-step view: one row per generated token, the window shows the masks
+    # the playback: one frame per generated token, the first frame's window shows the masks
     page.locator("#gen-mlm-stats").filter(has_text="tokens in").wait_for()
     n_tokens = int(page.locator("#gen-mlm-stats").inner_text().split(" tokens in")[0].split()[-1])
     assert n_tokens >= 1
@@ -299,6 +299,70 @@ def test_results_tab_filters_tables_and_draws_figures(page):
     page.wait_for_function("() => document.querySelector('#results-count').innerText.includes('1 model(s)')"
                            " && Array.from(document.querySelectorAll('#results-table .virtual-row'))"
                            ".every(r => r.innerText.includes('Translation (SacreBLEU)'))")
+
+
+# ---------------------------------------------------------------- the decoding playback
+
+
+def _frame_shown(lane):
+    """The step (0-based) of the frame a playback lane shows; every other frame is hidden."""
+    shown = [i for i, visible in enumerate(lane.locator(".demo-step").evaluate_all(
+        "frames => frames.map(f => !f.hidden && f.offsetParent !== null)")) if visible]
+    assert len(shown) == 1, shown
+    return shown[0]
+
+
+@pytest.mark.parametrize("width,motion", [(1400, "no-preference"), (400, "no-preference"), (1400, "reduce")])
+def test_the_playback_plays_to_the_end_and_scrubs_to_any_step(page, server, width, motion):
+    """One frame at a time, both models at the same step; play runs to the last step; the
+    scrubber shows step k with its predicted [MASK] and end token on screen; with reduced motion
+    nothing plays or slides, and the step buttons reach every frame. The page, after one
+    generation at 1400 px, stays under 2,500 px tall."""
+    context = page.context.browser.new_context(viewport={"width": width, "height": 900}, reduced_motion=motion)
+    view = context.new_page()
+    view.set_default_timeout(30_000)
+    try:
+        view.goto(server)
+        view.locator("#gen-prompt textarea").fill("Input: sane\nOutput: insane\n\nInput: happy\nOutput:")
+        view.click("#gen-run")
+        view.wait_for_function("() => document.querySelectorAll('#gen-trace .demo-step').length > 2 && "
+                               "document.querySelectorAll('#gen-causal-trace .demo-step').length > 0",
+                               timeout=MODEL_WAIT_MS)
+        masked, causal = view.locator("#gen-trace"), view.locator("#gen-causal-trace")
+        n = masked.locator(".demo-step").count()
+        n_causal = causal.locator(".demo-step").count()
+        assert _frame_shown(masked) == 0 and _frame_shown(causal) == 0
+        if width == 1400 and motion == "no-preference":
+            height = view.evaluate("() => document.documentElement.scrollHeight")
+            assert height < 2500, height
+
+        k = n // 2
+        masked.locator(".demo-scrub").fill(str(k))
+        assert _frame_shown(masked) == k and _frame_shown(causal) == min(k, n_causal - 1)
+        frame = masked.locator(f'.demo-step[data-step="{k}"]')
+        for marked in (".demo-mask-predicted", ".demo-end"):
+            box = frame.locator(marked).bounding_box()
+            assert box and box["x"] >= 0 and box["x"] + box["width"] <= width, (marked, box)
+        assert f"Step {k + 1} of {n}" in frame.inner_text()
+        _screenshot(view, f"playback-step-{k + 1}-{width}-{motion}")
+
+        if motion == "reduce":
+            assert not masked.locator(".demo-play").is_visible()
+            assert frame.locator(".demo-kept").evaluate("el => getComputedStyle(el).animationName") == "none"
+            for step in range(k - 1, -1, -1):
+                masked.locator("[data-action=prev]").click()
+                assert _frame_shown(masked) == step
+            for step in range(1, n):
+                masked.locator("[data-action=next]").click()
+                assert _frame_shown(masked) == step
+        else:
+            masked.locator(".demo-speed").select_option(label="fast")
+            masked.locator(".demo-play").click()
+            masked.locator(".demo-player-pos").filter(has_text=f"step {n} of {n}").wait_for(timeout=n * 2000)
+            view.wait_for_function("() => document.querySelector('#gen-trace .demo-play').textContent.includes('Play')")
+            assert _frame_shown(masked) == n - 1 and _frame_shown(causal) == min(n, n_causal) - 1
+    finally:
+        context.close()
 
 
 # ---------------------------------------------------------------- desktop and phone

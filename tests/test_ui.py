@@ -209,7 +209,7 @@ API_OUTPUTS = {
     "generate_mlm": ["gen-mlm-text", "gen-mlm-stats", "gen-trace", "gen-mlm-compare", "gen-mlm-reproduce-python",
                      "gen-mlm-reproduce-shell"],
     "generate_causal": ["gen-causal-text", "gen-causal-stats", "gen-causal-reproduce-python",
-                        "gen-causal-reproduce-shell"],
+                        "gen-causal-reproduce-shell", "gen-causal-trace"],
     "probe_mlm": ["probe-mlm-plot", "probe-mlm-summary", "Masked LM runs", "probe-mlm-files",
                   "probe-mlm-reproduce-python", "probe-mlm-reproduce-shell"],
     "probe_second": ["probe-causal-plot", "probe-causal-summary", "Compared model's runs", "probe-causal-files",

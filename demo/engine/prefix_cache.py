@@ -129,6 +129,7 @@ class PrefixCache:
         self.room = refresh_every + FRESH + padding_masks + 1
         self.prefix: Prefix | None = None
         self.steps = self.refreshes = 0  # what the app and the benchmark report
+        self.refreshed: list[bool] = []  # per step: was it a refresh (the step trace marks them)
 
     def next_token_logits(self, input_ids: torch.Tensor, windows: torch.Tensor) -> torch.Tensor:
         self.steps += 1
@@ -145,9 +146,11 @@ class PrefixCache:
             if margin <= 0 or bool((_top_two_gap(logits) >= margin).all()):
                 self.prefix = Prefix(input_ids, max(keep, cached.start), layers, cached.shared,
                                      cached.query_base, cached.refreshed_at)
+                self.refreshed.append(False)
                 return logits
         # refresh: the whole window, exact
         self.refreshes += 1
+        self.refreshed.append(True)
         hidden, layers, shared = self.encode(self.mlm, windows, 0, None, keep, self.room, at)
         self.prefix = Prefix(input_ids, keep, layers, shared, keep, input_ids.shape[1])
         return self.head(hidden[:, 0])

@@ -21,6 +21,8 @@ class StepTrace:
     top: list[tuple[str, float]]  # top-k next tokens (as text) with probabilities
     chosen: str  # the token taken at this step (as text; the end token as its name)
     beams: list[tuple[str, float]] | None  # beam search: live hypotheses, cumulative log-prob
+    prompt_length: int  # window[:prompt_length] is [CLS] and the prompt (masked) or the prompt (causal)
+    refreshed: bool | None = None  # fast decoding: whole window re-read (True) or only its tail; else None
 
 
 class StepRecorder(LogitsProcessor):
@@ -86,8 +88,11 @@ def build_trace(lm, model, recorder: StepRecorder, prompt_ids, generated, tokens
                     live[r] = score
             beams = sorted(((continuation(tokenizer, prompt_ids, list(r)), score)
                             for r, score in live.items()), key=lambda b: -b[1])
+        cache = getattr(model, "prefix_cache", None)  # fast decoding (masked LMs only)
         steps.append(StepTrace(step=t, window=tokenizer.convert_ids_to_tokens(window_ids),
-                               mask_positions=mask_positions, top=top, chosen=chosen, beams=beams))
+                               mask_positions=mask_positions, top=top, chosen=chosen, beams=beams,
+                               prompt_length=n + 1 if masked else n,
+                               refreshed=cache.refreshed[t] if cache is not None else None))
     return steps
 
 

@@ -4,7 +4,7 @@
 - ``common``        messages in the page, model pickers, widgets, the handler wrapper, the GPU slot
 - ``outputs``       each event's outputs as one named record
 - ``prompting``     the Prompting tab: generation, masked vs causal
-- ``step_view``     the decoder's steps as HTML
+- ``playback``      decoding playback: the steps of a generation as frames of a player
 - ``ranking``       the Ranking tab: PLL and causal scores, heatmaps
 - ``length_probe``  the Length probe tab: needle grids
 - ``results_tab``   the Results tab: published tables next to our runs

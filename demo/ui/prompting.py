@@ -1,11 +1,12 @@
 """Prompting tab: continue one few-shot prompt with a masked LM and a causal LM, side by side.
 
-Wiring only: ``demo.engine.generation.generate`` decodes (with ``trace=True`` for the masked LM, which
-feeds the step-by-step view, ``demo.ui.step_view``). The masked LM decodes exactly (the paper's
+Wiring only: ``demo.engine.generation.generate`` decodes (with ``trace=True``, which feeds the
+decoding playback of both models, ``demo.ui.playback``). The masked LM decodes exactly (the paper's
 method), fast (the approximate prefix cache, ``demo.engine.prefix_cache``) or both, compared side by
 side; a causal LM always decodes with its own exact KV cache.
 """
 
+import hashlib
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -34,16 +35,19 @@ from .common import (
     with_arguments,
 )
 from .outputs import components
-from .step_view import step_view
+from .playback import LEGEND, PLAYER_JS, playback, window_diagram
 
-HELP = """
-Type a prompt (or pick a preset) and let both models continue it. The **masked LM** generates
-left to right the way the BERTs paper does: it appends `[MASK]` (plus a few *padding masks*
-that keep the end-of-text token away), predicts the first mask, keeps that token and repeats.
-It has no key/value cache, so every step re-reads the whole text: slower than a causal LM.
-*Fast* decoding reuses the prompt's internal states between refreshes (approximate); *compare*
-runs both and shows where they part. The **step-by-step view** shows, for each step, the window
-the masked LM saw, its top guesses with probabilities, and the beams.
+HELP = ("Type a prompt or pick a preset: a **masked LM** and a **causal LM** continue it side by side, "
+        "and the playback below shows every step.")
+
+HOW = """
+The masked LM generates left to right the way the BERTs paper does: it appends `[MASK]` (plus a
+few *padding masks* that keep the end-of-text token away), predicts the first mask, keeps that
+token and repeats. It has no key/value cache, so every step re-reads the whole text: slower than a
+causal LM. *Fast* decoding reuses the prompt's internal states between refreshes (approximate);
+*compare* runs both and shows where they part. The causal LM predicts each next token from the
+text on its left. The **playback** shows, step by step, the window each model read, its top
+guesses with probabilities, the token kept and, with beam search, the beams.
 """
 
 STRATEGIES = [("greedy", "greedy"), ("beam search", "beam"), ("sampling", "sample")]
@@ -137,6 +141,16 @@ def tokens_per_second(result) -> float:
     return len(result.tokens) / result.seconds if result.seconds > 0 else 0.0
 
 
+def run_id(prompt: str, result) -> str:
+    """A run's name for its playback (the page starts a new run's player at step 1)."""
+    return hashlib.sha1(repr((prompt, result.token_ids, result.seconds)).encode()).hexdigest()[:12]
+
+
+def marks_newlines(lm, prompt: str) -> bool:
+    """Did the prompt's line breaks reach the model as the paper's marker?"""
+    return "\n" in prompt and not lm.newline_survives
+
+
 def _refreshes(result, refresh: int) -> str:
     return f"refreshes: {result.refreshes} (set: every {refresh} tokens)"
 
@@ -217,7 +231,7 @@ class MaskedGenerationOutputs(NamedTuple):
     """The masked LM's continuation, as /generate_mlm gives it (in this order)."""
     text: str = ""  # the continuation (of the exact run when comparing)
     stats: str = ""  # HTML: model, speed, why it stopped; or the message shown instead
-    trace: str = ""  # HTML: the step-by-step view
+    trace: str = ""  # HTML: the decoding playback's frames, one per step (of the exact run when comparing)
     compare: str = ""  # HTML: exact and fast side by side (decoding "compare" only)
     python: str = ""  # Reproduce: the Python call(s)
     shell: str = ""  # Reproduce: the command line(s)
@@ -234,6 +248,7 @@ class CausalGenerationOutputs(NamedTuple):
     stats: str = ""  # HTML: model, speed, why it stopped; or the message shown instead
     python: str = ""  # Reproduce: the Python call
     shell: str = ""  # Reproduce: the command line
+    trace: str = ""  # HTML: the decoding playback's frames, one per step
 
     @classmethod
     def showing(cls, message: str) -> "CausalGenerationOutputs":
@@ -270,7 +285,7 @@ def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, tem
                     cache_refresh=_CORE.cache_refresh, deberta_head="auto", progress=gr.Progress(track_tqdm=True)):
     """Continue a prompt with a masked LM, the BERTs paper's way: append [MASK] (and padding
     masks) and [SEP], predict the first mask, keep it, repeat. Decoding exact, fast (the
-    approximate prefix cache) or compare (both side by side). Also returns the step-by-step view
+    approximate prefix cache) or compare (both side by side). Also returns the decoding playback
     (of the exact run when comparing)."""
     settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                          repetition_penalty, padding_masks, stop_at_newline, seed, trace=True,
@@ -280,7 +295,9 @@ def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, tem
     shown = results[0]  # compare: the exact run (the paper's method) fills the usual outputs
     compared = comparison(*results, settings.cache_refresh) if len(results) == 2 else ""
     return MaskedGenerationOutputs(text=shown.text, stats=_stats(lm, shown, time_limit, settings.cache_refresh),
-                                   trace=step_view(shown.steps), compare=compared, python=python, shell=shell)
+                                   trace=playback(shown.steps, "masked", run_id(prompt, shown),
+                                                  marks_newlines(lm, prompt)),
+                                   compare=compared, python=python, shell=shell)
 
 
 @handler(CausalGenerationOutputs.showing)
@@ -288,14 +305,16 @@ def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, tem
 def generate_causal(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                     repetition_penalty, padding_masks, stop_at_newline, seed,
                     progress=gr.Progress(track_tqdm=True)):
-    """Continue a prompt with a causal LM (left to right, transformers' generate())."""
+    """Continue a prompt with a causal LM (left to right, transformers' generate()). Also returns
+    the decoding playback."""
     if not model_name:
         return CausalGenerationOutputs.showing(message("Skipped: no causal LM picked.", "note"))
     settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
-                         repetition_penalty, padding_masks, stop_at_newline, seed, trace=False)
+                         repetition_penalty, padding_masks, stop_at_newline, seed, trace=True)
     lm, (result,), time_limit, python, shell = _run(prompt, model_name, "causal", [settings])
     return CausalGenerationOutputs(text=result.text, stats=_stats(lm, result, time_limit), python=python,
-                                   shell=shell)
+                                   shell=shell, trace=playback(result.steps, "causal", run_id(prompt, result),
+                                                               marks_newlines(lm, prompt)))
 
 
 def build(catalog: Catalog) -> None:
@@ -303,6 +322,9 @@ def build(catalog: Catalog) -> None:
     presets = read_presets("prompting")
     first = preset_values(presets[0] if presets else None)
     gr.Markdown(HELP)
+    with gr.Accordion("How does this work?", open=False):
+        gr.HTML(window_diagram())
+        gr.Markdown(HOW)
     preset = gr.Dropdown(
         choices=[p["name"] for p in presets], value=presets[0]["name"] if presets else None,
         label="Preset", elem_id="gen-preset",
@@ -384,8 +406,13 @@ def build(catalog: Catalog) -> None:
                                      interactive=False)
             causal_stats = gr.HTML(elem_id="gen-causal-stats")
             causal_python, causal_shell = reproduce_block("gen-causal-reproduce")
-    with gr.Accordion("Step-by-step view of the masked LM decoder", open=True):
-        trace = gr.HTML(elem_id="gen-trace")
+    with gr.Accordion("Playback: both models write, step by step", open=True):
+        gr.HTML(LEGEND, elem_classes=["demo-legend-block"])
+        with gr.Row(elem_id="gen-playback"):
+            with gr.Column(min_width=320):
+                trace = gr.HTML(elem_id="gen-trace", js_on_load=PLAYER_JS)
+            with gr.Column(min_width=320):
+                causal_trace = gr.HTML(elem_id="gen-causal-trace", js_on_load=PLAYER_JS)
 
     settings = [strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
                 padding_masks, stop_at_newline, seed]
@@ -402,5 +429,5 @@ def build(catalog: Catalog) -> None:
               api_name="generate_mlm", concurrency_id="generate")
     run.click(generate_causal, [prompt, causal_model] + settings,
               components(CausalGenerationOutputs, text=causal_text, stats=causal_stats, python=causal_python,
-                         shell=causal_shell),
+                         shell=causal_shell, trace=causal_trace),
               api_name="generate_causal", concurrency_id="generate")

@@ -1,0 +1,224 @@
+"""Decoding playback: a generation's steps as the frames of a player (play, pause, step, scrub).
+
+One frame per decoding step, rendered here as escaped HTML (what the model or the user wrote is
+shown as text): the window the model read, token by token (the prompt, elided in its middle; the
+tokens written so far, the newest marked; for a masked LM the predicted [MASK], the padding masks
+and the end token; for a causal LM the next position), the top guesses as bars, the token kept
+(it slides into place), and with beam search the beams as rows. Fast decoding marks the steps that
+re-read the whole window (refreshes).
+
+The player's one script (``PLAYER_JS``, run by the gr.HTML that shows the frames) only shows one
+frame at a time. Every player of one group follows the same step: the masked and the causal LM
+write side by side at the same pace, driven by the first lane's controls. With
+``prefers-reduced-motion`` nothing moves: no play button, no sliding; the scrubber and the step
+buttons still reach every frame (style.css).
+"""
+
+from ..engine.text import NEWLINE_MARKER
+from .common import escape
+
+HEAD, TAIL = 6, 12  # prompt tokens shown before its elided middle, and at its end
+SPEEDS = [("slow", 1600), ("normal", 900), ("fast", 400)]  # milliseconds per step
+
+LEGEND = (
+    '<div class="demo-legend"><span class="demo-tok demo-prompt">prompt</span> '
+    '<span class="demo-tok demo-written">written so far</span> '
+    '<span class="demo-tok demo-mask-predicted">[MASK]</span> predicted now '
+    '<span class="demo-tok demo-mask">[MASK]</span> padding masks (keep the end away) '
+    '<span class="demo-tok demo-end">end</span> end token '
+    '<span class="demo-tok demo-next">?</span> next token (causal LM) · '
+    '<span class="demo-tok">␣</span> a space before the token, <span class="demo-tok">##</span> '
+    'continues the word</div>')
+
+
+# How byte-level BPE (GPT-2, RoBERTa) and SentencePiece write a space or a line break inside a
+# token; shown as visible marks (WordPiece's "##", a word's continuation, stays as it is).
+VISIBLE = str.maketrans({"Ġ": "␣", "▁": "␣", "Ċ": "⏎"})
+
+
+def _token(text: str, kind: str) -> str:
+    return f'<span class="demo-tok {kind}">{escape(text.translate(VISIBLE))}</span>'
+
+
+def _prompt(tokens: list[str]) -> list[str]:
+    """The prompt's tokens, its middle elided (its start and end stay: the end is what the next
+    token continues)."""
+    if len(tokens) <= HEAD + TAIL + 1:
+        return [_token(t, "demo-prompt") for t in tokens]
+    elided = f'<span class="demo-elided">… {len(tokens) - HEAD - TAIL} tokens …</span>'
+    return ([_token(t, "demo-prompt") for t in tokens[:HEAD]] + [elided]
+            + [_token(t, "demo-prompt") for t in tokens[-TAIL:]])
+
+
+def _window(step) -> str:
+    masks = step.mask_positions
+    written_end = masks[0] if masks else len(step.window)
+    cells = _prompt(step.window[:step.prompt_length])
+    written = step.window[step.prompt_length:written_end]
+    cells += [_token(t, "demo-written demo-new" if i == len(written) - 1 else "demo-written")
+              for i, t in enumerate(written)]
+    if masks:  # masked LM: the predicted mask, the padding masks, the end token
+        cells += [_token(t, "demo-mask-predicted" if i == masks[0] else "demo-mask")
+                  for i, t in enumerate(step.window[masks[0]:masks[-1] + 1], start=masks[0])]
+        cells += [_token(t, "demo-end") for t in step.window[masks[-1] + 1:]]
+    else:  # causal LM: the position it predicts next
+        cells.append(_token("?", "demo-next"))
+    return '<div class="demo-window">' + "".join(cells) + "</div>"
+
+
+def _guesses(step) -> str:
+    bars = [f'<div class="demo-bar"><span class="demo-bar-label">{escape(repr(token))}</span>'
+            f'<span class="demo-bar-track"><span class="demo-bar-fill" style="width:{100 * p:.0f}%">'
+            f'</span></span><span class="demo-bar-value">{p:.2f}</span></div>' for token, p in step.top]
+    return '<div class="demo-guesses"><b>Top guesses</b>' + "".join(bars) + "</div>"
+
+
+def _beams(beams) -> str:
+    rows = "".join(f"<li>{escape(repr(text))} <span class=\"demo-score\">{score:.2f}</span></li>"
+                   for text, score in beams)
+    return f'<div class="demo-beams"><b>Beams after this step</b><ol>{rows}</ol></div>'
+
+
+def _refresh(step) -> str:
+    if step.refreshed is None:
+        return ""
+    return (' · <span class="demo-refresh">refresh: the whole window re-read</span>' if step.refreshed
+            else ' · <span class="demo-cached">cached: only the last tokens re-read</span>')
+
+
+def _frame(steps, k: int) -> str:
+    step = steps[k]
+    top_token = step.top[0][0] if step.top else None
+    agrees = "its top guess" if top_token == step.chosen else "not its top guess"
+    # the rows recorded at step k+1 are the hypotheses that step k left alive
+    if step.beams is None:
+        beams = ""
+    elif k + 1 < len(steps):
+        beams = _beams(steps[k + 1].beams)
+    else:
+        beams = '<div class="demo-beams">After the last step, the best beam is the output.</div>'
+    hidden = " hidden" if k else ""
+    return (f'<div class="demo-step" data-step="{k}"{hidden}><div class="demo-step-head">Step {k + 1} of '
+            f'{len(steps)}{_refresh(step)}</div>{_window(step)}<div class="demo-kept-line">kept '
+            f'<span class="demo-kept">{escape(repr(step.chosen))}</span> ({agrees})</div>'
+            f'{_guesses(step)}{beams}</div>')
+
+
+def _controls(n: int) -> str:
+    speeds = "".join(f'<option value="{ms}"{" selected" if name == "normal" else ""}>{name}</option>'
+                     for name, ms in SPEEDS)
+    return ('<div class="demo-player-controls">'
+            '<button type="button" class="demo-play" data-action="play">▶ Play</button>'
+            '<button type="button" data-action="prev" aria-label="previous step">◀</button>'
+            '<button type="button" data-action="next" aria-label="next step">▶</button>'
+            f'<input type="range" class="demo-scrub" min="0" max="{n - 1}" value="0" step="1" '
+            'aria-label="step">'
+            f'<span class="demo-player-pos" aria-live="polite">step 1 of {n}</span>'
+            f'<select class="demo-speed" aria-label="speed">{speeds}</select></div>')
+
+
+LANES = {"masked": ("Masked LM", "appends [MASK], padding masks and the end token; predicts the first mask"),
+         "causal": ("Causal LM", "predicts the next token from the text on its left")}
+
+
+def playback(steps, lane: str, run_id: str = "", newline_marker: bool = False, group: str = "gen") -> str:
+    """A generation's steps as a player's HTML (an empty string for no steps). ``lane``:
+    "masked" or "causal"; ``run_id`` tells the page a new run arrived (the player starts over);
+    ``newline_marker``: the prompt's line breaks reached the model as the paper's marker."""
+    if not steps:
+        return ""
+    title, how = LANES[lane]
+    marker = (f'<div class="demo-lane-how">The prompt\'s line breaks appear as <code>{escape(NEWLINE_MARKER.strip())}'
+              '</code>: this tokenizer drops line breaks, so they are written as the BERTs paper writes '
+              'them.</div>' if newline_marker else "")
+    return (f'<div class="demo-player" data-group="{escape(group)}" data-lane="{escape(lane)}" '
+            f'data-run="{escape(run_id)}"><div class="demo-player-title">{title}</div>'
+            f'<div class="demo-lane-how">{how}</div>{marker}' + _controls(len(steps))
+            + '<div class="demo-lane-note">Follows the masked LM\'s player.</div>'
+            + "".join(_frame(steps, k) for k in range(len(steps))) + "</div>")
+
+
+# The appended-mask window, two steps of it, in the playback's colours (style.css gives the
+# rects the same variables as the tokens): the prompt, the mask predicted, kept, one more mask.
+DIAGRAM_ROWS = [
+    ("step 1: predicts 'mat'", [("[CLS]", "end"), ("The", "prompt"), ("cat", "prompt"), ("sat", "prompt"),
+                                ("on", "prompt"), ("the", "prompt"), ("[MASK]", "mask-predicted"),
+                                ("[MASK]", "mask"), ("[MASK]", "mask"), ("[SEP]", "end")]),
+    ("step 2: keeps 'mat', predicts '.'", [("[CLS]", "end"), ("The", "prompt"), ("cat", "prompt"),
+                                          ("sat", "prompt"), ("on", "prompt"), ("the", "prompt"),
+                                          ("mat", "written"), ("[MASK]", "mask-predicted"), ("[MASK]", "mask"),
+                                          ("[MASK]", "mask"), ("[SEP]", "end")]),
+]
+CELL, GAP, ROW = 56, 4, 52  # pixels of one token box, the gap between boxes, one row with its note
+
+
+def window_diagram() -> str:
+    """The diagram as inline SVG (scaled to the page's width)."""
+    width = max(len(tokens) for _, tokens in DIAGRAM_ROWS) * (CELL + GAP)
+    parts = []
+    for r, (note, tokens) in enumerate(DIAGRAM_ROWS):
+        y = r * ROW
+        parts.append(f'<text class="demo-diagram-note" x="0" y="{y + 12}">{escape(note)}</text>')
+        for i, (text, kind) in enumerate(tokens):
+            x = i * (CELL + GAP)
+            parts.append(f'<rect class="{kind}" x="{x}" y="{y + 18}" width="{CELL}" height="24" rx="3"/>'
+                         f'<text x="{x + CELL / 2}" y="{y + 34}" text-anchor="middle">{escape(text)}</text>')
+    return (f'<svg class="demo-diagram" viewBox="-1 -1 {width + 2} {len(DIAGRAM_ROWS) * ROW + 2}" role="img" '
+            'aria-label="The masked LM\'s window at two steps: the prompt, then the mask it predicts '
+            'followed by two padding masks and the end token; the predicted token is kept and the masks '
+            'move one place right.">' + "".join(parts) + "</svg>")
+
+
+# Shows one frame per player; players of one group move together; a new run starts at step 1.
+PLAYER_JS = """
+const state = (window.demoPlayback = window.demoPlayback || {});
+const lanes = (g) => [...document.querySelectorAll(`.demo-player[data-group="${g}"]`)];
+function show(g, k) {
+  const all = lanes(g);
+  const last = Math.max(0, ...all.map((p) => p.querySelectorAll('.demo-step').length - 1));
+  k = Math.max(0, Math.min(k, last));
+  for (const p of all) {
+    const frames = p.querySelectorAll('.demo-step');
+    const j = Math.min(k, frames.length - 1);
+    frames.forEach((f, i) => { f.hidden = i !== j; });
+    const scrub = p.querySelector('.demo-scrub');
+    if (scrub) { scrub.max = last; scrub.value = k; }
+    const pos = p.querySelector('.demo-player-pos');
+    if (pos) pos.textContent = `step ${k + 1} of ${last + 1}` + (k > j ? ' (this model stopped earlier)' : '');
+  }
+  state[g] = Object.assign(state[g] || {}, { at: k, last });
+}
+function stop(g) {
+  if (state[g] && state[g].timer) { clearInterval(state[g].timer); state[g].timer = null; }
+  lanes(g).forEach((p) => p.querySelectorAll('.demo-play').forEach((b) => { b.textContent = '▶ Play'; }));
+}
+function play(g, ms) {
+  stop(g);
+  if (!state[g] || state[g].at >= state[g].last) show(g, 0);
+  state[g].timer = setInterval(() => {
+    if (state[g].at >= state[g].last) stop(g); else show(g, state[g].at + 1);
+  }, ms);
+  lanes(g).forEach((p) => p.querySelectorAll('.demo-play').forEach((b) => { b.textContent = '❚❚ Pause'; }));
+}
+element.addEventListener('click', (e) => {
+  const button = e.target.closest('[data-action]');
+  const player = button && button.closest('.demo-player');
+  if (!player) return;
+  const g = player.dataset.group, at = (state[g] && state[g].at) || 0;
+  if (button.dataset.action === 'play') {
+    if (state[g] && state[g].timer) stop(g); else play(g, +player.querySelector('.demo-speed').value);
+  } else { stop(g); show(g, at + (button.dataset.action === 'next' ? 1 : -1)); }
+});
+element.addEventListener('input', (e) => {
+  if (!e.target.classList.contains('demo-scrub')) return;
+  const g = e.target.closest('.demo-player').dataset.group;
+  stop(g); show(g, +e.target.value);
+});
+let seen = null;
+new MutationObserver(() => {
+  const player = element.querySelector('.demo-player');
+  if (!player || player.dataset.run === seen) return;
+  seen = player.dataset.run;
+  stop(player.dataset.group); show(player.dataset.group, 0);
+}).observe(element, { childList: true, subtree: true });
+"""

@@ -1,0 +1,83 @@
+"""The decoding playback's frames (demo.ui.playback) and the trace facts they show.
+
+The player itself (play, scrub, reduced motion) runs in Chromium: tests/test_browser.py."""
+
+import re
+
+import pytest
+
+from demo.engine.generation import generate
+from demo.engine.text import prompt_as_read
+from demo.engine.trace import StepTrace
+
+pytest.importorskip("gradio")
+from demo.ui.playback import HEAD, TAIL, playback  # noqa: E402
+
+PROMPT = "Input: sane\nOutput: insane\n\nInput: direct\nOutput: indirect\n\nInput: happy\nOutput:"
+
+
+def frames(html: str) -> list[str]:
+    return re.findall(r'<div class="demo-step" data-step="\d+"(?: hidden)?>.*?(?=<div class="demo-step"|$)', html)
+
+
+def cells(frame: str) -> list[tuple[str, str]]:
+    """(classes, text) of the window's token cells, in order."""
+    window = re.search(r'<div class="demo-window">(.*?)</div>', frame).group(1)
+    return re.findall(r'<span class="demo-tok ([^"]*)">(.*?)</span>', window)
+
+
+def test_a_masked_generation_plays_one_frame_per_step(standin_mlm):
+    result = generate(standin_mlm, PROMPT, max_new_tokens=5, trace=True, stop_at_newline=False)
+    html = playback(result.steps, "masked", "run-1")
+    shown = frames(html)
+    assert len(shown) == len(result.steps) and 'data-step="0">' in shown[0]
+    assert all(" hidden>" in f.split("\n")[0][:60] for f in shown[1:])  # only the first is shown at first
+    read = prompt_as_read(PROMPT, standin_mlm.newline_survives)  # with the paper's newline markers
+    ids = standin_mlm.tokenizer(read, add_special_tokens=False)["input_ids"]
+    for t, frame in enumerate(shown):
+        kinds = [k.split()[0] for k, _ in cells(frame)]
+        # [CLS] + prompt (elided past HEAD + TAIL tokens), t written tokens (the last one new), the
+        # predicted mask, the padding masks, the end token: as the window was built (test_generation)
+        prompt_cells = HEAD + TAIL  # (the prompt is longer: asserted below)
+        assert kinds == (["demo-prompt"] * prompt_cells + ["demo-written"] * t + ["demo-mask-predicted"]
+                         + ["demo-mask"] * standin_mlm.padding_masks + ["demo-end"])
+        assert ("demo-new" in cells(frame)[prompt_cells + t - 1][0]) == (t > 0)
+        assert f"Step {t + 1} of {len(shown)}" in frame
+        assert f"kept <span class=\"demo-kept\">{repr(result.steps[t].chosen)}" in frame.replace("&#x27;", "'")
+    assert len(ids) + 1 > HEAD + TAIL + 1 and f"… {len(ids) + 1 - HEAD - TAIL} tokens …" in html
+    assert 'data-lane="masked"' in html and 'data-run="run-1"' in html
+
+
+def test_a_causal_generation_shows_the_text_so_far_and_the_next_position(tiny_model):
+    lm = tiny_model("gpt2")
+    result = generate(lm, "The cat sat on the", max_new_tokens=3, trace=True, stop_at_newline=False)
+    shown = frames(playback(result.steps, "causal"))
+    assert len(shown) == len(result.steps) == 3
+    for t, frame in enumerate(shown):
+        kinds = [k.split()[0] for k, _ in cells(frame)]
+        assert kinds[-1] == "demo-next" and kinds.count("demo-written") == t
+        assert "demo-mask" not in frame
+        assert "␣cat" in frame  # byte-level BPE's space mark "Ġ", shown as a visible space
+
+
+def test_fast_decoding_marks_its_refreshes(standin_mlm):
+    # refresh every 3 tokens and never on doubt: refreshes at steps 0, 3, 6 (test_prefix_cache.py)
+    result = generate(standin_mlm, PROMPT, max_new_tokens=7, trace=True, stop_at_newline=False,
+                      cache="prefix", cache_refresh=3, cache_margin=0)
+    assert [s.refreshed for s in result.steps] == [t % 3 == 0 for t in range(len(result.steps))]
+    html = playback(result.steps, "masked")
+    assert [("demo-refresh" in f) for f in frames(html)] == [s.refreshed for s in result.steps]
+    exact = generate(standin_mlm, PROMPT, max_new_tokens=2, trace=True)
+    assert all(s.refreshed is None for s in exact.steps) and "demo-refresh" not in playback(exact.steps, "masked")
+
+
+def test_what_the_model_or_user_wrote_is_shown_as_text():
+    step = StepTrace(step=0, window=["[CLS]", "<script>", "[MASK]", "[SEP]"], mask_positions=[2],
+                     top=[("<marquee>", 0.5)], chosen="<img src=x>", beams=[("<blink>beam", -1.0)], prompt_length=2)
+    html = playback([step, step], "masked", run_id='"><script>')
+    assert not any(tag in html for tag in ("<script>", "<marquee>", "<img", "<blink>"))
+    assert "&lt;script&gt;" in html and "&lt;img src=x&gt;" in html
+
+
+def test_no_steps_no_player():
+    assert playback([], "masked") == ""
