@@ -157,13 +157,13 @@ def _refreshes(result, refresh: int) -> str:
 
 def _token(result, at: int) -> str:
     if at < len(result.tokens):
-        return repr(result.tokens[at])  # quoted, as the step view shows tokens; "\n" visible
+        return repr(result.tokens[at])  # quoted, as the playback shows tokens; "\n" visible
     return f"nothing more (stopped by: {result.stop_reason.replace('_', ' ')})"
 
 
 def difference_line(exact, fast) -> str:
     """Where the fast output parts from the exact one, in words (plain text: escape it to show).
-    Tokens count from 1, as the step-by-step view's steps do."""
+    Tokens count from 1, as the playback's steps do."""
     from ..engine.generation import first_difference
 
     at = first_difference(exact, fast)
@@ -185,7 +185,7 @@ def comparison(exact, fast, refresh: int) -> str:
     speedup = (f"Speed-up: {tokens_per_second(fast) / slow:.1f}x (fast's tokens/s over exact's)."
                if slow > 0 else "Speed-up: none to show (the exact run wrote nothing).")
     return ('<div class="demo-compare"><div class="demo-compare-head"><b>Exact vs fast</b>, same '
-            'prompt and settings (the text box above and the step-by-step view show the exact run)'
+            'prompt and settings (the text box above and the playback show the exact run)'
             '</div><div class="demo-compare-runs">'
             + card("exact", exact) + card("prefix", fast, f" · {_refreshes(fast, refresh)}") + "</div>"
             + message(speedup, "note") + message(difference_line(exact, fast), "note") + "</div>")
