@@ -365,6 +365,37 @@ def test_the_playback_plays_to_the_end_and_scrubs_to_any_step(page, server, widt
         context.close()
 
 
+# ---------------------------------------------------------------- the lesson
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+def test_the_lesson_loads_a_step_into_its_tab(page, server, width):
+    """The opener above the tabs: pick a step, load it, and its tab opens with its inputs; "Next
+    step" moves on."""
+    context = page.context.browser.new_context(viewport={"width": width, "height": 900})
+    view = context.new_page()
+    view.set_default_timeout(30_000)
+    try:
+        view.goto(server)
+        view.get_by_role("button", name="Lesson:").click()
+        view.get_by_label("6. Length generalisation").check()
+        view.locator("#lesson-card").filter(has_text="Length probe tab").wait_for()
+        view.locator("#lesson-load").click()
+        view.wait_for_function("() => { const e = document.querySelector('#probe-lengths textarea');"
+                               " return e && e.value === '128, 256, 512'; }")
+        assert view.get_by_role("tab", name="Length probe").get_attribute("aria-selected") == "true"
+        _screenshot(view, f"lesson-step-6-{width}")
+        view.get_by_label("1. Fill a blank").check()
+        view.locator("#lesson-next").click()
+        view.locator("#lesson-card").filter(has_text="then Play").wait_for()
+        view.locator("#lesson-load").click()
+        view.wait_for_function("() => document.querySelector('#gen-prompt textarea').value.includes('farduddle')")
+        assert view.get_by_role("tab", name="Prompting").get_attribute("aria-selected") == "true"
+        _screenshot(view, f"lesson-step-2-{width}")
+    finally:
+        context.close()
+
+
 # ---------------------------------------------------------------- desktop and phone
 
 

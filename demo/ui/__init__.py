@@ -8,6 +8,7 @@
 - ``ranking``       the Ranking tab: PLL and causal scores, heatmaps
 - ``length_probe``  the Length probe tab: needle grids
 - ``results_tab``   the Results tab: published tables next to our runs
+- ``lesson``        the lesson above the tabs: seven steps, each loads its tab's inputs
 - ``startup_check`` the start-up check of the default models, above the tabs
 - ``mcp_server``    the app's endpoints as MCP tools
 """

@@ -1,4 +1,5 @@
-"""The Gradio app: four tabs that make masked vs causal LMs visible, assembled from demo/ui/*.
+"""The Gradio app: four tabs that make masked vs causal LMs visible, and a lesson above them that
+walks a class through them, assembled from demo/ui/*.
 
 ``build_app()`` only builds components (no model, no torch import), so the page is served within
 seconds; ``launch()`` adds the queue (a concurrency limit shared by every model-running event,
@@ -17,7 +18,7 @@ from ..app import self_check
 from ..app.catalog import LOCAL_MODELS_VAR
 from ..app.deployment import Deployment
 from ..evaluation.exports import KEEP_SECONDS
-from . import common, length_probe, prompting, ranking, results_tab, startup_check
+from . import common, length_probe, lesson, prompting, ranking, results_tab, startup_check
 from .common import import_core_in_background, message, use
 from .mcp_server import mend_plain_tool_calls
 
@@ -55,21 +56,25 @@ def build_app(deployment: Deployment | None = None) -> gr.Blocks:
         if common.deployment().settings.self_check:
             checked = startup_check.build()
             app.load(*checked, concurrency_limit=None, show_progress="hidden", api_visibility="private")
-        with gr.Tabs():
+        guide = lesson.build()
+        tabs = {}
+        with gr.Tabs() as tab_bar:
             with gr.Tab("Prompting", id="prompting"):
-                prompting.build(catalog)
+                tabs["prompting"] = prompting.build(catalog)
             with gr.Tab("Ranking", id="ranking"):
-                ranking.build(catalog)
+                tabs["ranking"] = ranking.build(catalog)
             with gr.Tab("Length probe", id="length"):
-                first_views = [length_probe.build(catalog)]
+                tabs["length"] = length_probe.build(catalog)
             with gr.Tab("Results", id="results"):
-                first_views.append(results_tab.build())
+                tabs["results"] = results_tab.build()
+        lesson.wire(guide, tab_bar, tabs)
         # A link to this page as it is now (the tab's inputs, settings and results), kept by the
         # server: someone who opens it sees the same view, and a run checks its inputs as usual.
         gr.DeepLinkButton("Copy a link to this view", copied_value="Link copied", variant="secondary",
                           size="sm")
-        for view in filter(None, first_views):  # what a page shows when it opens: not an API
-            app.load(*view, api_visibility="private")
+        for part in tabs.values():  # what a page shows when it opens: not an API
+            if part.first_view:
+                app.load(*part.first_view, api_visibility="private")
     return app
 
 

@@ -16,7 +16,9 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import gradio as gr
 from gradio.context import LocalContext  # the request being served (Gradio sets it per event)
@@ -369,6 +371,13 @@ def model_note(lm) -> str:
     caveat = standin_note(lm.name)
     notes = [note for note in (caveat, getattr(lm, "emd_note", None)) if note]
     return line + "".join(message(note, "note") for note in notes)
+
+
+class TabParts(NamedTuple):
+    """What a tab's ``build()`` hands the page besides its components."""
+    first_view: tuple | None = None  # (function, inputs, outputs) run when a page opens (not an API)
+    lesson_fields: tuple = ()  # the inputs a lesson step fills (demo.ui.lesson) ...
+    lesson_values: Callable[[dict], list] | None = None  # ... and their values for a step
 
 
 def read_presets(name: str) -> list[dict]:

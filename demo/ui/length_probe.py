@@ -19,6 +19,7 @@ from .common import (
     Number,
     Radio,
     Slider,
+    TabParts,
     deployment,
     handler,
     load,
@@ -207,8 +208,7 @@ def show_precomputed(choice):
 def build(catalog: Catalog):
     """The Length probe tab's components and events (call inside a gr.Blocks/gr.Tab context).
 
-    Returns (function, inputs, outputs) for the page-load event that shows the precomputed grids
-    (an event the app keeps out of the API)."""
+    Its first view shows the precomputed grids; a lesson step fills its lengths and depths."""
     gr.Markdown(HELP)
     with gr.Row():
         masked_model = model_picker(catalog, "masked", "Masked LM", "probe-mlm")
@@ -285,4 +285,5 @@ def build(catalog: Catalog):
     def first_view():  # computed when a page loads, not when the app starts
         return [part for d in defaults for part in (show_precomputed(d) if d else PrecomputedGridOutputs())]
 
-    return first_view, [], shown
+    return TabParts(first_view=(first_view, [], shown), lesson_fields=(lengths, depths),
+                    lesson_values=lambda step: [step["lengths"], step["depths"]])

@@ -20,6 +20,7 @@ from .common import (
     Number,
     Radio,
     Slider,
+    TabParts,
     deberta_head_radio,
     deployment,
     escape,
@@ -266,7 +267,7 @@ GENERATION_ARGUMENTS = """\
         top_k: sample from the k likeliest tokens, 0 = all (sampling only)
         top_p: sample from the smallest set holding this probability mass (sampling only)
         repetition_penalty: above 1 discourages repeating tokens
-        padding_masks: masks after the predicted one (masked LMs), or "default" for the family's
+        padding_masks: masks after the predicted one, or "default" for the family's (masked LMs; a causal LM ignores it)
         stop_at_newline: end the continuation at the first line break
         seed: sampling seed
 """
@@ -309,16 +310,19 @@ def generate_causal(prompt, model_name, strategy, max_new_tokens, num_beams, tem
     the decoding playback."""
     if not model_name:
         return CausalGenerationOutputs.showing(message("Skipped: no causal LM picked.", "note"))
+    # The padding masks are the masked LM's (the page shares its settings between both sides): a
+    # causal LM has none, so its side ignores them rather than refusing the request.
     settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
-                         repetition_penalty, padding_masks, stop_at_newline, seed, trace=True)
+                         repetition_penalty, "default", stop_at_newline, seed, trace=True)
     lm, (result,), time_limit, python, shell = _run(prompt, model_name, "causal", [settings])
     return CausalGenerationOutputs(text=result.text, stats=_stats(lm, result, time_limit), python=python,
                                    shell=shell, trace=playback(result.steps, "causal", run_id(prompt, result),
                                                                marks_newlines(lm, prompt)))
 
 
-def build(catalog: Catalog) -> None:
-    """The Prompting tab's components and events (call inside a gr.Blocks/gr.Tab context)."""
+def build(catalog: Catalog) -> TabParts:
+    """The Prompting tab's components and events (call inside a gr.Blocks/gr.Tab context); a
+    lesson step fills its preset."""
     presets = read_presets("prompting")
     first = preset_values(presets[0] if presets else None)
     gr.Markdown(HELP)
@@ -431,3 +435,5 @@ def build(catalog: Catalog) -> None:
               components(CausalGenerationOutputs, text=causal_text, stats=causal_stats, python=causal_python,
                          shell=causal_shell, trace=causal_trace),
               api_name="generate_causal", concurrency_id="generate")
+    return TabParts(lesson_fields=(preset, prompt, paper_output, *settings),
+                    lesson_values=lambda step: [step["preset"], *fill(step["preset"])])

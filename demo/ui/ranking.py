@@ -16,6 +16,7 @@ from .common import (
     Dropdown,
     Radio,
     Slider,
+    TabParts,
     deberta_head_radio,
     deployment,
     escape,
@@ -287,7 +288,7 @@ def preset_note(preset: dict | None) -> str:
     return "".join(message(line, "note") for line in lines)
 
 
-def build(catalog: Catalog) -> None:
+def build(catalog: Catalog) -> TabParts:
     """The Ranking tab's components and events (call inside a gr.Blocks/gr.Tab context)."""
     presets = read_presets("ranking") + task_presets()
     gr.Markdown(HELP)
@@ -399,6 +400,8 @@ def build(catalog: Catalog) -> None:
         api_visibility="private", concurrency_id="score")
     run.click(rank_causal, [context, candidates, causal_model, normalize, scope, unconditional, answer],
               causal_outputs, api_name="rank_causal", concurrency_id="score")
+    return TabParts(lesson_fields=(preset, context, candidates, answer, note),
+                    lesson_values=lambda step: [step["preset"], *fill(step["preset"])])
 
 
 def _answer_of(preset: dict) -> str:

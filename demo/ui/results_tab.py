@@ -10,7 +10,7 @@ import gradio as gr
 import pandas as pd
 
 from ..settings import ResultsFilter
-from .common import Dropdown, message, reproduce_block, reproduction, shows_errors
+from .common import Dropdown, TabParts, message, reproduce_block, reproduction, shows_errors
 from .outputs import components
 
 HELP = """
@@ -48,10 +48,11 @@ def _choices(frame: pd.DataFrame, column: str) -> list[str]:
     return sorted(str(v) for v in frame[column].dropna().unique())
 
 
-def build():
+def build() -> TabParts:
     """The Results tab's components and events (call inside a gr.Blocks/gr.Tab context).
 
-    Returns (function, inputs, outputs) for the app's page-load event, or None without tables.
+    Its first view is the default filter's tables (none when the tables cannot be read); a lesson
+    step sets the papers shown.
     """
     from ..evaluation.results import load_results
 
@@ -60,7 +61,7 @@ def build():
         frame = load_results()
     except ValueError as err:  # assets/results missing or broken: say so, keep the app up
         gr.Markdown(f"**The result tables could not be read:** {err}", elem_id="results-error")
-        return None
+        return TabParts()
 
     default_papers = [DEFAULT_PAPER] if DEFAULT_PAPER in set(frame["paper"]) else []
     with gr.Row():
@@ -135,4 +136,6 @@ def build():
                          files=csv, python=python, shell=shell)
     gr.on([control.change for control in filters], lookup_results, filters, outputs, api_name="results",
           show_progress="minimal")
-    return lookup_results, filters, outputs  # the app runs this once when a page loads: the first view
+    # the first view: the app runs this once when a page loads; a lesson step sets the papers shown
+    return TabParts(first_view=(lookup_results, filters, outputs), lesson_fields=tuple(filters),
+                    lesson_values=lambda step: [step["papers"], [], [], [], []])

@@ -1,0 +1,79 @@
+"""The lesson: a guided path through the app in seven steps, in an opener above the tabs.
+
+The steps are data (``assets/presets/lesson.json``): each says what to do, what to look at and one
+question for students, and names its tab and what to fill there (a preset, the grid's lengths and
+depths, the Results filters). "Load this step" opens that tab with its inputs filled; the student
+then presses the tab's own button, so every step runs the tab's usual, checked request. The
+teacher's notes (timing, expected answers, what the offline stand-in shows) are in docs/lesson.md.
+"""
+
+from typing import NamedTuple
+
+import gradio as gr
+
+from .common import TabParts, escape, read_presets
+
+TAB_NAMES = {"prompting": "Prompting", "ranking": "Ranking", "length": "Length probe", "results": "Results"}
+
+
+def steps() -> list[dict]:
+    return read_presets("lesson")
+
+
+def step_card(step: dict) -> str:
+    """A step as HTML: where it happens, what to do and look at, the question."""
+    return (f'<div class="demo-lesson-step"><div class="demo-lesson-where">{TAB_NAMES[step["tab"]]} tab</div>'
+            f'<p><b>Do:</b> {escape(step["do"])}</p><p><b>Look:</b> {escape(step["look"])}</p>'
+            f'<p class="demo-lesson-question"><b>Question for the class:</b> {escape(step["question"])}</p></div>')
+
+
+class LessonParts(NamedTuple):
+    step: gr.Radio
+    card: gr.HTML
+    load: gr.Button
+    next: gr.Button
+
+
+def build() -> LessonParts | None:
+    """The opener (call where it should appear, above the tabs); None without a lesson file."""
+    lesson = steps()
+    if not lesson:
+        return None
+    titles = [s["title"] for s in lesson]
+    with gr.Accordion(f"Lesson: masked LMs as generative in-context learners, in {len(lesson)} steps",
+                      open=False, elem_id="lesson"):
+        step = gr.Radio(choices=titles, value=titles[0], show_label=False, elem_id="lesson-step")
+        card = gr.HTML(step_card(lesson[0]), elem_id="lesson-card")
+        with gr.Row():
+            load = gr.Button("Load this step", variant="primary", elem_id="lesson-load", scale=2)
+            following = gr.Button("Next step", elem_id="lesson-next", scale=1)
+    return LessonParts(step, card, load, following)
+
+
+def wire(parts: LessonParts | None, tabs: gr.Tabs, tab_parts: dict[str, TabParts]) -> None:
+    """Connect the opener to the tabs (``tab_parts``: each tab's ``build()`` result, by tab id)."""
+    if parts is None:
+        return
+    by_title = {s["title"]: s for s in steps()}
+    titles = list(by_title)
+    targets = {tab: p for tab, p in tab_parts.items() if p.lesson_values is not None}
+    fields = [field for p in targets.values() for field in p.lesson_fields]
+
+    def show(title):
+        return step_card(by_title[title])
+
+    def advance(title):
+        return titles[min(titles.index(title) + 1, len(titles) - 1)]
+
+    def load(title):
+        step = by_title[title]
+        values = []
+        for tab, p in targets.items():
+            values += p.lesson_values(step) if tab == step["tab"] else [gr.skip()] * len(p.lesson_fields)
+        return [gr.Tabs(selected=step["tab"]), *values]
+
+    # nothing here runs a model: no queue slot, no API
+    quick = dict(api_visibility="private", concurrency_limit=None, show_progress="hidden")
+    parts.step.change(show, parts.step, parts.card, **quick)
+    parts.next.click(advance, parts.step, parts.step, **quick)
+    parts.load.click(load, parts.step, [tabs, *fields], **quick)
