@@ -108,7 +108,6 @@ def bad_cases() -> list[tuple[str, dict, str]]:
         vary(gen, "max_new_tokens", [129, 600], "per request")  # the app's own cap
         vary(gen, "top_k", [n for n in NUMBERS if n != 10**30], "top_k")
     vary("/generate_causal", "model_name", ["/etc", "not a/valid id!", 42], "model")
-    vary("/generate_causal", "padding_masks", ["2"], "padding_masks")  # masked LMs only
     vary("/probe_second", "model_name", ["/etc", "../../secret", 42], "model")
     vary("/probe_second", "lengths", ["abc", "0"], "length")
     vary(gen, "model_name", [m for m in MODELS if m], "model")

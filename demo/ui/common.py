@@ -373,6 +373,16 @@ def model_note(lm) -> str:
     return line + "".join(message(note, "note") for note in notes)
 
 
+def tab_help(line: str, details: str, figure: str = "") -> None:
+    """A tab's help: one line in the page, the rest (and a figure's HTML) in a closed "How does
+    this work?" opener, so the page shows the method rather than paragraphs about it."""
+    gr.Markdown(line)
+    with gr.Accordion("How does this work?", open=False):
+        if figure:
+            gr.HTML(figure)
+        gr.Markdown(details)
+
+
 class TabParts(NamedTuple):
     """What a tab's ``build()`` hands the page besides its components."""
     first_view: tuple | None = None  # (function, inputs, outputs) run when a page opens (not an API)

@@ -30,13 +30,17 @@ from .common import (
     reproduce_block,
     reproduction,
     shows_errors,
+    tab_help,
     with_arguments,
 )
 from .outputs import components
 
 GRIDS = ASSETS / "needle_grids"
 
-HELP = """
+HELP = ("Can the model find a number hidden in a long text? Each cell of the grid is a text length "
+        "and the depth the number hides at.")
+
+HOW = """
 A random 6-digit number is hidden in public-domain filler text at some **depth** (0 = start,
 1 = end), the whole prompt being **length** tokens long; the model must answer with exactly 6
 digits. A cell shows the share of runs answered exactly. Models with absolute positions (BERT,
@@ -209,7 +213,7 @@ def build(catalog: Catalog):
     """The Length probe tab's components and events (call inside a gr.Blocks/gr.Tab context).
 
     Its first view shows the precomputed grids; a lesson step fills its lengths and depths."""
-    gr.Markdown(HELP)
+    tab_help(HELP, HOW)
     with gr.Row():
         masked_model = model_picker(catalog, "masked", "Masked LM", "probe-mlm")
         causal_model = model_picker(catalog, "causal", "Compare with", "probe-causal",

@@ -42,7 +42,9 @@ def build() -> LessonParts | None:
     titles = [s["title"] for s in lesson]
     with gr.Accordion(f"Lesson: masked LMs as generative in-context learners, in {len(lesson)} steps",
                       open=False, elem_id="lesson"):
-        step = gr.Radio(choices=titles, value=titles[0], show_label=False, elem_id="lesson-step")
+        step = gr.Radio(choices=titles, value=titles[0], label="Step", elem_id="lesson-step",
+                        info="Pick a step and load it: its tab opens with the inputs filled in. Teachers: "
+                             "docs/lesson.md has the notes and the expected answers.")
         card = gr.HTML(step_card(lesson[0]), elem_id="lesson-card")
         with gr.Row():
             load = gr.Button("Load this step", variant="primary", elem_id="lesson-load", scale=2)

@@ -33,6 +33,7 @@ from .common import (
     read_presets,
     reproduce_block,
     reproduction,
+    tab_help,
     with_arguments,
 )
 from .outputs import components
@@ -325,10 +326,7 @@ def build(catalog: Catalog) -> TabParts:
     lesson step fills its preset."""
     presets = read_presets("prompting")
     first = preset_values(presets[0] if presets else None)
-    gr.Markdown(HELP)
-    with gr.Accordion("How does this work?", open=False):
-        gr.HTML(window_diagram())
-        gr.Markdown(HOW)
+    tab_help(HELP, HOW, window_diagram())
     preset = gr.Dropdown(
         choices=[p["name"] for p in presets], value=presets[0]["name"] if presets else None,
         label="Preset", elem_id="gen-preset",

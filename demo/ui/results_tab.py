@@ -10,10 +10,13 @@ import gradio as gr
 import pandas as pd
 
 from ..settings import ResultsFilter
-from .common import Dropdown, TabParts, message, reproduce_block, reproduction, shows_errors
+from .common import Dropdown, TabParts, message, reproduce_block, reproduction, shows_errors, tab_help
 from .outputs import components
 
-HELP = """
+HELP = ("The papers' published numbers next to our runs: filter, then read score against model size "
+        "and against the number of examples.")
+
+HOW = """
 Browse the numbers behind the claim: the BERTs paper (DeBERTa vs GPT-3 at 0, 1 and few shots,
 every DeBERTa size, the ranking ablation), the ALBERT zero-shot NormPLL paper, the instruction
 induction paper, and our own runs of `mlm-icl evaluate` (source *ours*). Filter, then
@@ -56,7 +59,7 @@ def build() -> TabParts:
     """
     from ..evaluation.results import load_results
 
-    gr.Markdown(HELP)
+    tab_help(HELP, HOW)
     try:
         frame = load_results()
     except ValueError as err:  # assets/results missing or broken: say so, keep the app up
