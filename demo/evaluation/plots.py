@@ -204,11 +204,25 @@ def _token_grid(rows: list[list], token_of, value_of, hover_of):
     return z, text, hover
 
 
-def token_heatmap(scores, title: str = "Log-probability of each scored token") -> go.Figure:
+def log_prob_floor(*score_sets) -> float:
+    """The bottom of the log-prob colour scale for heatmaps read side by side (a masked and a
+    causal LM's): the lowest log-prob of any of their tokens, so one colour is one log-prob in
+    every figure (never exactly 0, which would leave no scale)."""
+    lowest = min((t.logprob for scores in score_sets for s in scores for t in s.tokens), default=-1.0)
+    return min(lowest, -1e-3)
+
+
+COLOUR_BAR = dict(title=dict(text="log-prob", side="right", font=dict(size=13)), thickness=22,
+                  tickfont=dict(size=13), len=1.0, lenmode="fraction")
+
+
+def token_heatmap(scores, title: str = "Log-probability of each scored token",
+                  zmin: float | None = None) -> go.Figure:
     """One row per candidate (best first), one cell per scored token, coloured by its log-prob.
 
     ``scores``: ``demo.engine.pll.CandidateScore`` list. Cells read left to right like the text, so the
-    tokens that pulled a candidate down stand out in red.
+    tokens that pulled a candidate down stand out in red. ``zmin``: the scale's bottom, shared
+    with the figures read beside this one (:func:`log_prob_floor`); by default its own lowest.
     """
     ranked = sorted(scores, key=lambda s: s.score, reverse=True)
     z, text, hover = _token_grid(
@@ -219,16 +233,16 @@ def token_heatmap(scores, title: str = "Log-probability of each scored token") -
         text = [["" for _ in row] for row in text]
         title += " (hover a cell to see its token)"
     labels = [_row_label(s.candidate, prefix=f"{i}. ") for i, s in enumerate(ranked, 1)]
-    low = min((v for row in z for v in row if v is not None), default=-1.0)
     figure = go.Figure(go.Heatmap(
         z=z, text=text, customdata=hover, texttemplate="%{text}", textfont=dict(size=13),
         hovertemplate="%{customdata}<extra></extra>",
-        y=labels, colorscale="RdYlGn", zmin=min(low, -1e-3), zmax=0.0, xgap=2, ygap=4,
-        colorbar=dict(title="log-prob")))
+        y=labels, colorscale="RdYlGn", zmin=log_prob_floor(scores) if zmin is None else zmin, zmax=0.0,
+        xgap=2, ygap=4, colorbar=COLOUR_BAR))
     figure.update_yaxes(autorange="reversed", tickfont=dict(size=12))
     figure.update_xaxes(title="token position in the scored text", showgrid=False, zeroline=False)
-    figure.update_layout(title=title, height=130 + 52 * len(ranked), margin=dict(l=10, r=10, t=50, b=40),
-                         plot_bgcolor="white")
+    # tall enough for a colour bar with several readable ticks, even for two candidates
+    figure.update_layout(title=title, height=max(300, 130 + 52 * len(ranked)),
+                         margin=dict(l=10, r=10, t=50, b=40), plot_bgcolor="white")
     return figure
 
 
