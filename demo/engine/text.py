@@ -42,6 +42,16 @@ def prompt_as_read(prompt: str, newline_survives: bool) -> str:
     return encode_newlines(prompt, newline_survives)
 
 
+def newline_marker_note(text: str, newline_survives: bool) -> str | None:
+    """A sentence for a page that shows the tokens of ``text`` (text as the model read it) when
+    they include the newline marker: without it, a reader sees two odd tokens and no newline."""
+    marker = NEWLINE_MARKER.strip()
+    if newline_survives or marker not in text:
+        return None
+    return (f"The tokens {' '.join(marker)} are the BERTs paper's newline marker: this model's tokenizer "
+            f"drops newlines, so each newline is written as {marker} for it to read.")
+
+
 def decode_newlines(text: str, newline_survives: bool) -> str:
     """Inverse of :func:`encode_newlines` on model output."""
     if newline_survives:
