@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..engine.sources import resolve, smollm2_gguf
+from ..engine.sources import label, resolve, smollm2_gguf
 from ..settings import AppSettings
 
 LOCAL_MODELS_VAR = AppSettings.variable("local_models")
@@ -216,6 +216,12 @@ class Catalog:
         else the name itself (a Hub id, or a path the caller vouches for)."""
         local = self.local_entry(name)
         return local.path if local else str(name).strip()
+
+    def shown_name(self, name: str, local: bool) -> str:
+        """How the page names a loaded model (``LoadedModel.name`` and ``.local``): a listed local
+        model by its short name, as the pickers do; else its folder or file name, or the Hub id."""
+        entry = self.local_entry(name) if local else None
+        return entry.name if entry else label(name, local)
 
     def pair(self, name: str) -> ModelPair | None:
         return next((p for p in self.pairs if p.name == name), None)
