@@ -1,4 +1,4 @@
-"""The app's MCP server is Gradio's, with one mend so that a plain tool call gets every output.
+"""The app's MCP server is Gradio's, with two mends so that a tool call gets every output.
 
 Gradio 6.31 (``gradio/mcp.py``, ``GradioMCPServer._execute_tool_without_progress``) answers a
 queued tool call made without a progress token, as most agent frameworks make them, with
@@ -8,6 +8,11 @@ them, so the client gets one text block holding a Python tuple; and where an out
 progress token gets the list of outputs, one content part each. Gradio's documented way to skip
 that path, ``queue=False``, would run models outside the queue and its concurrency limits, so the
 plain call is mended here instead: the tuple becomes the list of outputs it stands for.
+
+Gradio then drops the outputs of ``gr.State`` components (not in a tool's schema) by popping
+their positions in order (``GradioMCPServer.pop_returned_state``), so every State after the first
+is looked for one place too far: an event with two States (a ranking's scores and their variant)
+fails. The mend drops them all at once.
 """
 
 import gradio as gr
@@ -20,7 +25,16 @@ async def _outputs_as_a_list(job) -> list:
     return list(result) if isinstance(result, tuple) else [result]
 
 
+def _without_states(components, outputs):
+    """The outputs of every component that is not a ``gr.State``."""
+    if not isinstance(outputs, (list, tuple)):
+        return outputs
+    return [value for component, value in zip(components, outputs) if not isinstance(component, gr.State)]
+
+
 def mend_plain_tool_calls(app: gr.Blocks) -> None:
-    """Give the launched app's MCP server (if it has one) the list of outputs for plain calls."""
+    """Give the launched app's MCP server (if it has one) the list of outputs for plain calls, less
+    every State's."""
     if app.mcp_server_obj is not None:
         app.mcp_server_obj._execute_tool_without_progress = _outputs_as_a_list
+        app.mcp_server_obj.pop_returned_state = _without_states
