@@ -6,6 +6,7 @@
 - ``prompting``     the Prompting tab: generation, masked vs causal
 - ``playback``      decoding playback: the steps of a generation as frames of a player
 - ``ranking``       the Ranking tab: PLL and causal scores, heatmaps
+- ``pll_copies``    one candidate's PLL masked copies as rows, and the causal LM's pass, as HTML
 - ``length_probe``  the Length probe tab: needle grids
 - ``results_tab``   the Results tab: published tables next to our runs
 - ``lesson``        the lesson above the tabs: seven steps, each loads its tab's inputs
