@@ -168,12 +168,13 @@ def test_unloadable_model_is_a_page_message():
 def test_an_events_outputs_are_named_once_each():
     from demo.ui.outputs import components
     from demo.ui.ranking import DifferenceOutputs
-    assert components(DifferenceOutputs, note="the note", plot="the plot") == ["the plot", "the note"]
+    named = dict(note="the note", plot="the plot", variant="the variant", scores="the scores")
+    assert components(DifferenceOutputs, **named) == ["the plot", "the note", "the scores", "the variant"]
     with pytest.raises(TypeError, match=r"missing \['note'\]"):
-        components(DifferenceOutputs, plot="the plot")
+        components(DifferenceOutputs, **{k: v for k, v in named.items() if k != "note"})
     with pytest.raises(TypeError, match=r"unknown \['table'\]"):
-        components(DifferenceOutputs, plot="the plot", note="the note", table="a table")
-    assert DifferenceOutputs.showing("a message") == (None, "a message")  # as Gradio receives it
+        components(DifferenceOutputs, **named, table="a table")
+    assert DifferenceOutputs.showing("a message") == (None, "a message", None, "")  # as Gradio receives it
 
 
 # ---------------------------------------------------------------- the page
@@ -203,9 +204,9 @@ def test_every_control_has_a_label_and_help_and_defaults_pick_local_models(monke
 # written out, not derived from the output records, so that a reordered record fails here
 API_OUTPUTS = {
     "rank_mlm": ["rank-mlm-summary", "rank-mlm-table", "rank-mlm-plot", "State", "rank-mlm-csv",
-                 "rank-mlm-reproduce-python", "rank-mlm-reproduce-shell"],
+                 "rank-mlm-reproduce-python", "rank-mlm-reproduce-shell", "State"],
     "rank_causal": ["rank-causal-summary", "rank-causal-table", "rank-causal-plot", "State", "rank-causal-csv",
-                    "rank-causal-reproduce-python", "rank-causal-reproduce-shell"],
+                    "rank-causal-reproduce-python", "rank-causal-reproduce-shell", "State"],
     "generate_mlm": ["gen-mlm-text", "gen-mlm-stats", "gen-trace", "gen-mlm-compare", "gen-mlm-reproduce-python",
                      "gen-mlm-reproduce-shell"],
     "generate_causal": ["gen-causal-text", "gen-causal-stats", "gen-causal-reproduce-python",

@@ -69,6 +69,11 @@ def escape(text) -> str:
     return html.escape(str(text), quote=True)
 
 
+def score_text(value: float) -> str:
+    """A score or log-prob as the page prints it, in tables, summaries and views alike."""
+    return f"{value:.2f}"
+
+
 def message(text: str, kind: str = "error") -> str:
     """A sentence for the output area (kind "error" or "note"); the text is escaped."""
     role = ' role="alert"' if kind == "error" else ""
@@ -363,7 +368,8 @@ def model_note(lm) -> str:
     """One line (HTML) under an output: which model, how big, where it runs; a caveat for the
     offline stand-in, so nobody reads its weak answers as what masked LMs can do."""
     where = "local" if lm.local else "Hub"
-    line = (f"<code>{escape(lm.label)}</code> · {lm.kind} · "
+    name = deployment().catalog.shown_name(lm.name, lm.local)
+    line = (f"<code>{escape(name)}</code> · {lm.kind} · "
             f"{escape(lm.family.name)} · {lm.n_parameters / 1e6:,.0f}M parameters · {where} · "
             f"{lm.device.type}")
     if getattr(lm, "emd", False):

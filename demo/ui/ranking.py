@@ -1,6 +1,7 @@
 """Ranking tab: score 2 to 8 candidate completions with an MLM (PLL) and a causal LM, side by side.
 
-Wiring only: ``demo.engine.pll.score_candidates`` scores, ``demo.evaluation.plots`` draws.
+Wiring only: ``demo.engine.pll.score_candidates`` scores, ``demo.evaluation.plots`` draws,
+``demo.ui.pll_copies`` shows one candidate's masked copies.
 """
 
 from typing import Any, NamedTuple
@@ -10,7 +11,7 @@ import pandas as pd
 
 from ..app.catalog import Catalog
 from ..app.limits import MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates, whole
-from ..engine.text import special_token_note
+from ..engine.text import newline_marker_note, special_token_note
 from ..settings import DEFAULT_MASKED_METHOD, ScoringSettings
 from .common import (
     Dropdown,
@@ -29,8 +30,10 @@ from .common import (
     read_presets,
     reproduce_block,
     reproduction,
+    score_text,
 )
 from .outputs import components
+from .pll_copies import copies_view
 
 VARIANTS = [
     ("1 mask (Salazar et al. 2020)", "salazar"),
@@ -105,15 +108,18 @@ def _typed_specials(lm, context: str, candidates: str) -> str:
     return message(note, "note") if note else ""
 
 
-def ranking_table(scores) -> pd.DataFrame:
+def ranking_table(scores):
+    """The ranking as a table, best first; its numbers printed as the summary prints them."""
     ranked = sorted(scores, key=lambda s: s.score, reverse=True)
-    return pd.DataFrame({
+    frame = pd.DataFrame({
         "#": range(1, len(ranked) + 1),
         "candidate": [s.candidate for s in ranked],
         "score": [round(s.score, 2) for s in ranked],
         "per token": [round(s.mean, 2) for s in ranked],
         "tokens": [len(s.tokens) for s in ranked],
     })
+    # A Styler sets only what the page shows (-14.00, not -14); API clients get the numbers.
+    return frame.style.format(score_text, subset=["score", "per token"])
 
 
 TIE = 1e-6  # scores closer than this are a tie (both are printed with 2 decimals)
@@ -129,11 +135,11 @@ def ranking_summary(title: str, lm, what: str, scores, answer: str = "") -> str:
         right = answer and s.candidate.strip() == answer
         mark = ' <span class="demo-correct">✓ correct answer</span>' if right else ""
         items.append(f'<li class="{"demo-best" if first else ""}">{escape(s.candidate)} '
-                     f'<span class="demo-score">score {s.score:.2f}</span>{mark}</li>')
+                     f'<span class="demo-score">score {score_text(s.score)}</span>{mark}</li>')
     notes = []
     tied = [s for s in ranked if abs(s.score - ranked[0].score) <= TIE]
     if len(tied) > 1:
-        notes.append(message(f"Tie: {len(tied)} candidates share the top score ({ranked[0].score:.2f}); "
+        notes.append(message(f"Tie: {len(tied)} candidates share the top score ({score_text(ranked[0].score)}); "
                              f"this model cannot tell them apart.", "note"))
     if answer:
         place = next((i for i, s in enumerate(ranked, 1) if s.candidate.strip() == answer), None)
@@ -148,10 +154,15 @@ def ranking_summary(title: str, lm, what: str, scores, answer: str = "") -> str:
             f'<ol class="demo-ranking">{"".join(items)}</ol>' + "".join(notes))
 
 
-def _what(method, right_masks, normalize, scope, unconditional) -> str:
-    name = VARIANT_NAMES.get(method, "exact log-likelihood") if method else "exact log-likelihood"
+def variant_name(method, right_masks) -> str:
+    """A scoring method as the page names it (a masked LM's PLL variant, else a causal LM's)."""
     if method == "right_masks":
-        name = f"+{right_masks} right masks (Samuel 2024)"
+        return f"+{right_masks} right masks (Samuel 2024)"
+    return VARIANT_NAMES.get(method, "exact log-likelihood") if method else "exact log-likelihood"
+
+
+def _what(method, right_masks, normalize, scope, unconditional) -> str:
+    name = variant_name(method, right_masks)
     extras = ["mean per token (NormPLL)" if normalize else "sum of log-probs",
               "full text scored" if scope == "full" else "candidate scored"]
     if unconditional and unconditional.strip():
@@ -168,6 +179,7 @@ class RankingOutputs(NamedTuple):
     files: list[str] | None = None  # the per-token CSV and the heatmap as an HTML page
     python: str | None = None  # Reproduce: the Python call
     shell: str | None = None  # Reproduce: the command line
+    variant: str = ""  # a gr.State: the PLL variant the scores come from ("" for a causal LM)
 
     @classmethod
     def showing(cls, message: str) -> "RankingOutputs":
@@ -179,19 +191,33 @@ class DifferenceOutputs(NamedTuple):
     """The difference view between two PLL variants."""
     plot: Any = None  # Plotly figure: per token, how much likelier under one variant
     note: str = ""  # HTML: how the ranking changes, or the message shown instead
+    scores: list | None = None  # a gr.State: the second variant's scores, for the copies view
+    variant: str = ""  # a gr.State: the second variant's name
 
     @classmethod
     def showing(cls, message: str) -> "DifferenceOutputs":
         return cls(note=message)
 
 
+def heatmap(title: str, scores, zmin: float | None = None):
+    """A side's per-token heatmap (``zmin`` as ``token_heatmap`` takes it)."""
+    from ..evaluation.plots import token_heatmap
+    return token_heatmap(scores, title=f"{title}: log-prob of each scored token", zmin=zmin)
+
+
+def _newline_note(lm, scores) -> str:
+    """The newline marker's note, when the scored tokens (what the views show) include it."""
+    shown = " ".join(s.text[s.tokens[0].start:s.tokens[-1].end] for s in scores)
+    note = newline_marker_note(shown, lm.newline_survives)
+    return message(note, "note") if note else ""
+
+
 def _outputs(title, lm, kind, model_name, context, candidates, settings, scores, what,
-             answer, deberta_head="auto") -> RankingOutputs:
+             answer, deberta_head="auto", variant="") -> RankingOutputs:
     """A side's outputs, from its scores."""
     from ..evaluation.exports import download, figure_download, score_table
-    from ..evaluation.plots import token_heatmap
 
-    figure = token_heatmap(scores, title=f"{title}: log-prob of each scored token")
+    figure = heatmap(title, scores)
     summary = ranking_summary(f"{title} ranking", lm, what, scores, answer)
     typed = parse_candidates(candidates, deployment().settings)
     csv = download(score_table([(context, typed)], [scores]).assign(model=model_name),
@@ -199,9 +225,9 @@ def _outputs(title, lm, kind, model_name, context, candidates, settings, scores,
     files = [csv, figure_download(figure, csv, "ranking-heatmap", model_name, kind)]
     python, shell = reproduction("score", model_name, kind, settings, deberta_head, context=context,
                                  candidates=typed)
-    return RankingOutputs(summary=summary + _typed_specials(lm, context, candidates),
+    return RankingOutputs(summary=summary + _typed_specials(lm, context, candidates) + _newline_note(lm, scores),
                           table=ranking_table(scores), plot=figure, scores=scores, files=files,
-                          python=python, shell=shell)
+                          python=python, shell=shell, variant=variant)
 
 
 @handler(RankingOutputs.showing)
@@ -225,7 +251,7 @@ def rank_masked(context, candidates, model_name, method, right_masks, normalize,
     lm, scores = _score(model_name, "masked", context, candidates, settings, deberta_head)
     what = _what(method, settings.right_masks, normalize, scope, unconditional)
     return _outputs("Masked LM", lm, "masked", model_name, context, candidates, settings, scores, what, answer,
-                    deberta_head)
+                    deberta_head, variant_name(method, settings.right_masks))
 
 
 @handler(RankingOutputs.showing)
@@ -261,8 +287,8 @@ def compare_variants(context, candidates, model_name, method, compare_method, ri
                                                  "to see where they disagree.", "note") if first_scores else "")
     settings = _scoring_settings(compare_method, right_masks, normalize, scope, unconditional)
     _, second_scores = _score(model_name, "masked", context, candidates, settings, deberta_head)
-    first_label = _what(method, settings.right_masks, normalize, scope, None).split(",")[0]
-    second_label = _what(compare_method, settings.right_masks, normalize, scope, None).split(",")[0]
+    first_label = variant_name(method, settings.right_masks)
+    second_label = variant_name(compare_method, settings.right_masks)
     figure = pll_difference(first_scores, second_scores, first_label, second_label)
 
     def order(scores):
@@ -272,7 +298,56 @@ def compare_variants(context, candidates, model_name, method, compare_method, ri
     change = "is the same" if same else "changes to: " + " > ".join(order(second_scores))
     note = (f"{second_label} vs {first_label}: the ranking {change.rstrip('.')}. Blue tokens are likelier "
             f"under {second_label}, red ones under {first_label}.")
-    return DifferenceOutputs(plot=figure, note=message(note, "note"))
+    return DifferenceOutputs(plot=figure, note=message(note, "note"), scores=second_scores, variant=second_label)
+
+
+def _scored_variants(masked_variant, masked_scores, compare_variant, compare_scores) -> dict:
+    """The PLL variants one ranking scored, by name: its own and the difference view's second."""
+    variants = {masked_variant: masked_scores} if masked_scores else {}
+    if compare_scores:
+        variants[compare_variant] = compare_scores
+    return variants
+
+
+def show_copies(index, variant, masked_variant, masked_scores, compare_variant, compare_scores,
+                causal_scores) -> str:
+    """The copies view of the candidate typed ``index``-th, under ``variant`` (one the ranking
+    scored), with the causal LM's pass for the same candidate: from the scores kept, no model run."""
+    scores = _scored_variants(masked_variant, masked_scores, compare_variant, compare_scores).get(variant)
+    if not scores or index is None or not 0 <= index < len(scores):
+        return ""
+    masked = scores[index]
+    same = causal_scores and len(causal_scores) == len(scores) and causal_scores[index].candidate == masked.candidate
+    return copies_view(masked, variant, causal_scores[index] if same else None)
+
+
+class SharedViews(NamedTuple):
+    """What a ranking shows once both sides and the difference view have run."""
+    masked_plot: Any  # the two heatmaps again, on one colour scale (or left as they are)
+    causal_plot: Any
+    candidate: Any  # the copies view's pickers: the candidates, best first, and the variants scored
+    variant: Any
+    copies: str  # HTML: the best candidate's masked copies
+
+
+def after_ranking(masked_variant, masked_scores, compare_variant, compare_scores, causal_scores) -> SharedViews:
+    """The views that need both sides: the heatmaps on one colour scale (one colour, one log-prob),
+    and the copies view of the best candidate, with pickers for the others and the variants."""
+    from ..evaluation.plots import log_prob_floor
+
+    plots = (gr.update(), gr.update())
+    if masked_scores and causal_scores:
+        zmin = log_prob_floor(masked_scores, causal_scores)
+        plots = (heatmap("Masked LM", masked_scores, zmin), heatmap("Causal LM", causal_scores, zmin))
+    if not masked_scores:
+        return SharedViews(*plots, gr.update(choices=[], value=None), gr.update(choices=[], value=None), "")
+    order = sorted(range(len(masked_scores)), key=lambda k: masked_scores[k].score, reverse=True)
+    candidates = [(f"{rank}. {masked_scores[k].candidate}", k) for rank, k in enumerate(order, 1)]
+    variants = list(_scored_variants(masked_variant, masked_scores, compare_variant, compare_scores))
+    copies = show_copies(order[0], masked_variant, masked_variant, masked_scores, compare_variant, compare_scores,
+                         causal_scores)
+    return SharedViews(*plots, gr.update(choices=candidates, value=order[0]),
+                       gr.update(choices=variants, value=masked_variant), copies)
 
 
 def preset_note(preset: dict | None) -> str:
@@ -353,23 +428,36 @@ def build(catalog: Catalog) -> TabParts:
     with gr.Row():
         with gr.Column():
             masked_summary = gr.HTML(elem_id="rank-mlm-summary")
-            masked_table = gr.Dataframe(label="Masked LM ranking", elem_id="rank-mlm-table",
+            # the summary above is titled "Masked LM ranking": the table does not say it again
+            masked_table = gr.Dataframe(label="Masked LM scores", show_label=False, elem_id="rank-mlm-table",
                                         interactive=False, column_widths=TABLE_WIDTHS, wrap=True)
             masked_files = gr.File(label="Per-token scores (CSV) and the heatmap (HTML)", file_count="multiple",
                                    elem_id="rank-mlm-csv")
             masked_python, masked_shell = reproduce_block("rank-mlm-reproduce")
         with gr.Column():
             causal_summary = gr.HTML(elem_id="rank-causal-summary")
-            causal_table = gr.Dataframe(label="Causal LM ranking", elem_id="rank-causal-table",
+            causal_table = gr.Dataframe(label="Causal LM scores", show_label=False, elem_id="rank-causal-table",
                                         interactive=False, column_widths=TABLE_WIDTHS, wrap=True)
             causal_files = gr.File(label="Per-token scores (CSV) and the heatmap (HTML)", file_count="multiple",
                                    elem_id="rank-causal-csv")
             causal_python, causal_shell = reproduce_block("rank-causal-reproduce")
     masked_plot = gr.Plot(label="Masked LM: per-token log-probs", elem_id="rank-mlm-plot")
     causal_plot = gr.Plot(label="Causal LM: per-token log-probs", elem_id="rank-causal-plot")
+    with gr.Accordion("The PLL made visible: one candidate's masked copies", open=False, elem_id="rank-copies"):
+        with gr.Row():
+            copies_candidate = gr.Dropdown(
+                choices=[], value=None, label="Candidate", elem_id="rank-copies-candidate",
+                info="Filled by a ranking, best first.")
+            copies_variant = gr.Radio(
+                choices=[], value=None, label="PLL variant shown", elem_id="rank-copies-variant",
+                info="The ranking's variant and the difference view's: switch to see which positions "
+                     "each masks. Another variant: pick it there and rank again.")
+        copies = gr.HTML(elem_id="rank-copies-view")
     difference_note = gr.HTML(elem_id="rank-diff-note")
     difference_plot = gr.Plot(label="Difference between two PLL variants", elem_id="rank-diff-plot")
-    masked_scores, causal_scores = gr.State(), gr.State()  # the full scores, for the next events
+    # the full scores and the variants they come from, for the next events
+    masked_scores, causal_scores, compare_scores = gr.State(), gr.State(), gr.State()
+    masked_variant, causal_variant, compare_variant = gr.State(""), gr.State(""), gr.State("")
 
     def fill(name):
         chosen = next((p for p in presets if p["name"] == name), None)
@@ -384,22 +472,34 @@ def build(catalog: Catalog) -> TabParts:
                   api_visibility="private")
     masked_outputs = components(
         RankingOutputs, summary=masked_summary, table=masked_table, plot=masked_plot, scores=masked_scores,
-        files=masked_files, python=masked_python, shell=masked_shell)
+        files=masked_files, python=masked_python, shell=masked_shell, variant=masked_variant)
     causal_outputs = components(
         RankingOutputs, summary=causal_summary, table=causal_table, plot=causal_plot, scores=causal_scores,
-        files=causal_files, python=causal_python, shell=causal_shell)
+        files=causal_files, python=causal_python, shell=causal_shell, variant=causal_variant)
+    # One chain, in order: the views that need both sides (one colour scale, the copies view with
+    # the causal pass) run once both have, never on one side's new scores and the other's old.
     masked_event = run.click(
         rank_masked, [context, candidates, masked_model, method, right_masks, normalize, scope,
                       unconditional, answer, deberta_head],
         masked_outputs, api_name="rank_mlm", concurrency_id="score")
-    masked_event.success(
+    causal_event = masked_event.then(
+        rank_causal, [context, candidates, causal_model, normalize, scope, unconditional, answer],
+        causal_outputs, api_name="rank_causal", concurrency_id="score")
+    difference_event = causal_event.then(
         compare_variants,
         [context, candidates, masked_model, method, compare_method, right_masks, normalize, scope,
          unconditional, masked_scores, deberta_head],
-        components(DifferenceOutputs, plot=difference_plot, note=difference_note),
+        components(DifferenceOutputs, plot=difference_plot, note=difference_note, scores=compare_scores,
+                   variant=compare_variant),
         api_visibility="private", concurrency_id="score")
-    run.click(rank_causal, [context, candidates, causal_model, normalize, scope, unconditional, answer],
-              causal_outputs, api_name="rank_causal", concurrency_id="score")
+    kept = [masked_variant, masked_scores, compare_variant, compare_scores, causal_scores]
+    difference_event.then(
+        after_ranking, kept,
+        components(SharedViews, masked_plot=masked_plot, causal_plot=causal_plot, candidate=copies_candidate,
+                   variant=copies_variant, copies=copies),
+        api_visibility="private")
+    for picker in (copies_candidate, copies_variant):  # a redraw from the kept scores: no model run
+        picker.input(show_copies, [copies_candidate, copies_variant, *kept], copies, api_visibility="private")
     return TabParts(lesson_fields=(preset, context, candidates, answer, note),
                     lesson_values=lambda step: [step["preset"], *fill(step["preset"])])
 

@@ -1,0 +1,182 @@
+"""The Ranking tab's views: the PLL's masked copies, one colour scale, one number format, names.
+
+References are independent of the views: the core's per-token log-probs summed here, masked
+positions written out by hand from the method's definition, minima taken here, Gradio's own
+rendering of the table.
+"""
+
+import math
+import re
+
+import gradio as gr
+import pytest
+
+from demo.app.catalog import LOCAL_MODELS_VAR, build_catalog
+from demo.engine.pll import CandidateScore, TokenScore, score_candidates
+from demo.engine.text import NEWLINE_MARKER
+from demo.settings import AppSettings, ScoringSettings
+from demo.ui.common import read_presets, score_text
+from demo.ui.pll_copies import copies_view
+from demo.ui.ranking import after_ranking, rank_masked, ranking_summary, ranking_table, show_copies
+from tests.conftest import STANDIN_MLM, needs_shared
+
+VARIANTS = ["salazar", "right_masks", "within_word_l2r", "whole_word"]
+ROW = re.compile(r"<tr><th>(\d+)</th>(.*?)</tr>", re.S)
+CELL = re.compile(r'<td><span class="demo-tok ([a-z-]*)">')
+NUMBERS = re.compile(r'<td class="demo-num">([^<]*)</td>')
+
+
+def _rows(html: str) -> list[str]:
+    """The masked copies' rows (the causal pass has no numbered rows)."""
+    return [body for _, body in ROW.findall(html)]
+
+
+def _masked_columns(row: str) -> tuple[set[int], int]:
+    """(columns shown as [MASK] besides the predicted one, the predicted column) in one row."""
+    kinds = CELL.findall(row)
+    return {i for i, k in enumerate(kinds) if k == "demo-mask"}, kinds.index("demo-mask-predicted")
+
+
+def _summary_scores(summary: str) -> dict[str, str]:
+    return {candidate.strip(): shown for candidate, shown in
+            re.findall(r'<li[^>]*>(.*?) <span class="demo-score">score ([^<]*)</span>', summary)}
+
+
+@pytest.mark.parametrize("method", VARIANTS)
+def test_copies_have_one_row_per_scored_token_and_total_the_ranking(tiny_model, method):
+    lm = tiny_model("bert")
+    settings = ScoringSettings(method=method, right_masks=2)
+    scores = score_candidates(lm, "The show was", ["super fun.", "unbelievably entertaining."], settings)
+    summary = _summary_scores(ranking_summary("Masked LM ranking", lm, "", scores))
+    for score in scores:
+        html = copies_view(score, method)
+        rows = _rows(html)
+        assert len(rows) == len(score.tokens)
+        # the running sums are the core's log-probs added up here, the last one is the total
+        running = [NUMBERS.findall(row)[-1] for row in rows]
+        expected = [score_text(math.fsum(t.logprob for t in score.tokens[:k])) for k in range(1, len(rows) + 1)]
+        assert running == expected
+        assert re.search(r"Sum of log-probs: <b>([^<]*)</b>", html)[1] == expected[-1]
+        # ... and the ranking's score, printed as the ranking prints it
+        shown_score = re.search(r"ranking score: <b>([^<]*)</b>", html)[1]
+        assert shown_score == expected[-1] == summary[score.candidate]
+
+
+def test_copies_of_a_normalised_ranking_say_its_score_is_the_mean(tiny_model):
+    lm = tiny_model("bert")
+    score = score_candidates(lm, "The show was", ["super fun."], ScoringSettings(reduction="mean"))[0]
+    html = copies_view(score, "right_masks")
+    mean = score_text(math.fsum(t.logprob for t in score.tokens) / len(score.tokens))
+    assert f"ranking score: <b>{mean}</b> (the mean per token)" in html
+
+
+def test_the_causal_pass_is_one_row_of_the_causal_ranking(tiny_model):
+    masked = score_candidates(tiny_model("bert"), "The show was", ["super fun."])[0]
+    causal = score_candidates(tiny_model("gpt2"), "The show was", ["super fun."])[0]
+    html = copies_view(masked, "right_masks", causal)
+    one_pass = html.split("Causal LM: one pass", 1)[1]
+    assert not _rows(one_pass)  # no copies: one pass
+    logprobs = NUMBERS.findall(one_pass.split("<th>log-prob</th>")[1].split("</tr>")[0])
+    assert logprobs == [score_text(t.logprob) for t in causal.tokens]
+    assert f"ranking score: <b>{score_text(causal.score)}</b> (the sum)" in one_pass
+
+
+def test_user_text_in_the_copies_is_shown_as_text(tiny_model):
+    score = score_candidates(tiny_model("bert"), "<b>bold</b> says", ["<img src=x> yes"])[0]
+    html = copies_view(score, "<i>variant</i>")
+    assert "<img" not in html and "<b>bold" not in html and "<i>variant" not in html
+    assert "&lt;b&gt;bold&lt;/b&gt; says" in html and ">&lt;</span>" in html  # context, a token
+
+
+@needs_shared
+def test_switching_variants_masks_what_each_method_says(monkeypatch):
+    """The BERTs paper's multi-token word preset on the stand-in: which of the long word's copies
+    mask which pieces, written out by hand for each variant."""
+    monkeypatch.setenv(LOCAL_MODELS_VAR, str(STANDIN_MLM))
+    preset = next(p for p in read_presets("ranking") if "Multi-token word" in p["name"])
+    long_word = max(range(len(preset["candidates"])), key=lambda k: len(preset["candidates"][k]))
+    pieces = ["super", "cal", "if", "rag", "ilis", "tic", "ex", "pia", "lid", "oc", "ious", "."]
+    word = set(range(11))  # the word's pieces; column 11 is the full stop, a word of its own
+    expected = {
+        "salazar": [set() for _ in pieces],
+        "right_masks": [{j for j in (i + 1, i + 2) if j < len(pieces)} for i in range(len(pieces))],
+        "within_word_l2r": [set(range(i + 1, 11)) if i in word else set() for i in range(len(pieces))],
+        "whole_word": [word - {i} if i in word else set() for i in range(len(pieces))],
+    }
+    seen = {}
+    for method in VARIANTS:
+        outputs = rank_masked(preset["context"], "\n".join(preset["candidates"]), STANDIN_MLM.name, method, 2,
+                              False, "completion", "")
+        assert outputs.scores, outputs.summary
+        html = show_copies(long_word, outputs.variant, outputs.variant, outputs.scores, "", None, None)
+        assert [t.token for t in outputs.scores[long_word].tokens] == pieces  # the hand count's basis
+        rows = [_masked_columns(row) for row in _rows(html)]
+        assert [predicted for _, predicted in rows] == list(range(len(pieces)))
+        assert [masked for masked, _ in rows] == expected[method], method
+        seen[method] = [masked for masked, _ in rows]
+    assert len({str(masks) for masks in seen.values()}) == 4  # every variant draws other masks
+
+
+@needs_shared
+def test_the_copies_view_switches_between_the_variants_the_ranking_scored(monkeypatch):
+    monkeypatch.setenv(LOCAL_MODELS_VAR, str(STANDIN_MLM))
+    ranked = rank_masked("She said the show was", "super.\nsuperb.", STANDIN_MLM.name, "right_masks", 2, False,
+                         "completion", "")
+    second = rank_masked("She said the show was", "super.\nsuperb.", STANDIN_MLM.name, "salazar", 2, False,
+                         "completion", "")
+    views = after_ranking(ranked.variant, ranked.scores, second.variant, second.scores, None)
+    assert views.variant["choices"] == [ranked.variant, second.variant]
+    best = max(range(2), key=lambda k: ranked.scores[k].score)
+    assert views.candidate["value"] == best and views.copies.count("demo-mask-predicted") == 1 + len(
+        ranked.scores[best].tokens)  # the legend's, then one per copy
+    shown = show_copies(best, second.variant, ranked.variant, ranked.scores, second.variant, second.scores, None)
+    assert second.variant in shown
+    assert [masked for masked, _ in map(_masked_columns, _rows(shown))] == [set(), set()]  # 1 mask: no other
+    assert [masked for masked, _ in map(_masked_columns, _rows(views.copies))][0] == {1}  # +2: the next too
+
+
+def test_masked_and_causal_heatmaps_share_one_colour_scale(tiny_model):
+    masked = score_candidates(tiny_model("bert"), "The show was", ["super fun.", "dull."])
+    causal = score_candidates(tiny_model("gpt2"), "The show was", ["super fun.", "dull."])
+    lowest = [min(t.logprob for s in scores for t in s.tokens) for scores in (masked, causal)]
+    assert lowest[0] != lowest[1]  # so that two scales of their own would differ
+    views = after_ranking("+2 right masks", masked, "", None, causal)
+    traces = [views.masked_plot.data[0], views.causal_plot.data[0]]
+    assert [(t.zmin, t.zmax) for t in traces] == [(min(lowest), 0.0)] * 2
+
+
+def _score(candidate: str, total: float, n: int) -> CandidateScore:
+    tokens = [TokenScore(token="x", start=0, end=1, logprob=total / n, rank=1, masked=[]) for _ in range(n)]
+    return CandidateScore(candidate=candidate, text="x", tokens=tokens, total=total, mean=total / n, score=total)
+
+
+def test_the_table_prints_numbers_as_the_summary_does(tiny_model):
+    scores = [_score("fourteen", -14.0, 5), _score("two point eight", -2.8, 1)]
+    shown = gr.Dataframe(interactive=False).postprocess(ranking_table(scores)).metadata["display_value"]
+    summary = _summary_scores(ranking_summary("Causal LM ranking", tiny_model("gpt2"), "", scores))
+    assert [(row[1], row[2]) for row in shown] == list(summary.items()) == [
+        ("two point eight", "-2.80"), ("fourteen", "-14.00")]
+    assert [row[3] for row in shown] == ["-2.80", "-2.80"]  # per token, the same format
+
+
+@needs_shared
+def test_the_newline_marker_is_explained_where_its_tokens_show(monkeypatch):
+    monkeypatch.setenv(LOCAL_MODELS_VAR, str(STANDIN_MLM))
+    context = "Q: is the sky blue?\nA:"
+    full = rank_masked(context, "yes\nno", STANDIN_MLM.name, "salazar", 2, False, "full", "").summary
+    assert "newline marker" in full and NEWLINE_MARKER.strip() in full  # the scored tokens hold it
+    candidate_only = rank_masked(context, "yes\nno", STANDIN_MLM.name, "salazar", 2, False, "completion", "")
+    assert "newline marker" not in candidate_only.summary  # only the candidate shows: no marker
+
+
+def test_results_name_a_local_model_as_the_picker_does(tmp_path, monkeypatch):
+    gguf = tmp_path / "pkg" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: gguf)
+    catalog = build_catalog(AppSettings(local_models=""))
+    picker = dict(catalog.choices("causal"))
+    assert picker["smollm2 · local"] == "smollm2"
+    assert catalog.shown_name(str(gguf), local=True) == "smollm2"  # not the file's name
+    assert catalog.shown_name("openai-community/gpt2", local=False) == "openai-community/gpt2"
+    assert catalog.shown_name(str(tmp_path / "elsewhere"), local=True) == "elsewhere"  # never a path
