@@ -14,7 +14,6 @@ write side by side at the same pace, driven by the first lane's controls. With
 buttons still reach every frame (style.css).
 """
 
-from ..engine.text import NEWLINE_MARKER
 from .common import escape
 
 HEAD, TAIL = 6, 12  # prompt tokens shown before its elided middle, and at its end
@@ -121,16 +120,14 @@ LANES = {"masked": ("Masked LM", "appends [MASK], padding masks and the end toke
          "causal": ("Causal LM", "predicts the next token from the text on its left")}
 
 
-def playback(steps, lane: str, run_id: str = "", newline_marker: bool = False, group: str = "gen") -> str:
+def playback(steps, lane: str, run_id: str = "", newline_note: str | None = None, group: str = "gen") -> str:
     """A generation's steps as a player's HTML (an empty string for no steps). ``lane``:
     "masked" or "causal"; ``run_id`` tells the page a new run arrived (the player starts over);
-    ``newline_marker``: the prompt's line breaks reached the model as the paper's marker."""
+    ``newline_note``: why the tokens of the newline marker appear (engine.text.newline_marker_note)."""
     if not steps:
         return ""
     title, how = LANES[lane]
-    marker = (f'<div class="demo-lane-how">The prompt\'s line breaks appear as <code>{escape(NEWLINE_MARKER.strip())}'
-              '</code>: this tokenizer drops line breaks, so they are written as the BERTs paper writes '
-              'them.</div>' if newline_marker else "")
+    marker = f'<div class="demo-lane-how">{escape(newline_note)}</div>' if newline_note else ""
     return (f'<div class="demo-player" data-group="{escape(group)}" data-lane="{escape(lane)}" '
             f'data-run="{escape(run_id)}"><div class="demo-player-title">{title}</div>'
             f'<div class="demo-lane-how">{how}</div>{marker}' + _controls(len(steps))

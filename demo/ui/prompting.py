@@ -148,9 +148,11 @@ def run_id(prompt: str, result) -> str:
     return hashlib.sha1(repr((prompt, result.token_ids, result.seconds)).encode()).hexdigest()[:12]
 
 
-def marks_newlines(lm, prompt: str) -> bool:
-    """Did the prompt's line breaks reach the model as the paper's marker?"""
-    return "\n" in prompt and not lm.newline_survives
+def newline_note(lm, prompt: str) -> str | None:
+    """Why the newline marker's tokens appear in the playback, if the prompt reached the model
+    with them."""
+    from ..engine.text import newline_marker_note, prompt_as_read
+    return newline_marker_note(prompt_as_read(prompt, lm.newline_survives), lm.newline_survives)
 
 
 def _refreshes(result, refresh: int) -> str:
@@ -298,7 +300,7 @@ def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, tem
     compared = comparison(*results, settings.cache_refresh) if len(results) == 2 else ""
     return MaskedGenerationOutputs(text=shown.text, stats=_stats(lm, shown, time_limit, settings.cache_refresh),
                                    trace=playback(shown.steps, "masked", run_id(prompt, shown),
-                                                  marks_newlines(lm, prompt)),
+                                                  newline_note(lm, prompt)),
                                    compare=compared, python=python, shell=shell)
 
 
@@ -318,7 +320,7 @@ def generate_causal(prompt, model_name, strategy, max_new_tokens, num_beams, tem
     lm, (result,), time_limit, python, shell = _run(prompt, model_name, "causal", [settings])
     return CausalGenerationOutputs(text=result.text, stats=_stats(lm, result, time_limit), python=python,
                                    shell=shell, trace=playback(result.steps, "causal", run_id(prompt, result),
-                                                               marks_newlines(lm, prompt)))
+                                                               newline_note(lm, prompt)))
 
 
 def build(catalog: Catalog) -> TabParts:

@@ -31,6 +31,7 @@ from .common import (
     reproduce_block,
     reproduction,
     score_text,
+    tab_help,
 )
 from .outputs import components
 from .pll_copies import copies_view
@@ -44,14 +45,18 @@ VARIANTS = [
 VARIANT_NAMES = {value: label for label, value in VARIANTS}
 TABLE_WIDTHS = ["40px", "220px", "80px", "80px", "70px"]  # pixels: a phone scrolls, never squeezes
 
-HELP = """
+HELP = ("Which ending does each model find likelier? A **causal LM** reads left to right; a **masked "
+        "LM** masks each token in turn (a pseudo-log-likelihood).")
+
+HOW = """
 Rank candidate completions of a context by how likely each model finds them. A **causal LM**
 gives an exact log-likelihood (one pass, left to right). A **masked LM** has no left-to-right
 probability, so it is scored by a **pseudo-log-likelihood (PLL)**: mask each token of the
 candidate in turn and add up the log-probabilities of the right token. The BERTs paper also
 masks the next tokens to the right (*+ right masks*), because with one mask a multi-token word
-gives itself away and looks far likelier than it is; the **difference view** below shows where.
-Only the candidate is scored unless *Score* says *full text*.
+gives itself away and looks far likelier than it is; the **difference view** below shows where,
+and **the PLL made visible** shows one candidate's masked copies, row by row. Only the candidate
+is scored unless *Score* says *full text*.
 """
 
 
@@ -366,7 +371,7 @@ def preset_note(preset: dict | None) -> str:
 def build(catalog: Catalog) -> TabParts:
     """The Ranking tab's components and events (call inside a gr.Blocks/gr.Tab context)."""
     presets = read_presets("ranking") + task_presets()
-    gr.Markdown(HELP)
+    tab_help(HELP, HOW)
     first = presets[0] if presets else {"context": "", "candidates": [], "answer": None}
     preset = gr.Dropdown(
         choices=[p["name"] for p in presets], value=presets[0]["name"] if presets else None,
