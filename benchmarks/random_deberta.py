@@ -26,8 +26,10 @@ DEBERTA_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=1
 @cache
 def _folder() -> Path:
     folder = Path(tempfile.mkdtemp(prefix="deberta-base-random-"))
-    AutoTokenizer.from_pretrained(TOKENIZER).save_pretrained(folder)
-    DebertaConfig(**DEBERTA_BASE).save_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(TOKENIZER)
+    tokenizer.save_pretrained(folder)
+    # the tokenizer's padding id (DebertaConfig's default, 0, is this vocabulary's <s>)
+    DebertaConfig(**DEBERTA_BASE, pad_token_id=tokenizer.pad_token_id).save_pretrained(folder)
     return folder
 
 
