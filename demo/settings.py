@@ -8,6 +8,7 @@ never wait for torch.
 - :class:`ModelSettings`: which model, on which device (``demo.engine.models.load_model``).
 - :class:`ScoringSettings`: how candidates are scored (``demo.engine.pll``).
 - :class:`GenerationSettings`: how text is generated (``demo.engine.generation``).
+- :class:`InfillSettings`: how blanks in a text are filled (``demo.engine.infill``).
 - :class:`RunSettings`: how a task is evaluated (``demo.evaluation.evaluate``).
 - :class:`GridSettings`: the needle-in-a-haystack grid (``demo.evaluation.haystack``).
 - :class:`AppSettings`: what a deployment sets through ``DEMO_*`` environment variables; the
@@ -32,6 +33,9 @@ MAX_NEW_TOKENS_CAP = 512  # every step of the exact MLM method re-encodes the wh
 MAX_PADDING_MASKS = 16
 MAX_BEAMS = 16
 SCORE_SPANS = ("answer", "suffix", "example")
+INFILL_ORDERS = ("left_to_right", "confidence", "random")  # demo.engine.infill
+INFILL_STRATEGIES = ("greedy", "sample")
+FIM_MODES = ("auto", "on", "off")  # a causal LM's fill-in-the-middle tokens: demo.engine.infill
 KINDS = ("masked", "causal")
 DTYPES = ("float32", "bfloat16", "float16")
 DEPTHS = tuple(round(0.1 * i, 1) for i in range(11))
@@ -240,6 +244,57 @@ class GenerationSettings:
         if self.choices is not None and (
                 not self.choices or any(not isinstance(c, str) or not c.strip() for c in self.choices)):
             raise ValueError("choices must be a non-empty list of non-empty strings.")
+
+
+# ---------------------------------------------------------------- infilling
+
+
+@dataclass(frozen=True)
+class InfillSettings:
+    """How ``demo.engine.infill`` fills the blanks of a text (``[blank]``, ``[blank:3]``,
+    ``[blank:auto]``, ``____``: the parser, ``demo.engine.infill.parse_blanks``, says the rules).
+    Sampling means what it means for ``GenerationSettings``."""
+    order: Literal["left_to_right", "confidence", "random"] = field(default="left_to_right", metadata=_help(
+        "which masked position is filled at each step: the leftmost (the BERTs paper's order), the "
+        "one the model is surest of (masked diffusion LMs, Mask-Predict), or a random one (seeded)"))
+    strategy: Literal["greedy", "sample"] = field(default="greedy", metadata=_help(
+        "the token written at the chosen position: the likeliest, or a sample"))
+    temperature: float = field(default=1.0, metadata=_help("sampling only"))
+    top_k: int = field(default=0, metadata=_help("sampling only; 0 = off"))
+    top_p: float = field(default=1.0, metadata=_help("sampling only; 1 = off"))
+    seed: int | None = field(default=0, metadata=_help("seed of sampling and of the random order"))
+    blank_tokens: int = field(default=1, metadata=_help("tokens of a [blank] or ____ without a count"))
+    max_blank_tokens: int = field(default=4, metadata=_help(
+        "[blank:auto]: lengths 1..N are tried and the fill whose whole text the model scores best "
+        "is kept"))
+    max_blanks: int = field(default=8, metadata=_help("blanks one text may have"))
+    max_masked_tokens: int = field(default=64, metadata=_help(
+        "masked tokens one text may have, all blanks together (each costs a forward pass)"))
+    fim: Literal["auto", "on", "off"] = field(default="auto", metadata=_help(
+        "causal LMs: fill in the middle (reading the text after the blank) with the tokenizer's "
+        "<fim_prefix>/<fim_suffix>/<fim_middle> tokens: 'auto' where it has them, 'off' continues "
+        "from the left of each blank only, 'on' refuses a model without them"))
+    trace: bool = field(default=False, metadata=_help("record the step-by-step trace"))
+    trace_top_k: int = field(default=5, metadata=_help("top tokens per step in the trace"))
+
+    def __post_init__(self):
+        _choice(self.order, "infilling order", INFILL_ORDERS)
+        _choice(self.strategy, "infilling strategy", INFILL_STRATEGIES)
+        if self.strategy == "sample":
+            _number(self.temperature, "temperature", lambda v: v > 0,
+                    "> 0 for sampling (use strategy='greedy' for the deterministic limit)")
+        else:  # not used, but still a number
+            _number(self.temperature, "temperature", lambda v: v >= 0, "a number >= 0")
+        _whole(self.top_k, "top_k", 0)
+        _number(self.top_p, "top_p", lambda v: 0 < v <= 1, "in (0, 1] (1 turns it off)")
+        _whole(self.seed, "seed", 0, 2**63 - 1, optional=True)
+        _whole(self.max_blanks, "max_blanks", 1)
+        _whole(self.max_masked_tokens, "max_masked_tokens", 1)
+        _whole(self.blank_tokens, "blank_tokens", 1, self.max_masked_tokens)
+        _whole(self.max_blank_tokens, "max_blank_tokens", 1, self.max_masked_tokens)
+        _choice(self.fim, "fim mode", FIM_MODES)
+        _flag(self.trace, "trace")
+        _whole(self.trace_top_k, "trace_top_k", 1)
 
 
 # ---------------------------------------------------------------- evaluation

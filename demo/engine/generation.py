@@ -176,17 +176,14 @@ def _end_ids(lm) -> list[int]:
     return ids
 
 
-def _suppressed_ids(lm, vocab_width: int, end_ids: list[int]) -> list[int]:
+def suppressed_ids(lm, end_ids: list[int]) -> list[int]:
     """Ids the decoder may never pick: rows beyond the tokenizer (embeddings rounded up) and,
-    for masked LMs, specials other than the end token ([CLS], [MASK], [PAD], [UNK])."""
-    ids = set(range(len(lm.tokenizer), vocab_width))
+    for masked LMs, specials other than the end token ([CLS], [MASK], [PAD], [UNK]).
+    Infilling passes no end token: a blank holds text only (``demo.engine.infill``)."""
+    ids = set(range(len(lm.tokenizer), max(lm.model.config.vocab_size, len(lm.tokenizer))))
     if lm.kind == "masked":
         ids |= set(lm.tokenizer.all_special_ids) - set(end_ids)
     return sorted(ids)
-
-
-def _vocab_width(lm) -> int:
-    return max(lm.model.config.vocab_size, len(lm.tokenizer))
 
 
 def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, progress: bool = False,
@@ -286,7 +283,7 @@ def _decoding_config(lm, s: GenerationSettings, end_ids: list[int]) -> Generatio
         top_p=s.top_p if sample else None, repetition_penalty=s.repetition_penalty,
         no_repeat_ngram_size=0, length_penalty=1.0, num_return_sequences=1,
         eos_token_id=end_ids, pad_token_id=lm.tokenizer.pad_token_id,
-        suppress_tokens=_suppressed_ids(lm, _vocab_width(lm), end_ids) or None,
+        suppress_tokens=suppressed_ids(lm, end_ids) or None,
         use_cache=lm.kind != "masked", return_dict_in_generate=False)
 
 

@@ -1,4 +1,5 @@
 """The step trace of ``generate()``: what the model saw and weighed at every step (for teaching).
+Infilling (``demo.engine.infill``) records its steps as the same ``StepTrace``, built as it goes.
 
 ``StepRecorder`` is the last logits processor: it sees the scores the decoder chooses from and
 records each step's top tokens and, for beam search, the cumulative score of every live row.
@@ -17,12 +18,15 @@ from .constraints import continuation
 class StepTrace:
     step: int
     window: list[str]  # tokens the model saw this step, masks included
-    mask_positions: list[int]  # positions of the masks in `window` (first = predicted); [] causal
+    mask_positions: list[int]  # positions of the masks in `window` (first = predicted, unless `predicted`); [] causal
     top: list[tuple[str, float]]  # top-k next tokens (as text) with probabilities
     chosen: str  # the token taken at this step (as text; the end token as its name)
     beams: list[tuple[str, float]] | None  # beam search: live hypotheses, cumulative log-prob
     prompt_length: int  # window[:prompt_length] is [CLS] and the prompt (masked) or the prompt (causal)
     refreshed: bool | None = None  # fast decoding: whole window re-read (True) or only its tail; else None
+    # the position in `window` predicted this step; None: mask_positions[0] (generation). Infilling
+    # (demo.engine.infill) sets it: its order need not be left to right
+    predicted: int | None = None
 
 
 class StepRecorder(LogitsProcessor):
