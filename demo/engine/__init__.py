@@ -11,6 +11,8 @@ one settings object, applies the text conventions itself, and knows nothing of t
 - ``mlm_decoder``   a masked LM dressed as a causal LM for transformers' ``generate()``
 - ``prefix_cache``  the approximate, faster decoding: the prompt's keys/values reused
 - ``generation``    one ``generate()`` for masked and causal LMs
+- ``infill``        a masked LM fills blanks in a text by iterative unmasking, in a chosen order
+- ``infill_causal`` a causal LM's fill of the same blanks (from the left, or in the middle), both ranked
 - ``constraints``   what the decoder may write and when it stops: digits, choices, stop strings
 - ``trace``         the step-by-step record of a generation (windows, top-k, beams)
 """
