@@ -1,6 +1,7 @@
 """One command line, ``mlm-icl`` (or ``python -m demo``), with a subcommand per engine.
 
     mlm-icl generate --model M --prompt "..." [--strategy beam --trace]
+    mlm-icl infill   --model M --text "The [blank] is the capital of France." [--order confidence --trace]
     mlm-icl score    --model M --input items.jsonl --output scores.csv [--method salazar]
     mlm-icl probe    --model M --lengths 256 512 --output grid.csv [--plot grid.html]
     mlm-icl evaluate --model M --task copa:100 --shots 1 [--tasks-dir my_tasks/]
@@ -27,7 +28,15 @@ import sys
 from pathlib import Path
 
 from .engine.text import special_token_note
-from .settings import GenerationSettings, GridSettings, ModelSettings, ResultsFilter, RunSettings, ScoringSettings
+from .settings import (
+    GenerationSettings,
+    GridSettings,
+    InfillSettings,
+    ModelSettings,
+    ResultsFilter,
+    RunSettings,
+    ScoringSettings,
+)
 
 PROG = "mlm-icl"
 
@@ -101,11 +110,14 @@ def _generate_arguments(parser):
 
 
 def format_trace(result) -> str:
-    """The step trace as text: the end of each window (masks in <>), top tokens, beams."""
+    """The step trace as text: the end of each window (masks in <>), top tokens, beams. An
+    infilling step shows its whole window, the position it fills in <<>>."""
     lines = []
     for step in result.steps:
-        tokens = [f"<{t}>" if i in step.mask_positions else t for i, t in enumerate(step.window)]
-        window = ("... " if len(tokens) > 12 else "") + " ".join(tokens[-12:])
+        tokens = [f"<<{t}>>" if i == step.predicted else f"<{t}>" if i in step.mask_positions else t
+                  for i, t in enumerate(step.window)]
+        shown = tokens if step.predicted is not None else tokens[-12:]
+        window = ("... " if len(shown) < len(tokens) else "") + " ".join(shown)
         lines.append(f"step {step.step:>3}  window: {window}")
         lines.append(f"          top: {', '.join(f'{t!r} {p:.3f}' for t, p in step.top)}")
         lines.append(f"          chosen: {step.chosen!r}")
@@ -133,6 +145,50 @@ def _generate(args, model: ModelSettings, generation: GenerationSettings) -> int
         print(f"[{result.stop_reason}; {len(result.tokens)} tokens; prompt {result.prompt_tokens} "
               f"tokens; {result.seconds:.2f} s, {result.seconds_per_step * 1000:.0f} ms/step]",
               file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------- infill
+
+
+def _infill_arguments(parser):
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text", help="the text with blanks: [blank], [blank:3] (3 tokens), [blank:auto] "
+                                       "(the model picks the length) or ____ (4+ underscores, a [blank])")
+    source.add_argument("--text-file", type=Path, help="UTF-8 file holding the text")
+    parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
+
+
+def _infill(args, model: ModelSettings, infilling: InfillSettings) -> int:
+    """A masked LM fills the blanks by unmasking; a causal LM (alone, or a pair's) from the left
+    or in the middle; a pair's two fills are then scored by both models."""
+    from .engine.infill import infill
+    from .engine.infill_causal import causal_infill, rank_fills
+    text = args.text if args.text is not None else args.text_file.read_text(encoding="utf-8")
+    sides, lms, filled = _sides(model), [], []
+    for side in sides:
+        lm = _load(side, not args.no_progress)
+        result = (infill if lm.kind == "masked" else causal_infill)(lm, text, infilling)
+        lms.append(lm)
+        filled.append(result.filled)
+        if args.json:
+            print(json.dumps(dataclasses.asdict(result), indent=1, ensure_ascii=False))
+            continue
+        if len(sides) > 1:
+            print(f"== {lm.kind} LM: {side.model}")
+        for note in result.notes:
+            print(f"note: {note}", file=sys.stderr)
+        if infilling.trace and getattr(result, "steps", None):
+            print(format_trace(result) + "\n")
+        for tried in result.tries:
+            print(f"tried {tried.tokens} token(s): score {tried.score:9.3f}  {tried.text}", file=sys.stderr)
+        print(result.filled)
+        print(f"[fills: {', '.join(map(repr, result.fills))}; {result.seconds:.2f} s]", file=sys.stderr)
+    if len(lms) > 1 and not args.json:
+        print("== each model's score of each filled text (natural log; higher is likelier)")
+        for ranking in rank_fills(lms, filled):
+            scores = ", ".join(f"{lm.kind} LM's fill {score:.3f}" for lm, score in zip(lms, ranking.scores))
+            print(f"{ranking.kind} LM ({ranking.scorer}): {scores}; prefers the {lms[ranking.best].kind} LM's fill")
     return 0
 
 
@@ -413,6 +469,9 @@ def _local_names() -> str:
 COMMANDS = {  # name: (help, settings dataclasses, adds the command's own arguments)
     "generate": ("continue a prompt with a masked LM (the [MASK] trick) or a causal LM",
                  [ModelSettings, GenerationSettings], _generate_arguments),
+    "infill": ("fill the blanks of a text: a masked LM by unmasking in a chosen order, a causal LM from "
+               "the left (or in the middle, with fill-in-the-middle tokens)",
+               [ModelSettings, InfillSettings], _infill_arguments),
     "score": ("rank candidate completions by PLL (masked LMs) or log-likelihood (causal LMs)",
               [ModelSettings, ScoringSettings], _score_arguments),
     "probe": ("needle-in-a-haystack grid of lengths x depths (resumable CSV)",
@@ -486,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
         built = [_with_data_root(_settings(cls, args)) for cls in settings]
         if args.command == "evaluate":
             return _evaluate(args, *built, argv)
-        return {"generate": _generate, "score": _score, "probe": _probe, "results": _results,
+        return {"generate": _generate, "infill": _infill, "score": _score, "probe": _probe, "results": _results,
                 "export-tasks": _export, "models": _models, "check-model": _check_model}[args.command](args, *built)
     except (ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -44,7 +44,7 @@ def test_console_script_lists_every_subcommand():
 def test_options_come_from_the_settings_dataclasses():
     """Every field of a subcommand's settings is an option whose default is the field's."""
     import dataclasses
-    required = {"generate": ["--prompt", "p"], "score": ["--input", "i", "--output", "o"],
+    required = {"generate": ["--prompt", "p"], "infill": ["--text", "t"], "score": ["--input", "i", "--output", "o"],
                 "probe": ["--output", "o"], "export-tasks": ["--output-dir", "o"]}
     for name, (_, settings, _) in COMMANDS.items():
         args = build_parser().parse_args([name] + (["--model", "m"] if ModelSettings in settings else [])
