@@ -1,5 +1,6 @@
 """Infilling (demo.engine.infill, demo.engine.infill_causal): against naive loops, generation, PLL."""
 
+import copy
 import dataclasses
 from types import SimpleNamespace
 
@@ -110,9 +111,9 @@ def test_vocabulary_projection_runs_at_the_positions_read_only(tiny_model, order
 @pytest.mark.parametrize("k", [1, 3])
 def test_a_blank_at_the_end_is_appended_mask_generation(standin_mlm, k):
     """Documented difference: infilling's window loses a mask per step (the blank shrinks) where
-    generation keeps p + 1, and generation may write the end token, infilling never. So step t of
-    a k-token blank at the end equals one generation step with p = k - 1 - t padding masks: the
-    same window; the same token unless generation ends there, then its best other token."""
+    generation keeps p + 1. So step t of a k-token blank at the end equals one generation step
+    with p = k - 1 - t padding masks: the same window, the same token (where generation does not
+    end: next test)."""
     prompt = "The capital of France is Paris. The capital of Germany is"
     result = infill(standin_mlm, prompt + " [blank:%d]" % k, InfillSettings(trace=True))
     assert len(result.steps) == k
@@ -121,10 +122,22 @@ def test_a_blank_at_the_end_is_appended_mask_generation(standin_mlm, k):
         generated = generate(standin_mlm, so_far, max_new_tokens=1, padding_masks=k - 1 - t, trace=True)
         assert step.window == generated.steps[0].window
         assert step.predicted == step.mask_positions[0] == generated.steps[0].mask_positions[0]
-        if generated.stop_reason == "eos":
-            assert generated.steps[0].top[0][0] == "[SEP]" and step.chosen == generated.steps[0].top[1][0]
-        else:
-            assert step.chosen == generated.tokens[0]
+        assert step.chosen == generated.tokens[0]
+
+
+def test_where_generation_ends_infilling_writes_its_best_other_token(tiny_model):
+    """The documented difference at the end token: a random BERT made to favour [SEP] ends its
+    generation there; infilling the same window writes the runner-up."""
+    lm = tiny_model("bert")
+    model = copy.deepcopy(lm.model)
+    model.get_output_embeddings().bias.data[lm.tokenizer.sep_token_id] += 20  # (not so far that the rest underflow)
+    ending = dataclasses.replace(lm, model=model)
+    prompt = "The capital of France is Paris. The capital of Germany is"
+    generated = generate(ending, prompt, max_new_tokens=1, padding_masks=0, trace=True)
+    assert generated.stop_reason == "eos" and generated.steps[0].top[0][0] == "[SEP]"
+    result = infill(ending, prompt + " [blank]", InfillSettings(trace=True))
+    assert result.steps[0].window == generated.steps[0].window
+    assert result.steps[0].chosen == generated.steps[0].top[1][0] == result.steps[0].top[0][0]
 
 
 # ---------------------------------------------------------------- the right context
