@@ -285,7 +285,7 @@ def test_the_results_tabs_reproduce_block_gives_its_rows(capsys):
 
     from demo.ui.results_tab import build
     with gr.Blocks():
-        lookup, _, _ = build()
+        lookup, _, _ = build().first_view
     note, table, *_, python, shell = lookup(["ours"], [], [], ["0-shot"], [])
     assert "--papers ours --shots 0-shot" in shell
     namespace = {}

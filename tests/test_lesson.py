@@ -12,7 +12,7 @@ pytest.importorskip("gradio")
 from demo.ui import lesson  # noqa: E402
 from demo.ui.common import ASSETS  # noqa: E402
 
-REQUESTS = {"prompting": ["generate_mlm", "generate_causal"], "ranking": ["rank_mlm", "rank_causal"],
+REQUESTS = {"prompting": ["generate_mlm", "generate_causal"], "infill": ["infill_mlm", "infill_causal"], "ranking": ["rank_mlm", "rank_causal"],
             "length": ["probe_mlm", "probe_second"], "results": ["results"]}
 
 
@@ -33,10 +33,10 @@ def handler(app, name):
 def test_the_lesson_has_about_six_steps_each_with_a_question():
     steps = lesson.steps()
     assert 6 <= len(steps) <= 8 and len({s["title"] for s in steps}) == len(steps)
-    assert [s["tab"] for s in steps] == ["prompting"] * 3 + ["ranking"] * 2 + ["length", "results"]
+    assert [s["tab"] for s in steps] == ["infill"] + ["prompting"] * 2 + ["ranking"] * 2 + ["length", "results"]
     for step in steps:
         assert step["do"] and step["look"] and step["question"].endswith("?")
-        if step["tab"] in ("prompting", "ranking"):
+        if step["tab"] in ("prompting", "infill", "ranking"):
             assert step["preset"] in presets(step["tab"]), step["preset"]
 
 
@@ -50,6 +50,9 @@ def test_loading_a_step_opens_its_tab_with_its_inputs(app):
             preset = presets("prompting")[step["preset"]]
             assert loaded["gen-preset"] == step["preset"] and loaded["gen-prompt"] == preset["prompt"]
             assert loaded["gen-max"] == preset["settings"]["max_new_tokens"]
+        elif step["tab"] == "infill":
+            assert loaded["fill-preset"] == step["preset"]
+            assert loaded["fill-text"] == presets("infill")[step["preset"]]["text"]
         elif step["tab"] == "ranking":
             preset = presets("ranking")[step["preset"]]
             assert loaded["rank-context"] == preset["context"]

@@ -74,10 +74,30 @@ def test_fast_decoding_marks_its_refreshes(standin_mlm):
 def test_what_the_model_or_user_wrote_is_shown_as_text():
     step = StepTrace(step=0, window=["[CLS]", "<script>", "[MASK]", "[SEP]"], mask_positions=[2],
                      top=[("<marquee>", 0.5)], chosen="<img src=x>", beams=[("<blink>beam", -1.0)], prompt_length=2)
-    html = playback([step, step], "masked", run_id='"><script>')
+    html = playback([step, step], "masked", run='"><script>')
     assert not any(tag in html for tag in ("<script>", "<marquee>", "<img", "<blink>"))
     assert "&lt;script&gt;" in html and "&lt;img src=x&gt;" in html
 
 
 def test_no_steps_no_player():
     assert playback([], "masked") == ""
+
+
+def test_an_infilling_plays_in_the_order_it_filled(standin_mlm):
+    from demo.engine.infill import infill
+    from demo.settings import InfillSettings
+
+    text = "We opened the presents on [blank:2] [blank], which was Christmas Day."
+    result = infill(standin_mlm, text, InfillSettings(order="confidence", trace=True))
+    shown = frames(playback(result.steps, "infill"))
+    assert len(shown) == len(result.order) == 3
+    blanks = set(result.steps[0].mask_positions)
+    for k, frame in enumerate(shown):
+        kinds = [k.split() for k, _ in cells(frame)]
+        predicted = [i for i, kind in enumerate(kinds) if "demo-mask-predicted" in kind]
+        assert predicted == [result.order[k]]  # the position this step fills, in the order it filled
+        written = {i for i, kind in enumerate(kinds) if "demo-written" in kind}
+        assert written == set(result.order[:k]) and written <= blanks
+        newest = [i for i, kind in enumerate(kinds) if "demo-new" in kind]
+        assert newest == ([result.order[k - 1]] if k else [])
+        assert kinds[0] == ["demo-end"] and kinds[-1] == ["demo-end"]  # [CLS] and [SEP]

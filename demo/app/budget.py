@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ..engine.mask_window import padding_masks_of, window_length
 from ..engine.text import join, model_pair
-from ..settings import AppSettings, GenerationSettings, GridSettings, ScoringSettings
+from ..settings import AppSettings, GenerationSettings, GridSettings, InfillSettings, ScoringSettings
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,29 @@ def generation_work(lm, prompt: str, settings: GenerationSettings) -> Work:
     tokens = generation_tokens(lm.kind, n, steps, rows, padding_masks_of(lm, settings.padding_masks))
     what = (f"{steps} steps x {rows} beam(s), each re-reading a window of {n}+ tokens" if lm.kind == "masked"
             else f"a {n}-token prompt, then {steps} steps x {rows} beam(s)")
+    return Work(tokens, lm.n_parameters, what)
+
+
+def infill_work(lm, text: str, settings: InfillSettings) -> Work:
+    """Filling the blanks of ``text`` (``demo.engine.infill``), then scoring both sides' filled
+    texts (``rank_fills``): a masked LM reads its window (text + masks) once per masked token, for
+    every length a [blank:auto] tries, and scores each try and each filled text with one copy per
+    token; a causal LM reads the text before each blank, one token per step, and each filled
+    text once."""
+    from ..engine.infill import parse_blanks, segments_of
+
+    blanks = parse_blanks(text, settings)
+    text_tokens = _count(lm, "".join(segments_of(text, blanks)))
+    fixed = sum(b.tokens or 0 for b in blanks)
+    lengths = ([fixed + n for n in range(1, settings.max_blank_tokens + 1)]
+               if any(b.tokens is None for b in blanks) else [fixed])
+    if lm.kind == "masked":
+        tokens = sum(n * (text_tokens + n) + (text_tokens + n) ** 2 for n in lengths)  # fills, their PLLs
+        tokens += 2 * (text_tokens + lengths[-1]) ** 2  # both sides' filled texts, scored
+    else:
+        tokens = len(lengths) * (text_tokens + lengths[-1]) + 2 * (text_tokens + lengths[-1])
+    what = (f"{len(lengths)} fill(s) of up to {lengths[-1]} masked tokens in a {text_tokens}-token text"
+            + (", each step re-reading the whole text" if lm.kind == "masked" else ""))
     return Work(tokens, lm.n_parameters, what)
 
 

@@ -19,6 +19,10 @@ ENGINES = {
               'for s in result:\n    print(f"{s.score:.4f}  {s.candidate}")'),
     "probe": ("demo.evaluation.haystack", "run_grid", "print(result)"),
     "results": ("demo.evaluation.results", "filter_results", "print(result.to_string())"),  # no model
+    "infill": ("demo.engine.infill", "infill", "print(result.filled)"),
+}
+CAUSAL_ENGINES = {  # where a causal LM runs another function than a masked LM
+    "infill": ("demo.engine.infill_causal", "causal_infill", "print(result.filled)"),
 }
 
 
@@ -36,7 +40,7 @@ def non_defaults(settings) -> dict:
 def python_call(command: str, model: str, kind: str | None, settings, emd: str = "auto", **inputs) -> str:
     """A Python snippet: load the model (``emd`` as ``ModelSettings.emd``), run the engine on
     ``inputs`` with ``settings``, print."""
-    module, function, show = ENGINES[command]
+    module, function, show = (CAUSAL_ENGINES.get(command) if kind == "causal" else None) or ENGINES[command]
     cls = type(settings).__name__
     arguments = ", ".join(f"{k}={v!r}" for k, v in non_defaults(settings).items())
     inputs_text = "".join(f"{value!r}, " for value in inputs.values())
@@ -76,6 +80,8 @@ def command_line(command: str, model: str, kind: str | None, settings, emd: str 
     prepare = ""
     if command == "generate":
         head += ["--prompt", inputs["prompt"]]
+    elif command == "infill":
+        head += ["--text", inputs["text"]]
     elif command == "score":
         record = json.dumps({"context": inputs["context"], "candidates": inputs["candidates"]},
                             ensure_ascii=False)

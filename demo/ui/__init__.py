@@ -1,9 +1,10 @@
 """Gradio wiring only: every computation lives in the floors below (``demo.app`` and down).
 
-- ``app``           the page: four tabs, the queue, launching
+- ``app``           the page: five tabs, the queue, launching
 - ``common``        messages in the page, model pickers, widgets, the handler wrapper, the GPU slot
 - ``outputs``       each event's outputs as one named record
 - ``prompting``     the Prompting tab: generation, masked vs causal
+- ``infill_tab``    the Infill tab: a blank in the middle, masked vs causal
 - ``playback``      decoding playback: the steps of a generation as frames of a player
 - ``ranking``       the Ranking tab: PLL and causal scores, heatmaps
 - ``pll_copies``    one candidate's PLL masked copies as rows, and the causal LM's pass, as HTML

@@ -1,4 +1,4 @@
-"""The Gradio app: four tabs that make masked vs causal LMs visible, and a lesson above them that
+"""The Gradio app: five tabs that make masked vs causal LMs visible, and a lesson above them that
 walks a class through them, assembled from demo/ui/*.
 
 ``build_app()`` only builds components (no model, no torch import), so the page is served within
@@ -18,7 +18,7 @@ from ..app import self_check
 from ..app.catalog import LOCAL_MODELS_VAR
 from ..app.deployment import Deployment
 from ..evaluation.exports import KEEP_SECONDS
-from . import common, length_probe, lesson, prompting, ranking, results_tab, startup_check
+from . import common, infill_tab, length_probe, lesson, prompting, ranking, results_tab, startup_check
 from .common import import_core_in_background, message, use
 from .mcp_server import mend_plain_tool_calls
 
@@ -61,6 +61,8 @@ def build_app(deployment: Deployment | None = None) -> gr.Blocks:
         with gr.Tabs() as tab_bar:
             with gr.Tab("Prompting", id="prompting"):
                 tabs["prompting"] = prompting.build(catalog)
+            with gr.Tab("Infill", id="infill"):
+                tabs["infill"] = infill_tab.build(catalog)
             with gr.Tab("Ranking", id="ranking"):
                 tabs["ranking"] = ranking.build(catalog)
             with gr.Tab("Length probe", id="length"):

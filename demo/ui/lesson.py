@@ -13,7 +13,7 @@ import gradio as gr
 
 from .common import TabParts, escape, read_presets
 
-TAB_NAMES = {"prompting": "Prompting", "ranking": "Ranking", "length": "Length probe", "results": "Results"}
+TAB_NAMES = {"prompting": "Prompting", "infill": "Infill", "ranking": "Ranking", "length": "Length probe", "results": "Results"}
 
 
 def steps() -> list[dict]:

@@ -14,6 +14,8 @@ write side by side at the same pace, driven by the first lane's controls. With
 buttons still reach every frame (style.css).
 """
 
+import hashlib
+
 from .common import escape
 
 HEAD, TAIL = 6, 12  # prompt tokens shown before its elided middle, and at its end
@@ -39,28 +41,51 @@ def _token(text: str, kind: str) -> str:
     return f'<span class="demo-tok {kind}">{escape(text.translate(VISIBLE))}</span>'
 
 
-def _prompt(tokens: list[str]) -> list[str]:
-    """The prompt's tokens, its middle elided (its start and end stay: the end is what the next
-    token continues)."""
-    if len(tokens) <= HEAD + TAIL + 1:
-        return [_token(t, "demo-prompt") for t in tokens]
-    elided = f'<span class="demo-elided">… {len(tokens) - HEAD - TAIL} tokens …</span>'
-    return ([_token(t, "demo-prompt") for t in tokens[:HEAD]] + [elided]
-            + [_token(t, "demo-prompt") for t in tokens[-TAIL:]])
+def _kinds(step, blanks: set[int], newest: int | None) -> list[str]:
+    """The class of each window position. Generation (``step.predicted`` is None): the prompt, the
+    tokens written so far, the predicted mask (the first), the padding masks, the end. Infilling:
+    the text, the blanks' tokens written so far, the mask predicted this step, the others; [CLS]
+    and [SEP] as ends."""
+    window, masks = step.window, step.mask_positions
+    if step.predicted is None:
+        first = masks[0] if masks else len(window)
+        kinds = ["demo-prompt"] * step.prompt_length + ["demo-written"] * (first - step.prompt_length)
+        if first > step.prompt_length:
+            kinds[first - 1] += " demo-new"
+        if masks:
+            kinds += ["demo-mask-predicted"] + ["demo-mask"] * (len(masks) - 1)
+            kinds += ["demo-end"] * (len(window) - masks[-1] - 1)
+        return kinds
+    kinds = ["demo-end"] + ["demo-prompt"] * (len(window) - 2) + ["demo-end"]
+    for i in blanks:
+        kinds[i] = "demo-written demo-new" if i == newest else "demo-written"
+    for i in masks:
+        kinds[i] = "demo-mask-predicted" if i == step.predicted else "demo-mask"
+    return kinds
 
 
-def _window(step) -> str:
-    masks = step.mask_positions
-    written_end = masks[0] if masks else len(step.window)
-    cells = _prompt(step.window[:step.prompt_length])
-    written = step.window[step.prompt_length:written_end]
-    cells += [_token(t, "demo-written demo-new" if i == len(written) - 1 else "demo-written")
-              for i, t in enumerate(written)]
-    if masks:  # masked LM: the predicted mask, the padding masks, the end token
-        cells += [_token(t, "demo-mask-predicted" if i == masks[0] else "demo-mask")
-                  for i, t in enumerate(step.window[masks[0]:masks[-1] + 1], start=masks[0])]
-        cells += [_token(t, "demo-end") for t in step.window[masks[-1] + 1:]]
-    else:  # causal LM: the position it predicts next
+def _window(step, blanks: set[int] = frozenset(), newest: int | None = None) -> str:
+    """The window's tokens as cells; a run of more than HEAD + TAIL prompt tokens loses its middle
+    (its start and its end stay: the end is what the next token continues)."""
+    kinds = _kinds(step, blanks, newest)
+    cells, run = [], []
+
+    def close_run():
+        if len(run) > HEAD + TAIL + 1:
+            cells.extend(run[:HEAD] + [f'<span class="demo-elided">… {len(run) - HEAD - TAIL} tokens …</span>']
+                         + run[-TAIL:])
+        else:
+            cells.extend(run)
+        run.clear()
+
+    for token, kind in zip(step.window, kinds):
+        if kind == "demo-prompt":
+            run.append(_token(token, kind))
+            continue
+        close_run()
+        cells.append(_token(token, kind))
+    close_run()
+    if not step.mask_positions:  # causal LM: the position it predicts next
         cells.append(_token("?", "demo-next"))
     return '<div class="demo-window">' + "".join(cells) + "</div>"
 
@@ -87,6 +112,8 @@ def _refresh(step) -> str:
 
 def _frame(steps, k: int) -> str:
     step = steps[k]
+    blanks = set(steps[0].mask_positions) if step.predicted is not None else set()  # infilling
+    newest = steps[k - 1].predicted if k and step.predicted is not None else None
     top_token = step.top[0][0] if step.top else None
     agrees = "its top guess" if top_token == step.chosen else "not its top guess"
     # the rows recorded at step k+1 are the hypotheses that step k left alive
@@ -98,7 +125,7 @@ def _frame(steps, k: int) -> str:
         beams = '<div class="demo-beams">After the last step, the best beam is the output.</div>'
     hidden = " hidden" if k else ""
     return (f'<div class="demo-step" data-step="{k}"{hidden}><div class="demo-step-head">Step {k + 1} of '
-            f'{len(steps)}{_refresh(step)}</div>{_window(step)}<div class="demo-kept-line">kept '
+            f'{len(steps)}{_refresh(step)}</div>{_window(step, blanks, newest)}<div class="demo-kept-line">kept '
             f'<span class="demo-kept">{escape(repr(step.chosen))}</span> ({agrees})</div>'
             f'{_guesses(step)}{beams}</div>')
 
@@ -117,19 +144,26 @@ def _controls(n: int) -> str:
 
 
 LANES = {"masked": ("Masked LM", "appends [MASK], padding masks and the end token; predicts the first mask"),
-         "causal": ("Causal LM", "predicts the next token from the text on its left")}
+         "causal": ("Causal LM", "predicts the next token from the text on its left"),
+         "infill": ("Masked LM", "fills the blanks one token per step, in the order chosen, reading both sides")}
 
 
-def playback(steps, lane: str, run_id: str = "", newline_note: str | None = None, group: str = "gen") -> str:
-    """A generation's steps as a player's HTML (an empty string for no steps). ``lane``:
-    "masked" or "causal"; ``run_id`` tells the page a new run arrived (the player starts over);
+def run_id(*parts) -> str:
+    """A run's name for its player (the page starts a new run's player at step 1)."""
+    return hashlib.sha1(repr(parts).encode()).hexdigest()[:12]
+
+
+def playback(steps, lane: str, run: str = "", newline_note: str | None = None, group: str = "gen") -> str:
+    """A generation's or an infilling's steps as a player's HTML (an empty string for no steps).
+    ``lane``: "masked", "causal" or "infill"; ``group``: the players that move together;
+    ``run`` (``run_id``) tells the page a new run arrived (the player starts over);
     ``newline_note``: why the tokens of the newline marker appear (engine.text.newline_marker_note)."""
     if not steps:
         return ""
     title, how = LANES[lane]
     marker = f'<div class="demo-lane-how">{escape(newline_note)}</div>' if newline_note else ""
     return (f'<div class="demo-player" data-group="{escape(group)}" data-lane="{escape(lane)}" '
-            f'data-run="{escape(run_id)}"><div class="demo-player-title">{title}</div>'
+            f'data-run="{escape(run)}"><div class="demo-player-title">{title}</div>'
             f'<div class="demo-lane-how">{how}</div>{marker}' + _controls(len(steps))
             + '<div class="demo-lane-note">Follows the masked LM\'s player.</div>'
             + "".join(_frame(steps, k) for k in range(len(steps))) + "</div>")

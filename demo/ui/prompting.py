@@ -6,7 +6,6 @@ method), fast (the approximate prefix cache, ``demo.engine.prefix_cache``) or bo
 side; a causal LM always decodes with its own exact KV cache.
 """
 
-import hashlib
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -37,7 +36,7 @@ from .common import (
     with_arguments,
 )
 from .outputs import components
-from .playback import LEGEND, PLAYER_JS, playback, window_diagram
+from .playback import LEGEND, PLAYER_JS, playback, run_id, window_diagram
 
 HELP = ("Type a prompt or pick a preset: a **masked LM** and a **causal LM** continue it side by side, "
         "and the playback below shows every step.")
@@ -141,11 +140,6 @@ def _stats(lm, result, time_limit: float, refresh: int | None = None) -> str:
 def tokens_per_second(result) -> float:
     """Tokens generated per second of decoding (0 when nothing was timed)."""
     return len(result.tokens) / result.seconds if result.seconds > 0 else 0.0
-
-
-def run_id(prompt: str, result) -> str:
-    """A run's name for its playback (the page starts a new run's player at step 1)."""
-    return hashlib.sha1(repr((prompt, result.token_ids, result.seconds)).encode()).hexdigest()[:12]
 
 
 def newline_note(lm, prompt: str) -> str | None:
@@ -299,7 +293,7 @@ def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, tem
     shown = results[0]  # compare: the exact run (the paper's method) fills the usual outputs
     compared = comparison(*results, settings.cache_refresh) if len(results) == 2 else ""
     return MaskedGenerationOutputs(text=shown.text, stats=_stats(lm, shown, time_limit, settings.cache_refresh),
-                                   trace=playback(shown.steps, "masked", run_id(prompt, shown),
+                                   trace=playback(shown.steps, "masked", run_id(prompt, shown.token_ids, shown.seconds),
                                                   newline_note(lm, prompt)),
                                    compare=compared, python=python, shell=shell)
 
@@ -319,7 +313,7 @@ def generate_causal(prompt, model_name, strategy, max_new_tokens, num_beams, tem
                          repetition_penalty, "default", stop_at_newline, seed, trace=True)
     lm, (result,), time_limit, python, shell = _run(prompt, model_name, "causal", [settings])
     return CausalGenerationOutputs(text=result.text, stats=_stats(lm, result, time_limit), python=python,
-                                   shell=shell, trace=playback(result.steps, "causal", run_id(prompt, result),
+                                   shell=shell, trace=playback(result.steps, "causal", run_id(prompt, result.token_ids, result.seconds),
                                                                newline_note(lm, prompt)))
 
 

@@ -1,0 +1,255 @@
+"""Infill tab: a blank in the middle of a text, filled by a masked LM that reads both sides of it,
+and the same text given to a causal LM, which reads only what is left of the blank (or, with
+fill-in-the-middle tokens, the text after it as a prompt).
+
+Wiring only: ``demo.engine.infill.infill`` fills (with its step trace for the playback,
+``demo.ui.playback``), ``demo.engine.infill_causal`` gives the causal side and scores both filled
+texts with both models.
+"""
+
+from typing import NamedTuple
+
+import gradio as gr
+
+from ..app.catalog import Catalog
+from ..app.limits import check_text, whole
+from ..settings import INFILL_ORDERS, InfillSettings
+from .common import (
+    Number,
+    Radio,
+    Slider,
+    TabParts,
+    deberta_head_radio,
+    deployment,
+    escape,
+    handler,
+    load,
+    message,
+    model_note,
+    model_picker,
+    pair_picker,
+    read_presets,
+    reproduce_block,
+    reproduction,
+    score_text,
+    tab_help,
+    with_arguments,
+)
+from .outputs import components
+from .playback import PLAYER_JS, playback, run_id
+
+HELP = ("Write a text with a **[blank]** in the middle: the **masked LM** fills it reading the words on "
+        "both sides; the **causal LM** only sees the words before it.")
+
+HOW = """
+A masked LM was trained on exactly this: hide some tokens, predict them from everything around
+them. Each `[blank]` becomes `[MASK]` tokens (`[blank:3]`: three; `[blank:auto]`: the model tries
+1 to 4 and keeps the fill it scores best; `____` is a `[blank]`); then, one step per token, the
+model reads the whole text, picks a masked position and writes its token there. The **order**
+decides which position: *left to right* (the BERTs paper's order), *most confident first* (the
+order masked diffusion LMs and Mask-Predict use) or *random*. The playback shows the order.
+
+A causal LM reads left to right only: it continues the text before each blank, blind to what
+follows, unless its tokenizer has fill-in-the-middle tokens (`<fim_prefix>`, `<fim_suffix>`),
+which put the text after the blank into its prompt. Last, both filled texts are scored whole by
+both models (PLL for the masked LM, log-likelihood for the causal LM): did reading the right
+context give the masked LM a fill that both models like better?
+"""
+
+ORDERS = [("left to right", "left_to_right"), ("most confident first", "confidence"), ("random", "random")]
+_CORE = InfillSettings()
+
+
+def _settings(order, blank_tokens, seed, trace: bool) -> InfillSettings:
+    """The page's widgets (or an API call's values) as the core's settings, which check them."""
+    if order not in INFILL_ORDERS:
+        raise ValueError(f"Unknown order {order!r}; use one of {', '.join(INFILL_ORDERS)}.")
+    return InfillSettings(order=order, blank_tokens=whole(blank_tokens),
+                          seed=None if seed in (None, "") else whole(seed), trace=trace)
+
+
+def _text(text) -> str:
+    return check_text(text, "text", deployment().settings.max_prompt_chars)
+
+
+def filled_html(text: str, fills: list[str], settings: InfillSettings) -> str:
+    """``text`` with each blank replaced by its fill, marked (escaped: the user's and the model's
+    text)."""
+    from ..engine.infill import parse_blanks, segments_of
+
+    segments = segments_of(text, parse_blanks(text, settings))
+    parts = [escape(segments[0])]
+    for fill, after in zip(fills, segments[1:]):
+        parts.append(f'<mark class="demo-fill">{escape(fill) or "&nbsp;"}</mark>{escape(after)}')
+    return f'<div class="demo-filled">{"".join(parts)}</div>'
+
+
+class InfillOutputs(NamedTuple):
+    """The masked LM's fill, as /infill_mlm gives it (in this order)."""
+    filled: str = ""  # HTML: the text with each blank's fill marked; or the message shown instead
+    stats: str = ""  # HTML: model, order, forward passes, time, notes
+    trace: str = ""  # HTML: the playback's frames, one per filled token
+    filled_text: str = ""  # the filled text (plain), for the ranking of both fills
+    python: str = ""  # Reproduce: the Python call
+    shell: str = ""  # Reproduce: the command line
+
+    @classmethod
+    def showing(cls, message: str) -> "InfillOutputs":
+        return cls(filled=message)
+
+
+class CausalInfillOutputs(NamedTuple):
+    """The causal LM's fill, as /infill_causal gives it (in this order)."""
+    filled: str = ""  # HTML: the text with each blank's fill marked; or the message shown instead
+    stats: str = ""  # HTML: model, what it could read (left only, or in the middle), time
+    filled_text: str = ""  # the filled text (plain), for the ranking of both fills
+    python: str = ""  # Reproduce: the Python call
+    shell: str = ""  # Reproduce: the command line
+
+    @classmethod
+    def showing(cls, message: str) -> "CausalInfillOutputs":
+        return cls(filled=message)
+
+
+INFILL_ARGUMENTS = """\
+        text: a text with blanks: [blank] (a token), [blank:3] (three), [blank:auto] (the model picks 1 to 4), or ____
+        model_name: the model: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)
+        order: left_to_right (the BERTs paper's), confidence (most confident position first) or random (seeded)
+        blank_tokens: tokens of a [blank] or ____ without a count
+        seed: seed of the random order
+"""
+
+
+def _stats(lm, seconds: float, extra: str, notes: list[str]) -> str:
+    return (f"<div>{model_note(lm)}</div><div>{escape(extra)} · {seconds:.2f} s</div>"
+            + "".join(message(note, "note") for note in notes))
+
+
+@handler(InfillOutputs.showing)
+@with_arguments(INFILL_ARGUMENTS + "        deberta_head: DeBERTa only: auto (the enhanced mask decoder) or off (the last layer)\n")
+def infill_masked(text, model_name, order, blank_tokens, seed, deberta_head="auto",
+                  progress=gr.Progress(track_tqdm=True)):
+    """Fill the blanks of a text with a masked LM, one token per step in the chosen order,
+    reading the words on both sides. Also returns the playback of the steps."""
+    from ..app.budget import infill_work
+    from ..engine.infill import infill
+
+    text, settings = _text(text), _settings(order, blank_tokens, seed, trace=True)
+    lm = load(model_name, "masked", deberta_head)
+    infill_work(lm, text, settings).check(deployment().settings)
+    result = infill(lm, text, settings)
+    python, shell = reproduction("infill", model_name, "masked", settings, deberta_head, text=text)
+    extra = f"order: {dict((v, k) for k, v in ORDERS)[settings.order]} · {result.forward_passes} forward passes"
+    return InfillOutputs(filled=filled_html(text, result.fills, settings),
+                         stats=_stats(lm, result.seconds, extra, result.notes),
+                         trace=playback(result.steps, "infill", run_id(text, result.order, result.seconds),
+                                        group="fill"),
+                         filled_text=result.filled, python=python, shell=shell)
+
+
+@handler(CausalInfillOutputs.showing)
+@with_arguments(INFILL_ARGUMENTS)
+def infill_causal(text, model_name, order, blank_tokens, seed, progress=gr.Progress(track_tqdm=True)):
+    """Fill the blanks of a text with a causal LM: it continues the words before each blank (it
+    cannot read the words after it), or fills in the middle where its tokenizer can."""
+    from ..app.budget import infill_work
+    from ..engine.infill_causal import causal_infill
+
+    if not model_name:
+        return CausalInfillOutputs.showing(message("Skipped: no causal LM picked.", "note"))
+    text, settings = _text(text), _settings(order, blank_tokens, seed, trace=False)
+    lm = load(model_name, "causal")
+    infill_work(lm, text, settings).check(deployment().settings)
+    result = causal_infill(lm, text, settings)
+    python, shell = reproduction("infill", model_name, "causal", settings, text=text)
+    extra = "filled in the middle (its FIM tokens)" if result.mode == "fim" else "continued from the left"
+    return CausalInfillOutputs(filled=filled_html(text, result.fills, settings),
+                               stats=_stats(lm, result.seconds, extra, result.notes),
+                               filled_text=result.filled, python=python, shell=shell)
+
+
+@handler(lambda text: text)
+def rank_both(masked_text, causal_text, masked_name, causal_name, deberta_head="auto"):
+    """Both filled texts scored whole by both models (their own measures): which fill does each
+    model like better?"""
+    from ..engine.infill_causal import rank_fills
+
+    texts = [t for t in (masked_text, causal_text) if t]
+    if len(texts) < 2 or not causal_name:
+        return ""
+    models = [load(masked_name, "masked", deberta_head), load(causal_name, "causal")]
+    rows = "".join(
+        f"<tr><td>{escape(name)} ({'PLL' if r.kind == 'masked' else 'log-likelihood'})</td>"
+        + "".join(f"<td class='demo-num'>{'<b>' if i == r.best else ''}{score_text(s)}{'</b>' if i == r.best else ''}</td>"
+                  for i, s in enumerate(r.scores)) + "</tr>"
+        for name, r in zip((masked_name, causal_name), rank_fills(models, texts)))
+    return ("<div class='demo-fill-ranking'><b>Both fills, scored whole by both models</b> (higher is "
+            "likelier; bold: the fill that model prefers)<table><thead><tr><th>scored by</th>"
+            "<th>masked LM's fill</th><th>causal LM's fill</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table></div>")
+
+
+def preset_note(preset: dict | None) -> str:
+    return f"**Expected:** *{preset['expected']}*" if preset and preset.get("expected") else ""
+
+
+def build(catalog: Catalog) -> TabParts:
+    """The Infill tab's components and events (call inside a gr.Blocks/gr.Tab context); a lesson
+    step fills its preset."""
+    presets = read_presets("infill")
+    tab_help(HELP, HOW)
+    preset = gr.Dropdown(choices=[p["name"] for p in presets], value=presets[0]["name"] if presets else None,
+                         label="Preset", elem_id="fill-preset",
+                         info="Texts whose blank is decided by the words after it.")
+    text = gr.Textbox(value=presets[0]["text"] if presets else "", label="Text with blanks", lines=3,
+                      elem_id="fill-text", max_length=deployment().settings.max_prompt_chars,
+                      info="[blank] is one token, [blank:3] three, [blank:auto] lets the model pick 1 to 4; "
+                           "____ is a [blank].")
+    note = gr.Markdown(preset_note(presets[0] if presets else None), elem_id="fill-note")
+    with gr.Row():
+        masked_model = model_picker(catalog, "masked", "Masked LM", "fill-mlm")
+        causal_model = model_picker(catalog, "causal", "Causal LM", "fill-causal", with_none=True)
+    pair_picker(catalog, "fill-pair", masked_model, causal_model)
+    with gr.Row():
+        order = Radio(choices=ORDERS, value=_CORE.order, label="Order", elem_id="fill-order", scale=2,
+                      info="Which masked position the masked LM fills at each step.")
+        blank_tokens = Slider(1, 8, value=_CORE.blank_tokens, step=1, label="Tokens per [blank]",
+                              elem_id="fill-tokens", info="For a [blank] or ____ without a count.")
+        seed = Number(value=_CORE.seed, precision=0, label="Seed", elem_id="fill-seed",
+                      info="Seed of the random order.")
+    deberta_head = deberta_head_radio("fill-deberta-head")
+    run = gr.Button("Fill the blanks with both models", variant="primary", elem_id="fill-run")
+    with gr.Row():
+        with gr.Column():
+            masked_filled = gr.HTML(elem_id="fill-mlm-filled")
+            masked_stats = gr.HTML(elem_id="fill-mlm-stats")
+            masked_python, masked_shell = reproduce_block("fill-mlm-reproduce")
+        with gr.Column():
+            causal_filled = gr.HTML(elem_id="fill-causal-filled")
+            causal_stats = gr.HTML(elem_id="fill-causal-stats")
+            causal_python, causal_shell = reproduce_block("fill-causal-reproduce")
+    ranking = gr.HTML(elem_id="fill-ranking")
+    with gr.Accordion("Playback: the order the masked LM fills in", open=True):
+        with gr.Row(elem_id="fill-playback"):
+            trace = gr.HTML(elem_id="fill-trace", js_on_load=PLAYER_JS)
+    masked_text, causal_text = gr.State(""), gr.State("")
+
+    def fill(name):
+        chosen = next((p for p in presets if p["name"] == name), None)
+        return (chosen["text"], preset_note(chosen)) if chosen else (gr.update(), gr.update())
+
+    preset.select(fill, preset, [text, note], api_visibility="private")
+    inputs = [text, masked_model, order, blank_tokens, seed]
+    masked_event = run.click(
+        infill_masked, inputs + [deberta_head],
+        components(InfillOutputs, filled=masked_filled, stats=masked_stats, trace=trace, filled_text=masked_text,
+                   python=masked_python, shell=masked_shell),
+        api_name="infill_mlm", concurrency_id="generate")
+    causal_event = masked_event.then(
+        infill_causal, [text, causal_model, order, blank_tokens, seed],
+        components(CausalInfillOutputs, filled=causal_filled, stats=causal_stats, filled_text=causal_text,
+                   python=causal_python, shell=causal_shell),
+        api_name="infill_causal", concurrency_id="generate")
+    causal_event.then(rank_both, [masked_text, causal_text, masked_model, causal_model, deberta_head], ranking,
+                      api_visibility="private", concurrency_id="score")
+    return TabParts(lesson_fields=(preset, text, note), lesson_values=lambda step: [step["preset"], *fill(step["preset"])])

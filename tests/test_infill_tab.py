@@ -1,0 +1,80 @@
+"""The Infill tab (demo.ui.infill_tab): the masked LM's fill from both sides, the causal LM's from
+the left, both fills scored by both models, and bad input said in words. The engine itself is
+tested against naive loops in tests/test_infill.py."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import needs_shared
+
+pytest.importorskip("gradio")
+from demo.ui import infill_tab  # noqa: E402
+
+SHE, HE = "The [blank] said that she would be late for dinner.", "The [blank] said that he would be late for dinner."
+
+
+@pytest.fixture
+def app(monkeypatch):
+    from demo.ui.app import build_app
+    return build_app()
+
+
+@needs_shared
+def test_the_masked_fill_reads_the_right_context_and_the_causal_one_cannot(app, smollm2):
+    from demo.engine.infill import infill
+    from demo.engine.models import load_model
+    from tests.conftest import STANDIN_MLM
+
+    causal = infill_tab.deployment().catalog.default("causal").name
+    masked = [infill_tab.infill_masked(t, STANDIN_MLM.name, "left_to_right", 1, 0) for t in (SHE, HE)]
+    left = [infill_tab.infill_causal(t, causal, "left_to_right", 1, 0) for t in (SHE, HE)]
+    # the page shows what the engine fills (an independent call), marked in the text
+    engine = [infill(load_model(str(STANDIN_MLM), device="cpu"), t).fills[0] for t in (SHE, HE)]
+    for shown, fill in zip(masked, engine):
+        assert f'<mark class="demo-fill">{fill}</mark>' in shown.filled and shown.filled_text.startswith(f"The {fill} said")
+    assert engine[0] != engine[1]  # only the word after the blank differs, and the fill follows it
+    assert left[0].filled_text.split(" said")[0] == left[1].filled_text.split(" said")[0]  # blind to it
+    assert "before each blank" in left[0].stats
+    assert masked[0].trace.count('class="demo-step"') == 1 and "demo-mask-predicted" in masked[0].trace
+
+
+@needs_shared
+def test_both_fills_are_scored_by_both_models(app):
+    from demo.engine.infill_causal import rank_fills
+    from demo.engine.models import load_model
+    from demo.engine.sources import smollm2_gguf
+    from tests.conftest import STANDIN_MLM
+
+    causal = infill_tab.deployment().catalog.default("causal").name
+    texts = ["The lady said that she would be late.", "The - said that she would be late."]
+    html = infill_tab.rank_both(*texts, STANDIN_MLM.name, causal)
+    expected = rank_fills([load_model(str(STANDIN_MLM), device="cpu"), load_model(str(smollm2_gguf()), device="cpu")],
+                          texts)
+    for ranking in expected:
+        for score in ranking.scores:
+            assert f"{score:.2f}" in html
+    assert html.count("<b>") == 1 + len(expected)  # the title, and each model's preferred fill
+
+
+def test_bad_input_is_said_in_words(app):
+    cases = [("no blank here", "no blank"), ("The [blank:x] is", "is not a blank"),
+             ("[blank] " * 9, "at most 8"), ("", "empty")]
+    for text, words in cases:
+        shown = infill_tab.infill_masked(text, "minilm-l6-mlm-standin", "left_to_right", 1, 0)
+        assert "demo-error" in shown.filled and words in shown.filled, (text, shown.filled)
+        assert shown.trace == "" and shown.filled_text == ""
+    shown = infill_tab.infill_masked(SHE, "minilm-l6-mlm-standin", "sideways", 1, 0)
+    assert "Unknown order" in shown.filled
+    shown = infill_tab.infill_causal(SHE, "", "left_to_right", 1, 0)
+    assert "Skipped" in shown.filled
+
+
+def test_the_reproduce_command_fills_the_same_text(app, standin_mlm):
+    shown = infill_tab.infill_masked(HE, standin_mlm.name, "confidence", 1, 0)
+    command = shown.shell.strip().split(" ", 1)[1]  # after "mlm-icl"
+    import shlex
+    out = subprocess.run([sys.executable, "-m", "demo", *shlex.split(command), "--no-progress"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip().endswith(shown.filled_text)
