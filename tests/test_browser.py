@@ -365,6 +365,48 @@ def test_the_playback_plays_to_the_end_and_scrubs_to_any_step(page, server, widt
         context.close()
 
 
+# ---------------------------------------------------------------- infilling
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+def test_the_infill_tab_fills_a_blank_in_both_orders(page, server, width):
+    """A two-token blank filled left to right, then most confident first: the playback shows the
+    order (the predicted [MASK] of frame 1 is the leftmost, or the surest), and the fill is marked
+    in the text."""
+    context = page.context.browser.new_context(viewport={"width": width, "height": 900})
+    view = context.new_page()
+    view.set_default_timeout(30_000)
+    try:
+        view.goto(server)
+        _open_tab(view, "Infill")
+        view.locator("#fill-text textarea").fill("We opened the presents on [blank:2], which was Christmas Day.")
+        orders = {}
+        for order in ("left to right", "most confident first"):
+            view.get_by_label(order).check()
+            before = view.locator("#fill-mlm-stats").inner_text()
+            view.click("#fill-run")
+            view.wait_for_function("(before) => { const s = document.querySelector('#fill-mlm-stats');"
+                                   " return s && s.innerText.includes('forward passes') && s.innerText !== before; }",
+                                   arg=before, timeout=MODEL_WAIT_MS)
+            view.locator("#fill-mlm-filled mark.demo-fill").wait_for()
+            frames = view.locator("#fill-trace .demo-step")
+            assert frames.count() == 2
+            predicted = []
+            for k in range(2):
+                view.locator("#fill-trace .demo-scrub").fill(str(k))
+                cells = view.locator(f'#fill-trace .demo-step[data-step="{k}"] .demo-window .demo-tok')
+                kinds = cells.evaluate_all("cells => cells.map(c => c.className)")
+                predicted.append(next(i for i, c in enumerate(kinds) if "demo-mask-predicted" in c))
+            orders[order] = predicted
+            _screenshot(view, f"infill-{order.replace(' ', '-')}-{width}")
+        assert orders["left to right"][0] < orders["left to right"][1]  # leftmost first
+        assert sorted(orders["most confident first"]) == orders["left to right"]  # the same two positions
+        view.locator("#fill-causal-stats").filter(has_text="before each blank").wait_for(timeout=MODEL_WAIT_MS)
+        view.locator("#fill-ranking table").wait_for(timeout=MODEL_WAIT_MS)
+    finally:
+        context.close()
+
+
 # ---------------------------------------------------------------- the lesson
 
 
