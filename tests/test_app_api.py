@@ -70,6 +70,10 @@ VALID = {
     "/probe_mlm": dict(model_name=MLM, lengths="128", depths="0.5", repetitions=1, seed=0),
     "/probe_second": dict(model_name=MLM, lengths="128", depths="0.5", repetitions=1, seed=0),
     "/results": dict(papers=[], groups=[], models=["GPT-3 1.3B"], shots=[], tasks=[]),
+    "/infill_mlm": dict(text="The [blank] said that she would be late.", model_name=MLM, order="left_to_right",
+                        blank_tokens=1, seed=0),
+    "/infill_causal": dict(text="The [blank] said that she would be late.", model_name=SMOLLM2,
+                           order="left_to_right", blank_tokens=1, seed=0),
 }
 
 # (NaN and infinities cannot travel in the client's JSON: test_not_a_number_anywhere sends them.)
@@ -130,6 +134,13 @@ def bad_cases() -> list[tuple[str, dict, str]]:
                               repetitions=3), "runs"))
     for field in ("papers", "groups", "models", "shots", "tasks"):
         vary("/results", field, ["not a list", 5, [3], ["no such " + field]], "filter")
+    for fill in ("/infill_mlm", "/infill_causal"):
+        vary(fill, "text", TEXTS, "text")
+        vary(fill, "text", ["no blank", "[blank:x] is", "[blank] " * 9], "blank")
+        vary(fill, "order", CHOICES, "order")
+        vary(fill, "blank_tokens", [0, -1, "abc", None, 3.5, 10**30], "blank_tokens")
+        vary(fill, "model_name", ["/etc", "not a/valid id!", 42], "model")
+    vary("/infill_mlm", "model_name", [SMOLLM2], "masked LM")
     vary("/generate_causal", "num_beams", [0, -2, "abc", 10**30, 17], "num_beams")
     vary(gen, "num_beams", [17, 1000], "num_beams")
     vary(gen, "stop_at_newline", ["maybe", 2], "stop_at_newline")
@@ -250,7 +261,7 @@ def test_agents_find_the_tools_and_rank_like_the_core_api(app, client):
     with urllib.request.urlopen(app.url + "gradio_api/mcp/schema", timeout=30) as response:
         tools = {tool["name"]: tool for tool in json.load(response)}
     assert set(tools) == {"rank_masked", "rank_causal", "generate_masked", "generate_causal",
-                          "probe_masked", "probe_second", "lookup_results"}
+                          "probe_masked", "probe_second", "lookup_results", "infill_masked", "infill_causal"}
     decoding = tools["generate_masked"]["inputSchema"]["properties"]["decoding"]["description"]
     assert all(word in decoding for word in ("exact", "fast", "compare", "approximate"))
     assert "cache_refresh" in tools["generate_masked"]["inputSchema"]["properties"]
@@ -294,6 +305,7 @@ GENERATION = dict(prompt="The capital of France is", strategy="greedy", max_new_
                   temperature=1.0, top_k=0, top_p=1.0, repetition_penalty=1.0, padding_masks="default",
                   stop_at_newline=True, seed=0)
 PROBE = dict(lengths="128", depths="0.5", repetitions=1, seed=0)
+FILL = dict(text="The [blank] said that she would be late.", order="confidence", blank_tokens=1, seed=0)
 # MCP tool: (arguments, the gradio_client endpoint taking the same arguments)
 MCP_CALLS = {
     "rank_masked": (dict(TEXT, model_name=STANDIN_NAME, method="salazar", right_masks=2, normalize=False,
@@ -306,6 +318,8 @@ MCP_CALLS = {
     "probe_masked": (dict(PROBE, model_name=STANDIN_NAME, cache="exact"), "/probe_mlm"),
     "probe_second": (dict(PROBE, model_name=SMOLLM2), "/probe_second"),
     "lookup_results": (dict(papers=[], groups=[], models=["GPT-3 1.3B"], shots=[], tasks=[]), "/results"),
+    "infill_masked": (dict(FILL, model_name=STANDIN_NAME), "/infill_mlm"),
+    "infill_causal": (dict(FILL, model_name=SMOLLM2), "/infill_causal"),
 }
 
 
@@ -360,7 +374,7 @@ def _python_value(text: str):
 
 
 def test_every_mcp_tool_answers_a_plain_call_one_part_per_output(app, client):
-    """Each of the seven tools, called with the mcp client and no progress callback, answers with
+    """Each of the nine tools, called with the mcp client and no progress callback, answers with
     one typed content part per documented output; the rankings' tables equal gradio_client's; model
     names are free text in the schema (the app's models as examples), so a typed name reaches the
     app's own check and comes back as a sentence."""
