@@ -432,9 +432,10 @@ def test_the_lesson_loads_a_step_into_its_tab(page, server, width):
         view.locator("#lesson-card").filter(has_text="then Play").wait_for()
         view.get_by_label("1. Fill a blank").check()
         view.locator("#lesson-load").click()
-        view.wait_for_function("() => document.querySelector('#gen-prompt textarea').value === 'He drank a glass of cold'")
+        view.wait_for_function("() => { const e = document.querySelector('#fill-text textarea');"
+                               " return e && e.value.startsWith('The [blank] said that she'); }")
         view.wait_for_function("() => [...document.querySelectorAll('[role=tab]')].some("
-                               "t => t.innerText.trim() === 'Prompting' && t.getAttribute('aria-selected') === 'true')")
+                               "t => t.innerText.trim() === 'Infill' && t.getAttribute('aria-selected') === 'true')")
         _screenshot(view, f"lesson-step-1-{width}")
     finally:
         context.close()
