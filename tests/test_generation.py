@@ -52,12 +52,15 @@ def deberta_digits(tmp_path_factory):
 
 
 class WindowSpy:
-    """Records the input_ids every call of the wrapped MLM's encoder receives."""
+    """Records the input_ids every call of the wrapped MLM's embeddings receives."""
 
     def __init__(self, model):
         self.windows = []
-        # the encoder: the decoder runs it and applies the head only at the predicted mask
-        self.handle = model.base_model.register_forward_pre_hook(self.hook, with_kwargs=True)
+        # the encoder's embeddings: every step's window goes through them (the layers after them
+        # run by the model's forward pass or, the last at the predicted mask only, by the engine);
+        # a scripted encoder has none: itself
+        embeddings = getattr(model.base_model, "embeddings", model.base_model)
+        self.handle = embeddings.register_forward_pre_hook(self.hook, with_kwargs=True)
 
     def hook(self, module, args, kwargs):
         ids = kwargs.get("input_ids", args[0] if args else None)

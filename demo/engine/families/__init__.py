@@ -6,10 +6,12 @@ masks, how it loads, the prefix cache). Facts that can be measured on the loaded
 be. Importing it loads no torch; a family's own code sits in its module, loaded when used:
 
 - ``blocks``      what every family's prefix-cache block encoder shares: the contract, key/value buffers
-- ``bert``        BERT's and RoBERTa's layers with a key/value cache
-- ``modernbert``  ModernBERT's layers with a key/value cache (rotary positions, local windows)
+- ``queries``     what every family's last layer at the rows read shares: the positions read per row
+- ``bert``        BERT's layers (and those copying them): with a key/value cache, and the last at the rows read
+- ``modernbert``  ModernBERT's layers (rotary positions, local windows): the same two
 - ``deberta_v2``  DeBERTa-v2's layers with a key/value cache (disentangled attention, convolution)
-- ``deberta``     DeBERTa's enhanced mask decoder (v1 and v2): the position table, the two passes
+- ``deberta``     DeBERTa's last layer at the rows read (v1 and v2), and its enhanced mask decoder: the
+                  position table, the two passes
 """
 
 from dataclasses import dataclass, replace
@@ -28,6 +30,11 @@ class Family:
     # The module here whose ``encode_block`` runs the family with the prefix cache
     # (``demo.engine.prefix_cache``); None: the family has only the exact method.
     prefix_cache: str | None = None
+    # The module here whose ``states_at`` runs the last layer at the rows read only
+    # (``demo.engine.reading``: PLL, exact generation, infilling); None: the whole model runs and
+    # the rows are picked from its output (ALBERT, DistilBERT: their layers are not written out
+    # here; causal LMs read every position).
+    last_layer: str | None = None
     # The config's ``legacy`` flag to load with (None: transformers' default). DeBERTa's legacy=True
     # builds a head that does not match the checkpoints' lm_predictions.* weights, so it would be
     # silently re-initialised (docs/method.md, section 2).
@@ -44,19 +51,22 @@ class Family:
 FAMILIES = {
     f.name: f
     for f in [
-        Family("bert", "masked", relative_positions=False, prefix_cache="bert"),
+        Family("bert", "masked", relative_positions=False, prefix_cache="bert", last_layer="bert"),
         Family("distilbert", "masked", relative_positions=False),
-        Family("roberta", "masked", relative_positions=False, prefix_cache="bert",
+        Family("roberta", "masked", relative_positions=False, prefix_cache="bert", last_layer="bert",
                positions_after_padding=True),
-        Family("xlm-roberta", "masked", relative_positions=False, positions_after_padding=True),
-        Family("camembert", "masked", relative_positions=False, positions_after_padding=True),
-        Family("electra", "masked", relative_positions=False),
+        Family("xlm-roberta", "masked", relative_positions=False, last_layer="bert",
+               positions_after_padding=True),
+        Family("camembert", "masked", relative_positions=False, last_layer="bert",
+               positions_after_padding=True),
+        Family("electra", "masked", relative_positions=False, last_layer="bert"),
         Family("albert", "masked", relative_positions=False, padding_masks=2),
-        Family("modernbert", "masked", relative_positions=True, prefix_cache="modernbert"),
-        Family("deberta", "masked", relative_positions=True, padding_masks=2, legacy=False,
-               pretrained_length=512, emd=True),
-        Family("deberta-v2", "masked", relative_positions=True, padding_masks=2, prefix_cache="deberta_v2",
+        Family("modernbert", "masked", relative_positions=True, prefix_cache="modernbert",
+               last_layer="modernbert"),
+        Family("deberta", "masked", relative_positions=True, padding_masks=2, last_layer="deberta",
                legacy=False, pretrained_length=512, emd=True),
+        Family("deberta-v2", "masked", relative_positions=True, padding_masks=2, prefix_cache="deberta_v2",
+               last_layer="deberta", legacy=False, pretrained_length=512, emd=True),
         Family("gpt2", "causal", relative_positions=False, padding_masks=0),
         Family("opt", "causal", relative_positions=False, padding_masks=0),
         Family("llama", "causal", relative_positions=True, padding_masks=0),

@@ -1,10 +1,14 @@
-"""BERT's and RoBERTa's layers with a key/value cache, for the prefix cache (the block encoder's
-contract: ``demo.engine.families.blocks``)."""
+"""BERT's layers (and the families that copy ``BertLayer``: RoBERTa, XLM-RoBERTa, CamemBERT,
+ELECTRA) written out: with a key/value cache for the prefix cache (the block encoder's contract:
+``demo.engine.families.blocks``), and with the last layer at the rows read only
+(``demo.engine.reading``). Both run the layer through :func:`keys_values` and :func:`layer_at`."""
 
 import torch
 import torch.nn.functional as F
+from transformers.masking_utils import create_bidirectional_mask
 
 from .blocks import extended, read_rows
+from .queries import device_of, query_positions, rows_at
 
 
 def _positions(base, windows: torch.Tensor) -> torch.Tensor:
@@ -15,28 +19,62 @@ def _positions(base, windows: torch.Tensor) -> torch.Tensor:
     return torch.arange(windows.shape[1], device=windows.device).expand(windows.shape[0], -1)
 
 
+def _heads(attention, x: torch.Tensor) -> torch.Tensor:
+    """(rows, tokens, heads * d) -> (rows, heads, tokens, d)."""
+    return x.view(x.shape[0], x.shape[1], -1, attention.attention_head_size).transpose(1, 2)
+
+
+def keys_values(layer, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The layer's keys and values of its input ``hidden``, (rows, heads, tokens, d) each."""
+    attention = layer.attention.self
+    return _heads(attention, attention.key(hidden)), _heads(attention, attention.value(hidden))
+
+
+def layer_at(layer, hidden: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+             mask: torch.Tensor | None = None) -> torch.Tensor:
+    """``BertLayer`` (self-attention, then the feed-forward, each followed by its residual
+    LayerNorm) at the rows whose input is ``hidden`` (rows, queries, hidden): their queries attend
+    to ``keys`` and ``values`` where ``mask`` (True: attend) allows; the model's own modules
+    compute everything but the attention."""
+    attention = layer.attention.self
+    out = F.scaled_dot_product_attention(_heads(attention, attention.query(hidden)), keys, values,
+                                         attn_mask=mask, scale=attention.scaling)
+    attended = layer.attention.output(out.transpose(1, 2).reshape(*hidden.shape), hidden)
+    return layer.output(layer.intermediate(attended), attended)
+
+
 def encode_block(mlm, windows, start, cached, keep, room, wanted=None):
-    """BERT's and RoBERTa's layers (``BertLayer``: self-attention, then the feed-forward, each
-    followed by its residual LayerNorm) written out with a key/value cache; the model's own
-    modules compute everything but the attention."""
+    """The layers with a key/value cache (the block encoder's contract)."""
     base = mlm.base_model
     hidden = base.embeddings(input_ids=windows[:, start:],
                              position_ids=_positions(base, windows)[:, start:])
-    rows, length = hidden.shape[:2]
-    end, kept = start + length, []
+    end, kept = start + hidden.shape[1], []
     for i, layer in enumerate(base.encoder.layer):
-        attention = layer.attention.self
-
-        def split(x):  # (rows, tokens, heads * d) -> (rows, heads, tokens, d)
-            return x.view(rows, x.shape[1], -1, attention.attention_head_size).transpose(1, 2)
-
         cached_keys, cached_values = cached.layers[i] if cached is not None else (None, None)
-        keys = extended(cached_keys, start, split(attention.key(hidden)))
-        values = extended(cached_values, start, split(attention.value(hidden)))
+        keys, values = keys_values(layer, hidden)
+        keys, values = extended(cached_keys, start, keys), extended(cached_values, start, values)
         kept.append((keys, values))
-        hidden = hidden[:, read_rows(i, len(base.encoder.layer), wanted, start)]
-        out = F.scaled_dot_product_attention(split(attention.query(hidden)), keys.narrow(2, 0, end),
-                                             values.narrow(2, 0, end), scale=attention.scaling)
-        attended = layer.attention.output(out.transpose(1, 2).reshape(*hidden.shape), hidden)
-        hidden = layer.output(layer.intermediate(attended), attended)
+        hidden = layer_at(layer, hidden[:, read_rows(i, len(base.encoder.layer), wanted, start)],
+                          keys.narrow(2, 0, end), values.narrow(2, 0, end))
     return hidden, kept, []
+
+
+def states_at(mlm, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, rows, cols) -> torch.Tensor:
+    """The last layer's output at positions (rows[i], cols[i]) of a right-padded batch:
+    [len(rows), hidden]. The embeddings and every layer but the last run as the model's forward
+    pass runs them (its own modules and attention mask); the last layer's keys and values come
+    from every position, its queries, attention and feed-forward only at the positions read."""
+    base = mlm.base_model
+    hidden = base.embeddings(input_ids=input_ids)
+    if hasattr(base, "embeddings_project"):  # ELECTRA, whose embeddings are narrower than its layers
+        hidden = base.embeddings_project(hidden)
+    mask = create_bidirectional_mask(config=base.config, inputs_embeds=hidden, attention_mask=attention_mask)
+    *before, last = base.encoder.layer
+    for layer in before:
+        hidden = layer(hidden, mask)
+    device = device_of(last)
+    hidden = hidden.to(device)
+    query_at, reads = query_positions(rows, cols, input_ids.shape[0], device)
+    keys, values = keys_values(last, hidden)
+    padding = None if attention_mask is None else attention_mask.to(device).bool()[:, None, None, :]
+    return layer_at(last, rows_at(hidden, query_at), keys, values, padding)[reads]

@@ -40,6 +40,7 @@ import torch
 from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
 
 from . import FAMILIES
+from .queries import device_of, query_positions, rows_at
 
 PASSES = 2  # the last layer runs twice (Microsoft: ``layers = [encoder.layer[-1] for _ in range(2)]``)
 # How Microsoft's checkpoints name the table: deberta.embeddings.position_embeddings.weight
@@ -153,12 +154,13 @@ def position_rows(table: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------- the decoder
 
 
-def decode(layer, query: torch.Tensor, attend) -> torch.Tensor:
+def decode(layer, query: torch.Tensor, attend, passes: int = PASSES) -> torch.Tensor:
     """The EMD's passes through the last layer ``layer``: ``query`` is z + H at the positions read,
     ``attend(query)`` the attention's context for those queries against the keys and values of H.
     Each pass finishes as the layer does (``attention.output``: dense, then layer norm with the
-    query as residual; ``intermediate`` and ``output``: the feed-forward block)."""
-    for _ in range(PASSES):
+    query as residual; ``intermediate`` and ``output``: the feed-forward block). One pass with
+    ``query`` = H is the last layer's own output at those positions."""
+    for _ in range(passes):
         context = attend(query)
         attended = layer.attention.output(context, query)
         query = layer.output(layer.intermediate(attended), attended)
@@ -166,22 +168,27 @@ def decode(layer, query: torch.Tensor, attend) -> torch.Tensor:
 
 
 def states_at(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, rows, cols) -> torch.Tensor:
-    """The EMD's output (what the head reads) at positions (rows[i], cols[i]) of a right-padded
-    batch: [len(rows), hidden]. Layers 1 .. N-1 run over the whole batch; the last layer's keys and
-    values come from their output H at every position, its queries only at the positions read."""
+    """What the head reads at positions (rows[i], cols[i]) of a right-padded batch: the EMD's
+    output where its table is on the model, else the last layer's; [len(rows), hidden]. Layers
+    1 .. N-1 run over the whole batch; the last layer's keys and values come from their output H
+    at every position, its queries only at the positions read (H there, or z + H for the EMD)."""
+    table = table_of(model)
+    encoder = model.base_model.encoder
+    if table is None and len(encoder.layer) == 1 and getattr(encoder, "conv", None) is not None:
+        # (the convolution after the first layer, here the last, reads every row's output)
+        return model.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[rows, cols]
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
     hidden = states_before_last_layer(model, input_ids, attention_mask)
-    layer = model.base_model.encoder.layer[-1]
-    # where the last layer's weights are (a model spread over devices puts layers apart)
-    device = layer.output.dense.weight.device
+    layer = encoder.layer[-1]
+    device = device_of(layer)
     hidden, attention_mask = hidden.to(device), attention_mask.to(device)
-    rows, cols = torch.as_tensor(rows, device=device), torch.as_tensor(cols, device=device)
-    query_at, slots = _query_positions(rows, cols, input_ids.shape[0])
-    first = position_rows(table_of(model).to(device), query_at).to(hidden.dtype) + hidden.gather(
-        1, query_at[..., None].expand(-1, -1, hidden.shape[-1]))
-    attend = _attention(layer.attention.self, model.base_model.encoder, hidden, attention_mask.bool(), query_at)
-    return decode(layer, first, attend)[rows, slots]
+    query_at, reads = query_positions(rows, cols, input_ids.shape[0], device)
+    first = rows_at(hidden, query_at)
+    if table is not None:
+        first = position_rows(table.to(device), query_at).to(hidden.dtype) + first
+    attend = _attention(layer.attention.self, encoder, hidden, attention_mask.bool(), query_at)
+    return decode(layer, first, attend, PASSES if table is not None else 1)[reads]
 
 
 def states_before_last_layer(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -202,19 +209,6 @@ def states_before_last_layer(model, input_ids: torch.Tensor, attention_mask: tor
             output = encoder.conv(embedded, output, attention_mask)
         hidden = output
     return hidden
-
-
-def _query_positions(rows: torch.Tensor, cols: torch.Tensor, batch: int):
-    """The positions read, per batch row: ``query_at`` [batch, M] (M = most reads of one row;
-    unused slots read position 0 and are dropped) and each read's slot in its row."""
-    counts, slots = [0] * batch, []
-    for row in rows.tolist():
-        slots.append(counts[row])
-        counts[row] += 1
-    slots = torch.tensor(slots, dtype=torch.long, device=rows.device)
-    query_at = torch.zeros(batch, max(counts + [1]), dtype=torch.long, device=rows.device)
-    query_at[rows, slots] = cols
-    return query_at, slots
 
 
 def _heads(x: torch.Tensor, heads: int) -> torch.Tensor:
