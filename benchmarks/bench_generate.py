@@ -15,21 +15,28 @@ Measured in the same run, per prompt length (best of --repeats, seconds per deco
   argmax at the first mask (what the paper's code does, batch size 1);
 - greedy: ``demo.engine.generation.generate(strategy="greedy")``;
 - beam4: ``generate(strategy="beam", num_beams=4)``, the four beams in one forward pass.
+- whole-last: ``generate(strategy="greedy")`` with every position's last layer computed and the
+  predicted mask's row picked from the model's output, as before issue 28 (the baseline of the
+  last-layer change, kept here only: ``whole_last_layer``); it must give the same tokens.
 Ratios (below 1 = ours faster): greedy_vs_naive = greedy / naive step time; beam4_vs_4greedy =
-one beam-4 step / four greedy steps (batched beams vs four separate greedy runs). The last line
-gives their geometric means over the prompt lengths, and deberta_emd_cost: greedy steps of a random
-DeBERTa-base (benchmarks/random_deberta.py) with its enhanced mask decoder over without it, on a
-256-token prompt (the decoder's two extra passes of the last layer read one row per step).
+one beam-4 step / four greedy steps (batched beams vs four separate greedy runs); last-layer x =
+whole-last / greedy step time (above 1 = the last layer at the read row only is faster). The last
+line gives the first two's geometric means over the prompt lengths, last_layer_speedup at the
+longest prompt, and deberta_emd_cost: greedy steps of a random DeBERTa-base
+(benchmarks/random_deberta.py) with its enhanced mask decoder over without it, on a 256-token
+prompt (the decoder's two extra passes of the last layer read one row per step).
 """
 
 import argparse
 import math
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
-from demo.engine.generation import generate  # the package is installed (pip install -e .)
+from demo.engine import mlm_decoder  # the package is installed (pip install -e .)
+from demo.engine.generation import generate
 from demo.engine.models import load_model, random_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,6 +89,23 @@ def naive_greedy(lm, prompt: str, new_tokens: int, p: int) -> tuple[list[int], f
     return out, (time.perf_counter() - start) / steps
 
 
+def whole_last_layer_read(model, input_ids, attention_mask, rows, cols):
+    """The read before issue 28: the whole model at every position, then the rows picked (for a
+    head that reads the last layer, not DeBERTa's enhanced mask decoder)."""
+    return model.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[rows, cols]
+
+
+@contextmanager
+def whole_last_layer():
+    """Exact generation reads through ``whole_last_layer_read`` while inside (the baseline)."""
+    read = mlm_decoder.hidden_at
+    mlm_decoder.hidden_at = whole_last_layer_read
+    try:
+        yield
+    finally:
+        mlm_decoder.hidden_at = read
+
+
 def best_of(repeats: int, run):
     results = [run() for _ in range(repeats)]
     return min(results, key=lambda r: r[-1])
@@ -122,9 +146,10 @@ def main(argv=None):
     print(f"model: {label}; padding masks {p}; {args.new_tokens} new tokens; "
           f"torch threads {torch.get_num_threads()}; best of {args.repeats}")
     print(f"{'prompt':>7} {'window':>7} | {'naive tok/s':>11} {'greedy tok/s':>12} "
-          f"{'beam4 tok/s':>11} | {'greedy/naive':>12} {'beam4/4greedy':>13}")
+          f"{'beam4 tok/s':>11} {'whole-last tok/s':>16} | {'greedy/naive':>12} {'beam4/4greedy':>13} "
+          f"{'last-layer x':>12}")
 
-    greedy_ratios, beam_ratios = [], []
+    greedy_ratios, beam_ratios, last_layer_speedups = [], [], []
     for length in args.lengths:
         room = lm.max_length - args.new_tokens - p - 2 if lm.max_length else length
         prompt = prompt_of(lm.tokenizer, text, min(length, room))
@@ -138,13 +163,21 @@ def main(argv=None):
         beam = best_of(args.repeats, lambda: (r := generate(lm, prompt, max_new_tokens=args.new_tokens,
                                                             strategy="beam", num_beams=4),
                                               r.seconds_per_step))[0]
+        with whole_last_layer():
+            whole = best_of(args.repeats, lambda: (r := generate(lm, prompt, max_new_tokens=args.new_tokens),
+                                                   r.seconds_per_step))[0]
+        if whole.token_ids != greedy.token_ids:
+            raise SystemExit(f"the whole last layer gives other tokens than the rows read at {n} tokens")
         g_ratio = greedy.seconds_per_step / naive_step
         b_ratio = beam.seconds_per_step / (4 * greedy.seconds_per_step)
+        last_layer_speedup = whole.seconds_per_step / greedy.seconds_per_step
         greedy_ratios.append(g_ratio)
         beam_ratios.append(b_ratio)
+        last_layer_speedups.append((n, last_layer_speedup))
         window = n + args.new_tokens + p + 2
         print(f"{n:>7} {window:>7} | {1 / naive_step:>11.1f} {1 / greedy.seconds_per_step:>12.1f} "
-              f"{1 / beam.seconds_per_step:>11.1f} | {g_ratio:>12.2f} {b_ratio:>13.2f}")
+              f"{1 / beam.seconds_per_step:>11.1f} {1 / whole.seconds_per_step:>16.1f} | {g_ratio:>12.2f} "
+              f"{b_ratio:>13.2f} {last_layer_speedup:>12.2f}")
 
     def geomean(xs):
         return math.exp(sum(math.log(x) for x in xs) / len(xs))
@@ -152,7 +185,8 @@ def main(argv=None):
     print("tok/s = decoding steps per second (beam4: one step advances all four beams)")
     deberta_emd_cost = emd_cost(text, args.new_tokens, args.repeats)
     print(f"bench_generate greedy_vs_naive={geomean(greedy_ratios):.2f} "
-          f"beam4_vs_4greedy={geomean(beam_ratios):.2f} deberta_emd_cost={deberta_emd_cost:.2f}")
+          f"beam4_vs_4greedy={geomean(beam_ratios):.2f} deberta_emd_cost={deberta_emd_cost:.2f} "
+          f"last_layer_speedup={max(last_layer_speedups)[1]:.2f}")
 
 
 if __name__ == "__main__":

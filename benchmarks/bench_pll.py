@@ -24,10 +24,11 @@ What is measured, and why this way:
   tracemalloc would miss torch's allocations; torch's profiler would miss everything else.
 - Matmul peak: the best of three plain fp32 2048 x 2048 torch matmuls, sampled before every
   passage; the median sample is this CPU's peak during the run (the maximum is printed too).
-- Our FLOPs: useful work only: per masked copy and layer the Q/K/V/output projections
-  (8 L H^2), the feed-forward (4 L H I) and the attention products (4 L^2 H), plus the
-  prediction head at the one scored position (2 H^2 + 2 H V). All passages have the same
-  length, so there is no padding to leave out.
+- Our FLOPs: useful work only: per masked copy and layer but the last the Q/K/V/output
+  projections (8 L H^2), the feed-forward (4 L H I) and the attention products (4 L^2 H); the
+  last layer's keys and values at every position (4 L H^2) and the rest of it at the scored
+  position only (4 H^2 + 4 H I + 4 L H: demo.engine.reading); plus the prediction head there
+  (2 H^2 + 2 H V). All passages have the same length, so there is no padding to leave out.
 - DeBERTa's enhanced mask decoder: our engine on a random DeBERTa-base (benchmarks/random_deberta.py)
   with and without the decoder, the same passages taking turns in this process;
   deberta_emd_cost = seconds with / seconds without (the decoder's two extra passes of the last
@@ -88,8 +89,9 @@ def encoder_flops(config: dict, length: int, scored: int) -> float:
     """FLOPs of our engine for one text: `scored` masked copies, head at one position each."""
     h, i, layers, v = (config["hidden_size"], config["intermediate_size"],
                        config["num_hidden_layers"], config["vocab_size"])
-    per_copy = layers * (8 * length * h * h + 4 * length * h * i + 4 * length * length * h)
-    return scored * (per_copy + 2 * h * h + 2 * h * v)
+    per_copy = (layers - 1) * (8 * length * h * h + 4 * length * h * i + 4 * length * length * h)
+    last_layer = 4 * length * h * h + 4 * h * h + 4 * h * i + 4 * length * h
+    return scored * (per_copy + last_layer + 2 * h * h + 2 * h * v)
 
 
 # ---------------------------------------------------------------- worker process
