@@ -125,6 +125,22 @@ def format_trace(result) -> str:
     return "\n".join(lines)
 
 
+def _show_side(args, several: bool, lm, side, result, trace: bool) -> bool:
+    """What `generate` and `infill` print first for one model's result: the whole result as JSON
+    with --json (then True: nothing more to print), else the model's heading when there are
+    several, the result's notes, and its steps when traced."""
+    if args.json:
+        print(json.dumps(dataclasses.asdict(result), indent=1, ensure_ascii=False))
+        return True
+    if several:
+        print(f"== {lm.kind} LM: {side.model}")
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if trace and getattr(result, "steps", None):  # (a causal LM's fill has none)
+        print(format_trace(result) + "\n")
+    return False
+
+
 def _generate(args, model: ModelSettings, generation: GenerationSettings) -> int:
     from .engine.generation import generate
     prompt = args.prompt if args.prompt is not None else args.prompt_file.read_text(encoding="utf-8")
@@ -132,15 +148,8 @@ def _generate(args, model: ModelSettings, generation: GenerationSettings) -> int
     for side in sides:
         lm = _load(side, not args.no_progress)
         result = generate(lm, prompt, generation, progress=not args.no_progress)
-        if args.json:
-            print(json.dumps(dataclasses.asdict(result), indent=1, ensure_ascii=False))
+        if _show_side(args, len(sides) > 1, lm, side, result, generation.trace):
             continue
-        if len(sides) > 1:
-            print(f"== {side.kind} LM: {side.model}")
-        for note in result.notes:
-            print(f"note: {note}", file=sys.stderr)
-        if generation.trace:
-            print(format_trace(result) + "\n")
         print(result.text)
         print(f"[{result.stop_reason}; {len(result.tokens)} tokens; prompt {result.prompt_tokens} "
               f"tokens; {result.seconds:.2f} s, {result.seconds_per_step * 1000:.0f} ms/step]",
@@ -171,15 +180,8 @@ def _infill(args, model: ModelSettings, infilling: InfillSettings) -> int:
         result = (infill if lm.kind == "masked" else causal_infill)(lm, text, infilling)
         lms.append(lm)
         filled.append(result.filled)
-        if args.json:
-            print(json.dumps(dataclasses.asdict(result), indent=1, ensure_ascii=False))
+        if _show_side(args, len(sides) > 1, lm, side, result, infilling.trace):
             continue
-        if len(sides) > 1:
-            print(f"== {lm.kind} LM: {side.model}")
-        for note in result.notes:
-            print(f"note: {note}", file=sys.stderr)
-        if infilling.trace and getattr(result, "steps", None):
-            print(format_trace(result) + "\n")
         for tried in result.tries:
             print(f"tried {tried.tokens} token(s): score {tried.score:9.3f}  {tried.text}", file=sys.stderr)
         print(result.filled)

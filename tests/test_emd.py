@@ -33,7 +33,7 @@ from demo.engine.pll import mlm_head, score_batch
 from demo.engine.prefix_cache import Prefix, encoder_of
 from demo.engine.reading import hidden_at
 from demo.settings import GridSettings, ScoringSettings
-from tests.conftest import TOKENIZERS, needs_shared
+from tests.conftest import TOKENIZERS, needs_shared, padded_batch
 from tests.test_generation import PROMPT, naive_greedy
 from tests.test_pll import ITEMS, METHODS, naive_scores
 
@@ -277,17 +277,6 @@ def engine_logits(model, input_ids, mask=None):
     return mlm_head(model)(hidden_at(model, input_ids, mask, rows, cols)), (rows, cols)
 
 
-def batch(vocab: int, lengths: list[int], seed: int = 0):
-    """Random ids, right-padded to the longest (padding id 0, masked out)."""
-    generator = torch.Generator().manual_seed(seed)
-    ids = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for r, n in enumerate(lengths):
-        ids[r, :n] = torch.randint(5, vocab, (n,), generator=generator)
-        mask[r, :n] = 1
-    return ids, mask
-
-
 def float64(lm):
     """A float64 copy of a loaded model (the table, a buffer, comes along): the reference and the
     engine then agree far below 1e-5, on any CPU and thread count. (v2 to ~1e-14; v1 to ~1e-6,
@@ -297,7 +286,7 @@ def float64(lm):
 
 
 def assert_matches_reference(model, table, lengths):
-    ids, mask = batch(model.config.vocab_size, lengths)
+    ids, mask = padded_batch(model.config.vocab_size, lengths)
     expected = reference_logits(model, table.double(), ids, mask)
     got, (rows, cols) = engine_logits(model, ids, mask)
     torch.testing.assert_close(got, expected[rows, cols], rtol=0, atol=1e-5)
@@ -361,7 +350,7 @@ def test_positions_past_the_table_read_its_last_row(checkpoint, version):
 def test_a_reference_without_one_ingredient_fails(checkpoint, version, ablation):
     folder = checkpoint(version)
     model = float64(load_model(str(folder), device="cpu"))
-    ids, mask = batch(model.config.vocab_size, [19, 8])
+    ids, mask = padded_batch(model.config.vocab_size, [19, 8])
     got, (rows, cols) = engine_logits(model, ids, mask)
     table = saved_table(folder).double()
     assert (got - reference_logits(model, table, ids, mask)[rows, cols]).abs().max() < 1e-5
@@ -540,7 +529,7 @@ def test_embedding_size_unlike_hidden_size_is_refused(tmp_path, tokenizer_folder
 def test_off_reads_the_last_layer_and_other_families_ignore_the_setting(checkpoint, tiny_model):
     lm = load_model(str(checkpoint("v2")), device="cpu", emd="off")
     assert not lm.emd and lm.emd_note is None and deberta.table_of(lm.model) is None
-    ids, mask = batch(lm.model.config.vocab_size, [12, 7])
+    ids, mask = padded_batch(lm.model.config.vocab_size, [12, 7])
     got, (rows, cols) = engine_logits(lm.model, ids, mask)
     with torch.no_grad():
         plain = lm.model(input_ids=ids, attention_mask=mask).logits[rows, cols]

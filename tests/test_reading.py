@@ -14,6 +14,7 @@ from demo.engine.generation import generate
 from demo.engine.pll import score_batch
 from demo.engine.reading import hidden_at
 from demo.settings import ScoringSettings
+from tests.conftest import padded_batch
 
 # tiny_model families and config variants: ModernBERT's last layer is a local one (its first a
 # global one), with a window shorter than the batch (a global last layer: below); DeBERTa-v2 with
@@ -44,18 +45,8 @@ LENGTHS = [24, 17, 9]  # right-padded to the longest
 READS = [(0, 3), (0, 23), (1, 12), (2, 0), (1, 5), (0, 10), (2, 8), (1, 16)]
 
 
-def batch(vocab: int):
-    generator = torch.Generator().manual_seed(0)
-    ids = torch.zeros(len(LENGTHS), max(LENGTHS), dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for r, n in enumerate(LENGTHS):
-        ids[r, :n] = torch.randint(5, vocab, (n,), generator=generator)
-        mask[r, :n] = 1
-    return ids, mask
-
-
 def assert_reads_the_full_pass(model):
-    ids, mask = batch(min(model.config.vocab_size, 300))
+    ids, mask = padded_batch(min(model.config.vocab_size, 300), LENGTHS)
     rows, cols = zip(*READS)
     with torch.no_grad():
         full = model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state
@@ -94,7 +85,7 @@ def test_the_bound_tells_a_skipped_or_blind_last_layer_apart(standin_mlm):
     layer before's output), and one whose rows read attend only to each other (the other
     positions' keys and values left out)."""
     model = standin_mlm.model
-    ids, mask = batch(model.config.vocab_size)
+    ids, mask = padded_batch(model.config.vocab_size, LENGTHS)
     rows, cols = zip(*READS)
     with torch.no_grad():
         states = model.base_model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states

@@ -98,6 +98,14 @@ def splice(segments: list[str], fills: list[str]) -> str:
     return "".join(s + f for s, f in zip(segments, fills)) + segments[-1]
 
 
+def text_scores(lm, texts: list[str]) -> list[float]:
+    """The model's own score of each whole text (natural log): a masked LM's PLL with the engine's
+    default variant, a causal LM's exact log-likelihood. The one measure every fill is compared by."""
+    if not texts:
+        return []
+    return [score.total for score in score_batch(lm, [("", t) for t in texts], ScoringSettings(scope="full"))]
+
+
 # ---------------------------------------------------------------- results
 
 
@@ -273,9 +281,8 @@ def infill(lm, text: str, settings: InfillSettings | None = None) -> InfillResul
     tries = []
     if auto is not None:
         texts = [splice(segments, w) for w in words]
-        scores = score_batch(lm, [("", t) for t in texts], ScoringSettings(scope="full"))
-        tries = [LengthTry(tokens=n[auto], fill=w[auto], text=t, score=score.total)
-                 for n, w, t, score in zip(lengths, words, texts, scores)]
+        tries = [LengthTry(tokens=n[auto], fill=w[auto], text=t, score=score)
+                 for n, w, t, score in zip(lengths, words, texts, text_scores(lm, texts))]
     kept = max(range(len(fills)), key=lambda k: (tries[k].score, -k)) if tries else 0  # ties: shorter
     seconds = time.perf_counter() - start
 

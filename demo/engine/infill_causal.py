@@ -20,10 +20,9 @@ the masked LM read made the difference.
 import time
 from dataclasses import dataclass, field
 
-from ..settings import GenerationSettings, InfillSettings, ScoringSettings
+from ..settings import GenerationSettings, InfillSettings
 from .generation import generate
-from .infill import AUTO, LengthTry, parse_blanks, segments_of, splice
-from .pll import score_batch
+from .infill import AUTO, LengthTry, parse_blanks, segments_of, splice, text_scores
 from .text import special_token_note
 
 FIM_TOKENS = ("<fim_prefix>", "<fim_suffix>", "<fim_middle>")
@@ -118,9 +117,8 @@ def _tries(lm, segments: list[str], fills: list[str], pieces: list[str]) -> list
         if fill and fill not in tried.values():
             tried[n] = fill
     texts = [splice(segments, fills + [fill] + rest) for fill in tried.values()]
-    scores = score_batch(lm, [("", t) for t in texts], ScoringSettings(scope="full")) if texts else []
-    return [LengthTry(tokens=n, fill=fill, text=t, score=score.total)
-            for (n, fill), t, score in zip(tried.items(), texts, scores)]
+    return [LengthTry(tokens=n, fill=fill, text=t, score=score)
+            for (n, fill), t, score in zip(tried.items(), texts, text_scores(lm, texts))]
 
 
 def rank_fills(lms: list, texts: list[str]) -> list[FillRanking]:
@@ -130,7 +128,7 @@ def rank_fills(lms: list, texts: list[str]) -> list[FillRanking]:
         raise ValueError("Give at least one filled text to rank.")
     rankings = []
     for lm in lms:
-        scores = [score.total for score in score_batch(lm, [("", t) for t in texts], ScoringSettings(scope="full"))]
+        scores = text_scores(lm, texts)
         rankings.append(FillRanking(scorer=lm.label, kind=lm.kind, scores=scores,
                                     best=max(range(len(texts)), key=lambda k: (scores[k], -k))))
     return rankings
