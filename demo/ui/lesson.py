@@ -28,6 +28,7 @@ def step_card(step: dict) -> str:
 
 
 class LessonParts(NamedTuple):
+    steps: list  # the lesson file's steps, read once
     step: gr.Radio
     card: gr.HTML
     load: gr.Button
@@ -49,14 +50,14 @@ def build() -> LessonParts | None:
         with gr.Row():
             load = gr.Button("Load this step", variant="primary", elem_id="lesson-load", scale=2)
             following = gr.Button("Next step", elem_id="lesson-next", scale=1)
-    return LessonParts(step, card, load, following)
+    return LessonParts(lesson, step, card, load, following)
 
 
 def wire(parts: LessonParts | None, tabs: gr.Tabs, tab_parts: dict[str, TabParts]) -> None:
     """Connect the opener to the tabs (``tab_parts``: each tab's ``build()`` result, by tab id)."""
     if parts is None:
         return
-    by_title = {s["title"]: s for s in steps()}
+    by_title = {s["title"]: s for s in parts.steps}
     titles = list(by_title)
     targets = {tab: p for tab, p in tab_parts.items() if p.lesson_values is not None}
     fields = [field for p in targets.values() for field in p.lesson_fields]
