@@ -191,6 +191,11 @@ class GenerationSettings:
         "down for the 24 tokens after a refresh) is redone exactly (a refresh): near-ties are "
         "where the cache's small error flips a choice. 0 = never (what each margin keeps and "
         "costs: benchmarks/bench_cache.py --sweep)"))
+    parallel_threshold: float | None = field(default=None, metadata=_help(
+        "masked LMs: after each forward pass also write the next tokens guessed at the padding "
+        "masks whose top probability is at least this (confidence-gated parallel unmasking: fewer "
+        "passes, approximate; speed and agreement per threshold: benchmarks/bench_cache.py). "
+        "Unset = off; a causal LM ignores it"))
     stop_at_newline: bool = field(default=False, metadata=_help("stop at the first newline"))
     stop_strings: list[str] = field(default_factory=list, metadata=_help(
         "stop strings (removed from the output)", aliases=["--stop"]))
@@ -231,6 +236,9 @@ class GenerationSettings:
         _choice(self.cache, "cache", CACHE_MODES)
         _whole(self.cache_refresh, "cache_refresh", 1, MAX_NEW_TOKENS_CAP)
         _number(self.cache_margin, "cache_margin", lambda v: v >= 0, "a number of nats >= 0 (0 = off)")
+        if self.parallel_threshold is not None:
+            _number(self.parallel_threshold, "parallel_threshold", lambda v: 0 < v <= 1,
+                    "a probability in (0, 1], or unset (off)")
         _whole(self.seed, "seed", 0, 2**63 - 1, optional=True)
         if any(not isinstance(x, str) or x == "" for x in self.stop_strings):
             raise ValueError("Stop strings must be non-empty strings.")

@@ -10,6 +10,7 @@ one settings object, applies the text conventions itself, and knows nothing of t
 - ``mask_window``   the mask window's size and the padding-mask default (no torch)
 - ``mlm_decoder``   a masked LM dressed as a causal LM for transformers' ``generate()``
 - ``prefix_cache``  the approximate, faster decoding: the prompt's keys/values reused
+- ``parallel_unmasking`` the padding masks' confident guesses written without a pass of their own
 - ``generation``    one ``generate()`` for masked and causal LMs
 - ``infill``        a masked LM fills blanks in a text by iterative unmasking, in a chosen order
 - ``infill_causal`` a causal LM's fill of the same blanks (from the left, or in the middle), both ranked

@@ -50,6 +50,9 @@ class GenerationResult:
     # the prefix cache's whole-window encodings (its first step, every R tokens, near-ties);
     # None for the exact method, whose every step is one
     refreshes: int | None = None
+    # parallel unmasking: the steps that ran no forward pass of their own (read at a padding mask
+    # of an earlier one); None when it is off or the model is a causal LM
+    guessed: int | None = None
 
 
 def first_difference(a: GenerationResult, b: GenerationResult) -> int | None:
@@ -210,8 +213,8 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
     end_ids = _end_ids(lm)
     # (a causal LM decodes with its own exact KV cache whatever s.cache says)
     refresh_every = s.cache_refresh if s.cache == "prefix" else None
-    model = (MaskedLMAsCausalLM(lm.model, tokenizer, padding_masks, refresh_every, s.cache_margin)
-             if masked else lm.model)
+    model = (MaskedLMAsCausalLM(lm.model, tokenizer, padding_masks, refresh_every, s.cache_margin,
+                                s.parallel_threshold) if masked else lm.model)
     if masked and s.trace:
         model.recorded_windows = []
     config = _decoding_config(lm, s, end_ids)
@@ -269,7 +272,9 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
                             steps=steps, seconds=seconds,
                             seconds_per_step=seconds / max(recorder.n_steps, 1), prompt_tokens=n,
                             token_ids=text_ids, notes=[note] if note else [],
-                            refreshes=model.prefix_cache.refreshes if masked and model.prefix_cache else None)
+                            refreshes=model.prefix_cache.refreshes if masked and model.prefix_cache else None,
+                            guessed=(sum(j > 0 for j in model.read_from)
+                                     if masked and s.parallel_threshold is not None else None))
 
 
 def _decoding_config(lm, s: GenerationSettings, end_ids: list[int]) -> GenerationConfig:

@@ -13,9 +13,11 @@ LM's last-position logits. Everything else, greedy, beam search, sampling, repet
 logits processors, stopping criteria, comes from ``GenerationMixin`` unchanged.
 
 The exact method has no key/value cache: the encoder is bidirectional, so every step re-encodes
-the whole window. ``next_token_logits`` is the one seam where the approximate prefix cache
-(``demo.engine.prefix_cache``: the prompt's keys and values reused between refreshes) takes over when
-``refresh_every`` is given.
+the whole window. ``next_token_logits`` is the one seam where the two approximations take over:
+the prefix cache (``demo.engine.prefix_cache``: the prompt's keys and values reused between
+refreshes) when ``refresh_every`` is given, and parallel unmasking
+(``demo.engine.parallel_unmasking``: confident guesses at the padding masks stand for the next
+tokens, without a pass) when ``parallel_threshold`` is.
 """
 
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ import torch
 from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutput
 
+from .parallel_unmasking import Guesses
 from .pll import mlm_head
 from .prefix_cache import PrefixCache
 from .reading import hidden_at
@@ -68,7 +71,8 @@ class MaskedLMAsCausalLM(PreTrainedModel, GenerationMixin):
     _supports_cache_class = False  # no transformers KV cache: the prefix cache is our own
 
     def __init__(self, mlm: PreTrainedModel, tokenizer, padding_masks: int,
-                 refresh_every: int | None = None, refresh_margin: float = 0.0):
+                 refresh_every: int | None = None, refresh_margin: float = 0.0,
+                 parallel_threshold: float | None = None):
         super().__init__(PretrainedConfig(vocab_size=mlm.config.vocab_size, is_encoder_decoder=False))
         self.mlm = mlm
         self.specials = WindowSpecials.of(tokenizer)
@@ -77,26 +81,47 @@ class MaskedLMAsCausalLM(PreTrainedModel, GenerationMixin):
         # None: the exact method; R: the approximate prefix cache, refreshed every R new tokens
         self.prefix_cache = (PrefixCache(mlm, self.head, padding_masks, refresh_every, refresh_margin)
                              if refresh_every is not None else None)
-        # Set by the step trace: each forward's windows are appended here (what the model saw).
+        self.parallel_threshold = parallel_threshold
+        self.guesses: Guesses | None = None  # the last pass's, while parallel unmasking is on
+        # Per step: 0 where it ran a forward pass, j where it read padding mask j of the last one.
+        self.read_from: list[int] = []
+        # Set by the step trace: each step's windows are appended here (what the model saw).
         self.recorded_windows: list[torch.Tensor] | None = None
 
     def next_token_logits(self, input_ids: torch.Tensor) -> torch.Tensor:
         """(rows, text length) ids -> (rows, vocab) logits at the first mask.
 
         The exact method encodes the whole window; the prefix cache, when set, only what its
-        cache lacks (same inputs, same outputs). The trace records the window either way.
+        cache lacks (same inputs, same outputs); parallel unmasking, when on, first looks for the
+        step among the last pass's confident guesses. The trace records the window either way.
         """
+        guessed = self.guesses.next_logits(input_ids) if self.guesses is not None else None
+        if guessed is not None:
+            logits, windows, j = guessed
+            self._record(windows, j)
+            return logits
         windows = build_windows(input_ids, self.specials, self.padding_masks)
+        self._record(windows, 0)
+        reads = 1 + self.padding_masks if self.parallel_threshold is not None else 1
+        if self.prefix_cache is not None:
+            logits = self.prefix_cache.next_token_logits(input_ids, windows, reads)
+        else:
+            # What the head reads (the last layer, or DeBERTa's enhanced mask decoder) and the
+            # vocabulary projection only at the masks read: the projection would cost about a
+            # fifth of BERT-base's compute per step if run over the whole window.
+            at = input_ids.shape[1] + 1
+            rows = torch.arange(windows.shape[0], device=windows.device).repeat_interleave(reads)
+            cols = torch.arange(at, at + reads, device=windows.device).repeat(windows.shape[0])
+            hidden = hidden_at(self.mlm, windows, None, rows, cols)
+            logits = self.head(hidden).view(windows.shape[0], reads, -1)
+        if self.parallel_threshold is not None:
+            self.guesses = Guesses.of(input_ids, windows, logits, self.parallel_threshold)
+        return logits[:, 0]
+
+    def _record(self, windows: torch.Tensor, read_from: int) -> None:
+        self.read_from.append(read_from)
         if self.recorded_windows is not None:
             self.recorded_windows.append(windows.cpu())
-        if self.prefix_cache is not None:
-            return self.prefix_cache.next_token_logits(input_ids, windows)
-        # What the head reads (the last layer, or DeBERTa's enhanced mask decoder) and the
-        # vocabulary projection only at the predicted mask: the projection would cost about a
-        # fifth of BERT-base's compute per step if run over the whole window.
-        rows = torch.arange(windows.shape[0], device=windows.device)
-        hidden = hidden_at(self.mlm, windows, None, rows, torch.full_like(rows, input_ids.shape[1] + 1))
-        return self.head(hidden)
 
     def forward(self, input_ids: torch.Tensor, **unused) -> CausalLMOutput:
         return CausalLMOutput(logits=self.next_token_logits(input_ids)[:, None, :])

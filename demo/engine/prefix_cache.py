@@ -131,19 +131,22 @@ class PrefixCache:
         self.steps = self.refreshes = 0  # what the app and the benchmark report
         self.refreshed: list[bool] = []  # per step: was it a refresh (the step trace marks them)
 
-    def next_token_logits(self, input_ids: torch.Tensor, windows: torch.Tensor) -> torch.Tensor:
+    def next_token_logits(self, input_ids: torch.Tensor, windows: torch.Tensor, reads: int = 1) -> torch.Tensor:
+        """(rows, reads, vocab) logits at the predicted mask and the ``reads - 1`` masks after it
+        (parallel unmasking reads those: ``demo.engine.parallel_unmasking``)."""
         self.steps += 1
         at = input_ids.shape[1] + 1  # the predicted mask's position in the window
+        wanted = range(at, at + reads)
         keep = max(at + 1 - FRESH, 1)  # the next step's tail starts here ([CLS] always cached)
         rows = self._cached_rows(input_ids)
         if rows is not None:
             cached = self.prefix.rows(rows)
             hidden, layers, _ = self.encode(self.mlm, windows, cached.start, cached,
-                                            max(keep, cached.start), self.room, at)
-            logits = self.head(hidden[:, 0])
+                                            max(keep, cached.start), self.room, wanted)
+            logits = self.head(hidden)
             age = input_ids.shape[1] - cached.refreshed_at  # tokens since the last refresh
             margin = self.margin * min(1.0, age / MARGIN_RAMP)
-            if margin <= 0 or bool((_top_two_gap(logits) >= margin).all()):
+            if margin <= 0 or bool((_top_two_gap(logits[:, 0]) >= margin).all()):
                 self.prefix = Prefix(input_ids, max(keep, cached.start), layers, cached.shared,
                                      cached.query_base, cached.refreshed_at)
                 self.refreshed.append(False)
@@ -151,9 +154,9 @@ class PrefixCache:
         # refresh: the whole window, exact
         self.refreshes += 1
         self.refreshed.append(True)
-        hidden, layers, shared = self.encode(self.mlm, windows, 0, None, keep, self.room, at)
+        hidden, layers, shared = self.encode(self.mlm, windows, 0, None, keep, self.room, wanted)
         self.prefix = Prefix(input_ids, keep, layers, shared, keep, input_ids.shape[1])
-        return self.head(hidden[:, 0])
+        return self.head(hidden)
 
     def _cached_rows(self, input_ids: torch.Tensor) -> torch.Tensor | None:
         """For each row, the cached row whose text it extends; None when a refresh is due."""

@@ -8,6 +8,7 @@ row that held the output's prefix, and adds the masked LM's window as the wrappe
 """
 
 from dataclasses import dataclass
+from itertools import accumulate
 
 from transformers import LogitsProcessor
 
@@ -27,6 +28,9 @@ class StepTrace:
     # the position in `window` predicted this step; None: mask_positions[0] (generation). Infilling
     # (demo.engine.infill) sets it: its order need not be left to right
     predicted: int | None = None
+    # parallel unmasking (demo.engine.parallel_unmasking): j > 0 when this step ran no pass of its
+    # own and took padding mask j of the window of step `step - j` (`window` is that one's)
+    read_from: int = 0
 
 
 class StepRecorder(LogitsProcessor):
@@ -69,6 +73,9 @@ def build_trace(lm, model, recorder: StepRecorder, prompt_ids, generated, tokens
     """One StepTrace per token of the output, taken from the row that held its prefix."""
     tokenizer, n = lm.tokenizer, len(prompt_ids)
     masked = lm.kind == "masked"
+    cache = getattr(model, "prefix_cache", None)  # fast decoding (masked LMs only)
+    read_from = getattr(model, "read_from", [0] * len(generated))
+    passes = list(accumulate(j == 0 for j in read_from))  # forward passes up to each step
     steps = []
     for t, token_id in enumerate(generated):
         record = recorder.steps[t]
@@ -77,7 +84,7 @@ def build_trace(lm, model, recorder: StepRecorder, prompt_ids, generated, tokens
         context = prompt_ids + list(generated[:t])
         if masked:
             window_ids = model.recorded_windows[t][row].tolist()
-            first_mask = n + t + 1
+            first_mask = n + t - read_from[t] + 1  # in the window of this step's pass
             mask_positions = list(range(first_mask, first_mask + padding_masks + 1))
         else:
             window_ids, mask_positions = context, []
@@ -92,11 +99,12 @@ def build_trace(lm, model, recorder: StepRecorder, prompt_ids, generated, tokens
                     live[r] = score
             beams = sorted(((continuation(tokenizer, prompt_ids, list(r)), score)
                             for r, score in live.items()), key=lambda b: -b[1])
-        cache = getattr(model, "prefix_cache", None)  # fast decoding (masked LMs only)
+        own_pass = read_from[t] == 0
         steps.append(StepTrace(step=t, window=tokenizer.convert_ids_to_tokens(window_ids),
                                mask_positions=mask_positions, top=top, chosen=chosen, beams=beams,
                                prompt_length=n + 1 if masked else n,
-                               refreshed=cache.refreshed[t] if cache is not None else None))
+                               refreshed=cache.refreshed[passes[t] - 1] if cache is not None and own_pass else None,
+                               read_from=read_from[t]))
     return steps
 
 

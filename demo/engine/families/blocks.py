@@ -10,7 +10,7 @@ that hold those positions first and room after them (``extended``), written in p
 reuses its cache's buffers, so a cache is good until the next one is made from it. ``room`` is how
 many query positions, from the last refresh's ``keep`` on, tails can take (DeBERTa-v2 precomputes
 the kept keys' position-to-content scores for them). ``wanted``: the window position whose final
-hidden state a step reads (None: the whole block's, as tests read).
+hidden state a step reads, or a range of them (None: the whole block's, as tests read).
 """
 
 import torch
@@ -20,14 +20,16 @@ import torch
 GROWTH = 64
 
 
-def read_rows(layer: int, layers: int, wanted: int | None, start: int) -> slice:
+def read_rows(layer: int, layers: int, wanted: int | range | None, start: int) -> slice:
     """The block rows a layer must output: all of them but in the last layer, where a step reads
-    one position only (its predicted mask). The last layer's keys and values are kept for every
+    only its predicted mask (``wanted``, a window position), or with parallel unmasking the masks
+    after it too (a range of positions). The last layer's keys and values are kept for every
     position; its queries, attention and feed-forward for the others would serve nothing (a
     sixth of a refresh's work on the stand-in)."""
     if wanted is None or layer < layers - 1:
         return slice(None)
-    return slice(wanted - start, wanted - start + 1)
+    wanted = range(wanted, wanted + 1) if isinstance(wanted, int) else wanted
+    return slice(wanted.start - start, wanted.stop - start)
 
 
 def extended(buffer: torch.Tensor | None, start: int, block: torch.Tensor, dim: int = 2) -> torch.Tensor:
