@@ -347,7 +347,7 @@ def test_the_comparison_says_where_outputs_part_and_shows_text_as_text():
 
     def result(pieces, seconds, stop="max_new_tokens", refreshes=None):
         return SimpleNamespace(text="".join(pieces), tokens=list(pieces), token_ids=[hash(p) for p in pieces],
-                               seconds=seconds, stop_reason=stop, refreshes=refreshes)
+                               seconds=seconds, stop_reason=stop, refreshes=refreshes, guessed=None)
 
     exact = result(["<img src=x>", " cat", "\n"], 3.0)
     fast = result(["<img src=x>", " dog", "\n"], 1.0, refreshes=1)

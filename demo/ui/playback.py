@@ -52,8 +52,9 @@ def _kinds(step, blanks: set[int], newest: int | None) -> list[str]:
         kinds = ["demo-prompt"] * step.prompt_length + ["demo-written"] * (first - step.prompt_length)
         if first > step.prompt_length:
             kinds[first - 1] += " demo-new"
-        if masks:
-            kinds += ["demo-mask-predicted"] + ["demo-mask"] * (len(masks) - 1)
+        if masks:  # (a step read from an earlier pass predicts mask read_from of its window)
+            kinds += ["demo-mask"] * len(masks)
+            kinds[masks[step.read_from]] = "demo-mask-predicted"
             kinds += ["demo-end"] * (len(window) - masks[-1] - 1)
         return kinds
     kinds = ["demo-end"] + ["demo-prompt"] * (len(window) - 2) + ["demo-end"]
@@ -104,6 +105,9 @@ def _beams(beams) -> str:
 
 
 def _refresh(step) -> str:
+    if step.read_from:
+        return (f' · <span class="demo-cached">no pass of its own: the guess at padding mask '
+                f'{step.read_from} of step {step.step - step.read_from + 1}\'s window</span>')
     if step.refreshed is None:
         return ""
     return (' · <span class="demo-refresh">refresh: the whole window re-read</span>' if step.refreshed

@@ -85,7 +85,8 @@ def masked_runs(arguments: dict) -> int:
 
 
 def _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
-              padding_masks, stop_at_newline, seed, trace, cache_refresh=_CORE.cache_refresh):
+              padding_masks, stop_at_newline, seed, trace, cache_refresh=_CORE.cache_refresh,
+              parallel_threshold=0):
     """The page's widgets (or an API call's values) as the core's settings, which check them."""
     max_new_tokens = whole(max_new_tokens)
     if isinstance(max_new_tokens, int) and max_new_tokens > deployment().settings.max_new_tokens:
@@ -97,14 +98,17 @@ def _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, re
         repetition_penalty=repetition_penalty,
         padding_masks=None if padding_masks in (None, "", "default") else whole(padding_masks),
         stop_at_newline=stop_at_newline, seed=None if seed in (None, "") else whole(seed),
-        trace=trace, trace_top_k=5, cache_refresh=whole(cache_refresh))
+        trace=trace, trace_top_k=5, cache_refresh=whole(cache_refresh),
+        parallel_threshold=None if parallel_threshold in (None, 0, "") else parallel_threshold)
 
 
 def _with_cache(settings: GenerationSettings, cache: str) -> GenerationSettings:
-    """The settings of one masked-LM run; an exact run keeps the default refresh (which it does
-    not use), so its Reproduce snippet does not list it."""
-    refresh = settings.cache_refresh if cache == "prefix" else _CORE.cache_refresh
-    return replace(settings, cache=cache, cache_refresh=refresh)
+    """The settings of one masked-LM run. The page's approximations are all "fast": parallel
+    unmasking rides on the prefix cache, so an exact run stays the paper's method; it keeps the
+    default refresh (which it does not use), so its Reproduce snippet does not list it."""
+    if cache == "prefix":
+        return replace(settings, cache=cache)
+    return replace(settings, cache=cache, cache_refresh=_CORE.cache_refresh, parallel_threshold=None)
 
 
 def preset_values(preset: dict | None) -> dict:
@@ -150,7 +154,9 @@ def newline_note(lm, prompt: str) -> str | None:
 
 
 def _refreshes(result, refresh: int) -> str:
-    return f"refreshes: {result.refreshes} (set: every {refresh} tokens)"
+    guessed = (f" · {result.guessed} of {len(result.token_ids)} tokens written by parallel unmasking "
+               f"(no pass of their own)" if result.guessed is not None else "")
+    return f"refreshes: {result.refreshes} (set: every {refresh} tokens){guessed}"
 
 
 def _token(result, at: int) -> str:
@@ -272,6 +278,7 @@ GENERATION_ARGUMENTS = """\
 MASKED_DECODING_ARGUMENTS = """\
         decoding: exact (the paper's method, re-reads the whole prompt at every token), fast (reuses the prompt's internal states between refreshes: faster, approximate) or compare (both, exact first, side by side; counts as two generations)
         cache_refresh: fast decoding only: re-read the whole prompt every N new tokens (1 = every token, the exact method's output)
+        parallel_threshold: fast decoding only: also write the next tokens guessed at the padding masks whose probability is at least this (0 = off)
         deberta_head: DeBERTa only: auto (the enhanced mask decoder the paper's model reads, where the checkpoint holds its position table) or off (the last layer, as transformers reads it)
 """
 
@@ -280,14 +287,15 @@ MASKED_DECODING_ARGUMENTS = """\
 @with_arguments(GENERATION_ARGUMENTS + MASKED_DECODING_ARGUMENTS)
 def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                     repetition_penalty, padding_masks, stop_at_newline, seed, decoding="exact",
-                    cache_refresh=_CORE.cache_refresh, deberta_head="auto", progress=gr.Progress(track_tqdm=True)):
+                    cache_refresh=_CORE.cache_refresh, deberta_head="auto", parallel_threshold=0,
+                    progress=gr.Progress(track_tqdm=True)):
     """Continue a prompt with a masked LM, the BERTs paper's way: append [MASK] (and padding
     masks) and [SEP], predict the first mask, keep it, repeat. Decoding exact, fast (the
     approximate prefix cache) or compare (both side by side). Also returns the decoding playback
     (of the exact run when comparing)."""
     settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                          repetition_penalty, padding_masks, stop_at_newline, seed, trace=True,
-                         cache_refresh=cache_refresh)
+                         cache_refresh=cache_refresh, parallel_threshold=parallel_threshold)
     runs = [_with_cache(settings, cache) for cache in masked_caches(decoding)]
     lm, results, time_limit, python, shell = _run(prompt, model_name, "masked", runs, deberta_head)
     shown = results[0]  # compare: the exact run (the paper's method) fills the usual outputs
@@ -392,6 +400,12 @@ def build(catalog: Catalog) -> TabParts:
                 info="End the continuation at the first line break.")
             seed = Number(value=first["seed"], precision=0, label="Seed",
                              info="Sampling seed, for repeatable samples.")
+        parallel_threshold = Slider(
+            0, 1, value=0, step=0.05, label="Parallel unmasking (fast)", elem_id="gen-parallel",
+            info="Fast and compare only: after each pass also write the tokens guessed at the padding "
+                 "masks whose probability is at least this, without a pass of their own (0 = off). "
+                 "Fewer passes; the guesses were made with masks where the tokens before them now "
+                 "stand, so the text can change.")
     with gr.Row():
         with gr.Column():
             masked_text = gr.Textbox(label="Masked LM continuation", lines=4, elem_id="gen-mlm-text",
@@ -421,7 +435,8 @@ def build(catalog: Catalog) -> TabParts:
 
     # select, not change: picking the same preset again restores its text after an edit
     preset.select(fill, preset, [prompt, paper_output] + settings, api_visibility="private")
-    run.click(generate_masked, [prompt, masked_model] + settings + [decoding, cache_refresh, deberta_head],
+    run.click(generate_masked, [prompt, masked_model] + settings + [decoding, cache_refresh, deberta_head,
+                                                                   parallel_threshold],
               components(MaskedGenerationOutputs, text=masked_text, stats=masked_stats, trace=trace,
                          compare=masked_compare, python=masked_python, shell=masked_shell),
               api_name="generate_mlm", concurrency_id="generate")
