@@ -1,6 +1,7 @@
 """The prefix cache against the exact method: speed-up and greedy token agreement.
 
     python benchmarks/bench_cache.py [--refresh R] [--margin M] [--sweep 16,0 32,0.05] [--prompts 20]
+                                     [--parallel 0.9 0.5 0.2] [--padding-masks P]
 
 Part 1, the stand-in MLM (../shared/models/minilm-l6-mlm-standin, a real 6-layer BERT), per prompt
 length (128, 256, 500 tokens): 20 few-shot prompts, 16 from the seed tasks (demonstrations drawn
@@ -30,8 +31,18 @@ re-reads a 2048 + k window, and at about 8-30 s a step on a CPU, 32 of them woul
 Without refresh on doubt (margin 0): a random-weight model's top two tokens are near-ties at
 almost every step, which would make every step a refresh; a trained model's are not.
 
+Part 3, parallel unmasking on top of the prefix cache (``demo.engine.parallel_unmasking``), at
+the last length, per threshold (``--parallel``): the same 32 greedy tokens with the prefix cache
+(R, margin as above) and, after each pass, the padding masks' guesses whose top probability
+passes the threshold written too. Speed-up over the prefix cache alone (same prompts, same run,
+alternating), agreement with the exact method as above, and the share of tokens guessed (no
+pass of their own). The stand-in's family has one padding mask (``--padding-masks`` gives all
+three runs more: each then guesses at most that many tokens per pass, and the exact method it
+is compared with uses as many).
+
 Last line: ``bench_cache speedup_500=<x> agreement_500=<a> speedup_2048_deberta=<y>
-speedup_2048_modernbert=<z>`` (at the default or given R and margin).
+speedup_2048_modernbert=<z> speedup_500_parallel=<u> agreement_500_parallel=<v>`` (at the
+default or given R and margin, and the first threshold of ``--parallel``).
 """
 
 import argparse
@@ -130,12 +141,13 @@ def agreement(a: list[int], b: list[int]) -> tuple[int, int]:
     return sum(x == y for x, y in zip(a, b)), positions
 
 
-def stepwise(lm, prompt: str, exact_ids: list[int], refresh: int, margin: float) -> int:
-    """Steps at which the prefix cache, fed the exact output so far, picks the exact method's
+def stepwise(lm, prompt: str, exact_ids: list[int], variant: tuple, p: int) -> int:
+    """Steps at which the fast decoder, fed the exact output so far, picks the exact method's
     token (greedy, specials other than the end token banned as generate() bans them)."""
+    refresh, margin, threshold = variant
     ids = lm.tokenizer(prompt_as_read(prompt, lm.newline_survives), add_special_tokens=False,
                        verbose=False)["input_ids"]
-    decoder = MaskedLMAsCausalLM(lm.model, lm.tokenizer, lm.padding_masks, refresh, margin)
+    decoder = MaskedLMAsCausalLM(lm.model, lm.tokenizer, p, refresh, margin, threshold)
     banned = sorted(set(lm.tokenizer.all_special_ids) - {decoder.specials.end})
     same = 0
     with torch.no_grad():
@@ -147,33 +159,39 @@ def stepwise(lm, prompt: str, exact_ids: list[int], refresh: int, margin: float)
 
 
 def compare(lm, prompts: list[str], settings: GenerationSettings, variants: list[tuple]) -> dict:
-    """Exact vs prefix cache (per (R, margin)) on the prompts: speed-ups and agreements."""
+    """Exact vs the fast decoders (per (R, margin, parallel threshold or None)) on the prompts:
+    speed-ups and agreements; the runs of one prompt alternate, so a busy machine slows all."""
     exact_time = exact_tokens = 0.0
-    per_r = {v: dict(time=0.0, tokens=0, same=0, positions=0, identical=0, steps_same=0, steps=0,
-                     refreshes=0) for v in variants}
+    per_v = {v: dict(time=0.0, tokens=0, same=0, positions=0, identical=0, steps_same=0, steps=0,
+                     refreshes=0, guessed=0) for v in variants}
+    p = settings.padding_masks
     for prompt in prompts:
         exact = generate(lm, prompt, settings)
         exact_time, exact_tokens = exact_time + exact.seconds, exact_tokens + len(exact.token_ids) + (
             exact.stop_reason == "eos")  # the end token was a step too
-        for r, margin in variants:
-            fast = generate(lm, prompt, settings, cache="prefix", cache_refresh=r, cache_margin=margin)
-            row = per_r[r, margin]
+        for variant in variants:
+            r, margin, threshold = variant
+            fast = generate(lm, prompt, settings, cache="prefix", cache_refresh=r, cache_margin=margin,
+                            parallel_threshold=threshold)
+            row = per_v[variant]
             row["time"] += fast.seconds
             row["tokens"] += len(fast.token_ids) + (fast.stop_reason == "eos")
             row["refreshes"] += fast.refreshes
+            row["guessed"] += fast.guessed or 0
             same, positions = agreement(exact.token_ids, fast.token_ids)
             row["same"] += same
             row["positions"] += positions
             row["identical"] += exact.token_ids == fast.token_ids
-            row["steps_same"] += stepwise(lm, prompt, exact.token_ids, r, margin)
+            row["steps_same"] += stepwise(lm, prompt, exact.token_ids, variant, p)
             row["steps"] += len(exact.token_ids)
-    for row in per_r.values():
+    for row in per_v.values():
         row["speedup"] = (row["tokens"] / row["time"]) / (exact_tokens / exact_time)
         row["agreement"] = row["same"] / max(row["positions"], 1)
         row["stepwise"] = row["steps_same"] / max(row["steps"], 1)
         row["refreshed"] = row["refreshes"] / max(row["tokens"], 1)
+        row["guessed_share"] = row["guessed"] / max(row["tokens"], 1)
         row["exact_tok_s"], row["fast_tok_s"] = exact_tokens / exact_time, row["tokens"] / row["time"]
-    return per_r
+    return per_v
 
 
 def speedup_long(lm, label: str, length: int, new_tokens: int, refresh: int, exact_steps: int) -> float:
@@ -226,6 +244,11 @@ def main(argv=None):
                              f"GenerationSettings' {default.cache_margin})")
     parser.add_argument("--sweep", nargs="*", default=[], metavar="R,MARGIN",
                         help="more (R, margin) rows at the last length, e.g. 16,0 32,0.05")
+    parser.add_argument("--parallel", type=float, nargs="*", default=[0.9, 0.5, 0.2], metavar="THRESHOLD",
+                        help="parallel unmasking thresholds of part 3 (the first is the last line's; "
+                             "none: skip part 3)")
+    parser.add_argument("--padding-masks", type=int, help="padding masks of every run (default: "
+                                                          "the family's)")
     parser.add_argument("--prompts", type=int, default=20)
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--lengths", type=int, nargs="*", default=[128, 256, 500],
@@ -240,29 +263,33 @@ def main(argv=None):
         sys.exit(f"{STANDIN} is missing: this benchmark needs ../shared beside the clone.")
 
     lm = load_model(str(STANDIN), device="cpu")
-    p = lm.padding_masks
+    p = lm.padding_masks if args.padding_masks is None else args.padding_masks
     room = lm.max_length - (args.new_tokens - 1) - p - 3  # the exact method's last window fits
-    settings = GenerationSettings(max_new_tokens=args.new_tokens)
+    settings = GenerationSettings(max_new_tokens=args.new_tokens, padding_masks=p)
     print(f"stand-in MLM (BERT, 6 layers, 22.7M); {args.new_tokens} greedy tokens; {args.prompts} "
-          f"few-shot prompts per length; torch threads {torch.get_num_threads()}")
-    print(f"{'length':>6} {'mean tok':>8} {'R':>3} {'margin':>6} | {'exact tok/s':>11} "
-          f"{'prefix tok/s':>12} {'speed-up':>8} {'refreshed':>9} | {'agreement':>9} "
+          f"few-shot prompts per length; {p} padding mask(s); torch threads {torch.get_num_threads()}")
+    print(f"{'length':>6} {'mean tok':>8} {'R':>3} {'margin':>6} {'parallel':>8} | {'exact tok/s':>11} "
+          f"{'fast tok/s':>10} {'speed-up':>8} {'refreshed':>9} {'guessed':>7} | {'agreement':>9} "
           f"{'identical':>9} {'stepwise':>8}")
-    headline_variant = (args.refresh, args.margin)
-    swept = [(int(r), float(m)) for r, m in (v.split(",") for v in args.sweep)]
+    headline_variant = (args.refresh, args.margin, None)
+    swept = [(int(r), float(m), None) for r, m in (v.split(",") for v in args.sweep)]
+    parallel = [(args.refresh, args.margin, t) for t in args.parallel]
     headline = {}
     generate(lm, "Warm up.", max_new_tokens=2)
     for length in args.lengths:
         prompts = few_shot_prompts(lm, min(length, room))[:args.prompts]
         mean = sum(n_tokens(lm, q) for q in prompts) / len(prompts)
-        sweep = [v for v in swept if v != headline_variant] if length == args.lengths[-1] else []
-        for (r, margin), row in compare(lm, prompts, settings, [headline_variant] + sweep).items():
-            print(f"{length:>6} {mean:>8.0f} {r:>3} {margin:>6} | {row['exact_tok_s']:>11.1f} "
-                  f"{row['fast_tok_s']:>12.1f} {row['speedup']:>7.1f}x {row['refreshed']:>9.1%} | "
-                  f"{row['agreement']:>9.1%} {row['identical']:>6}/{len(prompts)} "
-                  f"{row['stepwise']:>8.1%}", flush=True)
-            if (r, margin) == headline_variant:
+        last = length == args.lengths[-1]
+        more = [v for v in swept if v != headline_variant] + parallel if last else []
+        for (r, margin, threshold), row in compare(lm, prompts, settings, [headline_variant] + more).items():
+            print(f"{length:>6} {mean:>8.0f} {r:>3} {margin:>6} {threshold or 'off':>8} | "
+                  f"{row['exact_tok_s']:>11.1f} {row['fast_tok_s']:>10.1f} {row['speedup']:>7.1f}x "
+                  f"{row['refreshed']:>9.1%} {row['guessed_share']:>7.1%} | {row['agreement']:>9.1%} "
+                  f"{row['identical']:>6}/{len(prompts)} {row['stepwise']:>8.1%}", flush=True)
+            if (r, margin, threshold) == headline_variant:
                 headline[length] = row
+            if last and parallel and (r, margin, threshold) == parallel[0]:
+                headline["parallel"] = row
 
     long = {}
     if args.long:
@@ -274,10 +301,14 @@ def main(argv=None):
                                       args.exact_steps)
         print(f"  speed-up: DeBERTa-v2 {long['deberta']:.1f}x, ModernBERT {long['modernbert']:.1f}x")
 
-    last = headline[args.lengths[-1]] if args.lengths else dict(speedup=math.nan, agreement=math.nan)
+    nothing = dict(speedup=math.nan, agreement=math.nan, fast_tok_s=math.nan)
+    last = headline[args.lengths[-1]] if args.lengths else nothing
+    both = headline.get("parallel", nothing)
     print(f"bench_cache speedup_500={last['speedup']:.2f} agreement_500={last['agreement']:.3f} "
           f"speedup_2048_deberta={long.get('deberta', math.nan):.1f} "
-          f"speedup_2048_modernbert={long.get('modernbert', math.nan):.1f}")
+          f"speedup_2048_modernbert={long.get('modernbert', math.nan):.1f} "
+          f"speedup_500_parallel={both['fast_tok_s'] / last['fast_tok_s']:.2f} "
+          f"agreement_500_parallel={both['agreement']:.3f}")
 
 
 if __name__ == "__main__":
