@@ -194,6 +194,37 @@ def test_prompting_compares_exact_and_fast_decoding(page):
     page.locator("#gen-decoding").get_by_label("exact", exact=True).check()  # as the next tests expect
 
 
+def test_prompting_fast_decoding_with_parallel_unmasking(page):
+    """Fast decoding with a low parallel-unmasking threshold: the stats count the tokens written
+    without a pass of their own, and the playback says which earlier window each came from."""
+    _open_tab(page, "Prompting")
+    page.locator("#gen-prompt textarea").fill(
+        "The capital of France is Paris. The capital of Germany is Berlin. The capital of Italy is")
+    page.locator("#gen-decoding").get_by_label("fast", exact=True).check()
+    if not page.locator("#gen-parallel").is_visible():
+        page.get_by_role("button", name="Decoding settings").click()
+    for slider, value in (("#gen-parallel", "0.05"), ("#gen-max", "12")):
+        page.locator(f"{slider} input[type=number]").fill(value)
+        page.locator(f"{slider} input[type=number]").press("Enter")
+    page.get_by_label("Stop at newline").uncheck()
+    page.click("#gen-run")
+    stats = page.locator("#gen-mlm-stats").filter(has_text="written by parallel unmasking")
+    stats.wait_for(timeout=MODEL_WAIT_MS)
+    guessed = int(stats.inner_text().split(" tokens written by parallel unmasking")[0].split()[-3])
+    assert guessed >= 1, stats.inner_text()
+    frames = page.locator("#gen-trace .demo-step")
+    page.wait_for_function("() => document.querySelectorAll('#gen-trace .demo-step').length > 1")
+    read = [i for i, text in enumerate(frames.all_text_contents()) if "no pass of its own" in text]
+    assert len(read) == guessed
+    page.locator("#gen-trace .demo-scrub").fill(str(read[0]))  # scrub to the first such step
+    frames.nth(read[0]).scroll_into_view_if_needed()
+    _screenshot(page, "prompting-parallel-1400")
+    page.locator("#gen-parallel input[type=number]").fill("0")  # as the next tests expect
+    page.locator("#gen-parallel input[type=number]").press("Enter")
+    page.get_by_label("Stop at newline").check()
+    page.locator("#gen-decoding").get_by_label("exact", exact=True).check()
+
+
 def test_ranking_tab_shows_order_and_token_heatmaps(page):
     from transformers import AutoTokenizer
 
