@@ -38,7 +38,9 @@ passes the threshold written too. Speed-up over the prefix cache alone (same pro
 alternating), agreement with the exact method as above, and the share of tokens guessed (no
 pass of their own). The stand-in's family has one padding mask (``--padding-masks`` gives all
 three runs more: each then guesses at most that many tokens per pass, and the exact method it
-is compared with uses as many).
+is compared with uses as many). ``--model`` runs parts 1 and 3 on another masked LM (a Hub id or
+folder, e.g. the BERTs paper's microsoft/deberta-v2-xxlarge on a GPU, ``--device cuda``): how
+confident the padding masks' guesses are is the model's own.
 
 Last line: ``bench_cache speedup_500=<x> agreement_500=<a> speedup_2048_deberta=<y>
 speedup_2048_modernbert=<z> speedup_500_parallel=<u> agreement_500_parallel=<v>`` (at the
@@ -249,6 +251,9 @@ def main(argv=None):
                              "none: skip part 3)")
     parser.add_argument("--padding-masks", type=int, help="padding masks of every run (default: "
                                                           "the family's)")
+    parser.add_argument("--model", default=str(STANDIN), help="parts 1 and 3: the masked LM (default: "
+                                                                 "the stand-in)")
+    parser.add_argument("--device", default="cpu", help="parts 1 and 3: cpu, cuda, ...")
     parser.add_argument("--prompts", type=int, default=20)
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--lengths", type=int, nargs="*", default=[128, 256, 500],
@@ -259,14 +264,17 @@ def main(argv=None):
                         help="torch CPU threads (1: steadiest on a busy machine)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    if not STANDIN.is_dir():
-        sys.exit(f"{STANDIN} is missing: this benchmark needs ../shared beside the clone.")
+    if not SHARED.is_dir():
+        sys.exit(f"{SHARED} is missing: this benchmark needs ../shared beside the clone (its tasks' "
+                 f"prompts, the stand-in, the random models' tokenizers).")
 
-    lm = load_model(str(STANDIN), device="cpu")
+    lm = load_model(args.model, device=args.device)
     p = lm.padding_masks if args.padding_masks is None else args.padding_masks
-    room = lm.max_length - (args.new_tokens - 1) - p - 3  # the exact method's last window fits
+    # the exact method's last window fits (a model with relative positions has no limit)
+    room = lm.max_length - (args.new_tokens - 1) - p - 3 if lm.max_length else max(args.lengths, default=0)
     settings = GenerationSettings(max_new_tokens=args.new_tokens, padding_masks=p)
-    print(f"stand-in MLM (BERT, 6 layers, 22.7M); {args.new_tokens} greedy tokens; {args.prompts} "
+    print(f"{lm.name} ({lm.model.config.model_type}, {lm.model.num_parameters() / 1e6:.1f}M); "
+          f"{args.new_tokens} greedy tokens; {args.prompts} "
           f"few-shot prompts per length; {p} padding mask(s); torch threads {torch.get_num_threads()}")
     print(f"{'length':>6} {'mean tok':>8} {'R':>3} {'margin':>6} {'parallel':>8} | {'exact tok/s':>11} "
           f"{'fast tok/s':>10} {'speed-up':>8} {'refreshed':>9} {'guessed':>7} | {'agreement':>9} "
