@@ -25,17 +25,15 @@ the engine accepts it (a generation prompt keeps room for ``max_gen_toks``), and
 cut to fit is skipped; each call warns with the counts (:func:`fit_generation`, :func:`fit_pair`).
 
 Data parallel: launched by ``accelerate launch`` or ``torchrun`` (more than one process), each
-process takes its own device and lm-eval gives it every world_size-th document; rank 0 gathers
-and reports (lm-eval's evaluator does that through ``all_gather``/``gather_object`` below).
+process takes its own device (``demo.evaluation.data_parallel.start``, as ``mlm-icl score`` and
+``probe`` do) and lm-eval gives it every world_size-th document; rank 0 gathers and reports
+(lm-eval's evaluator does that through ``all_gather``/``gather_object`` below).
 """
 
-import atexit
 import copy
 import logging
-import os
 from collections import Counter
 from dataclasses import dataclass, fields, replace
-from datetime import timedelta
 
 import lm_eval.models  # noqa: F401  lm-eval's own models: registering ours first would hide them
 import torch
@@ -47,6 +45,7 @@ from ..engine.generation import check_prompt, generate
 from ..engine.models import InputTooLong, load_model
 from ..engine.pll import Choice, check_choices, input_length, score_batch
 from ..settings import GenerationSettings, ModelSettings, ScoringSettings
+from .data_parallel import launched_processes, start
 
 logger = logging.getLogger(__name__)
 
@@ -150,27 +149,6 @@ def with_bos_rule(lm, add_bos_token: bool | None):
 
 
 # ---------------------------------------------------------------- devices and processes
-
-
-def launched_processes() -> int:
-    """How many processes ``accelerate launch`` / ``torchrun`` started (1 when run directly)."""
-    return int(os.environ.get("WORLD_SIZE", "1"))
-
-
-def make_accelerator(device: str):
-    """The Accelerator of a multi-process launch, as lm-eval's HFLM makes it (a year-long timeout:
-    ranks wait for each other at the end, and one may have much longer generations)."""
-    from accelerate import Accelerator, InitProcessGroupKwargs
-    # On CPU accelerate needs cpu=True to use gloo (torchrun on a machine without GPUs, tests).
-    cpu = device.startswith("cpu") or not torch.cuda.is_available()
-    return Accelerator(cpu=cpu, kwargs_handlers=[InitProcessGroupKwargs(timeout=timedelta(weeks=52))])
-
-
-def _leave_process_group() -> None:
-    """Tear the process group down at exit, as PyTorch asks: lm-eval never does, and gloo's threads
-    still running when the interpreter exits can abort a finished process (SIGABRT)."""
-    if torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
 
 
 def single_device(requested: str) -> str:
@@ -407,11 +385,10 @@ class MaskedLMEval(LM):
             if self.settings.device_map is not None:
                 raise ValueError("parallelize / device_map (one model across GPUs) and a multi-process "
                                  "launch (a model per process) do not mix here; pick one.")
-            self.accelerator = make_accelerator(device)
-            atexit.register(_leave_process_group)
-            self._rank = self.accelerator.process_index  # global: correct across nodes too
-            self._world_size = self.accelerator.num_processes
-            device = str(self.accelerator.device)
+            processes = start(device)  # the same processes as `mlm-icl score` and `probe` start
+            self.accelerator = processes.accelerator
+            self._rank, self._world_size = processes.rank, processes.count  # global: across nodes too
+            device = processes.device
         elif self.settings.device_map is None:
             device = single_device(device)
         self.lm = load(self.settings, device)
