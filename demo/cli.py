@@ -9,6 +9,7 @@
     mlm-icl export-tasks --model M --task copa --shots 4 --output-dir DIR   (lm-eval's --include_path)
     mlm-icl models   (the catalog: local models' short names, Hub models, pairs)
     mlm-icl check-model --model M [--items 50]   (is it read right? known answers, the paper's figure)
+    torchrun --nproc_per_node 4 -m demo score ...   (score and probe, data parallel: a process per GPU)
 
 Options come from the settings dataclasses of ``demo.settings`` through transformers'
 ``HfArgumentParser`` (each field's ``help`` is its option's help; ``--max-new-tokens`` and
@@ -203,6 +204,9 @@ def _score_arguments(parser):
     parser.add_argument("--output", required=True, type=Path,
                         help="out.json (every detail) or out.csv (one row per candidate and token)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    parser.add_argument("--chunk-size", type=int, default=256,
+                        help="input lines scored in one batched call and saved together in "
+                             "<output>.parts/ (an interrupted run resumes from the last chunk saved)")
 
 
 def read_requests(path: Path) -> list[tuple[str, list[str]]]:
@@ -227,20 +231,45 @@ def read_requests(path: Path) -> list[tuple[str, list[str]]]:
 
 
 def _score(args, model: ModelSettings, scoring: ScoringSettings) -> int:
-    from .engine.pll import score_candidate_sets
+    """Score the input in chunks, each saved as it is done, by every process of a data-parallel
+    launch (each its share of the chunks) or by this one alone; then write the output from every
+    chunk, in input order (``demo.evaluation.data_parallel``). Resumed when run again."""
+    from .engine.pll import candidate_from_dict, score_candidate_sets
+    from .evaluation import data_parallel
     from .evaluation.exports import score_table
     if args.output.suffix not in (".json", ".csv"):
         raise ValueError("--output must end in .json or .csv")
+    if args.chunk_size < 1:
+        raise ValueError(f"--chunk-size must be at least 1, not {args.chunk_size}.")
     _refuse_overwrite(args.output, args.overwrite)
     requests = read_requests(args.input)
+    processes = data_parallel.start(model.device)
+    progress = not args.no_progress and processes.main
+    folder, sides = data_parallel.parts_folder(args.output), _sides(model)
+    all_parts = []
+    for number, side in enumerate(sides):
+        # what the numbers depend on (not the device: each process of a launch has its own)
+        run = ({k: v for k, v in dataclasses.asdict(side).items() if k not in ("device", "threads")},
+               dataclasses.asdict(scoring), requests, args.chunk_size)
+        all_parts.append(data_parallel.ChunkParts(folder, f"model-{number}", data_parallel.fingerprint(*run)))
+        all_parts[-1].check()  # before a model loads
     payloads, tables = [], []
-    for side in _sides(model):
-        lm = _load(side, not args.no_progress)
-        for line, (context, candidates) in enumerate(requests, start=1):
+    for side, parts in zip(sides, all_parts):
+        lm = _load(dataclasses.replace(side, device=processes.device), progress)
+        for line, (context, candidates) in enumerate(requests if processes.main else [], start=1):
             note = special_token_note("\n".join([context, *map(str, candidates)]), lm.tokenizer)
             if note:
                 print(f"note: {args.input}, line {line}: {note}", file=sys.stderr)
-        results = score_candidate_sets(lm, requests, scoring, progress=not args.no_progress)
+
+        def score_chunk(items: range, lm=lm) -> list[list[dict]]:
+            results = score_candidate_sets(lm, [requests[k] for k in items], scoring)
+            return [[dataclasses.asdict(s) for s in scores] for scores in results]
+
+        scored = data_parallel.run_chunks(processes, parts, len(requests), args.chunk_size, score_chunk,
+                                          progress)
+        if not processes.main:  # rank 0 writes the output
+            continue
+        results = [[candidate_from_dict(s) for s in scores] for scores in scored]
         records = [{"context": context, "best": max(scores, key=lambda s: s.score).candidate,
                     "candidates": [dataclasses.asdict(s) for s in scores]}
                    for (context, _), scores in zip(requests, results)]
@@ -249,12 +278,16 @@ def _score(args, model: ModelSettings, scoring: ScoringSettings) -> int:
         tables.append(score_table(requests, results).assign(model=lm.name))
         print(f"Scored {sum(len(r) for r in results)} candidates of {len(requests)} contexts "
               f"with {lm.name}", file=sys.stderr)
+    if not processes.main:
+        return 0
     if args.output.suffix == ".json":  # a pair: both sides' payloads under "runs"
         payload = payloads[0] if len(payloads) == 1 else {"pair": model.model, "runs": payloads}
         args.output.write_text(json.dumps(payload, indent=1, ensure_ascii=False), encoding="utf-8")
     else:
         import pandas as pd
         pd.concat(tables, ignore_index=True).to_csv(args.output, index=False)
+    for parts in all_parts:  # the output holds them now
+        parts.remove()
     print(f"-> {args.output}", file=sys.stderr)
     return 0
 
@@ -269,14 +302,19 @@ def _probe_arguments(parser):
 
 
 def _probe(args, model: ModelSettings, grid: GridSettings) -> int:
-    from .evaluation.haystack import run_grid
+    """The grid, by this process alone or by every process of a data-parallel launch, each its
+    share of the cells (``run_grid_on``); rank 0 reports."""
+    from .evaluation.data_parallel import start
+    from .evaluation.haystack import run_grid_on
+    processes = start(model.device)
+    progress = not args.no_progress and processes.main
     sides = _sides(model)
     for side in sides:  # a pair: both sides into the same file, told apart by their model column
-        lm = _load(side, not args.no_progress)
-        table = run_grid(lm, grid, output=args.output,
-                         model_name=args.label if len(sides) == 1 else side.model,
-                         progress=not args.no_progress)
-        _report_grid(args, lm, table, f"-{side.kind}" if len(sides) > 1 else "")
+        lm = _load(dataclasses.replace(side, device=processes.device), progress)
+        table = run_grid_on(processes, lm, grid, output=args.output,
+                            model_name=args.label if len(sides) == 1 else side.model, progress=progress)
+        if processes.main:
+            _report_grid(args, lm, table, f"-{side.kind}" if len(sides) > 1 else "")
     return 0
 
 

@@ -72,6 +72,14 @@ class CandidateScore:
     unconditional: float | None = None  # score(candidate | unconditional context), if used
 
 
+def candidate_from_dict(record: dict) -> CandidateScore:
+    """A :class:`CandidateScore` back from its ``dataclasses.asdict`` (what a JSON file keeps:
+    JSON numbers read back as the same floats, so nothing changes on the way)."""
+    words = record.get("words")
+    return CandidateScore(**{**record, "tokens": [TokenScore(**t) for t in record["tokens"]],
+                             "words": None if words is None else [WordScore(**w) for w in words]})
+
+
 # ---------------------------------------------------------------- 1. prepare
 
 

@@ -58,6 +58,7 @@ from tqdm.auto import tqdm
 from ..engine.mask_window import padding_masks_of, window_length
 from ..engine.text import newline_survives, prompt_as_read
 from ..settings import GenerationSettings, GridSettings, cache_used
+from .data_parallel import parts_folder
 
 HEADER = ("> Some special magic number is hidden within the following articles. "
           "Make sure to memorize it. I will quiz you about the magic number afterwards.")
@@ -361,19 +362,41 @@ def _cell_key(model: str, cache: str, length, depth, repetition) -> tuple:
     return (str(model), str(cache), int(length), round(float(depth), 6), int(repetition))
 
 
+def _finished_cells(done: pd.DataFrame) -> dict[tuple, dict]:
+    """Cell key -> its row, of the rows of a grid file."""
+    return {_cell_key(*key): row for key, row in zip(
+        done[CELL].itertuples(index=False, name=None), done.to_dict("records"))}
+
+
+def _check_same_run(finished: dict, cells: list, model_name: str, cache: str, seed: int,
+                    sentences: list[str], output) -> None:
+    """Refuse finished rows of this grid's cells with other needles: another seed's run."""
+    for cell in cells:
+        row = finished.get(_cell_key(model_name, cache, *cell))
+        if row is not None and str(row["needle"]) != cell_needle_and_start(seed, *cell, len(sentences))[0]:
+            raise ValueError(f"{output} already holds a different run of {model_name} (another seed): "
+                             f"use a new output file or the same seed.")
+
+
+def grid_cells(grid: GridSettings) -> list[tuple[int, float, int]]:
+    """The grid's cells (length, depth, repetition) in the order a run does them and writes them."""
+    return [(n, d, r) for n in grid.lengths for d in grid.depths for r in range(int(grid.repetitions))]
+
+
 def run_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | None = None,
              output: str | Path | None = None, model_name: str | None = None,
-             progress: bool = False, generate_fn=None) -> pd.DataFrame:
+             progress: bool = False, generate_fn=None, share: list | None = None) -> pd.DataFrame:
     """Run (or resume) the lengths x depths x repetitions grid; one tidy row per cell.
 
     ``output``: CSV file; finished cells already in it are skipped, new ones appended as they
     finish. Filler: ``sentences`` if given, else ``grid.filler`` (a text file), else the bundled
     book. ``generate_fn``: defaults to ``demo.engine.generation.generate`` (tests may wrap it to count
     calls). Cells longer than an absolute-position model's limit get status "beyond_limit".
+    ``share``: run only these cells (a data-parallel process's: :func:`run_grid_on`).
     """
     table = None
     for table in iter_grid(lm, grid, sentences=sentences, output=output, model_name=model_name,
-                           progress=progress, generate_fn=generate_fn):
+                           progress=progress, generate_fn=generate_fn, share=share):
         pass
     return table
 
@@ -381,7 +404,7 @@ def run_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | Non
 def iter_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | None = None,
               output: str | Path | None = None, model_name: str | None = None,
               progress: bool = False, generate_fn=None,
-              time_limit: float | None = None) -> Iterator[pd.DataFrame]:
+              time_limit: float | None = None, share: list | None = None) -> Iterator[pd.DataFrame]:
     """:func:`run_grid` one cell at a time: yields the table so far, first with the cells an
     earlier run finished, then after every new cell (for a page that shows progress). With
     ``time_limit`` (seconds), no cell starts after that time: the last table is then partial."""
@@ -389,7 +412,7 @@ def iter_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | No
 
     grid = grid or GridSettings()
     generate_fn = generate_fn or generate
-    lengths, depths, repetitions, seed = grid.lengths, grid.depths, grid.repetitions, grid.seed
+    lengths, depths, seed = grid.lengths, grid.depths, grid.seed
     sentences = usable_sentences(list(sentences)) if sentences is not None else load_filler(grid.filler)
     if not sentences:
         raise ValueError("The filler has no usable sentences.")
@@ -401,15 +424,11 @@ def iter_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | No
     output = Path(output) if output is not None else None
 
     done = _read_finished(output)
-    finished = {_cell_key(*key): row for key, row in zip(
-        done[CELL].itertuples(index=False, name=None), done.to_dict("records"))}
-    cells = [(n, d, r) for n in lengths for d in depths for r in range(int(repetitions))]
-    todo = [c for c in cells if _cell_key(model_name, cache, *c) not in finished]
-    for cell in cells:
-        row = finished.get(_cell_key(model_name, cache, *cell))
-        if row is not None and str(row["needle"]) != cell_needle_and_start(seed, *cell, len(sentences))[0]:
-            raise ValueError(f"{output} already holds a different run of {model_name} (another seed): "
-                             f"use a new output file or the same seed.")
+    finished = _finished_cells(done)
+    cells = grid_cells(grid)
+    todo = [c for c in (cells if share is None else share)
+            if _cell_key(model_name, cache, *c) not in finished]
+    _check_same_run(finished, cells, model_name, cache, seed, sentences, output)
     # Fail before hours of work, not after: the shortest length must hold the template.
     fits = [n for n in lengths if lm.max_length is None or n <= lm.max_length]
     if todo and fits:
@@ -448,3 +467,71 @@ def _grid_table(done: pd.DataFrame, rows: list[dict], wanted: set) -> pd.DataFra
     table = table[pd.Series(keep, index=table.index, dtype=bool)].copy()
     table["correct"] = pd.to_numeric(table["correct"], errors="coerce")
     return table.sort_values(["length", "depth", "repetition"]).reset_index(drop=True)[COLUMNS]
+
+
+# ---------------------------------------------------------------- several processes
+
+
+def run_grid_on(processes, lm, grid: GridSettings | None = None, *, output: str | Path,
+                model_name: str | None = None, progress: bool = False) -> pd.DataFrame | None:
+    """:func:`run_grid` by every process of a data-parallel launch (``processes``:
+    ``demo.evaluation.data_parallel.start``). Each runs its share of the cells left to do into its
+    own part file, ``<output>.parts/rank-<K>.csv``, resumable as ``output`` is; when all are done,
+    rank 0 appends the parts' rows to ``output`` in grid order (as one process would have written
+    them), removes the parts and returns the table; the other processes return None.
+
+    One process and no parts left by a launch: :func:`run_grid` itself, appending to ``output``
+    as each cell finishes."""
+    output = Path(output)
+    folder = parts_folder(output)
+    if processes.count == 1 and not folder.is_dir():
+        return run_grid(lm, grid, output=output, model_name=model_name, progress=progress)
+    grid = grid or GridSettings()
+    model_name = model_name or lm.name
+    cache = cache_used(grid.cache, lm.kind)
+    if processes.main:
+        _read_finished(output)  # a file from before the cache column is rewritten by one process
+    processes.wait()
+    finished, cells = {}, grid_cells(grid)
+    for path in [output, *_grid_parts(folder)]:
+        for key, row in _finished_cells(_read_finished(path)).items():
+            finished.setdefault(key, row)
+    _check_same_run(finished, cells, model_name, cache, grid.seed, load_filler(grid.filler), output)
+    todo = [c for c in cells if _cell_key(model_name, cache, *c) not in finished]
+    processes.wait()  # every process has read the parts before any appends to them: the same todo
+    folder.mkdir(exist_ok=True)
+    run_grid(lm, grid, output=folder / f"rank-{processes.rank}.csv", model_name=model_name,
+             progress=progress and processes.main, share=processes.share(todo))
+    processes.wait()  # every share is in its file
+    if not processes.main:
+        return None
+    _merge_parts(folder, output, cells)
+    return run_grid(lm, grid, output=output, model_name=model_name)  # every cell is done: the table
+
+
+def _grid_parts(folder: Path) -> list[Path]:
+    return sorted(folder.glob("rank-*.csv"))
+
+
+def _merge_parts(folder: Path, output: Path, cells: list) -> None:
+    """The parts' rows appended to ``output`` as written, each cell once, in grid order (rows of
+    another model or decoding, which an interrupted pair leaves, in a group of their own); then
+    the parts removed."""
+    rows, seen = [], set()
+    for path in _grid_parts(folder):
+        with path.open(newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                key = _cell_key(*(row[c] for c in CELL))
+                if key not in seen:
+                    seen.add(key)
+                    rows.append(row)
+    runs = list(dict.fromkeys((row["model"], row["cache"]) for row in rows))  # in order of appearance
+    order = {_cell_key("", "", *cell)[2:]: k for k, cell in enumerate(cells)}
+    rows.sort(key=lambda row: (runs.index((row["model"], row["cache"])),
+                               order.get(_cell_key(*(row[c] for c in CELL))[2:], len(order))))
+    for row in rows:
+        _append_row(output, row)
+    for path in _grid_parts(folder):
+        path.unlink()
+    if not any(folder.iterdir()):
+        folder.rmdir()
