@@ -219,7 +219,8 @@ def test_prompting_fast_decoding_with_parallel_unmasking(page):
     page.locator("#gen-trace .demo-scrub").fill(str(read[0]))  # scrub to the first such step
     frames.nth(read[0]).scroll_into_view_if_needed()
     _screenshot(page, "prompting-parallel-1400")
-    page.locator("#gen-parallel input[type=number]").fill("0")  # as the next tests expect
+    page.locator("#gen-trace .demo-scrub").fill("0")  # as the next tests expect
+    page.locator("#gen-parallel input[type=number]").fill("0")
     page.locator("#gen-parallel input[type=number]").press("Enter")
     page.get_by_label("Stop at newline").check()
     page.locator("#gen-decoding").get_by_label("exact", exact=True).check()
