@@ -26,6 +26,7 @@ METHODS = MASKED_METHODS + ("causal",)
 SCOPES = ("completion", "full")
 REDUCTIONS = ("sum", "mean")
 MAX_RIGHT_MASKS = 16
+MAX_STRIDE = 64  # ScoringSettings.stride: copies per text of the approximate PLL
 STRATEGIES = ("greedy", "beam", "sample")
 EMD_MODES = ("auto", "on", "off")  # DeBERTa's enhanced mask decoder: demo.engine.families.deberta
 CACHE_MODES = ("exact", "prefix")  # masked-LM generation: demo.engine.prefix_cache
@@ -137,6 +138,15 @@ class ScoringSettings:
     word_level: bool = field(default=False, metadata=_help("also report per-word scores"))
     token_budget: int = field(default=8192, metadata=_help(
         "tokens per forward pass (copies x padded length): bounds memory"))
+    stride: int = field(default=1, metadata=_help(
+        "masked LMs: approximate PLL. 1 = exact (one copy per scored token); N > 1: one copy "
+        "scores every N-th token, each with its own masks, so N copies score a text. Each token "
+        "then also sees the others' masks: scores drop a little, rankings mostly stay "
+        "(benchmarks/bench_pll_approx.py measures how often)"))
+    rescore_band: float = field(default=0.0, metadata=_help(
+        "with stride > 1, rankings (several candidates): the candidates whose approximate score is "
+        "within this much of the best (nats; per token with reduction=mean) are scored again, "
+        "exactly, so that near-ties are ranked as the exact PLL ranks them. 0 = none"))
 
     def __post_init__(self):
         _choice(self.method, "scoring method", METHODS, optional=True)
@@ -148,6 +158,8 @@ class ScoringSettings:
             raise ValueError("unconditional_context must be some text (e.g. 'Answer:'), or unset.")
         _whole(self.token_budget, "token_budget", 1)
         _flag(self.word_level, "word_level")
+        _whole(self.stride, "stride", 1, MAX_STRIDE)
+        _number(self.rescore_band, "rescore_band", lambda v: v >= 0, "a number >= 0 (nats)")
 
     def method_for(self, lm) -> str:
         """The method used for ``lm``: its natural one when unset, checked against its kind."""

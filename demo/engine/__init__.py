@@ -7,6 +7,7 @@ one settings object, applies the text conventions itself, and knows nothing of t
 - ``text``          the text conventions: newline marker, junction space
 - ``reading``       what a masked LM's head reads (the last layer, or DeBERTa's enhanced mask decoder)
 - ``pll``           scoring: PLL variants, causal log-likelihood, per-token scores
+- ``pll_approx``    the approximate PLL's near-ties, re-scored exactly
 - ``mask_window``   the mask window's size and the padding-mask default (no torch)
 - ``mlm_decoder``   a masked LM dressed as a causal LM for transformers' ``generate()``
 - ``prefix_cache``  the approximate, faster decoding: the prompt's keys/values reused

@@ -34,6 +34,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..settings import ScoringSettings
+from .pll_approx import near_ties, shared_tokens
 from .reading import hidden_at
 from .text import encode_newlines, join, model_pair
 
@@ -167,7 +168,32 @@ def _tokenize(lm, context: str, completion: str, scope: str, blank_ids: dict) ->
     return _Text(text, ids, spans, word_ids, special, scored)
 
 
-def _masked_copies(t: _Text, text_index: int, method: str, right_masks: int) -> list[_Copy]:
+def _masked_copies(t: _Text, text_index: int, method: str, right_masks: int, stride: int = 1,
+                   shared: frozenset | None = None) -> list[_Copy]:
+    """The method's copies of one text, one per scored token (per word for whole_word); with
+    ``stride`` s > 1 (the approximate PLL) every s-th of them merged into one copy.
+
+    ``shared``: the positions this text shares with every other candidate of its ranking (None:
+    no ranking). Those tokens' copies and the others' are merged apart: a shared token's score
+    then never sees masks where the candidates differ, so its error is nearly the same in every
+    candidate and cancels in their comparison (docs/method.md, section 3, measured there).
+    """
+    copies = _exact_copies(t, text_index, method, right_masks)
+    if stride == 1:
+        return copies
+    parts = [copies] if shared is None else [[c for c in copies if c.targets[0] in shared],
+                                             [c for c in copies if c.targets[0] not in shared]]
+    merged = []
+    for part in parts:
+        # Copy c scores targets c, c+s, c+2s, ... each with its own masks; every target then also
+        # sees the other targets' masks: the approximation.
+        for group in (part[c::stride] for c in range(min(stride, len(part)))):
+            masked = sorted({j for c in group for j in c.masked})
+            merged.append(_Copy(text_index, tuple(masked), tuple(j for c in group for j in c.targets)))
+    return merged
+
+
+def _exact_copies(t: _Text, text_index: int, method: str, right_masks: int) -> list[_Copy]:
     n, words = len(t.ids), t.word_ids
     copies = []
     if method == "whole_word":
@@ -386,11 +412,14 @@ def input_length(lm, text: str) -> int:
 
 
 def score_batch(lm, items: list[tuple[str, str]], settings: ScoringSettings | None = None, *,
-                progress: bool = False) -> list[CandidateScore]:
+                progress: bool = False, rankings: list[range] | None = None) -> list[CandidateScore]:
     """Score each raw (context, completion) pair; the model reads context + completion.
 
     The text conventions of ``demo.engine.text`` are applied here (newline marker, junction space);
     ``CandidateScore.text`` is the text the model read. Identical items are scored once.
+    ``rankings`` (ranges of ``items``, each the candidates of one ranking) tell the approximate PLL
+    (``settings.stride`` > 1) which tokens the candidates share (``_masked_copies``); the exact
+    PLL does not use them.
     """
     settings = settings or ScoringSettings()
     method = settings.method_for(lm)
@@ -398,21 +427,30 @@ def score_batch(lm, items: list[tuple[str, str]], settings: ScoringSettings | No
         if not (isinstance(item, (tuple, list)) and len(item) == 2
                 and all(isinstance(s, str) for s in item)):
             raise ValueError(f"Each item must be a (context, completion) pair of strings, not {item!r}.")
-    unique = list(dict.fromkeys((c, x) for c, x in items))
+    pairs = [(c, x) for c, x in items]
     blank_ids = {}
-    texts = [_tokenize(lm, *model_pair(context, completion, lm.newline_survives), settings.scope,
-                       blank_ids) for context, completion in unique]
+    tokenized = {pair: _tokenize(lm, *model_pair(*pair, lm.newline_survives), settings.scope, blank_ids)
+                 for pair in dict.fromkeys(pairs)}
+    shared: list[frozenset | None] = [None] * len(pairs)
+    if rankings and settings.stride > 1 and method != "causal":
+        for ranking in rankings:
+            positions = shared_tokens([tokenized[pairs[i]].ids for i in ranking])
+            for i, kept in zip(ranking, positions):
+                shared[i] = frozenset(kept)
+    keys = list(zip(pairs, shared))  # a text is scored once per set of shared tokens it comes with
+    unique = list(dict.fromkeys(keys))
+    texts = [tokenized[pair] for pair, _ in unique]
 
     if method == "causal":
         results = _compute_causal(lm, texts, settings.token_budget, progress)
     else:
-        copies = [copy for k, t in enumerate(texts)
-                  for copy in _masked_copies(t, k, method, settings.right_masks)]
+        copies = [copy for k, ((_, kept), t) in enumerate(zip(unique, texts))
+                  for copy in _masked_copies(t, k, method, settings.right_masks, settings.stride, kept)]
         results = _compute_masked(lm, texts, copies, settings.token_budget, progress)
 
-    scored = {key: _assemble(t, k, key[1], results, settings.reduction == "mean", settings.word_level)
+    scored = {key: _assemble(t, k, key[0][1], results, settings.reduction == "mean", settings.word_level)
               for k, (key, t) in enumerate(zip(unique, texts))}
-    return [scored[(c, x)] for c, x in items]
+    return [scored[key] for key in keys]
 
 
 @dataclass(frozen=True)
@@ -447,8 +485,31 @@ def score_choices(lm, choice_sets: list[list[Choice]], settings: ScoringSettings
     """
     settings = settings or ScoringSettings()
     flat = [choice for choices in choice_sets for choice in choices]
+    starts = [sum(len(choices) for choices in choice_sets[:k]) for k in range(len(choice_sets))]
+    sets = [range(start, start + len(choices)) for start, choices in zip(starts, choice_sets)]
+    results = _score_flat(lm, flat, sets, settings, progress)
+    if settings.stride > 1 and settings.rescore_band > 0 and settings.method_for(lm) != "causal":
+        # The approximate PLL: each ranking's near-ties are scored again, exactly (demo.engine.pll_approx).
+        again = []
+        for ranking in sets:
+            close = near_ties([results[k].score for k in ranking], settings.rescore_band)
+            again += [ranking[i] for i in close]
+        if again:
+            exact = _score_flat(lm, [flat[k] for k in again], [], replace(settings, stride=1), progress)
+            for k, result in zip(again, exact):
+                results[k] = result
+    remaining = iter(results)
+    return [[next(remaining) for _ in choices] for choices in choice_sets]
+
+
+def _score_flat(lm, flat: list[Choice], sets: list[range], settings: ScoringSettings,
+                progress: bool) -> list[CandidateScore]:
+    """One result per choice (``sets``: the rankings among them), its unconditional score
+    subtracted where the settings ask."""
     neutral = settings.unconditional_context
-    scores = score_batch(lm, _items(flat, neutral), settings, progress=progress)
+    rankings = sets + ([range(len(flat) + r.start, len(flat) + r.stop) for r in sets]
+                       if neutral is not None else [])  # the candidates after the neutral context
+    scores = score_batch(lm, _items(flat, neutral), settings, progress=progress, rankings=rankings)
     results = []
     for k, choice in enumerate(flat):
         result = replace(scores[k], candidate=choice.candidate)
@@ -456,8 +517,7 @@ def score_choices(lm, choice_sets: list[list[Choice]], settings: ScoringSettings
             unconditional = scores[len(flat) + k].score
             result = replace(result, unconditional=unconditional, score=result.score - unconditional)
         results.append(result)
-    remaining = iter(results)
-    return [[next(remaining) for _ in choices] for choices in choice_sets]
+    return results
 
 
 def _items(flat: list[Choice], neutral: str | None) -> list[tuple[str, str]]:

@@ -169,6 +169,8 @@ def _scoring_tag(scoring: ScoringSettings, task_default: ScoringSettings, method
         tag += f"-{scoring.scope}"
     if scoring.unconditional_context != task_default.unconditional_context:
         tag += "-uncond" + re.sub(r"\W+", "", scoring.unconditional_context or "none")[:16]
+    if scoring.stride > 1 and method != "causal":  # the approximate PLL (demo.engine.pll_approx)
+        tag += f"-stride{scoring.stride}" + (f"-band{scoring.rescore_band:g}" if scoring.rescore_band else "")
     return tag
 
 
