@@ -165,6 +165,18 @@ def test_one_text_in_two_rankings_is_scored_for_each(standin_mlm):
     assert together[0][0].tokens[0].masked != together[1][0].tokens[0].masked
 
 
+def test_tokens_read_counts_the_copies_lengths(standin_mlm):
+    ranking = [[Choice("", text, text) for text in RANKING]]
+    exact = ScoringSettings(right_masks=1, scope="full")
+    assert pll.tokens_read(standin_mlm, ranking, exact) == 2 * 7 * 9  # 7 copies of 9 tokens each
+    approximate = ScoringSettings(right_masks=1, stride=2, scope="full")
+    assert pll.tokens_read(standin_mlm, ranking, approximate) == 2 * len(SHARED_BY_HAND) * 9
+    with_neutral = ScoringSettings(right_masks=1, scope="full", unconditional_context="Answer:")
+    neutral = sum(len(standin_mlm.tokenizer("Answer: " + text)["input_ids"]) ** 2 - 2 * len(
+        standin_mlm.tokenizer("Answer: " + text)["input_ids"]) for text in RANKING)  # n-2 copies of n
+    assert pll.tokens_read(standin_mlm, ranking, with_neutral) == 2 * 7 * 9 + neutral
+
+
 # ---------------------------------------------------------------- near-ties, re-scored exactly
 
 

@@ -23,6 +23,11 @@ Methods (``docs/method.md``, section 3):
 - ``whole_word``: mask every subword of the word; one copy per word scores all its subwords.
 - ``causal``: exact left-to-right log-likelihood, one forward pass per text (causal LMs only).
 
+The approximate PLL (``ScoringSettings.stride`` s > 1, any masked method; off by default): every
+s-th copy of a text merged into one, so s copies score it instead of one per token; in a ranking,
+the tokens its candidates share and the others are merged apart, and ``rescore_band`` re-scores
+the near-ties exactly (``demo.engine.pll_approx``). :func:`tokens_read` counts what it saves.
+
 Every public function takes raw text and one :class:`ScoringSettings`; the text conventions
 (newline marker, junction space: ``demo.engine.text``) and GPT-3's unconditional normalisation are
 applied here, never by callers. Log-probabilities are natural logs.
@@ -422,6 +427,21 @@ def score_batch(lm, items: list[tuple[str, str]], settings: ScoringSettings | No
     PLL does not use them.
     """
     settings = settings or ScoringSettings()
+    keys, unique, texts, copies = _prepare(lm, items, settings, rankings)
+    if copies is None:
+        results = _compute_causal(lm, texts, settings.token_budget, progress)
+    else:
+        results = _compute_masked(lm, texts, copies, settings.token_budget, progress)
+    scored = {key: _assemble(t, k, key[0][1], results, settings.reduction == "mean", settings.word_level)
+              for k, (key, t) in enumerate(zip(unique, texts))}
+    return [scored[key] for key in keys]
+
+
+def _prepare(lm, items: list[tuple[str, str]], settings: ScoringSettings, rankings: list[range] | None):
+    """(a key per item, the distinct keys, their texts, a masked LM's copies or None): step 1.
+
+    A key is the item and the positions it shares with its ranking's other candidates (None
+    unless the approximate PLL uses them): a text is scored once per key."""
     method = settings.method_for(lm)
     for item in items:
         if not (isinstance(item, (tuple, list)) and len(item) == 2
@@ -437,20 +457,14 @@ def score_batch(lm, items: list[tuple[str, str]], settings: ScoringSettings | No
             positions = shared_tokens([tokenized[pairs[i]].ids for i in ranking])
             for i, kept in zip(ranking, positions):
                 shared[i] = frozenset(kept)
-    keys = list(zip(pairs, shared))  # a text is scored once per set of shared tokens it comes with
+    keys = list(zip(pairs, shared))
     unique = list(dict.fromkeys(keys))
     texts = [tokenized[pair] for pair, _ in unique]
-
     if method == "causal":
-        results = _compute_causal(lm, texts, settings.token_budget, progress)
-    else:
-        copies = [copy for k, ((_, kept), t) in enumerate(zip(unique, texts))
-                  for copy in _masked_copies(t, k, method, settings.right_masks, settings.stride, kept)]
-        results = _compute_masked(lm, texts, copies, settings.token_budget, progress)
-
-    scored = {key: _assemble(t, k, key[0][1], results, settings.reduction == "mean", settings.word_level)
-              for k, (key, t) in enumerate(zip(unique, texts))}
-    return [scored[key] for key in keys]
+        return keys, unique, texts, None
+    copies = [copy for k, ((_, kept), t) in enumerate(zip(unique, texts))
+              for copy in _masked_copies(t, k, method, settings.right_masks, settings.stride, kept)]
+    return keys, unique, texts, copies
 
 
 @dataclass(frozen=True)
@@ -484,9 +498,7 @@ def score_choices(lm, choice_sets: list[list[Choice]], settings: ScoringSettings
     normalisation for ARC and OpenBookQA, computed here and nowhere else.
     """
     settings = settings or ScoringSettings()
-    flat = [choice for choices in choice_sets for choice in choices]
-    starts = [sum(len(choices) for choices in choice_sets[:k]) for k in range(len(choice_sets))]
-    sets = [range(start, start + len(choices)) for start, choices in zip(starts, choice_sets)]
+    flat, sets = _flatten(choice_sets)
     results = _score_flat(lm, flat, sets, settings, progress)
     if settings.stride > 1 and settings.rescore_band > 0 and settings.method_for(lm) != "causal":
         # The approximate PLL: each ranking's near-ties are scored again, exactly (demo.engine.pll_approx).
@@ -507,9 +519,8 @@ def _score_flat(lm, flat: list[Choice], sets: list[range], settings: ScoringSett
     """One result per choice (``sets``: the rankings among them), its unconditional score
     subtracted where the settings ask."""
     neutral = settings.unconditional_context
-    rankings = sets + ([range(len(flat) + r.start, len(flat) + r.stop) for r in sets]
-                       if neutral is not None else [])  # the candidates after the neutral context
-    scores = score_batch(lm, _items(flat, neutral), settings, progress=progress, rankings=rankings)
+    items, rankings = _choice_items(flat, sets, neutral)
+    scores = score_batch(lm, items, settings, progress=progress, rankings=rankings)
     results = []
     for k, choice in enumerate(flat):
         result = replace(scores[k], candidate=choice.candidate)
@@ -520,20 +531,43 @@ def _score_flat(lm, flat: list[Choice], sets: list[range], settings: ScoringSett
     return results
 
 
-def _items(flat: list[Choice], neutral: str | None) -> list[tuple[str, str]]:
+def _flatten(choice_sets: list[list[Choice]]) -> tuple[list[Choice], list[range]]:
+    """All choices in one list, and each set's range in it."""
+    flat = [choice for choices in choice_sets for choice in choices]
+    starts = [sum(len(choices) for choices in choice_sets[:k]) for k in range(len(choice_sets))]
+    return flat, [range(start, start + len(choices)) for start, choices in zip(starts, choice_sets)]
+
+
+def _choice_items(flat: list[Choice], sets: list[range],
+                  neutral: str | None) -> tuple[list[tuple[str, str]], list[range]]:
     """The (context, completion) pairs scored for these choices: each choice, then (with an
-    unconditional context) each candidate after it."""
+    unconditional context) each candidate after it; and the rankings among them."""
     items = [(c.context, c.completion) for c in flat]
+    rankings = list(sets)
     if neutral is not None:
         items += [(neutral, join(neutral, c.candidate.strip())) for c in flat]
-    return items
+        rankings += [range(len(flat) + r.start, len(flat) + r.stop) for r in sets]
+    return items, rankings
+
+
+def tokens_read(lm, choice_sets: list[list[Choice]], settings: ScoringSettings | None = None) -> int:
+    """Tokens the model reads to score these rankings as :func:`score_choices` does, before any
+    near-tie is re-scored (a masked LM: every masked copy's length, summed; a causal LM: every
+    text's length), counted without running it: the cost the approximate PLL cuts."""
+    settings = settings or ScoringSettings()
+    flat, sets = _flatten(choice_sets)
+    items, rankings = _choice_items(flat, sets, settings.unconditional_context)
+    _, _, texts, copies = _prepare(lm, items, settings, rankings)
+    if copies is None:
+        return sum(len(t.ids) for t in texts)
+    return sum(len(texts[copy.text_index].ids) for copy in copies)
 
 
 def check_choices(lm, choices: list[Choice], settings: ScoringSettings | None = None) -> None:
     """Raise what ``score_choices`` would raise for these texts (``InputTooLong`` for one longer
     than the model reads), without running the model: for callers that filter inputs first."""
     settings = settings or ScoringSettings()
-    for context, completion in _items(choices, settings.unconditional_context):
+    for context, completion in _choice_items(choices, [], settings.unconditional_context)[0]:
         _tokenize(lm, *model_pair(context, completion, lm.newline_survives), settings.scope, {})
 
 

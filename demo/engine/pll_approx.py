@@ -1,20 +1,18 @@
 """The approximate PLL's two decisions about a ranking: which tokens its candidates share, and
-which candidates it re-scores exactly (the near-ties). Plain functions of numbers; the copies and
-the scoring are ``demo.engine.pll``'s.
+which candidates it scores again, exactly (the near-ties). Plain functions of token ids and
+scores; the copies and the scoring are ``demo.engine.pll``'s.
 
-Shared tokens: ``demo.engine.pll`` merges the copies of the tokens all candidates share apart from
-the copies of the tokens where they differ. Measured on the stand-in MLM's rankings (COPA, PIQA,
-HellaSwag, WSC, Winograd, ARC), at the same stride this lifts agreement with the exact ranking
-most where the candidates share most (ARC's question: 0.75 to 0.89 at stride 12).
+- Shared tokens: the approximate PLL (``ScoringSettings.stride``) merges the copies of the tokens
+  every candidate shares (an ARC question, a HellaSwag context) apart from the copies of the
+  tokens where the candidates differ, so a shared token never sees masks on another candidate's
+  words and its error is nearly the same in every candidate.
+- Near-ties: the merged copies make every score a little too low, by different amounts for
+  different candidates, and the rankings they get wrong are near-ties. So, as the prefix cache
+  redoes a step whose top two tokens are close, a ranking scores again, exactly, every candidate
+  whose approximate score lies within ``rescore_band`` of its best: when the exact winner is
+  among them, the top of the ranking is the exact one.
 
-Near-ties:
-the strided PLL (``ScoringSettings.stride``) makes every score a little too
-low, by different amounts for different candidates; the rankings it gets wrong are near-ties
-(``docs/method.md``, section 3). So, as the prefix cache redoes a step whose top two tokens are
-close, a ranking re-scores exactly every candidate whose approximate score lies within
-``rescore_band`` of its best: when the exact winner is among them (its approximate score fell less
-than the band below the best's), the top of the ranking is the exact one. Which band keeps how
-many rankings, at what cost, is measured on held-out items by ``benchmarks/bench_pll_approx.py``.
+How much each keeps, at what cost: ``benchmarks/bench_pll_approx.py``, docs/method.md section 3.
 """
 
 
