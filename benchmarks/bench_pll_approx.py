@@ -1,0 +1,278 @@
+"""Benchmark: the approximate PLL against the exact one on the shipped ranked tasks, one run:
+ranking agreement, tokens read, wall-clock speed-up.
+
+    python benchmarks/bench_pll_approx.py                # 16 items per task (about 7 min on 2 cores)
+    python benchmarks/bench_pll_approx.py --items 32 --speed-items 0   # docs/method.md's frontier (about 9 min)
+    python benchmarks/bench_pll_approx.py --quick        # 2 items per task, one stride: a smoke test
+
+The approximate PLL is ``ScoringSettings(stride=s, rescore_band=b)`` (``demo.engine.pll``,
+``demo.engine.pll_approx``): s masked copies score a text instead of one per token, a ranking's
+shared tokens and the others apart; the candidates within b nats of the best are scored again,
+exactly.
+
+What is measured, and why this way:
+- Items: COPA, PIQA, HellaSwag, WSC, Winograd, ARC-Easy and ARC-Challenge, 0-shot: each task's own
+  items, candidates, scored span and scoring (+2 right masks, sums, ARC's unconditional
+  normalisation), built by the evaluator's own loading (``demo.evaluation.evaluate.plan``), so
+  these are the texts ``mlm-icl evaluate --shots 0`` scores; ``--items`` per task, the
+  evaluator's fixed ``--limit`` sample. Model: the offline stand-in MLM (real weights).
+- Agreement: the approximate ranking's top candidate is the exact ranking's. Pooled over all
+  items, with a Wilson 95% interval (n items resolve a share only so far), and per task.
+- Bands, held out: each task's items alternate between two halves. A stride's band for one half
+  is the LEVEL-quantile, over the other half's items, of how far the exact winner's approximate
+  score fell below the best approximate score: the band that would have kept that share of the
+  other half's rankings. No item is judged with a band it helped choose.
+- Wall clock: chunks of 16 items (as the evaluator batches); in each chunk the exact run and every
+  stride's run take turns, their order rotating, so a change in the machine's load hits all
+  alike. Speed-up = exact seconds / setting seconds over the same items. A banded setting also
+  runs the exact pass over its near-ties (``score_choices`` runs exactly these two passes); that
+  pass is charged at the chunk's exact seconds per token read, times the near-ties' tokens.
+- Tokens read: ``demo.engine.pll.tokens_read`` (every masked copy's length), plus the near-ties'
+  exact copies; the share of the exact run's.
+- Other architectures, for speed only (random weights: their rankings mean nothing): ModernBERT-base
+  and DeBERTa-v3-base shapes (``benchmarks/random_deberta.py``), exact vs strides 8 and 16, on
+  ``--speed-items`` items per task, taking turns the same way.
+- The target (issue 28): agreement >= 0.98 and speed-up >= 3, pooled. The last line names the
+  fastest setting that meets it, or ``setting=none`` and the fastest setting at >= 0.98 agreement.
+"""
+
+import argparse
+import math
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from tqdm import tqdm
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+STANDIN = SHARED / "models" / "minilm-l6-mlm-standin"
+MODERNBERT = SHARED / "tokenizers" / "answerdotai-ModernBERT-large"
+TASKS = ("copa", "piqa", "hellaswag", "wsc", "winograd", "arc_easy", "arc_challenge")
+STRIDES = (6, 8, 12, 16)
+SPEED_STRIDES = (8, 16)  # the random-weight architectures' (each costs minutes there)
+LEVELS = (0.9, 0.95, 0.98, 0.99)  # held-out quantiles the bands are set at
+CHUNK = 16
+TARGET_AGREEMENT, TARGET_SPEEDUP = 0.98, 3.0
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% interval of a share k/n (Wilson score interval)."""
+    p, d = k / n, 1 + z * z / n
+    centre, half = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def quantile(values: list[float], level: float) -> float:
+    """The smallest value at or above a share ``level`` of ``values``."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(level * len(ordered)) - 1)]
+
+
+def best(scores: list[float]) -> int:
+    return max(range(len(scores)), key=lambda i: scores[i])
+
+
+# ---------------------------------------------------------------- items
+
+
+def task_items(lm, name: str, items: int) -> tuple[list[list], object]:
+    """A task's choice sets (the evaluator's 0-shot texts) and its scoring settings."""
+    from demo.engine.pll import Choice
+    from demo.evaluation.evaluate import plan
+    from demo.settings import RunSettings, ScoringSettings
+    from demo.tasks import get_task
+    from demo.tasks.fewshot import choice_items
+
+    task = get_task(name)
+    run = plan(lm, task, RunSettings(shots=0, limit=items), ScoringSettings())
+    sets = [[Choice(context, completion, candidate) for (context, completion), candidate in
+             zip(choice_items(task, e, [], run["score"]), e.candidates)] for e in run["examples"]]
+    return sets, run["scoring"]
+
+
+def timed(lm, sets, settings) -> tuple[list[list[float]], float]:
+    from demo.engine.pll import score_choices
+    start = time.perf_counter()
+    results = score_choices(lm, sets, settings)
+    return [[r.score for r in ranking] for ranking in results], time.perf_counter() - start
+
+
+def run_chunks(lm, tasks: dict, strides, what: str) -> list[dict]:
+    """One record per item: its exact and strided scores, its share of each run's seconds and
+    tokens read, each candidate's exact tokens read. Exact and strides take turns per chunk."""
+    from demo.engine.pll import tokens_read
+
+    chunks = [(name, sets[k:k + CHUNK], scoring) for name, (sets, scoring) in tasks.items()
+              for k in range(0, len(sets), CHUNK)]
+    records = []
+    for turn, (name, chunk, scoring) in enumerate(tqdm(chunks, desc=what)):
+        runs = [1, *strides]
+        runs = runs[turn % len(runs):] + runs[:turn % len(runs)]  # a rotating order
+        scores, seconds, tokens = {}, {}, {}
+        for s in runs:
+            settings = replace(scoring, stride=s)
+            scores[s], seconds[s] = timed(lm, chunk, settings)
+            tokens[s] = tokens_read(lm, chunk, settings)
+        weights = [tokens_read(lm, [ranking], scoring) for ranking in chunk]  # a chunk's time, shared
+        for k, ranking in enumerate(chunk):
+            share = weights[k] / sum(weights)
+            position = sum(r["task"] == name for r in records)  # in the task's sample
+            records.append(dict(
+                task=name, position=position, half=position % 2,
+                scores={s: scores[s][k] for s in runs}, seconds={s: seconds[s] * share for s in runs},
+                tokens={s: tokens[s] * share for s in runs},
+                exact_per_token=seconds[1] / tokens[1],
+                candidate_tokens=[tokens_read(lm, [[choice]], scoring) for choice in ranking]))
+    return records
+
+
+# ---------------------------------------------------------------- settings' rows
+
+
+def deficit(record: dict, s: int) -> float:
+    """Nats by which the exact winner's approximate score fell below the best approximate score."""
+    approximate = record["scores"][s]
+    return max(approximate) - approximate[best(record["scores"][1])]
+
+
+def banded(record: dict, s: int, band: float) -> tuple[bool, float, float]:
+    """(agrees with exact, seconds, tokens read) of stride s with ``band``, as score_choices runs it:
+    the near-ties' exact scores replace their approximate ones."""
+    from demo.engine.pll_approx import near_ties
+    exact, approximate = record["scores"][1], record["scores"][s]
+    again = near_ties(approximate, band) if band > 0 else []
+    final = [exact[i] if i in again else approximate[i] for i in range(len(exact))]
+    extra = sum(record["candidate_tokens"][i] for i in again)
+    return (best(final) == best(exact), record["seconds"][s] + extra * record["exact_per_token"],
+            record["tokens"][s] + extra)
+
+
+def rows(records: list[dict], strides) -> list[dict]:
+    """Every setting: each stride alone, and with bands set on the other half at each level."""
+    out = []
+    for s in strides:
+        settings = [(f"stride{s}", {0: 0.0, 1: 0.0})]
+        for level in LEVELS:
+            bands = {h: round(quantile([deficit(r, s) for r in records if r["half"] != h], level) + 0.005, 2)
+                     for h in (0, 1)}  # set on the other half (+ half a rounding step, kept inside)
+            settings.append((f"stride{s}+band@q{level:g}", bands))
+        for name, bands in settings:
+            judged = [banded(r, s, bands[r["half"]]) for r in records]
+            agree = sum(j[0] for j in judged)
+            by_task = {}
+            for r, j in zip(records, judged):
+                by_task.setdefault(r["task"], []).append(j[0])
+            out.append(dict(
+                name=name, stride=s, bands=bands, n=len(records), agree=agree,
+                agreement=agree / len(records), interval=wilson(agree, len(records)),
+                speedup=sum(r["seconds"][1] for r in records) / sum(j[1] for j in judged),
+                tokens=sum(j[2] for j in judged) / sum(r["tokens"][1] for r in records),
+                by_task={t: sum(v) / len(v) for t, v in by_task.items()}))
+    return out
+
+
+def on_frontier(row: dict, table: list[dict]) -> bool:
+    return not any(o["speedup"] > row["speedup"] and o["agreement"] >= row["agreement"]
+                   or o["speedup"] >= row["speedup"] and o["agreement"] > row["agreement"] for o in table)
+
+
+def print_table(table: list[dict]) -> None:
+    tasks = list(table[0]["by_task"])
+    print(f"{'setting':<24} {'bands (half 0/1)':>16} {'tokens':>7} {'speed-up':>8} {'agreement':>9} "
+          f"{'95% interval':>14}  " + " ".join(f"{t[:9]:>9}" for t in tasks))
+    for row in sorted(table, key=lambda r: -r["speedup"]):
+        bands = "-" if not any(row["bands"].values()) else f"{row['bands'][0]:g}/{row['bands'][1]:g}"
+        mark = "*" if on_frontier(row, table) else " "
+        low, high = row["interval"]
+        print(f"{mark}{row['name']:<23} {bands:>16} {row['tokens']:>7.2f} {row['speedup']:>7.2f}x "
+              f"{row['agreement']:>9.3f} [{low:.3f}, {high:.3f}]  "
+              + " ".join(f"{row['by_task'][t]:>9.3f}" for t in tasks))
+
+
+# ---------------------------------------------------------------- other architectures (speed only)
+
+
+def speed_models() -> dict:
+    from random_deberta import deberta_v3_base  # benchmarks/random_deberta.py
+    from transformers import AutoConfig
+
+    from demo.engine.models import random_model
+    layers = 22  # ModernBERT-base's shape, from ModernBERT-large's config (the base one is not here)
+    types = getattr(AutoConfig.from_pretrained(MODERNBERT), "layer_types", None)
+    modernbert = random_model(MODERNBERT, shrink=False, seed=0, hidden_size=768, num_hidden_layers=layers,
+                              num_attention_heads=12, intermediate_size=1152,
+                              **({"layer_types": types[:layers]} if types else {}))
+    return {"ModernBERT-base (random)": modernbert, "DeBERTa-v3-base (random)": deberta_v3_base()}
+
+
+def speed_line(label: str, records: list[dict], strides) -> str:
+    exact = sum(r["seconds"][1] for r in records)
+    return f"{label}: " + ", ".join(
+        f"stride{s} {exact / sum(r['seconds'][s] for r in records):.2f}x "
+        f"({sum(r['tokens'][s] for r in records) / sum(r['tokens'][1] for r in records):.2f} of the tokens)"
+        for s in strides)
+
+
+def speed_rows(tasks: dict, items: int, strides, standin_records: list[dict]) -> None:
+    few = {name: (sets[:items], scoring) for name, (sets, scoring) in tasks.items()}
+    print(f"Speed on other architectures, the first {items} item(s) of each task "
+          f"({sum(len(s) for s, _ in few.values())} items; random weights, so speed only):")
+    same = [r for r in standin_records if r["position"] < items]
+    print(speed_line("  the stand-in, on these items (from the runs above)", same, strides))
+    for label, lm in speed_models().items():
+        print(speed_line(f"  {label}", run_chunks(lm, few, strides, label), strides), flush=True)
+
+
+# ---------------------------------------------------------------- main
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, default=16, help="items per task (a fixed sample)")
+    parser.add_argument("--speed-items", type=int, default=1,
+                        help="items per task for the random-weight architectures' speed (0: none)")
+    parser.add_argument("--quick", action="store_true", help="2 items per task, stride 8: a smoke test")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+
+    from demo.engine.models import load_model
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    items, strides = (2, (8,)) if args.quick else (args.items, STRIDES)
+    lm = load_model(str(STANDIN), device="cpu")
+    tasks = {name: task_items(lm, name, items) for name in TASKS}
+    print(f"{sum(len(s) for s, _ in tasks.values())} items ("
+          + ", ".join(f"{name} {len(s)}" for name, (s, _) in tasks.items())
+          + f"), 0-shot; the stand-in MLM; {torch.get_num_threads()} threads; "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
+
+    start = time.perf_counter()
+    records = run_chunks(lm, tasks, strides, "chunks (exact and strides, taking turns)")
+    table = rows(records, strides)
+    print(f"\nExact: {sum(r['seconds'][1] for r in records):.1f} s; all runs {time.perf_counter() - start:.0f} s; "
+          f"load average {os.getloadavg()[0]:.1f}. tokens = share of the exact run's tokens read; "
+          f"* = on the frontier (nothing both faster and as close to exact).")
+    print_table(table)
+    if args.speed_items:
+        print()
+        speed_rows(tasks, args.speed_items, strides if args.quick else SPEED_STRIDES, records)
+
+    meets = [r for r in table if r["agreement"] >= TARGET_AGREEMENT and r["speedup"] >= TARGET_SPEEDUP]
+    close = [r for r in table if r["agreement"] >= TARGET_AGREEMENT]
+    chosen = max(meets or close or table, key=lambda r: (r["speedup"], r["agreement"]))
+    name = chosen["name"]
+    print(f"\ntarget: agreement >= {TARGET_AGREEMENT} and speed-up >= {TARGET_SPEEDUP}, pooled: "
+          + (f"met by {chosen['name']}" if meets else
+             f"no setting meets it; the fastest at >= {TARGET_AGREEMENT} agreement is {chosen['name']}"
+             if close else f"no setting meets it, none reaches {TARGET_AGREEMENT} agreement; the "
+             f"closest is {chosen['name']}"))
+    print(f"bench_pll_approx setting={name if meets else 'none'} speedup={chosen['speedup']:.2f} "
+          f"agreement={chosen['agreement']:.3f}" + ("" if meets else f" nearest={name}"))
+
+
+if __name__ == "__main__":
+    main()
