@@ -2,7 +2,7 @@
 ranking agreement, tokens read, wall-clock speed-up.
 
     python benchmarks/bench_pll_approx.py                # 16 items per task (about 7 min on 2 cores)
-    python benchmarks/bench_pll_approx.py --items 32 --speed-items 0   # docs/method.md's frontier (about 9 min)
+    python benchmarks/bench_pll_approx.py --items 48    # docs/method.md's frontier, 324 items (about 25 min)
     python benchmarks/bench_pll_approx.py --quick        # 2 items per task, one stride: a smoke test
 
 The approximate PLL is ``ScoringSettings(stride=s, rescore_band=b)`` (``demo.engine.pll``,
