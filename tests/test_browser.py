@@ -495,13 +495,16 @@ def test_the_page_teaches_at_desktop_and_phone_width(page, width):
     page.locator("#gen-prompt textarea").fill(LONG_PROMPT)
     page.locator("#gen-max input[type=number]").fill("2")
     page.locator("#gen-max input[type=number]").press("Enter")
-    before = page.locator("#gen-mlm-stats").inner_text()
+    # this run's playback: a new run id (the last run's frames stay until it ends; a tab just opened
+    # may not be drawn yet, so its text is no reliable "before")
+    player = page.locator("#gen-trace .demo-player")
+    before = player.get_attribute("data-run") if player.count() else ""
     page.click("#gen-run")
-    page.wait_for_function("(before) => { const s = document.querySelector('#gen-mlm-stats');"
-                           " return s && s.innerText.includes('tokens in') && s.innerText !== before; }",
-                           arg=before, timeout=MODEL_WAIT_MS)
-    step = page.locator("#gen-trace .demo-step").first
+    page.wait_for_function("(before) => { const p = document.querySelector('#gen-trace .demo-player');"
+                           " return p && p.dataset.run !== before; }", arg=before, timeout=MODEL_WAIT_MS)
+    step = page.locator('#gen-trace .demo-step[data-step="0"]')
     for marked in (".demo-mask-predicted", ".demo-end", ".demo-elided"):
+        step.locator(marked).wait_for()  # visible
         box = step.locator(marked).bounding_box()
         assert box and box["x"] >= 0 and box["x"] + box["width"] <= width, (marked, box)
     _screenshot(page, f"step-view-{width}")
