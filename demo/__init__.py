@@ -6,7 +6,8 @@ import-linter contracts, checked by the tests):
 - ``settings``    every setting as a dataclass (the ground every floor stands on)
 - ``engine/``     loading and running masked and causal LMs: scoring, generating
 - ``tasks/``      few-shot tasks as data (YAML), demonstrations, metrics
-- ``evaluation/`` the evaluator, the length probe, results, plots, lm-evaluation-harness
+- ``evaluation/`` the evaluator, the length probe, results, plots, our tasks for lm-eval
 - ``app/``        a deployment's rules: settings read once, catalog, budget, limits
-- ``ui/``, ``cli``  the Gradio app and the ``mlm-icl`` command line (only ``ui`` imports gradio)
+- ``ui/``, ``cli``, ``harness/``  the Gradio app, the ``mlm-icl`` command line and our model
+  inside lm-evaluation-harness (only ``ui`` imports gradio)
 """

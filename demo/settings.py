@@ -218,7 +218,7 @@ class GenerationSettings:
     trace: bool = field(default=False, metadata=_help("record the step-by-step trace"))
     trace_top_k: int = field(default=5, metadata=_help("top tokens per step in the trace"))
     # Not a setting (no annotation, so no field or option): the bound on max_new_tokens for
-    # interactive use. lm-eval's requests lift it (demo.evaluation.harness_model): its task configs ask for
+    # interactive use. lm-eval's requests lift it (demo.harness.model): its task configs ask for
     # up to 32k tokens, which only the model bounds.
     max_new_tokens_cap = MAX_NEW_TOKENS_CAP
 

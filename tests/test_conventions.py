@@ -32,12 +32,16 @@ def test_text_rules_by_hand():
     assert text.decode_newlines("A.\\n \\n B", False) == "A.\n\nB"
     assert text.join("Answer:", "Paris") == " Paris"
     assert text.join("Answer: ", "Paris") == "Paris" and text.join("Answer:", " Paris") == " Paris"
-    # the context's trailing spaces belong to the completion; newlines become the marker
+    # the context's trailing whitespace belongs to the completion, newlines too (lm-eval's
+    # _encode_pair: context.rstrip()); newlines become the marker
     assert text.model_pair("Q?\nA: ", "Paris.", False) == ("Q?\\n A:", " Paris.")
     assert text.model_pair("Q?\nA: ", "Paris.", True) == ("Q?\nA:", " Paris.")
-    # a newline at the junction gets one marker, as anywhere else
+    assert text.model_pair("Q?\nA:\n", "Paris.", True) == ("Q?\nA:", "\nParis.")
+    assert text.model_pair("A.\r\n\t", "B", True) == ("A.", "\r\n\tB")
+    # a newline at the junction gets one marker, as anywhere else, on either side of the split
     assert text.model_pair("foo ", "\nbar", False) == ("foo", "\\n bar")
-    assert text.model_pair("A\n", " B", False) == ("A\\n", " B")
+    assert text.model_pair("A\n", " B", False) == ("A", "\\n B")
+    assert text.model_pair("A \n\n", "B", False) == ("A", "\\n \\n B")
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""lm-evaluation-harness with our model (``demo.evaluation.harness_model``): lm-eval's own ``simple_evaluate``
+"""lm-evaluation-harness with our model (``demo.harness.model``): lm-eval's own ``simple_evaluate``
 over a task written here (YAML over a local JSONL), checked against independent references.
 
 - per-item log-likelihoods: our engine on the same strings (1e-6) and a naive one-forward-pass-
@@ -15,7 +15,6 @@ over a task written here (YAML over a local JSONL), checked against independent 
 - bad model_args and generation kwargs: clear errors, before any request.
 """
 
-import copy
 import functools
 import json
 import logging
@@ -35,7 +34,7 @@ import tests.floats as floats  # noqa: E402
 from demo.engine.generation import generate  # noqa: E402
 from demo.engine.pll import input_length, score_batch  # noqa: E402
 from demo.evaluation.evaluate import evaluate  # noqa: E402
-from demo.evaluation.harness_model import MaskedLMEval, generation_settings, rolling_pairs  # noqa: E402
+from demo.harness.model import MaskedLMEval, generation_settings, rolling_pairs  # noqa: E402
 from demo.settings import GenerationSettings, RunSettings, ScoringSettings  # noqa: E402
 from demo.tasks import read_task_file  # noqa: E402
 from tests.conftest import HAYSTACK, STANDIN_MLM, TOKENIZERS, needs_shared  # noqa: E402
@@ -200,51 +199,81 @@ def test_causal_lm_matches_exact_loglikelihood_and_evaluator(tasks, tmp_path, sm
 
 
 # lm-eval's request shapes: a context and " continuation", an empty context (HFLM's prefix token),
-# a context's trailing space (moved to the continuation by both), newlines, a multi-token answer.
+# every kind of trailing whitespace (HFLM's _encode_pair moves all of it, context.rstrip(), to the
+# continuation): a newline, a blank line, CRLF, a space before a newline, a space, a tab, none;
+# newlines inside, a multi-token answer. No two requests have the same whole text: HFLM reuses one
+# pass for those and then answers a one-token continuation wrongly (" 6" after "...A:" read -11.8
+# beside "...\n\n" + "Q: 3+3?\nA: 6", -2.5 alone).
 HFLM_REQUESTS = [
     ("The capital of France is", " Paris."),
     ("Question: What do cows drink?\nAnswer:", " Water, mostly; sometimes milk when they are calves."),
     ("", "Hello there."),
     ("Hello ", "world"),
     ("Q: 2+2?\nA: 4\n\nQ: 3+3?\nA:", " 6"),
-    ("The cat sat on the", " mat"),
+    ("Translate to French: cheese\n", "fromage"),
+    ("Q: 2+2?\nA: 4\n\n", "Q: 5+5?\nA: 10"),
+    ("Name a colour.\r\n", "Blue."),
+    ("Name a fruit: \n", "apple"),
+    ("The cat sat on the\t", "mat"),
     ("", "A whole text, scored from its first token."),
 ]
 
 
-@pytest.mark.floats
-def test_causal_lm_equals_lm_evals_own_hflm_per_request(smollm2):
-    """SmolLM2 (no BOS from its tokenizer) through lm-eval's HFLM and through our model, on the same
-    weights: each request's log-likelihood and is_greedy agree, with add_bos_token unset (a start
-    token only before an empty context) and true (BOS before every text); and a 1,024-token
-    generation request writes what HFLM writes."""
+def hflm_and_ours(pretrained, ours_name: str, add_bos_token, **hflm_args):
+    """lm-eval's HFLM loading its own tokenizer as it does (``add_bos_token`` passed to it), and our
+    model on the same weights by another name (the deployment's door)."""
     from lm_eval.models.huggingface import HFLM
+    hflm = HFLM(pretrained=pretrained, batch_size=4, device="cpu", add_bos_token=add_bos_token, **hflm_args)
+    return hflm, MaskedLMEval(pretrained=ours_name, device="cpu", add_bos_token=add_bos_token)
+
+
+def same_answers(hflm, ours) -> list[float]:
+    """Each request's log-likelihood (within 1e-4, the parity asked of the plugin: float32 sums of
+    one text, batched and padded differently by the two) and is_greedy agree; ours returned."""
     requests = [Instance("loglikelihood", {}, pair, i) for i, pair in enumerate(HFLM_REQUESTS)]
+    expected = hflm.loglikelihood(requests, disable_tqdm=True)
+    got = ours.loglikelihood(requests, disable_tqdm=True)
+    assert [x for x, _ in got] == pytest.approx([x for x, _ in expected], abs=1e-4)
+    assert [g for _, g in got] == [g for _, g in expected]
+    return [x for x, _ in got]
+
+
+@pytest.mark.floats
+def test_causal_lm_equals_lm_evals_own_hflm_per_request(smollm2, caplog):
+    """SmolLM2 by its short name (``pretrained=smollm2``) through our model, and from its GGUF file
+    through lm-eval's HFLM, on the same weights: each request's log-likelihood and is_greedy agree
+    for every context ending, with add_bos_token unset (a start token only before an empty context)
+    and true (which the GGUF tokenizer ignores, under HFLM too: said in a warning); and a
+    1,024-token generation request writes what HFLM writes."""
+    folder, gguf = str(Path(smollm2.name).parent), Path(smollm2.name).name
     answers = {}
     for add_bos_token in (None, True):
-        tokenizer = smollm2.tokenizer
-        if add_bos_token is not None:  # what HFLM's from_pretrained(add_bos_token=...) sets on a Hub tokenizer
-            tokenizer = copy.deepcopy(tokenizer)
-            tokenizer.add_bos_token = add_bos_token
-        hflm = HFLM(pretrained=smollm2.model, tokenizer=tokenizer, batch_size=4, device="cpu",
-                    add_bos_token=add_bos_token)
-        ours = MaskedLMEval(pretrained=smollm2.name, device="cpu", add_bos_token=add_bos_token)
-        expected = hflm.loglikelihood(requests, disable_tqdm=True)
-        got = ours.loglikelihood(requests, disable_tqdm=True)
-        # 1e-4 per request (the parity asked of the plugin): float32 sums of one text, batched and
-        # padded differently by the two (measured: 1.2e-5 at most)
-        assert [x for x, _ in got] == pytest.approx([x for x, _ in expected], abs=1e-4)
-        assert [g for _, g in got] == [g for _, g in expected]
-        answers[add_bos_token] = [x for x, _ in got]
+        hflm, ours = hflm_and_ours(smollm2.model, "smollm2", add_bos_token, gguf_file=gguf)
+        assert ours.lm.model is smollm2.model  # the short name is the fixture's model (load_model's cache)
+        assert hflm.tokenizer.name_or_path == folder  # HFLM read the GGUF's tokenizer itself
+        answers[add_bos_token] = same_answers(hflm, ours)
         if add_bos_token is None:
             request = Instance("generate_until", {}, ("Q: What is the capital of France?\nA:", {
                 "until": ["\n"], "max_gen_toks": 1024, "do_sample": False}), 0)
             text = ours.generate_until([request], disable_tqdm=True)
             assert text == hflm.generate_until([request], disable_tqdm=True) and text[0].strip()
-    # BOS before a context changes what is compared: the option was honoured, not ignored
-    moved = [abs(a - b) for a, b, (context, _) in zip(answers[None], answers[True], HFLM_REQUESTS)]
-    assert all(m > 0.01 for m, (context, _) in zip(moved, HFLM_REQUESTS) if context)
+    assert answers[True] == pytest.approx(answers[None], abs=1e-4)
+    assert "add_bos_token=True changes nothing for SmolLM2" in caplog.text
+
+
+@pytest.mark.floats
+def test_add_bos_token_means_what_it_means_for_hflm(tmp_path, tiny_model):
+    """A random GPT-2 saved with GPT-2's tokenizer, which obeys ``from_pretrained(add_bos_token=...)``:
+    HFLM and ours agree per request with it unset, true and false, and true moves every request
+    with a context (its BOS now starts them): the option reaches the tokenizer, not ignored."""
+    lm = tiny_model("gpt2")
+    lm.model.save_pretrained(tmp_path)
+    lm.tokenizer.save_pretrained(tmp_path)
+    answers = {v: same_answers(*hflm_and_ours(str(tmp_path), str(tmp_path), v)) for v in (None, True, False)}
+    moved = [abs(a - b) for a, b in zip(answers[None], answers[True])]
+    assert all(m > 1e-3 for m, (context, _) in zip(moved, HFLM_REQUESTS) if context)
     assert all(m < 1e-4 for m, (context, _) in zip(moved, HFLM_REQUESTS) if not context)
+    assert answers[False] == pytest.approx(answers[None], abs=1e-4)  # GPT-2 adds no BOS by default
 
 
 @needs_shared
@@ -353,7 +382,7 @@ def naive_generation_fit(lm, prompt, max_gen_toks):
     first token until max_gen_toks fit after it (HFLM's rule); if none does, until half the window
     does, then the most new tokens that fit."""
     from demo.engine.generation import check_prompt
-    from demo.evaluation.harness_model import HarnessGenerationSettings
+    from demo.harness.model import HarnessGenerationSettings
 
     def fits(text, n):
         return accepted(lambda: check_prompt(lm, text, HarnessGenerationSettings(max_new_tokens=n)))
@@ -384,7 +413,7 @@ def test_long_generation_requests_finish_the_run(short_bert, tmp_path, caplog):
         generation_kwargs={"until": ["\n"], "max_gen_toks": 1024, "do_sample": False},
         metric_list=METRIC("exact_match"))))
     short_bert.too_long.clear()
-    with caplog.at_level(logging.WARNING, logger="demo.evaluation.harness_model"):
+    with caplog.at_level(logging.WARNING, logger="demo.harness.model"):
         results = run_lm_eval(short_bert, tmp_path, ["long_gen"])
     outputs = {s["doc_id"]: s["resps"][0][0] for s in results["samples"]["long_gen"]}
     for doc_id, prompt in enumerate((short, long)):
@@ -400,7 +429,7 @@ def test_long_generation_requests_finish_the_run(short_bert, tmp_path, caplog):
     caplog.clear()
     requests = [Instance("generate_until", {}, (p, {"until": ["\n"], "max_gen_toks": 8}), i)
                 for i, p in enumerate((short, long))]
-    with caplog.at_level(logging.WARNING, logger="demo.evaluation.harness_model"):
+    with caplog.at_level(logging.WARNING, logger="demo.harness.model"):
         got = short_bert.generate_until(requests)
     fitted, max_new = naive_generation_fit(lm, long, 8)
     assert max_new == 8 and len(fitted) < len(long)
@@ -426,7 +455,7 @@ def test_long_loglikelihood_requests_are_cut_or_skipped(short_bert, caplog):
     cut = next(long_context[start:] for start in token_starts(lm, long_context) + [len(long_context)]
                if scorable(long_context[start:], " the end."))
     assert 0 < len(cut) < len(long_context)
-    with caplog.at_level(logging.WARNING, logger="demo.evaluation.harness_model"):
+    with caplog.at_level(logging.WARNING, logger="demo.harness.model"):
         got = short_bert.loglikelihood([Instance("loglikelihood", {}, p, i) for i, p in enumerate(pairs)])
     expected = score_batch(lm, [pairs[0], (cut, " the end.")])
     # the same engine on the same texts, in other sub-batches: float32 rounding only
@@ -441,7 +470,7 @@ DP_SCRIPT = """
 import json, sys
 import lm_eval
 from lm_eval.tasks import TaskManager
-import demo.evaluation.harness_model  # registers "mlm"
+import demo.harness.model  # registers "mlm"
 include, model, out = sys.argv[1:]
 results = lm_eval.simple_evaluate(
     model="mlm", model_args=f"pretrained={model},device=cpu", tasks=["capitals_lm"],
@@ -485,14 +514,14 @@ def test_two_process_data_parallel_run_equals_one_process(standin, tasks, tmp_pa
 def test_command_line_entry_registers_and_hands_over_to_lm_eval(tasks, tmp_path, monkeypatch):
     from lm_eval.api.registry import get_model
 
-    from demo.evaluation.harness import main
+    from demo.harness.__main__ import main
     assert get_model("mlm") is MaskedLMEval and get_model("hf").__name__ == "HFLM"  # lm-eval's own stay
     # lm-eval's command line indexes its ~15k built-in tasks first (15 s here): only ours are needed.
     monkeypatch.setattr(lm_eval.tasks, "TaskManager",
                         functools.partial(TaskManager, include_defaults=False))
     out = tmp_path / "out"
     monkeypatch.setattr(sys, "argv", [
-        "demo.evaluation.harness", "--model", "mlm", "--model_args", f"pretrained={STANDIN_MLM},method=salazar",
+        "demo.harness", "--model", "mlm", "--model_args", f"pretrained={STANDIN_MLM},method=salazar",
         "--tasks", "capitals_lm", "--include_path", str(tasks / "lm_eval"), "--device", "cpu",
         "--output_path", str(out), "--log_samples"])  # no "run": lm-eval's legacy form, as documented
     main()

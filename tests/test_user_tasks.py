@@ -213,7 +213,7 @@ def test_a_multi_correct_task_exported_for_lm_eval_counts_any_correct_option(tmp
     lm_eval = pytest.importorskip("lm_eval")
     from lm_eval.tasks import TaskManager
 
-    from demo.evaluation.harness_model import MaskedLMEval
+    from demo.harness.model import MaskedLMEval
     folder = tmp_path / "my_tasks"
     folder.mkdir()
     # the README's task under a name of its own (another test registers "timedial" from its folder)

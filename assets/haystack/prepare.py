@@ -26,7 +26,8 @@ def detokenize(line: str) -> str:
 def main():
     lines = SOURCE.read_text(encoding="utf-8").splitlines()
     # Drop the "[ Persuasion by Jane Austen 1818 ]" banner and chapter headings.
-    body = [detokenize(l) for l in lines[1:] if l.strip() and not re.match(r"^Chapter \d+$", l.strip())]
+    body = [detokenize(line) for line in lines[1:]
+            if line.strip() and not re.match(r"^Chapter \d+$", line.strip())]
     (HERE / "persuasion.txt").write_text("\n".join(body) + "\n", encoding="utf-8")
     print(f"wrote {len(body)} lines")
 

@@ -172,6 +172,24 @@ def check_download_size(name: str, revision: str | None, max_gb: float) -> None:
                          f"up to {max_gb:g} GB. Pick a smaller model.")
 
 
+def _revision(name: str, remote_code: bool, revision: str | None) -> dict:
+    """The ``revision`` argument of every ``from_pretrained`` call for ``name``: an allowlisted
+    model's pinned commit when its code runs, else the one asked for (none: the default branch)."""
+    if remote_code:
+        return {"revision": remote_code_revision(name, revision)}
+    return {} if revision is None else {"revision": revision}
+
+
+def load_tokenizer(name: str, revision: str | None = None, trust_remote_code: bool = False, **options):
+    """The tokenizer of the model ``name`` (Hub id, folder or .gguf file) from the files
+    :func:`load_model` reads, with more ``from_pretrained`` options: lm-eval's HFLM loads its
+    tokenizer with ``add_bos_token``, and the tokenizer alone decides what that option does."""
+    source = resolve(name)
+    return AutoTokenizer.from_pretrained(source.location, trust_remote_code=bool(trust_remote_code),
+                                         **source.extra, **_revision(name, bool(trust_remote_code), revision),
+                                         **options)
+
+
 def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, dtype: torch.dtype,
                    trust_remote_code: bool, revision: str | None, device_map=None,
                    emd: str = "auto") -> LoadedModel:
@@ -181,10 +199,7 @@ def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, 
     def said(err: Exception) -> str:
         return str(err).splitlines()[0].replace(location, shown)
     remote_code = bool(trust_remote_code)
-    if remote_code:
-        extra["revision"] = remote_code_revision(name, revision)
-    elif revision is not None:
-        extra["revision"] = revision
+    extra.update(_revision(name, remote_code, revision))
     if not local:
         _check_hub(name, extra.get("revision"))
     try:

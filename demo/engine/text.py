@@ -11,11 +11,13 @@ score or continue different texts for the same input:
   tokenizer in ``demo.engine.models``).
 - **The junction between a context and a candidate.** A candidate typed on its own ("Paris")
   follows its context after one space unless either side already has whitespace there
-  (:func:`join`). Spaces at the end of a context belong to the completion
-  (:func:`model_pair`), so "because " + "he left" and "because" + " he left" score the same
-  tokens: the completion's first word with its space, as lm-evaluation-harness does. This rule
-  is for scoring; ``generate()`` reads a prompt as given (newline markers only), and its
-  ``choices`` follow the prompt by :func:`join`.
+  (:func:`join`). Whitespace at the end of a context, newlines included, belongs to the
+  completion (:func:`model_pair`), so a text split anywhere in its whitespace scores the same
+  tokens ("because " + "he left" and "because" + " he left"; "Q:\\n" + "A" and "Q:" + "\\nA"):
+  lm-evaluation-harness's own split (``LM._encode_pair``), so our scores compare with its HFLM's
+  for any context ending (docs/method.md, section 3). This rule is for scoring; ``generate()``
+  reads a prompt as given (newline markers only), and its ``choices`` follow the prompt by
+  :func:`join`.
 
 GPT-3's unconditional normalisation (subtract the candidate's score after a neutral context such
 as "Answer:") is a scoring rule and lives in one function, ``demo.engine.pll.score_choices``.
@@ -85,11 +87,12 @@ def join(context: str, candidate: str) -> str:
 
 def model_pair(context: str, completion: str, newline_survives: bool) -> tuple[str, str]:
     """(context, completion) as the model reads them: newline markers where the tokenizer needs
-    them, and the spaces at the end of the context moved to the start of the completion.
+    them, and all whitespace at the end of the context (spaces, tabs, newlines: ``str.rstrip``, as
+    lm-eval's ``_encode_pair``) moved to the start of the completion.
 
     The whole text is encoded at once (a newline at the junction gets one marker, as anywhere
-    else) and split after the context's own text, which is always a prefix of it: only trailing
-    spaces and tabs, which the split leaves out, can change when the completion follows."""
+    else) and split after the context's text without its trailing whitespace, which ends in a
+    character the newline rule leaves alone, so its encoding is always a prefix of the whole's."""
     text = encode_newlines(context + completion, newline_survives)
-    head = encode_newlines(context, newline_survives).rstrip(" \t")
+    head = encode_newlines(context.rstrip(), newline_survives)
     return head, text[len(head):]

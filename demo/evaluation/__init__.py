@@ -8,7 +8,5 @@
 - ``exports``        downloads: tidy tables, file names that say model, what and date
 - ``data_parallel``  several processes (accelerate, torchrun): which share is whose, part files,
                      the merge in input order, resuming (``mlm-icl score`` and ``probe``)
-- ``harness_model``  our engines as lm-evaluation-harness's ``mlm`` model (accelerate, device maps)
-- ``harness_tasks``  our tasks as lm-eval tasks (``mlm-icl export-tasks``)
-- ``harness``        ``python -m demo.evaluation.harness``: lm-eval's command line with ``mlm``
+- ``harness_tasks``  our tasks as lm-eval tasks (``mlm-icl export-tasks``; the model is ``demo.harness``)
 """

@@ -6,7 +6,7 @@ shares come back together, in input order, into one output that an interrupted r
 
 One process per device (``accelerate launch`` or ``torchrun`` starts them; each loads its own
 copy of the model). Run directly, the run is one process and nothing here starts a process
-group or needs accelerate's launcher. The lm-eval plugin (``demo.evaluation.harness_model``)
+group or needs accelerate's launcher. The lm-eval plugin (``demo.harness.model``)
 starts its processes here too.
 
 How the work is shared: every ``count``-th item of what is left to do (:func:`share`), not

@@ -1,7 +1,7 @@
 """Our tasks as lm-evaluation-harness tasks: a folder for ``--include_path``, same items, same text.
 
     mlm-icl export-tasks --model M --task copa --task winograd --shots 4 --output-dir lm_eval_tasks
-    python -m demo.evaluation.harness --model mlm --model_args pretrained=M --include_path lm_eval_tasks \\
+    python -m demo.harness --model mlm --model_args pretrained=M --include_path lm_eval_tasks \\
         --tasks mlm_icl_copa,mlm_icl_winograd
 
 For each task a JSONL file holds every item our evaluator evaluates with that model, as it builds

@@ -1,9 +1,9 @@
 """Our engines as an lm-evaluation-harness model: ``--model mlm`` (lm-eval 0.4.13).
 
-    python -m demo.evaluation.harness --model mlm --model_args pretrained=microsoft/deberta-v2-xxlarge --tasks copa
-    accelerate launch -m demo.evaluation.harness --model mlm --model_args pretrained=... --tasks ...  # per GPU
+    python -m demo.harness --model mlm --model_args pretrained=microsoft/deberta-v2-xxlarge --tasks copa
+    accelerate launch -m demo.harness --model mlm --model_args pretrained=... --tasks ...  # per GPU
 
-Importing this module registers the model with lm-eval (``demo.evaluation.harness`` is lm-eval's own command
+Importing this module registers the model with lm-eval (``demo.harness`` is lm-eval's own command
 line with this import done first); ``lm_eval.simple_evaluate(model=MaskedLMEval(pretrained=...))``
 works from Python. Masked and causal LMs alike (``demo.engine.models.load_model``):
 
@@ -30,7 +30,6 @@ process takes its own device (``demo.evaluation.data_parallel.start``, as ``mlm-
 (lm-eval's evaluator does that through ``all_gather``/``gather_object`` below).
 """
 
-import copy
 import logging
 from collections import Counter
 from dataclasses import dataclass, fields, replace
@@ -42,10 +41,10 @@ from lm_eval.api.registry import register_model
 from tqdm.auto import tqdm
 
 from ..engine.generation import check_prompt, generate
-from ..engine.models import InputTooLong, load_model
+from ..engine.models import InputTooLong
 from ..engine.pll import Choice, check_choices, input_length, score_batch
+from ..evaluation.data_parallel import launched_processes, start
 from ..settings import GenerationSettings, ModelSettings, ScoringSettings
-from .data_parallel import launched_processes, start
 
 logger = logging.getLogger(__name__)
 
@@ -128,23 +127,27 @@ def check_kind(lm, s: EvalSettings) -> ScoringSettings:
     return replace(s.scoring, method=method)
 
 
-def with_bos_rule(lm, add_bos_token: bool | None):
+def with_bos_rule(lm, s: EvalSettings):
     """``lm`` reading texts as HFLM does with ``add_bos_token``: None, as its tokenizer starts them;
-    true or false, with or without the BOS token before every text. HFLM sets the tokenizer's own
-    ``add_bos_token``; so do we, on a copy (the loaded model's tokenizer is shared through
-    ``load_model``'s cache and stays as it is). The scoring engine then adds its start token only
-    where a text's first token is scored and the tokenizer put none there (``demo.engine.pll``)."""
-    if add_bos_token is None:
+    true or false, with the tokenizer HFLM would read them with, loaded again from the same files
+    with ``from_pretrained(add_bos_token=...)`` (the loaded model's tokenizer is shared through
+    ``load_model``'s cache and stays as it is). The tokenizer decides what the option does (the
+    GGUF tokenizer of SmolLM2 ignores it, a GPT-2 tokenizer obeys), so lm-eval and we read the
+    same tokens; a warning says when it changes nothing. The scoring engine then adds its start
+    token only where a text's first token is scored and the tokenizer put none there
+    (``demo.engine.pll``), as HFLM's prefix token."""
+    if s.add_bos_token is None:
         return lm
-    tokenizer = lm.tokenizer
-    if tokenizer.bos_token_id is None:
-        raise ValueError(f"add_bos_token: {lm.label}'s tokenizer has no BOS token (leave it out).")
-    tokenizer = copy.deepcopy(tokenizer)
-    tokenizer.add_bos_token = add_bos_token
+    from ..engine.models import load_tokenizer
+    tokenizer = load_tokenizer(lm.name, s.model.revision, s.model.trust_remote_code,
+                               add_bos_token=s.add_bos_token)
+    if tokenizer.pad_token_id is None:  # as load_model sets it; padding is masked out
+        tokenizer.pad_token = lm.tokenizer.pad_token
     ids = tokenizer("a", verbose=False)["input_ids"]
-    if (ids[:1] == [tokenizer.bos_token_id]) != add_bos_token:
-        raise ValueError(f"add_bos_token={add_bos_token} has no effect on {lm.label}'s tokenizer "
-                         f"({type(tokenizer).__name__}); leave it out.")
+    if tokenizer.bos_token_id is None or (ids[:1] == [tokenizer.bos_token_id]) != s.add_bos_token:
+        logger.warning("add_bos_token=%s changes nothing for %s's tokenizer (%s): its texts start "
+                       "as without it, under lm-eval's HFLM too.", s.add_bos_token, lm.label,
+                       type(tokenizer).__name__)
     return replace(lm, tokenizer=tokenizer)
 
 
@@ -155,17 +158,20 @@ def single_device(requested: str) -> str:
     """The device of a one-process run. lm-eval's command line passes --device, default cuda:0,
     to every model; like HFLM, a machine without CUDA then runs on the CPU (with a warning)."""
     if requested.startswith("cuda") and not torch.cuda.is_available():
-        logger.warning("device=%s asked for, but CUDA is not available: running on the CPU.", requested)
+        logger.warning("No CUDA device here: running on the CPU instead of %s (lm-eval's --device, "
+                       "cuda:0 unless given).", requested)
         return "cpu"
     return requested
 
 
 def load(s: EvalSettings, device: str):
-    """``load_model`` with the settings (``device_map``: one model across GPUs)."""
+    """The model ``pretrained`` names, through the deployment's door as for ``mlm-icl`` (a local
+    model's short name, a folder, a .gguf file or a Hub id); ``device_map``: one model across GPUs."""
+    from ..app.deployment import Deployment
     m = s.model
-    lm = load_model(m.model, kind=m.kind, device=device, dtype=m.dtype,
-                    trust_remote_code=m.trust_remote_code, revision=m.revision,
-                    device_map=s.device_map, emd=m.emd)
+    lm = Deployment.current().load(m.model, kind=m.kind, paths=True, device=device, dtype=m.dtype,
+                                   trust_remote_code=m.trust_remote_code, revision=m.revision,
+                                   device_map=s.device_map, emd=m.emd)
     if lm.emd_note:
         logger.warning(lm.emd_note)
     return lm
@@ -393,7 +399,7 @@ class MaskedLMEval(LM):
             device = single_device(device)
         self.lm = load(self.settings, device)
         self.scoring = check_kind(self.lm, self.settings)  # refuse mismatches before any request
-        self.lm = with_bos_rule(self.lm, self.settings.add_bos_token)
+        self.lm = with_bos_rule(self.lm, self.settings)
         self._device = self.lm.device
         self.too_long = Counter()  # what fit_generation / fit_pair changed, over the whole run
 
