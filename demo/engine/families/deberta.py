@@ -30,6 +30,12 @@ tensor).
 
 Positions past the table (512 rows in Microsoft's checkpoints) read its last row: a choice
 (Microsoft's code fails there; the BERTs paper's conversion clamps too), see docs/method.md.
+
+The head comes in two layouts, and the checkpoint's weight names say which (``legacy_of``):
+Microsoft's ``lm_predictions.lm_head.*`` (transformers' ``legacy=False``) and transformers' default
+``cls.predictions.*`` (``legacy=True``, how fine-tuned checkpoints are saved). Both compute
+dense, activation, layer norm, then the tied word embeddings plus a bias, so the decoder feeds
+either.
 """
 
 import json
@@ -50,7 +56,7 @@ TABLE_SUFFIX = "embeddings.position_embeddings.weight"
 BUFFER = "emd_position_table"
 
 
-# ---------------------------------------------------------------- which models, which table
+# ---------------------------------------------------------------- which models, which table, which head
 
 
 def refusal(config) -> str | None:
@@ -78,11 +84,15 @@ def table_refusal(config, table: torch.Tensor) -> str | None:
     return None
 
 
-def weight_files(location: str, local: bool, revision: str | None = None) -> list[Path]:
-    """The checkpoint's weight files that may hold the table, as far as they are on disk:
-    safetensors first (what transformers loads), then PyTorch .bin; of sharded ones, through their
-    index, only the shard that holds the table's key. A Hub model's files are looked up in the local
-    Hugging Face cache (``from_pretrained`` has just put them there)."""
+# The checkpoint's weight files, in the order transformers prefers them (each may be sharded:
+# then an index names the shards)
+SINGLE_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+def _finder(location: str, local: bool, revision: str | None):
+    """``find(name)``: the path of one of the checkpoint's files if it is on disk, else None. A
+    Hub model's files are looked up in the local Hugging Face cache (``from_pretrained`` puts
+    them there)."""
     if local:
         def find(name: str) -> Path | None:
             path = Path(location) / name
@@ -93,9 +103,16 @@ def weight_files(location: str, local: bool, revision: str | None = None) -> lis
         def find(name: str) -> Path | None:
             found = try_to_load_from_cache(location, name, revision=revision)
             return Path(found) if isinstance(found, str) else None
+    return find
 
+
+def weight_files(location: str, local: bool, revision: str | None = None) -> list[Path]:
+    """The checkpoint's weight files that may hold the table, as far as they are on disk:
+    safetensors first (what transformers loads), then PyTorch .bin; of sharded ones, through their
+    index, only the shard that holds the table's key."""
+    find = _finder(location, local, revision)
     files = []
-    for single in ("model.safetensors", "pytorch_model.bin"):
+    for single in SINGLE_FILES:
         index = find(single + ".index.json")
         if index is not None:
             weight_map = json.loads(index.read_text()).get("weight_map", {})
@@ -114,6 +131,47 @@ def _table_key(keys) -> str | None:
     return min(matches, key=lambda k: (k != "deberta." + TABLE_SUFFIX, len(k)), default=None)
 
 
+def weight_names(location: str, local: bool, revision: str | None = None) -> list[str]:
+    """The tensor names of the checkpoint's weights, as far as they are on disk: of the first
+    format found (safetensors, then PyTorch .bin), its index's names when sharded (no shard is
+    opened), else its single file's. Empty when none is on disk (a Hub model not downloaded yet)."""
+    find = _finder(location, local, revision)
+    for single in SINGLE_FILES:
+        index = find(single + ".index.json")
+        if index is not None:
+            return list(json.loads(index.read_text()).get("weight_map", {}))
+        path = find(single)
+        if path is None:
+            continue
+        if path.name.endswith(".safetensors"):
+            from safetensors import safe_open
+            with safe_open(str(path), framework="pt") as f:
+                return list(f.keys())
+        return list(_load_bin(path))
+    return []
+
+
+# Each head layout's weight names, with the ``legacy`` flag that builds its head class
+# (``DebertaForMaskedLM`` / ``DebertaV2ForMaskedLM``: ``self.cls`` or ``self.lm_predictions``)
+HEAD_PREFIXES = {"lm_predictions.lm_head.": False, "cls.predictions.": True}
+
+
+def legacy_of(names) -> bool | None:
+    """transformers' ``legacy`` flag whose head fits these weight names; None when they hold
+    neither layout's head, or both (the caller's default then decides)."""
+    found = {legacy for name in names for prefix, legacy in HEAD_PREFIXES.items() if name.startswith(prefix)}
+    return found.pop() if len(found) == 1 else None
+
+
+def _load_bin(path: Path) -> dict:
+    """A PyTorch .bin state dict, memory-mapped where the format allows (zip files): only the
+    tensors used are then read from disk."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except RuntimeError:  # the legacy (pre-zip) format cannot be mapped
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+
 def read_table(files: list[Path]) -> torch.Tensor | None:
     """The position table from the first of ``files`` that holds it; None if none does."""
     for path in files:
@@ -124,10 +182,7 @@ def read_table(files: list[Path]) -> torch.Tensor | None:
                 if key is not None:
                     return f.get_tensor(key)
         else:
-            try:  # mmap reads the one tensor, not the whole file (zip-format files only)
-                state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-            except RuntimeError:  # the legacy (pre-zip) format cannot be mapped
-                state = torch.load(path, map_location="cpu", weights_only=True)
+            state = _load_bin(path)
             key = _table_key(state.keys())
             if key is not None:
                 return state[key].clone()
