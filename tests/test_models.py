@@ -9,11 +9,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import DebertaV2Config, DebertaV2ForMaskedLM
+from safetensors.torch import load_file
+from transformers import AutoTokenizer, DebertaV2Config, DebertaV2ForMaskedLM
 
+import tests.floats as floats
 from demo.engine.families import family_of, max_positions, pretrained_length
 from demo.engine.models import load_model
-from tests.conftest import MASKED_FAMILIES
+from demo.engine.pll import mlm_head
+from demo.engine.reading import hidden_at
+from tests.conftest import MASKED_FAMILIES, TOKENIZERS, padded_batch
+from tests.test_emd import VERSIONS, perturb
 
 
 @pytest.mark.parametrize("family", MASKED_FAMILIES + ["modernbert"])
@@ -55,24 +60,91 @@ def test_gpt2_is_causal(tiny_model):
     assert lm.kind == "causal" and lm.max_length == 1024 and lm.newline_survives
 
 
-def _deberta_checkpoint(tmp_path, family_folder, legacy: bool):
-    config = DebertaV2Config.from_pretrained(family_folder("deberta-v2"), num_hidden_layers=1,
-                                             hidden_size=32, num_attention_heads=2,
-                                             intermediate_size=64, legacy=legacy)
-    folder = tmp_path / f"legacy_{legacy}"
-    DebertaV2ForMaskedLM(config).save_pretrained(folder)
-    from transformers import AutoTokenizer
-    AutoTokenizer.from_pretrained(family_folder("deberta-v2")).save_pretrained(folder)
+def _deberta_checkpoint(tmp_path, family_folder, legacy: bool, version: str = "v2",
+                       storage: str = "safetensors"):
+    """A small random DeBERTa MLM (Microsoft's architecture, noise on every weight) saved by
+    transformers with ``legacy``'s head layout, as ``storage``: safetensors, sharded safetensors
+    (an index and several files) or PyTorch .bin."""
+    config_class, model_class, architecture = VERSIONS[version]
+    tokenizer = AutoTokenizer.from_pretrained(TOKENIZERS / "roberta-base" if version == "v1"
+                                              else family_folder("deberta-v2"))
+    config = config_class(**architecture, num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
+                          intermediate_size=64, vocab_size=len(tokenizer), legacy=legacy)
+    torch.manual_seed(0)
+    model = model_class(config)
+    perturb(model)
+    folder = tmp_path / f"{version}_legacy_{legacy}_{storage}"
+    model.save_pretrained(folder, **({"max_shard_size": "20KB"} if storage == "sharded" else {}))
+    tokenizer.save_pretrained(folder)
+    if storage == "bin":
+        torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
+        (folder / "model.safetensors").unlink()
     return folder
 
 
-def test_deberta_real_head_accepted_legacy_head_refused(tmp_path, family_folder):
-    # A checkpoint with the original lm_predictions.* head loads with legacy=False ...
-    good = load_model(str(_deberta_checkpoint(tmp_path, family_folder, legacy=False)), device="cpu")
-    assert hasattr(good.model, "lm_predictions")
-    # ... one whose head is stored under the legacy names would come out newly initialised.
-    with pytest.raises(ValueError, match="lm_predictions"):
-        load_model(str(_deberta_checkpoint(tmp_path, family_folder, legacy=True)), device="cpu")
+def _assert_logits_equal_transformers(lm, reference):
+    """The engine's reading of the loaded model (every non-padding row of a padded batch) against
+    transformers' own class loaded from the same folder."""
+    ids, mask = padded_batch(reference.config.vocab_size, [11, 6])
+    rows, cols = mask.nonzero(as_tuple=True)
+    with torch.no_grad():
+        got = mlm_head(lm.model)(hidden_at(lm.model, ids, mask, rows, cols))
+        expected = reference(input_ids=ids, attention_mask=mask).logits[rows, cols]
+    torch.testing.assert_close(got, expected, **floats.states(lm, expected))
+
+
+@pytest.mark.floats
+@pytest.mark.parametrize("legacy", [True, False], ids=["cls.predictions", "lm_predictions"])
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_either_deberta_head_layout_loads_with_its_trained_head(tmp_path, family_folder, version, legacy):
+    """transformers' default layout (cls.predictions.*, how fine-tuned DeBERTas are saved) and
+    Microsoft's (lm_predictions.lm_head.*) both load, with the head their weights hold."""
+    folder = _deberta_checkpoint(tmp_path, family_folder, legacy, version)
+    lm = load_model(str(folder), device="cpu", emd="off")
+    assert hasattr(lm.model, "cls") == legacy and hasattr(lm.model, "lm_predictions") != legacy
+    _assert_logits_equal_transformers(lm, VERSIONS[version][1].from_pretrained(folder))
+
+
+@pytest.mark.floats
+@pytest.mark.parametrize("storage", ["sharded", "bin"])
+@pytest.mark.parametrize("legacy", [True, False], ids=["cls.predictions", "lm_predictions"])
+def test_the_head_layout_is_read_from_the_weight_names_not_the_config(tmp_path, family_folder, storage, legacy):
+    """A config.json that says the other layout (Microsoft's own configs say none, which
+    transformers reads as legacy=True) does not decide: the weights' names, through a shard index
+    or in a .bin file, do."""
+    folder = _deberta_checkpoint(tmp_path, family_folder, legacy, storage=storage)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "legacy": not legacy}))
+    lm = load_model(str(folder), device="cpu", emd="off")
+    assert hasattr(lm.model, "cls") == legacy
+    _assert_logits_equal_transformers(lm, DebertaV2ForMaskedLM.from_pretrained(folder, legacy=legacy))
+
+
+@pytest.mark.floats
+def test_a_hub_models_head_layout_is_read_once_its_files_are_on_disk(tmp_path, family_folder, monkeypatch):
+    """A Hub model's weights reach the local cache during its first load: the names read before
+    are none, and the legacy head the family's layout leaves missing is loaded after them."""
+    from demo.engine.families import deberta
+    folder = _deberta_checkpoint(tmp_path, family_folder, legacy=True)
+    real, calls = deberta.weight_names, []
+
+    def not_downloaded_yet(*args, **kwargs):
+        calls.append(args)
+        return [] if len(calls) == 1 else real(*args, **kwargs)
+
+    monkeypatch.setattr(deberta, "weight_names", not_downloaded_yet)
+    lm = load_model(str(folder), device="cpu", emd="off")
+    assert len(calls) == 2 and hasattr(lm.model, "cls")
+    _assert_logits_equal_transformers(lm, DebertaV2ForMaskedLM.from_pretrained(folder))
+
+
+def test_a_deberta_without_either_head_is_refused_naming_microsofts(tmp_path, family_folder):
+    from transformers import DebertaV2Model
+    folder = _deberta_checkpoint(tmp_path, family_folder, legacy=False)
+    DebertaV2Model.from_pretrained(folder).save_pretrained(tmp_path / "encoder")
+    AutoTokenizer.from_pretrained(folder).save_pretrained(tmp_path / "encoder")
+    with pytest.raises(ValueError, match="no trained masked LM head: .*lm_predictions.lm_head"):
+        load_model(str(tmp_path / "encoder"), device="cpu")
 
 
 def test_encoder_without_head_refused(tmp_path, family_folder):

@@ -221,11 +221,10 @@ def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, 
     kwargs = dict(extra, dtype=dtype, trust_remote_code=remote_code, output_loading_info=True)
     if device_map is not None:  # model parallel: accelerate places the layers across devices
         kwargs["device_map"] = device_map
-    if family.legacy is not None:  # (DeBERTa: the head that matches its checkpoints)
-        kwargs["legacy"] = family.legacy
     auto_class = AutoModelForMaskedLM if kind == "masked" else AutoModelForCausalLM
     try:
-        model, info = auto_class.from_pretrained(location, **kwargs)
+        model, info = _from_pretrained(auto_class, location, kwargs, family,
+                                       lambda: deberta.weight_names(location, local, extra.get("revision")))
     except ValueError as err:  # e.g. "Unrecognized configuration class ... for AutoModelForMaskedLM"
         raise ValueError(f"'{shown}' ({config.model_type}) has no {kind} language-model head in "
                          f"transformers: {said(err)}") from err
@@ -241,6 +240,23 @@ def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, 
                            lambda: deberta.weight_files(location, local, extra.get("revision")))
     return _wrap(name, kind, model, tokenizer, config, family,
                  None if device_map is not None else device, local, note)
+
+
+def _from_pretrained(auto_class, location: str, kwargs: dict, family: Family, names):
+    """``auto_class.from_pretrained`` -> (model, loading info); a DeBERTa with the head layout its
+    weight names (``names()``) hold, the family's where they hold none. A Hub model's files reach
+    the disk during its first load, so there the names are read after it, and a head left missing
+    by the family's layout is loaded again in theirs."""
+    if family.legacy is None:
+        return auto_class.from_pretrained(location, **kwargs)
+    legacy = deberta.legacy_of(names())
+    model, info = auto_class.from_pretrained(
+        location, **kwargs, legacy=family.legacy if legacy is None else legacy)
+    if legacy is None and _head_missing(model, info.get("missing_keys", ())):
+        legacy = deberta.legacy_of(names())
+        if legacy not in (None, family.legacy):
+            model, info = auto_class.from_pretrained(location, **kwargs, legacy=legacy)
+    return model, info
 
 
 def _switch_emd(model, config, emd: str, shown: str, remote_code: bool, files) -> str | None:

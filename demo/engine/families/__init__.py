@@ -11,7 +11,7 @@ be. Importing it loads no torch; a family's own code sits in its module, loaded 
 - ``modernbert``  ModernBERT's layers (rotary positions, local windows): the same two
 - ``deberta_v2``  DeBERTa-v2's layers with a key/value cache (disentangled attention, convolution)
 - ``deberta``     DeBERTa's last layer at the rows read (v1 and v2), and its enhanced mask decoder: the
-                  position table, the two passes
+                  position table, the two passes; which head layout a checkpoint holds
 """
 
 from dataclasses import dataclass, replace
@@ -35,9 +35,10 @@ class Family:
     # the rows are picked from its output (ALBERT, DistilBERT: their layers are not written out
     # here; causal LMs read every position).
     last_layer: str | None = None
-    # The config's ``legacy`` flag to load with (None: transformers' default). DeBERTa's legacy=True
-    # builds a head that does not match the checkpoints' lm_predictions.* weights, so it would be
-    # silently re-initialised (docs/method.md, section 2).
+    # The ``legacy`` flag DeBERTa's head is built with where the checkpoint's weight names do not
+    # tell (``deberta.legacy_of`` reads them): False, Microsoft's lm_predictions.* head. A head built
+    # under names the weights lack would be silently re-initialised (docs/method.md, section 2).
+    # None: transformers' default, never passed.
     legacy: bool | None = None
     # Positions are numbered after padding_idx (RoBERTa), so 514 embeddings hold 512 tokens.
     positions_after_padding: bool = False
