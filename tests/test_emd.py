@@ -83,12 +83,41 @@ def perturb(model, seed: int = 1) -> None:
             p.add_(0.05 * torch.randn(p.shape, generator=generator, dtype=p.dtype))
 
 
+# Microsoft's head weights (legacy=False) -> the same weights under transformers' default names
+# (legacy=True): LegacyDebertaOnlyMLMHead's transform is the head's dense and layer norm, its bias
+# the head's bias; its decoder is tied to the word embeddings, as Microsoft's head multiplies by them.
+LEGACY_NAMES = {"lm_predictions.lm_head.dense.": "cls.predictions.transform.dense.",
+                "lm_predictions.lm_head.LayerNorm.": "cls.predictions.transform.LayerNorm.",
+                "lm_predictions.lm_head.bias": "cls.predictions.bias"}
+
+
+def legacy_name(key: str) -> str:
+    for old, new in LEGACY_NAMES.items():
+        if key.startswith(old):
+            return new + key[len(old):]
+    return key
+
+
+def to_legacy_layout(folder: Path) -> None:
+    """Rename a saved checkpoint's head weights (every safetensors file, the index) to the legacy
+    layout, and say legacy=True in its config, as transformers saves such a model."""
+    for path in folder.glob("*.safetensors"):
+        save_file({legacy_name(k): v for k, v in load_file(path).items()}, path, metadata={"format": "pt"})
+    index_path = folder / "model.safetensors.index.json"
+    if index_path.exists():
+        index = json.loads(index_path.read_text())
+        index["weight_map"] = {legacy_name(k): v for k, v in index["weight_map"].items()}
+        index_path.write_text(json.dumps(index))
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "legacy": True}))
+
+
 def microsoft_checkpoint(folder: Path, tokenizer_folder: Path, version: str, layout: str = "safetensors",
-                         table: bool = True, **overrides) -> Path:
+                         table: bool = True, legacy: bool = False, **overrides) -> Path:
     """A random-weight DeBERTa saved as Microsoft's checkpoints are (legacy=False head names and
     the position table as an extra tensor), in ``layout``: safetensors, bin (PyTorch's zip format),
     legacy-bin (its older format, which cannot be memory-mapped), or sharded safetensors (an
-    index and several files)."""
+    index and several files). ``legacy``: the same weights under transformers' default head names."""
     config_class, model_class, architecture = VERSIONS[version]
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder)
     config = config_class(**{**architecture, **SHRUNK, **overrides}, vocab_size=len(tokenizer),
@@ -98,6 +127,8 @@ def microsoft_checkpoint(folder: Path, tokenizer_folder: Path, version: str, lay
     perturb(model)
     model.save_pretrained(folder, **({"max_shard_size": "100KB"} if layout == "sharded" else {}))
     tokenizer.save_pretrained(folder)
+    if legacy:
+        to_legacy_layout(folder)
     if not table:
         return folder
     width = getattr(config, "embedding_size", config.hidden_size)
@@ -124,14 +155,15 @@ def microsoft_checkpoint(folder: Path, tokenizer_folder: Path, version: str, lay
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory, tokenizer_folder):
-    """(version, layout) -> the folder of a Microsoft-style checkpoint (built once)."""
+    """(version, layout, legacy) -> the folder of a Microsoft-style checkpoint (built once)."""
     cache = {}
 
-    def get(version: str, layout: str = "safetensors") -> Path:
-        if (version, layout) not in cache:
-            folder = tmp_path_factory.mktemp(f"{version}_{layout}")
-            cache[version, layout] = microsoft_checkpoint(folder, tokenizer_folder[version], version, layout)
-        return cache[version, layout]
+    def get(version: str, layout: str = "safetensors", legacy: bool = False) -> Path:
+        if (version, layout, legacy) not in cache:
+            folder = tmp_path_factory.mktemp(f"{version}_{layout}{'_legacy' * legacy}")
+            cache[version, layout, legacy] = microsoft_checkpoint(folder, tokenizer_folder[version], version,
+                                                                  layout, legacy=legacy)
+        return cache[version, layout, legacy]
 
     return get
 
@@ -333,6 +365,29 @@ def test_emd_logits_equal_microsofts_algorithm_legacy_true(checkpoint, version):
     assert_matches_reference(model, deberta.table_of(model), [15, 6, 11])
 
 
+@pytest.mark.floats
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_either_head_layout_runs_the_emd_alike(checkpoint, version):
+    """The same weights and table saved under Microsoft's head names and under transformers'
+    default ones load each with its trained head and the decoder on, and give the same logits."""
+    model_class = VERSIONS[version][1]
+    microsoft, legacy = checkpoint(version), checkpoint(version, legacy=True)
+    reference = model_class.from_pretrained(microsoft)
+    ids, mask = padded_batch(reference.config.vocab_size, [21, 8])
+    with torch.no_grad():  # the renaming keeps the head, as transformers itself reads the two
+        plain = reference(input_ids=ids, attention_mask=mask).logits
+        plain_legacy = model_class.from_pretrained(legacy)(input_ids=ids, attention_mask=mask).logits
+    torch.testing.assert_close(plain_legacy, plain, **floats.states(reference, plain))
+    ours, theirs = (load_model(str(folder), device="cpu", emd="on") for folder in (microsoft, legacy))
+    assert hasattr(ours.model, "lm_predictions") and hasattr(theirs.model, "cls")
+    torch.testing.assert_close(deberta.table_of(theirs.model), deberta.table_of(ours.model), rtol=0, atol=0)
+    expected, _ = engine_logits(ours.model, ids, mask)
+    got, _ = engine_logits(theirs.model, ids, mask)
+    # (layers counted with the decoder's second pass)
+    torch.testing.assert_close(got, expected, **floats.states(Reference(ours.model), expected))
+    assert (got - plain[mask.bool()]).abs().max() > 1e-2  # the decoder's logits, not the last layer's
+
+
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_positions_past_the_table_read_its_last_row(checkpoint, version):
     """520 tokens, a table of 512: v2's log buckets and v1's clamped span are both reached."""
@@ -507,13 +562,26 @@ def test_the_needle_probe_runs_past_the_table_with_the_emd(family_folder):
 # ---------------------------------------------------------------- (d) when it cannot be on
 
 
-def test_a_checkpoint_without_the_table_runs_without_the_emd_and_says_so(tmp_path, tokenizer_folder):
-    folder = microsoft_checkpoint(tmp_path / "no_table", tokenizer_folder["v2"], "v2", table=False)
+@pytest.mark.floats
+@pytest.mark.parametrize("legacy", [False, True], ids=["lm_predictions", "cls.predictions"])
+def test_a_checkpoint_without_the_table_runs_without_the_emd_and_says_so(tmp_path, tokenizer_folder, legacy):
+    """Either head layout (a fine-tuned checkpoint saved by transformers has no table): its trained
+    head reads the last layer, as transformers' own class reads it."""
+    folder = microsoft_checkpoint(tmp_path / "no_table", tokenizer_folder["v2"], "v2", table=False, legacy=legacy)
     lm = load_model(str(folder), device="cpu")
     assert not lm.emd and deberta.table_of(lm.model) is None
     assert "no absolute position table" in lm.emd_note and "last layer" in lm.emd_note
     with pytest.raises(ValueError, match="cannot run DeBERTa's enhanced mask decoder: its checkpoint has no absolute position table"):
         load_model(str(folder), device="cpu", emd="on")
+    off = load_model(str(folder), device="cpu", emd="off")
+    assert not off.emd and off.emd_note is None
+    ids, mask = padded_batch(lm.model.config.vocab_size, [12, 7])
+    with torch.no_grad():
+        expected = DebertaV2ForMaskedLM.from_pretrained(folder)(input_ids=ids, attention_mask=mask).logits[mask.bool()]
+    for loaded in (lm, off):
+        assert hasattr(loaded.model, "cls") == legacy
+        got, _ = engine_logits(loaded.model, ids, mask)
+        torch.testing.assert_close(got, expected, **floats.states(loaded, expected))
 
 
 def test_embedding_size_unlike_hidden_size_is_refused(tmp_path, tokenizer_folder, family_folder):
