@@ -185,6 +185,52 @@ def test_bad_inputs_get_words_not_python_and_the_app_keeps_answering(client):
     assert "Masked LM ranking" in result[0]
 
 
+def http_call(url: str, endpoint: str, data: list) -> tuple[str, object]:
+    """(event, data) of one call through Gradio's plain HTTP API, as a script without gradio_client
+    makes it: the JSON is written by ``json.dumps``, so a lone surrogate travels as its escape."""
+    import json
+    import urllib.request
+    base = f"{url}gradio_api/call{endpoint}"
+    request = urllib.request.Request(base, data=json.dumps({"data": data}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        event_id = json.load(response)["event_id"]
+    with urllib.request.urlopen(f"{base}/{event_id}", timeout=120) as response:
+        lines = response.read().decode().splitlines()
+    event = [line[7:] for line in lines if line.startswith("event: ")][-1]
+    return event, json.loads([line[6:] for line in lines if line.startswith("data: ")][-1])
+
+
+def test_odd_text_over_http_gets_a_sentence_and_no_traceback(app, client):
+    """A lone surrogate (what a program leaves of a split emoji; no encoding holds it) in every text
+    field of every endpoint, and a call with no inputs at all (the page's defaults then): each
+    answered in the output, a refusal with a sentence, and none leaves a traceback in the server's
+    log; every text the tokenizer would have read is refused."""
+    order = {name: [p["parameter_name"] for p in info["parameters"]]
+             for name, info in client.view_api(print_info=False, return_format="dict")["named_endpoints"].items()}
+    before = app.log.read_text().count("Traceback")
+    cases = [(endpoint, []) for endpoint in VALID]
+    for endpoint, valid in VALID.items():
+        for field, value in valid.items():
+            if isinstance(value, str):
+                cases.append((endpoint, [valid[name] + "\ud800" if name == field else valid.get(name)
+                                         for name in order[endpoint] if name in valid]))
+    failures, refused = [], []
+    for endpoint, data in cases:
+        event, outputs = http_call(app.url, endpoint, data)
+        shown = " ".join(o for o in outputs if isinstance(o, str)) if isinstance(outputs, list) else ""
+        match = re.search(r'class="demo-error"[^>]*>(.*?)</div>', shown, re.S)
+        message = html.unescape(match.group(1)) if match else None  # None: it ran (a field it ignores)
+        if event != "complete" or not shown or (message is not None and (
+                not re.search(r"[A-Za-z]{3,}.*\.", message) or PYTHON_TEXT.search(message))):
+            failures.append((endpoint, [str(d)[:30] for d in data], event, message[:160] or str(outputs)[:160]))
+        if any("\ud800" in str(d) for d in data) and endpoint != "/results":
+            refused.append(message is not None)
+    assert not failures, f"{len(failures)} of {len(cases)}:\n" + "\n".join(map(str, failures))
+    assert sum(refused) >= 20  # the texts (and names, and choices) every model-running endpoint reads
+    assert app.log.read_text().count("Traceback") == before, app.log.read_text()[-3000:]
+
+
 def test_a_long_grid_does_not_hold_up_a_ranking(app, client):
     """The largest grid the limits allow runs in its own queue: another client's ranking returns
     within seconds; the grid streams partial results and stops at the time limit."""

@@ -354,6 +354,8 @@ def test_bad_input_is_refused_clearly(tiny_model):
         (bert, PROMPT, {"choices": ("a", " ")}, "choices"),
         (gpt2, PROMPT, {"padding_masks": 2}, "only applies to masked"),
         (bert, PROMPT, {"padding_masks": -1}, "padding_masks"),
+        (bert, PROMPT + "\ud800", {}, r"The prompt holds a broken character \(U\+D800"),
+        (gpt2, "\u200b\u2060", {}, "The prompt is only invisible characters"),
     ]
     for lm, prompt, kwargs, message in cases:
         with pytest.raises(ValueError, match=message):

@@ -260,6 +260,9 @@ def test_blanks_are_read_as_the_parser_says():
     ("   ", InfillSettings(), "The text is empty"),
     ("A [blank:0] b", InfillSettings(), "is not a blank"),
     ("A [blank:many] b", InfillSettings(), "is not a blank"),
+    ("A [blank:²] b", InfillSettings(), "'\\[blank:²\\]' is not a blank"),  # a digit, not an ASCII one
+    ("A [blank] b\ud800", InfillSettings(), "The text holds a broken character \\(U\\+D800"),
+    ("\u200b\u200b", InfillSettings(), "The text is only invisible characters"),
     ("[blank] [blank] [blank]", InfillSettings(max_blanks=2), "3 blanks; at most 2"),
     ("[blank:40] [blank:30]", InfillSettings(), "70 masked tokens together; at most 64"),
     ("[blank:auto] and [blank:auto]", InfillSettings(), "Only one blank can be"),

@@ -127,8 +127,12 @@ def test_bad_options(tiny_model, family, kwargs, message):
 
 
 def test_whitespace_completion_in_a_batch_is_refused(tiny_model):
-    with pytest.raises(ValueError, match="no tokens to score"):
+    with pytest.raises(ValueError, match="The candidate '' has nothing to score"):
         score_batch(tiny_model("bert"), [("A", "   ")])
+    with pytest.raises(ValueError, match="The candidate is only invisible characters"):
+        score_batch(tiny_model("bert"), [("A", " \x00\x00")])
+    with pytest.raises(ValueError, match=r"The context holds a broken character \(U\+D800"):
+        score_batch(tiny_model("bert"), [("A\ud800", " b")])
 
 
 def test_many_candidate_sets_batched_together(tiny_model):

@@ -17,7 +17,8 @@ the Hub id, folder or file it is given):
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..engine.sources import HUB_ID, hub_unreachable, quoted
+from ..engine.sources import HUB_ID, hub_unreachable
+from ..engine.text import check_readable, quoted
 from ..settings import AppSettings
 from .catalog import Catalog, build_catalog
 
@@ -48,7 +49,7 @@ class Deployment:
         served); ValueError, in words, for any other."""
         if not name or not str(name).strip():
             raise ValueError("Pick a model first.")
-        name = str(name).strip()
+        name = check_readable(str(name).strip(), "model name")
         local = self.catalog.local_entry(name)
         if paths or (local and (name == local.name or not self.settings.public)):
             return self.catalog.location(name)  # a listed model's path, else the name as given

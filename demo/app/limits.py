@@ -12,6 +12,7 @@ import threading
 import time
 from collections import defaultdict, deque
 
+from ..engine.text import check_readable
 from ..settings import AppSettings, GridSettings
 
 MIN_CANDIDATES, MAX_CANDIDATES = 2, 8
@@ -33,6 +34,7 @@ def check_text(text: str, what: str, limit: int, allow_empty: bool = False) -> s
     text = text or ""
     if not allow_empty and not text.strip():
         raise ValueError(f"The {what} is empty: type something or pick a preset.")
+    check_readable(text, what)
     if len(text) > limit:
         raise ValueError(f"The {what} is {len(text):,} characters long; this app accepts at most "
                          f"{limit:,} per request. Shorten it (or run the Python core locally).")

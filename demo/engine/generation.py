@@ -29,7 +29,7 @@ from .mask_window import padding_masks_of, window_length
 from .mlm_decoder import MaskedLMAsCausalLM, WindowSpecials
 from .models import InputTooLong
 from .prefix_cache import encoder_of
-from .text import decode_newlines, prompt_as_read, special_token_note
+from .text import check_readable, decode_newlines, prompt_as_read, special_token_note
 from .trace import StepRecorder, StepTrace, build_trace
 
 STOP_REASONS = ("max_new_tokens", "stop_string", "newline", "eos", "digits", "choice", "time_limit")
@@ -92,13 +92,14 @@ def _prompt_ids(lm, prompt: str) -> list[int]:
     tokenizer = lm.tokenizer
     masked = lm.kind == "masked"
     # verbose=False: the length check is ours (_check_room, with a clearer message)
+    check_readable(prompt, "prompt")
     ids = tokenizer(prompt_as_read(prompt, lm.newline_survives), add_special_tokens=not masked,
                     verbose=False)["input_ids"]
     if not masked:  # a causal LM continues the text: drop an end token the tokenizer appends
         while len(ids) > 1 and ids[-1] in (tokenizer.sep_token_id, tokenizer.eos_token_id):
             ids = ids[:-1]  # (ModernBERT-style tokenizers add [SEP], as Ettin's decoders' do)
     if not ids:
-        raise ValueError("The prompt encodes to no tokens.")
+        raise ValueError("The prompt has nothing this model's tokenizer reads as text: type some words.")
     return ids
 
 

@@ -33,7 +33,7 @@ from .generation import suppressed_ids
 from .mlm_decoder import WindowSpecials
 from .pll import mlm_head, score_batch
 from .reading import hidden_at
-from .text import decode_newlines, encode_newlines, special_token_note
+from .text import check_readable, decode_newlines, encode_newlines, quoted, special_token_note
 from .trace import StepTrace, piece_or_name
 
 # ---------------------------------------------------------------- blanks
@@ -57,6 +57,7 @@ def parse_blanks(text: str, settings: InfillSettings) -> list[Blank]:
     if not isinstance(text, str) or not text.strip():
         raise ValueError("The text is empty: write a sentence with a blank, e.g. "
                          "'The [blank] is the capital of France.'")
+    check_readable(text, "text")
     blanks = []
     for match in BLANK.finditer(text):
         count = match.group(1)
@@ -64,11 +65,11 @@ def parse_blanks(text: str, settings: InfillSettings) -> list[Blank]:
             tokens = settings.blank_tokens
         elif count.strip().lower() == "auto":
             tokens = AUTO
-        elif count.strip().isdigit() and int(count) >= 1:
+        elif re.fullmatch(r"[0-9]{1,6}", count.strip()) and int(count) >= 1:  # ASCII digits only
             tokens = int(count)
         else:
-            raise ValueError(f"{match.group(0)!r} is not a blank: write [blank], [blank:3] (3 tokens) or "
-                             f"[blank:auto] (the model picks the length).")
+            raise ValueError(f"'{quoted(match.group(0))}' is not a blank: write [blank], [blank:3] (3 tokens) "
+                             f"or [blank:auto] (the model picks the length).")
         blanks.append(Blank(match.start(), match.end(), tokens))
     if not blanks:
         raise ValueError("The text has no blank: write [blank] (or ____) where the model should write, "

@@ -41,7 +41,7 @@ from tqdm.auto import tqdm
 from ..settings import ScoringSettings
 from .pll_approx import near_ties, shared_tokens
 from .reading import hidden_at
-from .text import encode_newlines, join, model_pair
+from .text import check_readable, encode_newlines, join, model_pair, quoted
 
 # ---------------------------------------------------------------- results
 
@@ -134,6 +134,8 @@ def _token_spans(text: str, offsets, blank: list[bool]) -> list[tuple[int, int]]
 def _tokenize(lm, context: str, completion: str, scope: str, blank_ids: dict) -> _Text:
     """Tokenize context + completion; ``blank_ids`` caches which token ids decode to whitespace."""
     tokenizer = lm.tokenizer
+    check_readable(context, "context")
+    check_readable(completion, "candidate" if context else "text")
     text = context + completion
     encoding = tokenizer(text, return_offsets_mapping=True, return_special_tokens_mask=True,
                          verbose=False)  # the length check is ours (lm.check_length)
@@ -167,9 +169,9 @@ def _tokenize(lm, context: str, completion: str, scope: str, blank_ids: dict) ->
     spans = _token_spans(text, offsets, blank)
     scored = [i for i in range(len(ids)) if is_scored(i)]
     if not scored:
-        what, value = ("completion", completion) if scope == "completion" else ("text", text)
-        raise ValueError(f"The {what} {value!r} has no tokens to score: give it some "
-                         f"non-whitespace text.")
+        what, value = ("candidate", completion) if scope == "completion" else ("text", text)
+        raise ValueError(f"The {what} '{quoted(value.strip())}' has nothing to score: give it some "
+                         f"words.")
     return _Text(text, ids, spans, word_ids, special, scored)
 
 

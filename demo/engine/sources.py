@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .text import quoted
+
 # huggingface_hub's rule for repository ids (validate_repo_id): an optional owner and a name of
 # at most 96 characters each, so a longer name is refused before it touches the file system.
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]{0,95}(/[\w.\-]{1,96})?$")
@@ -73,11 +75,6 @@ def resolve(name: str) -> ModelSource:
     except OSError as err:  # e.g. a name longer than the file system takes
         raise ValueError(f"'{quoted(name)}' is neither a local model folder nor a valid Hugging Face "
                          f"Hub id ({err.strerror or err}).") from None
-
-
-def quoted(name: str, width: int = 80) -> str:
-    """A name as a message quotes it: whole up to ``width`` characters, else its start."""
-    return name if len(name) <= width else name[:width - 3] + "..."
 
 
 def _resolve(name: str, path: Path) -> ModelSource:

@@ -19,11 +19,17 @@ score or continue different texts for the same input:
   reads a prompt as given (newline markers only), and its ``choices`` follow the prompt by
   :func:`join`.
 
+- **Text a tokenizer cannot read.** A lone half of a surrogate pair (what a program leaves when
+  it splits an emoji) is no text any encoding holds, and a text of only invisible characters has
+  nothing to read: :func:`check_readable` refuses both in words before a tokenizer sees them, and
+  :func:`quoted` writes user text into messages readably (never as Python escapes).
+
 GPT-3's unconditional normalisation (subtract the candidate's score after a neutral context such
 as "Answer:") is a scoring rule and lives in one function, ``demo.engine.pll.score_choices``.
 """
 
 import re
+import unicodedata
 
 NEWLINE_MARKER = "\\n "  # backslash, n, space: what the paper feeds DeBERTa instead of "\n"
 
@@ -96,3 +102,37 @@ def model_pair(context: str, completion: str, newline_survives: bool) -> tuple[s
     text = encode_newlines(context + completion, newline_survives)
     head = encode_newlines(context.rstrip(), newline_survives)
     return head, text[len(head):]
+
+
+# Unicode categories drawn as nothing: controls, format characters (zero-width space and joiner,
+# the byte-order mark), surrogates, private use, unassigned
+UNSEEN = ("Cc", "Cf", "Cs", "Co", "Cn")
+
+
+def _is_surrogate(char: str) -> bool:
+    return "\ud800" <= char <= "\udfff"
+
+
+def check_readable(text: str, what: str) -> str:
+    """``text``, if a tokenizer can read it; else ValueError in words naming the ``what`` (the
+    page's word: "prompt", "candidate", ...)."""
+    broken = next((c for c in text if _is_surrogate(c)), None)
+    if broken is not None:
+        raise ValueError(f"The {what} holds a broken character (U+{ord(broken):04X}, half of an emoji or "
+                         f"other symbol that a program split in two): delete it, or type that symbol again.")
+    # (whitespace alone is text a tokenizer reads: a newline is a token of its own for many)
+    if text and not text.isspace() and all(c.isspace() or unicodedata.category(c) in UNSEEN for c in text):
+        raise ValueError(f"The {what} is only invisible characters (such as zero-width spaces): type "
+                         f"some words.")
+    return text
+
+
+def quoted(text: str, width: int = 80) -> str:
+    """User text as a message quotes it: on one line, characters drawn as nothing written as their
+    code point (⟨U+200B⟩), whole up to ``width`` characters, else its start."""
+    def seen(char: str) -> str:
+        if char in "\n\r\t":
+            return " "
+        return f"⟨U+{ord(char):04X}⟩" if unicodedata.category(char) in UNSEEN else char
+    text = "".join(seen(c) for c in text)
+    return text if len(text) <= width else text[:width - 3] + "..."

@@ -12,5 +12,5 @@
 - ``results_tab``   the Results tab: published tables next to our runs
 - ``lesson``        the lesson above the tabs: seven steps, each loads its tab's inputs
 - ``startup_check`` the start-up check of the default models, above the tabs
-- ``mcp_server``    the app's endpoints as MCP tools
+- ``gradio_mends``  the one place that reaches inside Gradio: missing API inputs, MCP tool calls
 """

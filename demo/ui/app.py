@@ -20,7 +20,7 @@ from ..app.deployment import Deployment
 from ..evaluation.exports import KEEP_SECONDS
 from . import common, infill_tab, length_probe, lesson, prompting, ranking, results_tab, startup_check
 from .common import import_core_in_background, message, use
-from .mcp_server import mend_plain_tool_calls
+from .gradio_mends import mend
 
 TITLE = "Masked language models are generative in-context learners"
 STYLE = Path(__file__).resolve().parent / "style.css"
@@ -112,7 +112,7 @@ def launch(app: gr.Blocks, **kwargs) -> None:
                    prevent_thread_lock=True, css_paths=[STYLE], mcp_server=settings.mcp)
     options.update(kwargs)
     app.launch(**options)
-    mend_plain_tool_calls(app)
+    mend(app)
     core = import_core_in_background(settings)
     self_check.start(common.deployment(), after=core, on_zerogpu=on_zerogpu())
     app.block_thread()

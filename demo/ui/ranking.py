@@ -87,14 +87,14 @@ def task_presets() -> list[dict]:
 
 def _scoring_settings(method, right_masks, normalize, scope, unconditional) -> ScoringSettings:
     """The page's widgets as the core's settings (a causal LM's method is left unset)."""
-    if unconditional is not None and not isinstance(unconditional, str):
-        raise ValueError("The unconditional context must be text (or empty).")
+    unconditional = check_text(unconditional, "unconditional context", deployment().settings.max_prompt_chars,
+                               allow_empty=True)
     if not isinstance(normalize, bool):
         raise ValueError(f"normalize must be true or false, not {normalize!r}.")
     return ScoringSettings(
         method=method or None, right_masks=whole(right_masks), scope=scope,
         reduction="mean" if normalize else "sum",
-        unconditional_context=(unconditional.strip() or None) if unconditional else None)
+        unconditional_context=unconditional.strip() or None)
 
 
 def _score(model_name, kind, context, candidates_text, settings: ScoringSettings, deberta_head="auto"):

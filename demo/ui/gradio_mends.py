@@ -1,6 +1,13 @@
-"""The app's MCP server is Gradio's, with two mends so that a tool call gets every output.
+"""Three mends to Gradio 6.31's internals, each for an upstream behaviour named below; the one
+place the app reaches inside Gradio. :func:`mend` applies them to a launched app.
 
-Gradio 6.31 (``gradio/mcp.py``, ``GradioMCPServer._execute_tool_without_progress``) answers a
+**An API call with fewer inputs than the event has** (``{"data": []}`` over HTTP; gradio_client
+fills the defaults itself, raw HTTP callers do not): ``Blocks.validate_inputs`` raises a
+ValueError that the client receives as ``{"error": null}``, with a traceback in the log. The
+mend gives each missing input its component's default, as gradio_client would, so the handler
+runs and answers in words (an empty text is said to be empty).
+
+**The app's MCP server** gets two mends so that a tool call gets every output. Gradio 6.31 (``gradio/mcp.py``, ``GradioMCPServer._execute_tool_without_progress``) answers a
 queued tool call made without a progress token, as most agent frameworks make them, with
 ``[job.result()]``. For an event with several outputs, ``job.result()`` is the tuple of all of
 them, so the client gets one text block holding a Python tuple; and where an output is a
@@ -32,9 +39,15 @@ def _without_states(components, outputs):
     return [value for component, value in zip(components, outputs) if not isinstance(component, gr.State)]
 
 
-def mend_plain_tool_calls(app: gr.Blocks) -> None:
-    """Give the launched app's MCP server (if it has one) the list of outputs for plain calls, less
-    every State's."""
+def _with_defaults(block_fn, inputs: list) -> None:
+    """Gradio's input check, replaced: missing inputs get their components' default values."""
+    inputs.extend(getattr(block, "value", None) for block in block_fn.inputs[len(inputs):])
+
+
+def mend(app: gr.Blocks) -> None:
+    """All three mends, on the launched app: missing API inputs take their defaults; the MCP
+    server (if it runs) gives plain calls the list of outputs, less every State's."""
+    app.validate_inputs = _with_defaults
     if app.mcp_server_obj is not None:
         app.mcp_server_obj._execute_tool_without_progress = _outputs_as_a_list
         app.mcp_server_obj.pop_returned_state = _without_states
