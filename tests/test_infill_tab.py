@@ -78,3 +78,36 @@ def test_the_reproduce_command_fills_the_same_text(app, standin_mlm):
     out = subprocess.run([sys.executable, "-m", "demo", *shlex.split(command), "--no-progress"],
                          capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith(shown.filled_text)
+
+
+# ---------------------------------------------------------------- the work each step is charged
+
+CAPITALS = [("France", "Paris"), ("Germany", "Berlin"), ("Spain", "Madrid"), ("Portugal", "Lisbon"),
+            ("Austria", "Vienna"), ("Poland", "Warsaw"), ("Greece", "Athens"), ("Norway", "Oslo"),
+            ("Sweden", "Stockholm"), ("Finland", "Helsinki"), ("Ireland", "Dublin"), ("Hungary", "Budapest"),
+            ("Egypt", "Cairo"), ("Japan", "Tokyo"), ("Kenya", "Nairobi"), ("Peru", "Lima"), ("Chile", "Santiago"),
+            ("Canada", "Ottawa"), ("Cuba", "Havana"), ("Iran", "Tehran"), ("Russia", "Moscow")]
+
+
+def few_shot(shots: int, question: str = "Q: What is the capital of Italy?\nA: [blank:3]\n") -> str:
+    return "".join(f"Q: What is the capital of {c}?\nA: {a}\n" for c, a in CAPITALS[:shots]) + question
+
+
+@needs_shared
+def test_scoring_both_fills_says_when_it_was_skipped_as_too_big(app, smollm2):
+    import dataclasses
+
+    from demo.app.budget import filled_texts_work
+    from demo.ui import common
+    from tests.conftest import STANDIN_MLM
+
+    causal = infill_tab.deployment().catalog.default("causal").name
+    texts = [few_shot(12, "Q: What is the capital of Italy?\nA: Rome\n"),
+             few_shot(12, "Q: What is the capital of Italy?\nA: Milan\n")]
+    masked = infill_tab.load(STANDIN_MLM.name, "masked")
+    served = infill_tab.deployment()
+    common.use(dataclasses.replace(served, settings=dataclasses.replace(
+        served.settings, max_request_tflop=filled_texts_work(masked, texts).tflop / 2)))
+    shown = infill_tab.rank_both(*texts, STANDIN_MLM.name, causal)
+    assert "demo-note" in shown and "<table" not in shown
+    assert "scoring them whole was skipped" in shown and "too big" in shown

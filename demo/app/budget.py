@@ -19,7 +19,7 @@ tokens estimated from characters and the catalog's parameter count (the ``estima
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..engine.mask_window import padding_masks_of, window_length
 from ..engine.text import join, model_pair
@@ -39,14 +39,21 @@ class Work:
     def seconds(self, gflops: float) -> float:
         return self.tflop * 1e3 / gflops
 
+    def fits(self, app: AppSettings) -> bool:
+        return self.tflop <= app.max_request_tflop
+
+    def size(self, app: AppSettings) -> str:
+        """The work in words, for a person deciding what to shorten."""
+        return (f"{self.what}, about {self.tflop:,.1f} trillion operations (roughly "
+                f"{_duration(self.seconds(app.assumed_gflops))} here)")
+
     def check(self, app: AppSettings) -> None:
         """Refuse, before it runs, work beyond the deployment's per-request budget."""
-        if self.tflop > app.max_request_tflop:
+        if not self.fits(app):
             raise ValueError(
-                f"This request is too big for this app: {self.what}, about {self.tflop:,.1f} "
-                f"trillion operations (roughly {_duration(self.seconds(app.assumed_gflops))} here), "
-                f"and one request may use at most {app.max_request_tflop:,.1f} trillion. Use fewer "
-                f"or shorter inputs, a smaller model, or run it on your own machine with mlm-icl.")
+                f"This request is too big for this app: {self.size(app)}, and one request may use "
+                f"at most {app.max_request_tflop:,.1f} trillion. Use fewer or shorter inputs, a "
+                f"smaller model, or run it on your own machine with mlm-icl.")
 
 
 def _duration(seconds: float) -> str:
@@ -123,6 +130,14 @@ def infill_work(lm, text: str, settings: InfillSettings) -> Work:
     what = (f"{len(lengths)} fill(s) of up to {lengths[-1]} masked tokens in a {text_tokens}-token text"
             + (", each step re-reading the whole text" if lm.kind == "masked" else ""))
     return Work(tokens, lm.n_parameters, what)
+
+
+def filled_texts_work(lm, texts: list[str]) -> Work:
+    """Scoring filled texts whole (``demo.engine.infill.text_scores``): a ranking of the texts
+    with no context, every token scored."""
+    work = ranking_work(lm, "", texts, ScoringSettings(scope="full"))
+    return replace(work, what=f"{len(texts)} filled texts scored whole"
+                   + (", one masked copy per token" if lm.kind == "masked" else ""))
 
 
 def grid_work(lm, grid: GridSettings) -> Work:

@@ -169,13 +169,21 @@ def infill_causal(text, model_name, order, blank_tokens, seed, progress=gr.Progr
 @handler(lambda text: text)
 def rank_both(masked_text, causal_text, masked_name, causal_name, deberta_head="auto"):
     """Both filled texts scored whole by both models (their own measures): which fill does each
-    model like better?"""
+    model like better? Its own step, with its own budget: when scoring is too big, the fills
+    above stay and this says why it was skipped."""
+    from ..app.budget import filled_texts_work
     from ..engine.infill_causal import rank_fills
 
     texts = [t for t in (masked_text, causal_text) if t]
     if len(texts) < 2 or not causal_name:
         return ""
     models = [load(masked_name, "masked", deberta_head), load(causal_name, "causal")]
+    app = deployment().settings
+    too_big = next((w for w in (filled_texts_work(lm, texts) for lm in models) if not w.fits(app)), None)
+    if too_big:
+        return message(f"Both fills are above, but scoring them whole was skipped: it would be too big "
+                       f"for this app ({too_big.size(app)}; one request may use at most "
+                       f"{app.max_request_tflop:,.1f} trillion). A shorter text can be scored here.", "note")
     rows = "".join(
         f"<tr><td>{escape(name)} ({'PLL' if r.kind == 'masked' else 'log-likelihood'})</td>"
         + "".join(f"<td class='demo-num'>{'<b>' if i == r.best else ''}{score_text(s)}{'</b>' if i == r.best else ''}</td>"
