@@ -93,6 +93,117 @@ def few_shot(shots: int, question: str = "Q: What is the capital of Italy?\nA: [
     return "".join(f"Q: What is the capital of {c}?\nA: {a}\n" for c, a in CAPITALS[:shots]) + question
 
 
+def tokens_read(lm, run) -> int:
+    """The tokens all forward passes of ``lm`` read while ``run()`` runs (padding included), from
+    its input embeddings' output: a count the engine does not keep itself."""
+    read = [0]
+    hook = lm.model.get_input_embeddings().register_forward_hook(
+        lambda module, args, out: read.__setitem__(0, read[0] + out.shape[:2].numel()))
+    try:
+        run()
+    finally:
+        hook.remove()
+    return read[0]
+
+
+@needs_shared
+def test_a_few_shot_fill_fits_the_default_budget_on_a_150m_encoder():
+    """The Space's default encoder (Ettin 150M, ModernBERT's tokenizer): a fill of three tokens
+    after 300 tokens of examples is three passes over the text, well within the budget; scoring
+    the filled texts whole (the page's last step) is not, which is why it is its own step."""
+    from types import SimpleNamespace
+
+    from transformers import AutoTokenizer
+
+    from demo.app.budget import filled_texts_work, infill_work
+    from demo.settings import AppSettings, InfillSettings
+    from tests.conftest import TOKENIZERS
+
+    tokenizer = AutoTokenizer.from_pretrained(TOKENIZERS / "answerdotai-ModernBERT-large")
+    encoder = SimpleNamespace(kind="masked", tokenizer=tokenizer, n_parameters=150_000_000,
+                              newline_survives=True, check_length=lambda n, what: None)
+    text = few_shot(len(CAPITALS))
+    assert 300 <= len(tokenizer(text)["input_ids"]) < 330
+    work = infill_work(encoder, text, InfillSettings())
+    assert work.fits(AppSettings()) and "3 masked token(s)" in work.what
+    auto = infill_work(encoder, text.replace("[blank:3]", "[blank:auto]"), InfillSettings())
+    assert auto.tokens > 100 * work.tokens  # only a [blank:auto] scores its tries whole
+    assert not filled_texts_work(encoder, [text, text]).fits(AppSettings())
+
+
+@needs_shared
+def test_the_count_is_what_the_engines_forward_passes_read(standin_mlm, tiny_model):
+    """Counted before it runs = read while it runs: exactly for a masked LM's fixed blanks; for a
+    [blank:auto] (its tries' texts unknown until filled) and a causal LM (which may stop early)
+    at most a little more."""
+    from demo.app.budget import infill_work
+    from demo.engine.infill import infill
+    from demo.engine.infill_causal import causal_infill
+    from demo.settings import InfillSettings
+
+    settings = InfillSettings()
+    for text in (few_shot(12), few_shot(6, "Q: What is the [blank:2] of [blank]?\nA: [blank:4]\n")):
+        read = tokens_read(standin_mlm, lambda: infill(standin_mlm, text, settings))
+        assert read == infill_work(standin_mlm, text, settings).tokens, text
+    text = few_shot(1, "Q: What is the capital of Italy?\nA: [blank:auto]\n")  # its tries' PLLs: short
+    read = tokens_read(standin_mlm, lambda: infill(standin_mlm, text, settings))
+    assert read <= infill_work(standin_mlm, text, settings).tokens < 1.05 * read
+
+    gpt2 = tiny_model("gpt2")
+    for text in (few_shot(6, "Q: What is the [blank:2] of [blank]?\nA: [blank:4]\n"),
+                 few_shot(6, "Q: What is the capital of Italy?\nA: [blank:auto]\n")):
+        read = tokens_read(gpt2, lambda: causal_infill(gpt2, text, settings))
+        assert read <= infill_work(gpt2, text, settings).tokens < 1.1 * read, text
+
+
+def _seconds(run) -> float:
+    import time
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+@needs_shared
+def test_a_fill_over_the_budget_is_refused_with_about_its_time(app, standin_mlm):
+    """The refusal's seconds, at the speed this machine runs the same model, are within 2x of
+    the time the fill takes here. Both are timed in turns, the quickest of each kept: a busy
+    machine slows both alike."""
+    import dataclasses
+
+    import torch
+
+    from demo.app.budget import infill_work
+    from demo.engine.infill import infill
+    from demo.settings import InfillSettings
+    from demo.ui import common
+
+    text, settings = few_shot(12, "Q: What is the capital of Italy?\nA: [blank:4]\n"), InfillSettings()
+    work = infill_work(standin_mlm, text, settings)
+    window = torch.full((1, work.tokens // 4), standin_mlm.tokenizer.mask_token_id)  # what each pass reads
+    passes, fills = [], []
+    with torch.inference_mode():
+        for _ in range(3):
+            passes.append(_seconds(lambda: standin_mlm.model.base_model(window)))
+            fills.append(_seconds(lambda: infill(standin_mlm, text, settings)))
+    gflops = 2 * standin_mlm.n_parameters * window.shape[1] / min(passes) / 1e9
+    assert 0.5 < work.seconds(gflops) / min(fills) < 2
+
+    served = infill_tab.deployment()
+    common.use(dataclasses.replace(served, settings=dataclasses.replace(
+        served.settings, max_request_tflop=work.tflop / 2, assumed_gflops=gflops)))
+    refused = infill_tab.infill_masked(text, standin_mlm.name, "left_to_right", 1, 0)
+    assert "too big" in refused.filled and f"roughly {work.seconds(gflops):.0f} s" in refused.filled
+    assert refused.filled_text == ""
+
+
+@needs_shared
+def test_a_long_few_shot_text_with_one_blank_is_filled_on_the_default_budget(app, standin_mlm):
+    text = few_shot(18, "Q: What is the capital of Italy, land of pasta and art?\nA: [blank]\n")
+    assert len(text) == 862
+    shown = infill_tab.infill_masked(text, standin_mlm.name, "left_to_right", 1, 0)
+    assert "demo-error" not in shown.filled and shown.filled_text.startswith(text.split("[blank]")[0])
+
+
 @needs_shared
 def test_scoring_both_fills_says_when_it_was_skipped_as_too_big(app, smollm2):
     import dataclasses

@@ -9,6 +9,10 @@ work of a request is 2 x parameters x the tokens all its forward passes read:
 - ranking a causal LM: one pass per text;
 - generating with a masked LM: every step re-reads the window (text so far, masks, end token),
   once per beam; with a causal LM the prompt once, then one token per step and beam (KV cache);
+- filling blanks with a masked LM: one pass over the window (text + masks) per masked token; with
+  a causal LM, each blank generated after its prompt; a [blank:auto] is filled at every length it
+  tries, and each try's text scored whole. Scoring the filled texts afterwards (the Infill page's
+  last step) is its own request;
 - a needle grid: per cell, the answer's steps over the whole prompt (masked) or the prompt once
   (causal); cells beyond the model's limit cost nothing.
 
@@ -22,7 +26,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..engine.mask_window import padding_masks_of, window_length
-from ..engine.text import join, model_pair
+from ..engine.text import encode_newlines, join, model_pair
 from ..settings import AppSettings, GenerationSettings, GridSettings, InfillSettings, ScoringSettings
 
 
@@ -110,26 +114,48 @@ def generation_work(lm, prompt: str, settings: GenerationSettings) -> Work:
 
 
 def infill_work(lm, text: str, settings: InfillSettings) -> Work:
-    """Filling the blanks of ``text`` (``demo.engine.infill``), then scoring both sides' filled
-    texts (``rank_fills``): a masked LM reads its window (text + masks) once per masked token, for
-    every length a [blank:auto] tries, and scores each try and each filled text with one copy per
-    token; a causal LM reads the text before each blank, one token per step, and each filled
-    text once."""
-    from ..engine.infill import parse_blanks, segments_of
+    """Filling the blanks of ``text`` as the engine does, and nothing after it. A masked LM
+    (``demo.engine.infill``) reads its window, the text and its masks, once per masked token; a
+    causal LM (``demo.engine.infill_causal``) generates each blank after its prompt. Only a
+    [blank:auto] is filled at every length 1..max_blank_tokens, and only its tries are scored
+    whole, to keep the best. Scoring the filled texts afterwards is :func:`filled_texts_work`."""
+    from ..engine.infill import AUTO, fill_window, parse_blanks, segments_of
 
     blanks = parse_blanks(text, settings)
-    text_tokens = _count(lm, "".join(segments_of(text, blanks)))
+    segments = segments_of(text, blanks)
+    auto = any(b.tokens is AUTO for b in blanks)
+    tries = range(1, settings.max_blank_tokens + 1) if auto else [0]  # the [blank:auto]'s lengths
     fixed = sum(b.tokens or 0 for b in blanks)
-    lengths = ([fixed + n for n in range(1, settings.max_blank_tokens + 1)]
-               if any(b.tokens is None for b in blanks) else [fixed])
     if lm.kind == "masked":
-        tokens = sum(n * (text_tokens + n) + (text_tokens + n) ** 2 for n in lengths)  # fills, their PLLs
-        tokens += 2 * (text_tokens + lengths[-1]) ** 2  # both sides' filled texts, scored
+        text_tokens = len(fill_window(lm, segments, [0] * len(blanks))[0])  # the window without masks
+        tokens = sum((fixed + n) * (text_tokens + fixed + n) for n in tries)
     else:
-        tokens = len(lengths) * (text_tokens + lengths[-1]) + 2 * (text_tokens + lengths[-1])
-    what = (f"{len(lengths)} fill(s) of up to {lengths[-1]} masked tokens in a {text_tokens}-token text"
-            + (", each step re-reading the whole text" if lm.kind == "masked" else ""))
-    return Work(tokens, lm.n_parameters, what)
+        text_tokens = _count(lm, encode_newlines("".join(segments), lm.newline_survives))
+        tokens = _causal_fill_tokens(lm, segments, blanks, settings)
+    if auto:  # each try's filled text, scored whole
+        tokens += sum(ranking_tokens(lm.kind, text_tokens + fixed + n, text_tokens + fixed + n) for n in tries)
+    masked = f"{fixed + tries[0]} to {fixed + tries[-1]}" if auto else f"{fixed}"
+    what = (f"filling {masked} masked token(s), one pass each over the {text_tokens}-token text"
+            if lm.kind == "masked" else f"writing {masked} token(s) into the blanks of a {text_tokens}-token text")
+    return Work(tokens, lm.n_parameters, what + (", each length tried scored whole" if auto else ""))
+
+
+def _causal_fill_tokens(lm, segments: list[str], blanks: list, settings: InfillSettings) -> int:
+    """The causal LM's blanks, one generation each: its prompt is the text before the blank, the
+    earlier blanks filled, and with fill-in-the-middle tokens the text after it, up to the next
+    blank."""
+    from ..engine.infill import AUTO
+    from ..engine.infill_causal import FIM_TOKENS, has_fim
+
+    fim = settings.fim != "off" and has_fim(lm.tokenizer)
+    tokens, written = 0, 0
+    for i, blank in enumerate(blanks):
+        steps = settings.max_blank_tokens if blank.tokens is AUTO else blank.tokens
+        prompt = "".join(segments[:i + 1]) + ("".join(FIM_TOKENS) + segments[i + 1] if fim else "")
+        tokens += generation_tokens("causal", _count(lm, encode_newlines(prompt, lm.newline_survives)) + written,
+                                    steps, 1, 0)
+        written += steps
+    return tokens
 
 
 def filled_texts_work(lm, texts: list[str]) -> Work:

@@ -145,7 +145,7 @@ class _Fill:
     steps: list[StepTrace]
 
 
-def _window(lm, segments: list[str], lengths: list[int]) -> tuple[list[int], list[list[int]]]:
+def fill_window(lm, segments: list[str], lengths: list[int]) -> tuple[list[int], list[list[int]]]:
     """``[CLS] segment [MASK]*n segment ... [SEP]`` and each blank's positions in it.
 
     Each segment is tokenized by itself, newline markers applied (``demo.engine.text``); the
@@ -184,7 +184,7 @@ def _warpers(s: InfillSettings) -> list:
 @torch.inference_mode()
 def _fill(lm, segments: list[str], lengths: list[int], s: InfillSettings) -> _Fill:
     """Fill every mask of the window, one per forward pass, in the settings' order."""
-    window, blanks = _window(lm, segments, lengths)
+    window, blanks = fill_window(lm, segments, lengths)
     head, tokenizer = mlm_head(lm.model), lm.tokenizer
     banned = torch.tensor(suppressed_ids(lm, end_ids=[]), dtype=torch.long)
     warpers = _warpers(s)
