@@ -583,6 +583,9 @@ def main(argv: list[str] | None = None) -> int:
     _, settings, _ = COMMANDS[args.command]
     try:
         built = [_with_data_root(_settings(cls, args)) for cls in settings]
+        for model in (m for m in built if isinstance(m, ModelSettings)):  # before the engine's import
+            for side in _sides(model):
+                _deployment().reachable(side.model, side.revision, paths=True)
         if args.command == "evaluate":
             return _evaluate(args, *built, argv)
         return {"generate": _generate, "infill": _infill, "score": _score, "probe": _probe, "results": _results,

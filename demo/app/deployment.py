@@ -17,7 +17,7 @@ the Hub id, folder or file it is given):
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..engine.sources import HUB_ID, hub_unreachable
+from ..engine.sources import HUB_ID, check_hub_model, hub_unreachable, resolve
 from ..engine.text import check_readable, quoted
 from ..settings import AppSettings
 from .catalog import Catalog, build_catalog
@@ -58,14 +58,23 @@ class Deployment:
                              f"list, or type a Hugging Face Hub id (owner/name).")
         return name
 
+    def reachable(self, name: str, revision: str | None = None, paths: bool = False) -> str:
+        """:meth:`location`, and for a Hub id that it can be had here (the Hub reachable, or the
+        model in the local cache): ValueError in words otherwise. Cheap (no torch), so a command
+        line can ask before it imports the engine."""
+        location = self.location(name, paths)
+        if not resolve(location).local:
+            check_hub_model(location, revision)
+        return location
+
     def load(self, name: str, kind: str | None = None, paths: bool = False, **options):
         """The model ``name`` means here (``paths`` as for :meth:`location`), loaded by
         ``demo.engine.models.load_model``, which caches it; ``kind`` "masked" or "causal", or None
         for the model's natural kind; ``options`` go to ``load_model`` (device, dtype, revision,
         ...). Remote code runs for allowlisted models only, at their pinned commits."""
+        location = self.reachable(name, options.get("revision"), paths)
         from ..engine.models import REMOTE_CODE_ALLOWLIST, check_download_size, load_model  # torch
 
-        location = self.location(name, paths)
         if self.settings.public and location == str(name).strip():  # a Hub id: size-checked first
             check_download_size(location, options.get("revision"), self.settings.max_hub_gb)
         options.setdefault("trust_remote_code", location in REMOTE_CODE_ALLOWLIST)

@@ -22,7 +22,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM,
 from .. import settings
 from ..settings import EMD_MODES, AppSettings
 from .families import FAMILIES, Family, deberta, family_of, max_positions, pretrained_length
-from .sources import ModelSource, hub_switched_off, hub_unreachable, label, resolve
+from .sources import ModelSource, check_hub_model, in_hub_cache, label, resolve
 from .text import newline_survives
 
 # Models whose Hub code may run (``trust_remote_code``), each at the one commit whose code was
@@ -128,24 +128,6 @@ def _head_missing(model, missing_keys) -> list[str]:
     return sorted(k for k in missing_keys if not k.startswith(prefix))
 
 
-def _cached(name: str, revision: str | None) -> bool:
-    from huggingface_hub import try_to_load_from_cache
-    return isinstance(try_to_load_from_cache(name, "config.json", revision=revision), str)
-
-
-def _check_hub(name: str, revision: str | None) -> None:
-    """Fail fast, in words, for a Hub model that is neither reachable nor in the local cache."""
-    if _cached(name, revision):
-        return  # transformers loads it without the network
-    reason = hub_unreachable()
-    if reason:
-        switched_off = hub_switched_off()
-        remedy = (f"unset {switched_off} to let it download" if switched_off
-                  else "connect this machine to the network")
-        raise ValueError(f"Could not load model '{name}': {reason}, and it is not in the local "
-                         f"Hugging Face cache. Pick a local model (they load offline), or {remedy}.")
-
-
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf")
 
 
@@ -153,9 +135,9 @@ def check_download_size(name: str, revision: str | None, max_gb: float) -> None:
     """Refuse, before any download, a Hub model whose weights are larger than ``max_gb``: its
     safetensors files if it has them (what transformers loads), else its other weight files, as
     the Hub's metadata lists them. Nothing to check for a model already in the local cache."""
-    if _cached(name, revision):
+    if in_hub_cache(name, revision):
         return
-    _check_hub(name, revision)
+    check_hub_model(name, revision)
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
     try:
@@ -201,7 +183,7 @@ def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, 
     remote_code = bool(trust_remote_code)
     extra.update(_revision(name, remote_code, revision))
     if not local:
-        _check_hub(name, extra.get("revision"))
+        check_hub_model(name, extra.get("revision"))
     try:
         config = AutoConfig.from_pretrained(location, trust_remote_code=remote_code, **extra)
         tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=remote_code, **extra)

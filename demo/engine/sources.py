@@ -143,3 +143,23 @@ def hub_unreachable() -> str | None:
             reason = f"the Hugging Face Hub ({endpoint.hostname}) cannot be reached from this machine"
         _HUB_PROBE["last"] = (time.monotonic(), reason)
     return reason
+
+
+def in_hub_cache(name: str, revision: str | None) -> bool:
+    """Is the Hub model ``name`` in the local Hugging Face cache (it then loads without the network)?"""
+    from huggingface_hub import try_to_load_from_cache
+    return isinstance(try_to_load_from_cache(name, "config.json", revision=revision), str)
+
+
+def check_hub_model(name: str, revision: str | None) -> None:
+    """Fail fast, in words, for a Hub model that is neither reachable nor in the local cache (no
+    torch here: the command line asks this before it imports the engine)."""
+    if in_hub_cache(name, revision):
+        return
+    reason = hub_unreachable()
+    if reason:
+        switched_off = hub_switched_off()
+        remedy = (f"unset {switched_off} to let it download" if switched_off
+                  else "connect this machine to the network")
+        raise ValueError(f"Could not load model '{name}': {reason}, and it is not in the local "
+                         f"Hugging Face cache. Pick a local model (they load offline), or {remedy}.")
