@@ -1,6 +1,7 @@
 """The command line (``mlm-icl``): every subcommand against the engines it wraps, and the README."""
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -39,6 +40,19 @@ def test_console_script_lists_every_subcommand():
     module = subprocess.run([sys.executable, "-m", "demo", "score", "--help"], capture_output=True,
                             text=True, check=True).stdout
     assert "--right-masks" in module and "--unconditional-context" in module
+
+
+def test_a_hub_model_that_cannot_be_had_is_answered_before_the_engine_loads(tmp_path):
+    """Offline, a Hub id not in the local cache is refused in words by every command that loads a
+    model, before torch is imported (the engine's import is the slow part of a refusal)."""
+    (tmp_path / "in.jsonl").write_text('{"context": "a", "candidates": ["b", "c"]}\n')
+    code = ("import sys; from demo.cli import main; "
+            f"status = main(['score', '--model', 'nobody/nothing', '--input', {str(tmp_path / 'in.jsonl')!r}, "
+            f"'--output', {str(tmp_path / 'out.csv')!r}]); print(status, 'torch' in sys.modules)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=Path(__file__).parents[1])
+    assert run.stdout.split() == ["2", "False"], run.stdout + run.stderr
+    assert "Could not load model 'nobody/nothing': Hub access is switched off here" in run.stderr
 
 
 def test_options_come_from_the_settings_dataclasses():

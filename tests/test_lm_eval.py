@@ -679,11 +679,13 @@ def test_export_copa_at_64_shots_has_the_evaluators_items(tiny_model, tmp_path):
 
 
 def test_export_refuses_options_it_cannot_honour(tmp_path, capsys):
-    """Evaluation-only options have no lm-eval form: refused by name, before a model loads
-    ("x" is no model) and before anything is written."""
+    """Evaluation-only options have no lm-eval form: refused by name, before a model loads (the
+    folder has a config and no weights) and before anything is written."""
     from demo.cli import main
-    out = tmp_path / "lm_eval"
-    assert main(["export-tasks", "--model", "x", "--task", "copa", "--output-dir", str(out),
+    out, folder = tmp_path / "lm_eval", tmp_path / "no_weights"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    assert main(["export-tasks", "--model", str(folder), "--task", "copa", "--output-dir", str(out),
                  "--repetitions", "3", "--cache", "prefix", "--chunk-size", "4"]) == 2
     error = capsys.readouterr().err
     assert error.startswith("error: export-tasks cannot honour --repetitions 3 (lm-eval evaluates")
