@@ -109,14 +109,10 @@ def model_pair(context: str, completion: str, newline_survives: bool) -> tuple[s
 UNSEEN = ("Cc", "Cf", "Cs", "Co", "Cn")
 
 
-def _is_surrogate(char: str) -> bool:
-    return "\ud800" <= char <= "\udfff"
-
-
 def check_readable(text: str, what: str) -> str:
     """``text``, if a tokenizer can read it; else ValueError in words naming the ``what`` (the
     page's word: "prompt", "candidate", ...)."""
-    broken = next((c for c in text if _is_surrogate(c)), None)
+    broken = next((c for c in text if unicodedata.category(c) == "Cs"), None)
     if broken is not None:
         raise ValueError(f"The {what} holds a broken character (U+{ord(broken):04X}, half of an emoji or "
                          f"other symbol that a program split in two): delete it, or type that symbol again.")
