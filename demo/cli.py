@@ -369,12 +369,28 @@ def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSett
         lm = _load(side, not args.no_progress)
         for task, task_run in tasks:
             rows = evaluate(lm, task, args.output_dir, task_run, scoring, progress=not args.no_progress,
-                            command=f"{PROG} " + shlex.join(argv))
+                            command=recorded_command(argv, args.model))
             for row in rows:
                 print(f"{row['task']:24s} {row['model']:28s} {row['shots']:>3d}-shot "
                       f"{row['metric']:16s} {row['value']:6.2f} ± {row['stderr']} (n={row['n']}, "
                       f"{row['seconds']:.0f} s)", flush=True)
     return 0
+
+
+def recorded_command(argv: list[str], model: str) -> str:
+    """The command line a run records (the summary's ``command``): as typed, but with ``--model``
+    naming the model as anyone can rerun it (``Catalog.portable_name``: a local model by its short
+    name), never by a path of this machine."""
+    portable = _deployment().catalog.portable_name(model)
+    words = list(argv)
+    for i, word in enumerate(words):
+        option, equals, value = word.partition("=")
+        names_model = len(option) > 3 and "--model".startswith(option)  # argparse takes prefixes
+        if equals and names_model and value == model:
+            words[i] = f"{option}={portable}"
+        elif not equals and names_model and i + 1 < len(words) and words[i + 1] == model:
+            words[i + 1] = portable
+    return f"{PROG} " + shlex.join(words)
 
 
 def _list_tasks(task_dirs: list[Path]) -> int:

