@@ -327,10 +327,10 @@ def test_results_tab_filters_tables_and_draws_figures(page):
     _expect_error(page, "No result matches")
     page.locator("#results-group button[aria-label='Clear'], #results-group .token-remove").first.click()
     page.wait_for_timeout(500)
-    _choose(page, "results-group", "Translation (SacreBLEU)")
+    _choose(page, "results-group", "translation")
     page.wait_for_function("() => document.querySelector('#results-count').innerText.includes('1 model(s)')"
                            " && Array.from(document.querySelectorAll('#results-table .virtual-row'))"
-                           ".every(r => r.innerText.includes('Translation (SacreBLEU)'))")
+                           ".every(r => r.innerText.includes('translation'))")
 
 
 # ---------------------------------------------------------------- the decoding playback

@@ -244,7 +244,7 @@ def test_add_runs_goes_to_your_file_and_never_touches_the_shipped_rows(tmp_path,
     assert main(["results", "add-runs", str(summary)]) == 0
     assert "runs/ours.csv" in capsys.readouterr().out and OURS.read_bytes() == shipped
     assert pd.read_csv(tmp_path / "runs" / "ours.csv")["value"].tolist() == [1.0]
-    assert (load_results()["table"] == "demo.evaluation.evaluate (runs/ours.csv)").sum() == 1  # shown in the app
+    assert (load_results()["table"] == "your runs (runs/ours.csv)").sum() == 1  # shown in the app
     # merging into (a copy of) the shipped table is explicit, and keeps the larger run
     copy = tmp_path / "shipped.csv"
     copy.write_bytes(shipped)

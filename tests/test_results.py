@@ -1,6 +1,9 @@
 """The Results tab's data: the shipped runs and the commands that rerun them, task groups, and the
 filter choices the tab offers."""
 
+import dataclasses
+import itertools
+import re
 import shlex
 from pathlib import Path
 
@@ -10,7 +13,15 @@ from conftest import SHARED, STANDIN_MLM, needs_shared
 
 from demo.cli import build_parser, main, recorded_command
 from demo.engine.sources import smollm2_gguf
-from demo.evaluation.results import OURS
+from demo.evaluation.results import (
+    GROUP_JOIN,
+    OURS,
+    filter_choices,
+    filter_results,
+    group_parts,
+    load_results,
+)
+from demo.settings import ResultsFilter
 from demo.tasks import TASKS
 
 SHIPPED = pd.read_csv(OURS)
@@ -90,3 +101,61 @@ def test_a_new_run_records_a_command_anyone_can_rerun(tmp_path, monkeypatch):
     assert str(folder) not in command
     args = build_parser().parse_args(shlex.split(command)[1:])
     assert (args.command, args.model, args.task, args.shots) == ("evaluate", "my-mlm", ["copa:2"], 0)
+
+
+# ---------------------------------------------------------------- task groups
+
+
+def _folded(name: str) -> str:
+    return re.sub(r"[\W_]+", "", name.casefold())
+
+
+def test_each_group_has_one_name_everywhere():
+    """A group is named one way in every table: no name is another's, or a part of another's,
+    once case and punctuation are folded ("translation" / "Translation (SacreBLEU)")."""
+    table = load_results()
+    names = {part for group in table["group"] for part in group_parts(group)}
+    for name, other in itertools.permutations(names, 2):
+        assert _folded(name) not in _folded(other), (name, other)
+    # every registered task sits in its registry group, whichever paper printed it
+    registered = table[table["task"].isin(list(TASKS))]
+    assert (registered["group"] == registered["task"].map(lambda t: TASKS[t].group)).all()
+    # the tab offers each group once, by itself
+    offered = filter_choices(ResultsFilter(), table)["groups"]
+    assert offered == sorted(names) and not [g for g in offered if GROUP_JOIN in g]
+
+
+def test_an_average_over_two_groups_is_found_under_either():
+    """Table 4 of the BERTs paper averages closed-book QA and commonsense QA tasks."""
+    table = load_results()
+    average = table[(table["table"] == "Table 4") & (table["task"] == "average")]
+    assert len(average) == 6 and set(average["group"]) == {"closed-book QA + commonsense QA"}
+    for group, task in (("closed-book QA", "nq_open"), ("commonsense QA", "piqa")):
+        rows = filter_results(ResultsFilter(groups=[group], tasks=["Average"]), table)
+        assert set(average.index) <= set(rows.index)
+        rows = filter_results(ResultsFilter(groups=[group]), table)
+        assert task in set(rows["task"]) and set(rows["group"]) <= {group, "closed-book QA + commonsense QA"}
+
+
+# ---------------------------------------------------------------- filter choices
+
+
+def test_no_filter_offers_a_choice_that_empties_the_table():
+    table = load_results()
+    starts = [ResultsFilter(models=[m]) for m in sorted(set(table["model"]))]
+    starts += [ResultsFilter(papers=[p]) for p in sorted(set(table["paper"]))]
+    starts.append(ResultsFilter(papers=["ours"], shots=["5-shot"]))
+    for filters in starts:
+        for field, values in filter_choices(filters, table).items():
+            for value in set(values) - set(getattr(filters, field)):
+                wider = dataclasses.replace(filters, **{field: [*getattr(filters, field), value]})
+                assert len(filter_results(wider, table)), (filters, field, value)
+    # the teacher's case: GPT-3 1.3B has no CATS numbers, so that group is not offered with it
+    gpt3 = table[table["model"] == "GPT-3 1.3B"]
+    offered = filter_choices(ResultsFilter(models=["GPT-3 1.3B"]), table)["groups"]
+    assert offered == sorted({part for g in gpt3["group"] for part in group_parts(g)})
+    assert "CATS commonsense suite" not in offered
+    # a chosen value stays offered (so that it can be removed) even where it matches nothing now
+    stale = filter_choices(ResultsFilter(models=["GPT-3 1.3B"], groups=["CATS commonsense suite"]), table)
+    assert "CATS commonsense suite" in stale["groups"] and "GPT-3 1.3B" in stale["models"]
+

@@ -3,8 +3,8 @@
 Files (all in ``assets/results/``):
 - copies of the papers' tables (``../shared/results/*.csv``), each row carrying its ``paper``
   and ``table``; made by ``mlm-icl results import-published ../shared/results``;
-- ``ours.csv``: the runs of ``demo.evaluation.evaluate`` shipped with the app (summary rows with command,
-  date, n).
+- ``ours.csv``: the runs of ``mlm-icl evaluate`` shipped with the app (summary rows with the
+  command that reruns each, date, n).
 
 Your own runs go to ``runs/ours.csv`` (``mlm-icl results add-runs runs/eval/summary.csv``) and
 are shown beside the shipped ones; merging into the shipped table is explicit (``--into
@@ -12,10 +12,11 @@ assets/results/ours.csv``). Either way a run never silently replaces one on more
 
 ``load_results()`` returns one row per number, columns:
 paper, table, task (our registry name where the task is registered, else the table's label),
-task_label (as printed), group, model, model_size (parameters, where known), shots (int; the
-paper's k for "few-shot"), shots_label, metric, value (percent, as printed), variant (what else
-distinguishes the number: ranking method, fine-tuned vs zero-shot, ...), source ("published" or
-"ours"), and for our runs n, stderr, std, seconds, command, date.
+task_label (as printed), group (the task registry's, not the table's heading: ``task_group``),
+model, model_size (parameters, where known), shots (int; the paper's k for "few-shot"),
+shots_label, metric, value (percent, as printed), variant (what else distinguishes the number:
+ranking method, fine-tuned vs zero-shot, ...), source ("published" or "ours"), and for our runs
+n, stderr, std, seconds, command, date.
 Published averages are kept as printed (the papers' averages are not always plain means) with
 task "average".
 """
@@ -30,6 +31,7 @@ from ..tasks import TASKS
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "assets" / "results"
 OURS = RESULTS_DIR / "ours.csv"  # shipped runs
 USER_RUNS = Path("runs") / "ours.csv"  # the user's runs, relative to where the command runs
+SHIPPED_TABLE, USER_TABLE = "shipped runs", "your runs"  # the "table" column of our runs
 COLUMNS = ["paper", "table", "task", "task_label", "group", "model", "model_size", "shots",
            "shots_label", "metric", "value", "variant", "source", "n", "stderr", "std", "seconds",
            "method", "score", "command", "date"]
@@ -79,13 +81,36 @@ def import_published(source_dir: str | Path, target_dir: str | Path = RESULTS_DI
     return written
 
 
-def _group(task: str, fallback: str = "") -> str:
+# ---------------------------------------------------------------- task groups
+
+# A task's group is the registry's (demo.tasks), whatever heading a paper's table files it under
+# ("Translation (SacreBLEU)" is "translation"), so the same tasks form one group in every table,
+# filter and figure. A paper's average over tasks of several groups names them all, joined.
+GROUP_JOIN = " + "
+
+
+def task_group(task: str, fallback: str = "") -> str:
+    """The group of a registered task; ``fallback`` (the table's own) for any other task."""
     return TASKS[task].group if task in TASKS else fallback
+
+
+def group_parts(group: str) -> list[str]:
+    """The groups a row's group names: itself, or each group of a cross-group average."""
+    return str(group).split(GROUP_JOIN)
+
+
+def _joined(groups) -> str:
+    return GROUP_JOIN.join(dict.fromkeys(groups))
 
 
 def _samuel_main(frame: pd.DataFrame, few_shots: dict) -> list[dict]:
     """Tables 1-4: GPT-3 1.3B vs DeBERTa 1.4B at 0, 1 and few shots."""
     rows = []
+    sections = {}  # (table, heading): the groups of its tasks, for its average
+    for r in frame.to_dict("records"):
+        task = LABEL_TO_TASK.get(r["task"], r["task"])
+        if task in TASKS:
+            sections.setdefault((r["table"], r["group"]), []).append(task_group(task))
     for r in frame.to_dict("records"):
         task = LABEL_TO_TASK.get(r["task"], r["task"])
         label = r["shots"]
@@ -93,20 +118,26 @@ def _samuel_main(frame: pd.DataFrame, few_shots: dict) -> list[dict]:
         metric = ("bleu" if r["table"] == "Table 3" else
                   "exact_match" if task in ("nq_open", "triviaqa", "webqs") else "accuracy")
         size = 1.3e9 if r["model"].startswith("GPT-3") else 1.4e9
+        group = _joined(sections[(r["table"], r["group"])]) if task == "average" else r["group"]
         rows.append(dict(paper=r["paper"], table=r["table"], task=task, task_label=r["task"],
-                         group=r["group"], model=r["model"], model_size=size, shots=shots,
+                         group=group, model=r["model"], model_size=size, shots=shots,
                          shots_label=label, metric=metric, value=r["value"]))
     return rows
 
 
 def _samuel_table6(frame: pd.DataFrame) -> list[dict]:
-    """Table 6: every DeBERTa size, 0-shot (1.4B), 1-shot (all sizes), n-shot (1.4B)."""
-    rows, group = [], ""
+    """Table 6: every DeBERTa size, 0-shot (1.4B), 1-shot (all sizes), n-shot (1.4B). Each
+    section ends with its average (over the section's tasks)."""
+    rows, section = [], []
     metrics = {"acc.": "accuracy", "F1": "f1_macro", "EM acc.": "exact_match", "F1a": "multirc_f1a",
                "BLEU": "bleu"}
     for r in frame.to_dict("records"):
         task = LABEL_TO_TASK.get(r["task"], r["task"])
-        group = _group(task, group)
+        if task == "average":
+            group, section = _joined(section), []
+        else:
+            group = task_group(task)
+            section.append(group)
         metric = metrics.get(r["metric"], r["metric"])
         if task == "multirc" and metric == "exact_match":
             metric = "multirc_em"
@@ -241,14 +272,14 @@ def load_published(folder: str | Path = RESULTS_DIR) -> pd.DataFrame:
 
 
 def load_ours(path: str | Path = OURS) -> pd.DataFrame:
-    """Our runs (summary rows of demo.evaluation.evaluate), in the same columns as the published ones."""
+    """Our runs (summary rows of ``mlm-icl evaluate``), in the same columns as the published ones."""
     path = Path(path)
     if not path.is_file():
         return _columns(pd.DataFrame(columns=COLUMNS))
     frame = pd.read_csv(path)
     # a run of the approximate prefix cache says so (rows from before the cache column were exact)
     fast = frame.get("cache", pd.Series("exact", index=frame.index)).eq("prefix")
-    frame = frame.assign(paper="ours", table="demo.evaluation.evaluate", task_label=frame["title"],
+    frame = frame.assign(paper="ours", table=SHIPPED_TABLE, task_label=frame["title"],
                          shots_label=frame["shots"].astype(str) + "-shot",
                          value=frame["value"], variant=frame["method"].fillna("") + (
                              " / " + frame["score"].fillna("")).where(frame["score"].notna(), "")
@@ -310,19 +341,41 @@ def filter_results(filters: ResultsFilter, frame: pd.DataFrame | None = None) ->
     """The rows of ``frame`` (default: every result, ``load_results()``) matching every non-empty
     filter."""
     frame = load_results() if frame is None else frame
+    return frame[_matching(filters, frame)]
+
+
+def _matching(filters: ResultsFilter, frame: pd.DataFrame, leave_out: str = "") -> pd.Series:
+    """Which rows match every non-empty filter but ``leave_out``; a cross-group average matches
+    each of its groups."""
     keep = pd.Series(True, index=frame.index)
     for name, column in FILTER_COLUMNS.items():
-        wanted = getattr(filters, name)
-        if wanted:
-            keep &= frame[column].astype(str).isin(wanted)
-    return frame[keep]
+        wanted = set(getattr(filters, name))
+        if wanted and name != leave_out:
+            values = frame[column].astype(str)
+            keep &= (values.map(lambda g: not wanted.isdisjoint(group_parts(g))) if name == "groups"
+                     else values.isin(wanted))
+    return keep
+
+
+def filter_choices(filters: ResultsFilter, frame: pd.DataFrame | None = None) -> dict[str, list[str]]:
+    """Each filter's choices (``ResultsFilter`` field -> values): the values that keep some row
+    given the other filters, so that adding one never leaves the table empty, and the values
+    chosen already (so that they can be removed). Task groups are offered one by one."""
+    frame = load_results() if frame is None else frame
+    choices = {}
+    for name, column in FILTER_COLUMNS.items():
+        values = frame.loc[_matching(filters, frame, leave_out=name), column].dropna().astype(str)
+        if name == "groups":
+            values = [part for group in values for part in group_parts(group)]
+        choices[name] = sorted(set(values) | set(getattr(filters, name)))
+    return choices
 
 
 def load_results(folder: str | Path = RESULTS_DIR, user_runs: str | Path = USER_RUNS) -> pd.DataFrame:
     """Published numbers, the shipped runs and the user's runs (where there are any) together."""
     frames = [load_published(folder), load_ours(Path(folder) / "ours.csv")]
     if Path(user_runs).is_file():
-        frames.append(load_ours(user_runs).assign(table=f"demo.evaluation.evaluate ({user_runs})"))
+        frames.append(load_ours(user_runs).assign(table=f"{USER_TABLE} ({user_runs})"))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -335,4 +388,6 @@ def _columns(frame: pd.DataFrame) -> pd.DataFrame:
     frame["value"] = pd.to_numeric(frame["value"], errors="coerce")
     frame["model_size"] = pd.to_numeric(frame["model_size"], errors="coerce")
     frame["variant"] = frame["variant"].fillna("")
+    # a registered task is in its registry group whichever table printed it, our runs included
+    frame["group"] = [task_group(t, g) for t, g in zip(frame["task"], frame["group"])]
     return frame
