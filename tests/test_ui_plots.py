@@ -71,7 +71,7 @@ def test_accuracy_plots_average_the_tasks_shown_per_group():
         for shots, label in ((0, "0-shot"), (1, "1-shot")):
             for task, title, value in (("copa", "COPA", 60 + 10 * shots + size / 1e8),
                                        ("rte", "RTE", 50 + 10 * shots)):
-                rows.append(["P", "T", task, title, "a table's own group name", model, size, shots, label,
+                rows.append(["P", "T", task, title, "SuperGLUE", model, size, shots, label,
                              "accuracy", value, "", "published"])
             # ignored: a published average, a second metric of a task, a number printed twice
             rows.append(["P", "T", "average", "Average", "SuperGLUE", model, size, shots, label,
@@ -93,8 +93,27 @@ def test_accuracy_plots_average_the_tasks_shown_per_group():
     shot_figure = accuracy_vs_shots(frame)
     shot_points = _points(shot_figure)
     assert math.isclose(shot_points[("GPT-3 1.3B", "1-shot")], (60 + 10 + 13 + 50 + 10 + 40) / 3)
-    # the registry's group name replaces the table's ("SuperGLUE" for COPA, RTE and CB)
-    assert [a.text for a in shot_figure.layout.annotations] == ["SuperGLUE"]
+    assert [a.text for a in shot_figure.layout.annotations] == ["SuperGLUE"]  # one panel per group
+
+
+def test_results_figures_stack_their_panels_with_the_legend_below():
+    """One panel per row, at full width (so a phone's 400 px fit), with room between panels for
+    the tick labels, the axis title and the next panel's title; the legend under the last."""
+    rows = [["P", "T", task, task, group, model, size, shots, f"{shots}-shot", "accuracy", 50.0, "", "published"]
+            for task, group in (("copa", "SuperGLUE"), ("piqa", "commonsense QA"), ("hellaswag", "language modeling"))
+            for model, size in (("DeBERTa 0.1B", 1e8), ("DeBERTa 1.4B", 1.4e9), ("GPT-3 1.3B", 1.3e9))
+            for shots in (0, 1)]
+    for figure in (accuracy_vs_size(_results(rows)), accuracy_vs_shots(_results(rows))):
+        layout = figure.layout
+        panels = sorted(((layout[f"xaxis{i or ''}"].domain, layout[f"yaxis{i or ''}"].domain)
+                         for i in ("", 2, 3)), key=lambda p: -p[1][1])
+        assert [tuple(x) for x, _ in panels] == [(0.0, 1.0)] * 3
+        area = layout.height - layout.margin.t - layout.margin.b  # plot area, pixels
+        gaps = [(upper[1][0] - lower[1][1]) * area for upper, lower in zip(panels, panels[1:])]
+        assert min(gaps) >= 90 and panels[0][1][1] == 1.0 and panels[-1][1][0] == 0.0
+        entries = sum(1 for t in figure.data if t.showlegend is not False)
+        assert layout.legend.orientation == "h" and layout.legend.y < 0
+        assert layout.margin.b >= 60 + 22 * -(-entries // 2)  # two entries a row at phone width
 
 
 def test_accuracy_plots_accept_an_empty_selection():

@@ -3,9 +3,9 @@
 No gradio here: the app shows these figures, the command line saves them (``save_figure``).
 """
 
+import colorsys
 import html
 import itertools
-from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -287,25 +287,65 @@ def pll_difference(first, second, first_label: str, second_label: str) -> go.Fig
 
 def model_family(model: str) -> str:
     """'DeBERTa 1.4B' -> 'DeBERTa', 'GPT-3 Ada' -> 'GPT-3'; a one-word name is its own family."""
-    return model.split(" ")[0] if " " in model else model
+    return model.split(" ")[0].rstrip(",") if " " in model else model
+
+
+FAMILY_COLOURS = {"deberta": "#d62728", "gpt-3": "#1f77b4"}  # as in the BERTs paper's figures
+# plotly's D3 colours less the paper's two, then ColorBrewer Dark2's unlike them
+OTHER_COLOURS = ["#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+                 "#7f7f7f", "#1b9e77", "#e6ab02", "#7570b3", "#e7298a", "#a6761d"]
+# a family's shades (HLS lightness): wide apart, so that four sizes tell apart; the palest still
+# clear on white
+DARKEST, LIGHTEST = 0.3, 0.72
+
+
+def model_colours(frame: pd.DataFrame) -> dict[str, str]:
+    """One colour per model of ``frame`` (its ``model`` and ``model_size`` columns), for every
+    figure that shows them: make it once from all the models a page can show, so that a model
+    keeps its colour from figure to figure and from one filter to the next.
+
+    The family gives the hue (the BERTs paper's red for DeBERTa and blue for GPT-3, others in
+    turn), the size within the family the shade (darker = larger), so that the sizes of a family
+    read as one series and still differ.
+    """
+    models = (frame[["model", "model_size"]].drop_duplicates("model")
+              .assign(family=lambda f: f["model"].map(lambda m: model_family(m).casefold()))
+              .sort_values(["family", "model_size", "model"], ascending=[True, False, True],
+                           na_position="last"))
+    others = itertools.cycle(OTHER_COLOURS)
+    colours = {}
+    for family, members in models.groupby("family", sort=True):
+        base = FAMILY_COLOURS.get(family) or next(others)
+        n = len(members)
+        for rank, model in enumerate(members["model"]):  # largest first: darkest
+            colours[model] = base if n == 1 else _shade(base, DARKEST + (LIGHTEST - DARKEST) * rank / (n - 1))
+    return colours
+
+
+def _hls(colour: str) -> tuple[float, float, float]:
+    return colorsys.rgb_to_hls(*(int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)))
+
+
+def _shade(colour: str, lightness: float) -> str:
+    """``colour`` (#rrggbb) at another lightness (HLS), its hue and saturation kept."""
+    hue, _, saturation = _hls(colour)
+    return "#" + "".join(f"{round(255 * c):02x}" for c in colorsys.hls_to_rgb(hue, lightness, saturation))
 
 
 def _task_means(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Mean score over tasks per ``keys``: one number per model, task and shots.
 
-    Tasks of the registry (``demo.tasks``) use its group and its first metric (the papers' tables
-    name groups differently); other tasks keep theirs, with their most frequent metric. A number
-    printed in two tables counts once. Published "average" rows are left out: every point is the
-    plain mean of the tasks shown, so points stay comparable when a filter drops tasks (the papers'
-    own averages are in the table).
+    Each task counts by its first metric in the registry (``demo.tasks``), any other task by its
+    most frequent one; a number printed in two tables counts once. Groups are the frame's own
+    (``demo.evaluation.results`` gives every registered task its registry group). Published
+    "average" rows are left out: every point is the plain mean of the tasks shown, so points
+    stay comparable when a filter drops tasks (the papers' own averages are in the table).
     """
     from ..tasks import TASKS
 
     rows = frame[(frame["task"] != "average") & frame["value"].notna()].copy()
     if rows.empty:
         return rows.assign(tasks=pd.Series(dtype=int), task_list=pd.Series(dtype=str))
-    registered = rows["task"].isin(list(TASKS))
-    rows.loc[registered, "group"] = rows.loc[registered, "task"].map(lambda t: TASKS[t].group)
     frequent = rows.groupby("task")["metric"].agg(lambda m: m.value_counts().index[0])
     primary = rows["task"].map(lambda t: TASKS[t].metrics[0] if t in TASKS else frequent[t])
     rows = rows[rows["metric"] == primary].drop_duplicates(["model", "task", "shots_label", "metric"])
@@ -315,42 +355,54 @@ def _task_means(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
             .reset_index())
 
 
-FACETS_PER_ROW = 3
+# Pixel sizes of the panels: one panel per row, so a figure is as readable at phone width
+# (400 px) as on a wide screen, where the Results tab puts its two figures side by side.
+PANEL_PX = 220
+GAP_PX = 95  # under a panel: its tick labels and axis title, then the next panel's title
+TOP_PX = 70  # the figure's title
+LEGEND_ROW_PX = 22
 
 
-def _facets(groups: list[str], title: str, y_title: str):
-    """One panel per task group, at most FACETS_PER_ROW a row; returns (figure, panel positions)."""
+def _facets(groups: list[str], title: str, y_title: str, legend_entries: int):
+    """One panel per task group, stacked, the legend under the last; returns (figure, panel
+    positions). The bottom margin holds the legend at two entries a row (a phone's width), so
+    the legend never covers a panel's axis."""
     n = max(len(groups), 1)
-    cols = min(n, FACETS_PER_ROW)
-    rows = -(-n // cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=groups or [""],
-                        horizontal_spacing=0.07, vertical_spacing=0.16)
-    fig.update_layout(title=title, height=140 + 300 * rows, margin=dict(t=90, l=60, r=20, b=40),
-                      plot_bgcolor="white", legend=dict(orientation="h", y=-0.08, yanchor="top"))
-    for row in range(1, rows + 1):
-        fig.update_yaxes(title_text=y_title, row=row, col=1)
-    return fig, [(i // cols + 1, i % cols + 1) for i in range(n)]
+    area = n * PANEL_PX + (n - 1) * GAP_PX
+    bottom = 60 + LEGEND_ROW_PX * -(-legend_entries // 2)
+    fig = make_subplots(rows=n, cols=1, subplot_titles=groups or [""],
+                        vertical_spacing=GAP_PX / area if n > 1 else 0.0)
+    fig.update_layout(title=title, height=TOP_PX + area + bottom, plot_bgcolor="white",
+                      margin=dict(t=TOP_PX, l=60, r=20, b=bottom),
+                      legend=dict(orientation="h", x=0, xanchor="left", y=-55 / area, yanchor="top"))
+    fig.update_yaxes(title_text=y_title)
+    return fig, [(i + 1, 1) for i in range(n)]
 
 
-def accuracy_vs_size(frame: pd.DataFrame, title: str = "Score vs model size") -> go.Figure:
+def accuracy_vs_size(frame: pd.DataFrame, title: str = "Score vs model size",
+                     colours: dict[str, str] | None = None) -> go.Figure:
     """The BERTs paper's Figure 1 from a tidy results table: one panel per task group, x =
     parameters (log scale), y = mean score over the tasks shown, one line per model family and
-    number of shots (e.g. DeBERTa 0.1B -> 1.4B at 1 shot next to GPT-3 1.3B)."""
+    number of shots (e.g. DeBERTa 0.1B -> 1.4B at 1 shot next to GPT-3 1.3B), each point in its
+    model's colour (``colours``, default ``model_colours(frame)``)."""
     sized = frame[frame["model_size"].notna()].assign(family=lambda f: f["model"].map(model_family))
     means = _task_means(sized, ["group", "family", "model", "model_size", "shots_label"])
+    colours = colours or model_colours(frame)
     groups = list(dict.fromkeys(means["group"])) if len(means) else []
-    fig, panels = _facets(groups, title, "mean score (%) over the tasks shown")
-    colours = _colours(means["family"].unique() if len(means) else [])
+    lines = means.groupby(["family", "shots_label"]).ngroups if len(means) else 0
+    fig, panels = _facets(groups, title, "mean score (%)", lines)
     shown = set()
     for (row, col), group in zip(panels, groups):
         for (family, shots), line in means[means["group"] == group].groupby(["family", "shots_label"]):
             line = line.sort_values("model_size")
             name = f"{family}, {shots}"
+            # each point in its model's colour, the line in its family's (any model's hue, darker)
+            family_colour = _shade(colours[line["model"].iloc[0]], 0.4)
             fig.add_trace(go.Scatter(
                 x=line["model_size"], y=line["value"], mode="lines+markers", name=name,
                 legendgroup=name, showlegend=name not in shown,
-                marker=dict(color=colours[family], symbol=_symbol(shots), size=9),
-                line=dict(color=colours[family], dash="solid" if shots != "0-shot" else "dot"),
+                marker=dict(color=[colours[m] for m in line["model"]], symbol=_symbol(shots), size=9),
+                line=dict(color=family_colour, dash="solid" if shots != "0-shot" else "dot"),
                 customdata=line[["model", "tasks", "task_list"]].values,
                 hovertemplate="%{customdata[0]}, " + shots + "<br>mean %{y:.1f} over %{customdata[1]} "
                               "task(s): %{customdata[2]}<extra></extra>"), row=row, col=col)
@@ -360,15 +412,17 @@ def accuracy_vs_size(frame: pd.DataFrame, title: str = "Score vs model size") ->
     return fig
 
 
-def accuracy_vs_shots(frame: pd.DataFrame, title: str = "Score vs number of shots") -> go.Figure:
+def accuracy_vs_shots(frame: pd.DataFrame, title: str = "Score vs number of shots",
+                      colours: dict[str, str] | None = None) -> go.Figure:
     """The BERTs paper's Figure 4 from a tidy results table: one panel per task group, x = shots
-    (0, 1, few), y = mean score over the tasks shown, one line per model (DeBERTa vs GPT-3)."""
+    (0, 1, few), y = mean score over the tasks shown, one line per model (DeBERTa vs GPT-3) in
+    its colour (``colours``, default ``model_colours(frame)``)."""
     means = _task_means(frame, ["group", "model", "shots_label"])
     order = (frame.assign(order=frame["shots"].astype("Float64").fillna(1e6)).groupby("shots_label")["order"]
              .min().sort_values().index.tolist())
+    colours = colours or model_colours(frame)
     groups = list(dict.fromkeys(means["group"])) if len(means) else []
-    fig, panels = _facets(groups, title, "mean score (%) over the tasks shown")
-    colours = _colours(means["model"].unique() if len(means) else [])
+    fig, panels = _facets(groups, title, "mean score (%)", means["model"].nunique() if len(means) else 0)
     shown = set()
     for (row, col), group in zip(panels, groups):
         for model, line in means[means["group"] == group].groupby("model"):
@@ -384,21 +438,6 @@ def accuracy_vs_shots(frame: pd.DataFrame, title: str = "Score vs number of shot
         fig.update_xaxes(type="category", categoryorder="array", categoryarray=order,
                          title_text="shots", row=row, col=col)
     return fig
-
-
-FAMILY_COLOURS = {"DeBERTa": "#d62728", "GPT-3": "#1f77b4"}  # as in the BERTs paper's figures
-
-
-def _colours(names) -> dict:
-    """A colour per line: the paper's red for DeBERTa and blue for GPT-3 where a family has one
-    line, distinct others for the rest."""
-    palette = ["#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-               "#17becf", "#ff9896", "#aec7e8"]
-    families = {name: model_family(name) for name in names}
-    lines_per_family = Counter(families.values())
-    spare = itertools.cycle(palette)
-    return {name: (FAMILY_COLOURS.get(family) if lines_per_family[family] == 1 else None) or next(spare)
-            for name, family in families.items()}
 
 
 def _symbol(shots_label: str) -> str:
