@@ -8,6 +8,7 @@ expects a message in the page, and checks that the next good request still works
 Screenshots go to artifacts/screenshots/ (git-ignored; CI keeps them as artefacts).
 """
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -322,15 +323,93 @@ def test_results_tab_filters_tables_and_draws_figures(page):
     assert models and all("GPT-3 1.3B" in row for row in models)
     _screenshot(page, "results")
 
-    # no match is a message, and the next filter change works again
-    _choose(page, "results-group", "CATS commonsense suite")
-    _expect_error(page, "No result matches")
-    page.locator("#results-group button[aria-label='Clear'], #results-group .token-remove").first.click()
-    page.wait_for_timeout(500)
-    _choose(page, "results-group", "translation")
+    # the groups offered are those with GPT-3 1.3B numbers (no CATS), each under one name
+    page.locator("#results-group input").click()
+    options = page.get_by_role("option")
+    playwright_api.expect(options.filter(has_text="CATS commonsense suite")).to_have_count(0)
+    offered = options.all_inner_texts()
+    assert "translation" in offered and not [o for o in offered if "SacreBLEU" in o or "+" in o]
+    options.filter(has_text="translation").first.click()
+    page.keyboard.press("Escape")
     page.wait_for_function("() => document.querySelector('#results-count').innerText.includes('1 model(s)')"
                            " && Array.from(document.querySelectorAll('#results-table .virtual-row'))"
                            ".every(r => r.innerText.includes('translation'))")
+
+
+# Words of the Results table broken across lines (a cell may wrap between words, or after a
+# hyphen, never inside a word), and how many lines each row's paper name takes.
+BROKEN_WORDS_JS = r"""() => {
+  const broken = [], paperLines = [];
+  const lines = (node, start, end) => {
+    const range = document.createRange(); range.setStart(node, start); range.setEnd(node, end);
+    return new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top))).size; };
+  for (const span of document.querySelectorAll('#results-table .virtual-row span.text, #results-table th span.text')) {
+    const node = span.firstChild;
+    if (!node || node.nodeType !== Node.TEXT_NODE || span.getBoundingClientRect().height === 0) continue;
+    for (const word of node.textContent.matchAll(/[^\s-]+-?/g))
+      if (lines(node, word.index, word.index + word[0].length) > 1) broken.push(word[0]);
+  }
+  for (const row of document.querySelectorAll('#results-table .virtual-row')) {
+    const node = row.querySelector('span.text')?.firstChild;
+    if (node) paperLines.push(lines(node, 0, node.textContent.length));
+  }
+  return {broken, paperLines};
+}"""
+
+# Boxes of a Results figure's parts that must not overlap: panel titles, axis titles, the legend.
+FIGURE_PARTS_JS = """(plot) => {
+  const box = e => { const r = e.getBoundingClientRect(); return {left: r.left, right: r.right, top: r.top, bottom: r.bottom}; };
+  const root = document.querySelector(plot);
+  return {
+    overflow: [root.scrollWidth, root.clientWidth],
+    svgRight: Math.max(...[...root.querySelectorAll('svg.main-svg')].map(s => s.getBoundingClientRect().right)),
+    right: root.getBoundingClientRect().right,
+    parts: [...root.querySelectorAll('g.annotation, g.legend, g.g-xtitle, g[class^="g-x"][class$="title"]')]
+      .map(e => ({name: e.getAttribute('class') + ': ' + e.textContent.slice(0, 30), ...box(e)}))
+      .filter(p => p.right > p.left),
+  };
+}"""
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+def test_the_results_tab_fits_the_screen(page, server, width):
+    """Both figures within their boxes at desktop and phone width (side by side at 1400 px, one
+    above the other at 400), no panel title, axis title or legend over another; table cells wrap
+    between words, a paper's name on at most two lines."""
+    context = page.context.browser.new_context(viewport={"width": width, "height": 900})
+    view = context.new_page()
+    view.set_default_timeout(30_000)
+    try:
+        view.goto(server)
+        _open_tab(view, "Results")
+        view.locator("#results-count").filter(has_text="numbers from").wait_for()
+        boxes = {}
+        for plot in ("#results-size-plot", "#results-shots-plot"):
+            view.locator(f"{plot} g.scatterlayer path.point").first.wait_for()
+            view.wait_for_timeout(300)  # plotly's last relayout to the box's width
+            figure = view.evaluate(FIGURE_PARTS_JS, plot)
+            scroll, client = figure["overflow"]
+            assert scroll <= client and figure["svgRight"] <= figure["right"] + 1, (plot, figure)
+            parts = figure["parts"]
+            assert len(parts) >= 4, parts  # panel titles, axis titles and the legend were found
+            for one, other in itertools.combinations(parts, 2):
+                apart = (one["right"] <= other["left"] or other["right"] <= one["left"]
+                         or one["bottom"] <= other["top"] or other["bottom"] <= one["top"])
+                assert apart, (plot, one, other)
+            boxes[plot] = view.evaluate("(plot) => { const r = document.querySelector(plot).getBoundingClientRect();"
+                                        " return {x: r.left + scrollX, y: r.top + scrollY, width: r.width,"
+                                        " height: r.height}; }", plot)  # page coordinates
+            view.locator(plot).screenshot(path=str(SCREENSHOTS / f"results-{plot[9:]}-{width}.png"))
+        size, shots = boxes["#results-size-plot"], boxes["#results-shots-plot"]
+        if width == 400:
+            assert size["y"] + size["height"] <= shots["y"]  # one above the other
+        else:
+            assert size["y"] == shots["y"] and size["x"] + size["width"] <= shots["x"]  # side by side
+        table = view.evaluate(BROKEN_WORDS_JS)
+        assert table["paperLines"] and max(table["paperLines"]) <= 2 and table["broken"] == [], table
+        view.locator("#results-table").screenshot(path=str(SCREENSHOTS / f"results-table-{width}.png"))
+    finally:
+        context.close()
 
 
 # ---------------------------------------------------------------- the decoding playback

@@ -16,6 +16,7 @@ from demo.engine.sources import smollm2_gguf
 from demo.evaluation.results import (
     GROUP_JOIN,
     OURS,
+    SAMUEL,
     filter_choices,
     filter_results,
     group_parts,
@@ -159,3 +160,41 @@ def test_no_filter_offers_a_choice_that_empties_the_table():
     stale = filter_choices(ResultsFilter(models=["GPT-3 1.3B"], groups=["CATS commonsense suite"]), table)
     assert "CATS commonsense suite" in stale["groups"] and "GPT-3 1.3B" in stale["models"]
 
+
+# ---------------------------------------------------------------- the tab's figures
+
+
+def _colours_by_model(figure) -> dict:
+    """{model: set of colours it is drawn in}: a point's model from its hover data (Figure 1),
+    else the trace's name (Figure 4)."""
+    seen = {}
+    for trace in figure.data:
+        colours = trace.marker.color
+        if isinstance(colours, str):
+            colours = [colours] * len(trace.x)
+        if trace.customdata is not None and len(trace.customdata[0]) == 3:  # Figure 1: model per point
+            for model, colour in zip((c[0] for c in trace.customdata), colours):
+                seen.setdefault(model, set()).add(colour)
+        else:
+            seen.setdefault(trace.name, set()).update({*colours, trace.line.color})
+    return seen
+
+
+def test_a_model_has_one_colour_in_every_figure_and_view():
+    import gradio as gr
+
+    from demo.ui.results_tab import build
+    with gr.Blocks():
+        lookup, _, _ = build().first_view
+    seen = {}
+    for papers in ([SAMUEL], [], ["ours"]):
+        _, _, size, shots, *_ = lookup(papers, [], [], [], [])
+        for figure in (size, shots):
+            for model, colours in _colours_by_model(figure).items():
+                seen.setdefault(model, set()).update(colours)
+    assert {"DeBERTa 1.4B", "GPT-3 1.3B", "minilm-l6-mlm-standin"} <= set(seen)
+    assert {model: c for model, c in seen.items() if len(c) != 1} == {}
+    # the BERTs paper's figures: every model of the default view in a colour of its own
+    _, _, size, shots, *_ = lookup([SAMUEL], [], [], [], [])
+    default = {model: next(iter(seen[model])) for model in _colours_by_model(shots)}
+    assert len(set(default.values())) == len(default) == 5

@@ -1,9 +1,12 @@
 """Results tab: the papers' published tables and our own runs, filtered, with the usual plots.
 
-Wiring only: ``demo.evaluation.results.load_results`` reads ``assets/results/``; ``demo.evaluation.plots`` draws
-score vs model size (the BERTs paper's Figure 1) and score vs shots (its Figure 4).
+Wiring only: ``demo.evaluation.results.load_results`` reads ``assets/results/`` and
+``filter_choices`` says which filter values keep some row; ``demo.evaluation.plots`` draws score vs
+model size (the BERTs paper's Figure 1) and score vs shots (its Figure 4), both in one colour per
+model (``model_colours``, made once from every model the tab can show).
 """
 
+import re
 from typing import Any, NamedTuple
 
 import gradio as gr
@@ -25,8 +28,9 @@ Figure 4), masked and causal LMs in the same panels. Plot points are plain means
 shown; the papers' own averages are rows of the table (task *average*), kept as printed.
 """
 
+# the paper says which rows are ours (the download keeps every column, the source too)
 SHOWN_COLUMNS = ["paper", "table", "group", "task_label", "model", "shots_label", "metric", "value",
-                 "variant", "source"]
+                 "variant"]
 SHOWN_NAMES = {"task_label": "task", "shots_label": "shots"}
 DEFAULT_PAPER = "Samuel 2024, BERTs are Generative In-Context Learners"
 
@@ -47,8 +51,38 @@ class ResultsOutputs(NamedTuple):
         return cls(count=message)
 
 
-def _choices(frame: pd.DataFrame, column: str) -> list[str]:
-    return sorted(str(v) for v in frame[column].dropna().unique())
+CHAR_PX, CELL_PADDING_PX = 8.4, 16  # a character of the table's monospace font (14 px), a cell's padding
+PAPER_LINES = 2  # a paper's name wraps onto at most this many lines
+
+
+def _pieces(text: str) -> list[str]:
+    """Where a browser may wrap a cell: after a space or a hyphen."""
+    return [piece for piece in re.split(r"(?<=\s)|(?<=-)", text) if piece]
+
+
+def _lines(text: str, chars: int) -> int:
+    """Lines ``text`` takes wrapped at ``chars`` characters (greedy, as a browser wraps)."""
+    lines, used = 1, 0
+    for piece in _pieces(text):
+        if used and used + len(piece.rstrip()) > chars:
+            lines, used = lines + 1, 0
+        used += len(piece)
+    return lines
+
+
+def _column_widths(frame: pd.DataFrame) -> list[str]:
+    """Pixel widths of the shown columns: each as narrow as its longest word (a cell wraps
+    between words, never inside one), a paper's name on at most PAPER_LINES lines."""
+    widths = []
+    for column in SHOWN_COLUMNS:
+        values = [str(v) for v in frame[column].dropna().unique()]
+        header = len(SHOWN_NAMES.get(column, column)) + 1  # bold, beside its menu button
+        chars = max(header, *(len(piece.rstrip()) for value in values for piece in _pieces(value)))
+        if column == "paper":
+            while any(_lines(value, chars) > PAPER_LINES for value in values):
+                chars += 1
+        widths.append(f"{chars * CHAR_PX + CELL_PADDING_PX:.1f}px")
+    return widths
 
 
 def build() -> TabParts:
@@ -57,7 +91,8 @@ def build() -> TabParts:
     Its first view is the default filter's tables (none when the tables cannot be read); a lesson
     step sets the papers shown.
     """
-    from ..evaluation.results import load_results
+    from ..evaluation.plots import model_colours
+    from ..evaluation.results import FILTER_COLUMNS, filter_choices, load_results
 
     tab_help(HELP, HOW)
     try:
@@ -67,36 +102,40 @@ def build() -> TabParts:
         return TabParts()
 
     default_papers = [DEFAULT_PAPER] if DEFAULT_PAPER in set(frame["paper"]) else []
+    offered = filter_choices(ResultsFilter(papers=default_papers), frame)
+    colours = model_colours(frame)  # every figure, every filter: a model keeps its colour
     with gr.Row():
         papers = Dropdown(
-            choices=_choices(frame, "paper"), value=default_papers, multiselect=True, label="Paper",
+            choices=offered["papers"], value=default_papers, multiselect=True, label="Paper",
             elem_id="results-paper",
             info="Which source: a paper's published tables, or 'ours' (runs of mlm-icl evaluate). "
                  "Empty = all.")
         groups = Dropdown(
-            choices=_choices(frame, "group"), value=[], multiselect=True, label="Task group",
+            choices=offered["groups"], value=[], multiselect=True, label="Task group",
             elem_id="results-group",
-            info="SuperGLUE, language modeling, translation, question answering, ... Empty = all.")
+            info="SuperGLUE, language modeling, translation, closed-book QA, ... Empty = all.")
     with gr.Row():
         models = Dropdown(
-            choices=_choices(frame, "model"), value=[], multiselect=True, label="Model",
+            choices=offered["models"], value=[], multiselect=True, label="Model",
             elem_id="results-model", info="Models to keep (masked and causal). Empty = all.")
         shots = Dropdown(
-            choices=_choices(frame, "shots_label"), value=[], multiselect=True, label="Shots",
+            choices=offered["shots"], value=[], multiselect=True, label="Shots",
             elem_id="results-shots",
             info="Number of in-context examples (few-shot = the paper's k per task). Empty = all.")
         tasks = Dropdown(
-            choices=_choices(frame, "task_label"), value=[], multiselect=True, label="Task",
+            choices=offered["tasks"], value=[], multiselect=True, label="Task",
             elem_id="results-task", info="Single tasks to keep. Empty = all.")
     count = gr.HTML(elem_id="results-count")
     table = gr.Dataframe(label="Results", elem_id="results-table", interactive=False, max_height=420,
                          wrap=True,  # pixel widths: on a phone the table scrolls sideways, stays readable
-                         column_widths=["220px", "80px", "140px", "120px", "160px", "90px", "110px",
-                                        "70px", "150px", "80px"])
-    with gr.Row():
-        size_plot = gr.Plot(label="Score vs model size (Figure 1)", elem_id="results-size-plot")
-    with gr.Row():
-        shots_plot = gr.Plot(label="Score vs shots (Figure 4)", elem_id="results-shots-plot")
+                         column_widths=_column_widths(frame))
+    # side by side on a wide screen, one above the other on a phone (a column wraps below its
+    # min_width); each figure stacks its panels, so it reads the same at either width
+    with gr.Row(equal_height=False):
+        with gr.Column(min_width=520):
+            size_plot = gr.Plot(label="Score vs model size (Figure 1)", elem_id="results-size-plot")
+        with gr.Column(min_width=520):
+            shots_plot = gr.Plot(label="Score vs shots (Figure 4)", elem_id="results-shots-plot")
 
     # no model, no torch: need not wait for the core import; an empty filter clears the stale view
     @shows_errors(ResultsOutputs.showing)
@@ -122,8 +161,8 @@ def build() -> TabParts:
         shown = rows[SHOWN_COLUMNS].rename(columns=SHOWN_NAMES)
         note = message(f"{len(rows)} numbers from {rows['paper'].nunique()} source(s), "
                        f"{rows['model'].nunique()} model(s).", "note")
-        size = accuracy_vs_size(rows, "Score vs model size")
-        by_shots = accuracy_vs_shots(rows, "Score vs number of shots")
+        size = accuracy_vs_size(rows, "Score vs model size", colours)
+        by_shots = accuracy_vs_shots(rows, "Score vs number of shots", colours)
         csv = download(rows, "results", *(papers or ["all"])[:2])
         files = [csv, figure_download(size, csv, "results-vs-size"),
                  figure_download(by_shots, csv, "results-vs-shots")]
@@ -139,6 +178,19 @@ def build() -> TabParts:
                          files=csv, python=python, shell=shell)
     gr.on([control.change for control in filters], lookup_results, filters, outputs, api_name="results",
           show_progress="minimal")
+
+    def narrow(*chosen):
+        """Each filter offers only the values that keep some row given the others (choices only:
+        a value never changes here, so this fires no change event of its own)."""
+        try:
+            filters = ResultsFilter(**{name: values or [] for name, values in zip(FILTER_COLUMNS, chosen)})
+            offered = filter_choices(filters, frame)
+        except (ValueError, TypeError):  # values no page sends: the lookup says what is wrong
+            return [gr.skip()] * len(chosen)
+        return [gr.Dropdown(choices=offered[name]) for name in FILTER_COLUMNS]
+
+    gr.on([control.change for control in filters], narrow, filters, filters, api_visibility="private",
+          show_progress="hidden", concurrency_limit=None)
     # the first view: the app runs this once when a page loads; a lesson step sets the papers shown
     return TabParts(first_view=(lookup_results, filters, outputs), lesson_fields=tuple(filters),
                     lesson_values=lambda step: [step["papers"], [], [], [], []])
