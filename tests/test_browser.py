@@ -676,3 +676,108 @@ def test_downloads_and_a_link_to_the_view(page, server):
         assert "Traceback" not in fresh.locator("body").inner_text()
     finally:
         fresh.close()
+
+
+# ---------------------------------------------------------------- playback across runs
+
+
+def _new_run(view, traces, act) -> None:
+    """``act`` (a click that runs), then wait until each player in ``traces`` shows a new run."""
+    before = {t: (view.locator(f"{t} .demo-player").get_attribute("data-run")
+                  if view.locator(f"{t} .demo-player").count() else "") for t in traces}
+    act()
+    for trace, run in before.items():
+        view.wait_for_function("([t, r]) => { const p = document.querySelector(t + ' .demo-player');"
+                               " return p && p.dataset.run !== r; }", arg=[trace, run], timeout=MODEL_WAIT_MS)
+
+
+def _max_tokens(view, n: int) -> None:
+    if not view.locator("#gen-max").is_visible():
+        view.get_by_role("button", name="Decoding settings").click()  # closed on a page just opened
+    view.locator("#gen-max input[type=number]").fill(str(n))
+    view.locator("#gen-max input[type=number]").press("Enter")
+
+
+def _player_at(view, trace: str) -> tuple[str, str]:
+    return (view.locator(f"{trace} .demo-player-pos").inner_text(),
+            view.locator(f"{trace} .demo-scrub").input_value())
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+def test_play_after_a_second_run_starts_at_its_first_step_and_plays(page, server, width):
+    """A player left at its last step, then a new run: the frame and the scrubber are at step 1,
+    and the first press of play moves on (Infill, then both lanes of Prompting)."""
+    context = page.context.browser.new_context(viewport={"width": width, "height": 900})
+    view = context.new_page()
+    view.set_default_timeout(30_000)
+    try:
+        view.goto(server)
+        _open_tab(view, "Infill")
+        _choose(view, "fill-preset", "Two blanks")
+        _new_run(view, ["#fill-trace"], lambda: view.click("#fill-run"))
+        view.locator("#fill-trace [data-action=next]").click()
+        assert _player_at(view, "#fill-trace") == ("step 2 of 2", "1")
+        view.get_by_label("most confident first").check()
+        _new_run(view, ["#fill-trace"], lambda: view.click("#fill-run"))
+        assert _player_at(view, "#fill-trace") == ("step 1 of 2", "0")
+        view.locator("#fill-trace .demo-play").click()
+        view.locator("#fill-trace .demo-player-pos").filter(has_text="step 2 of 2").wait_for(timeout=5_000)
+        _screenshot(view, f"play-after-second-run-infill-{width}")
+
+        _open_tab(view, "Prompting")
+        _max_tokens(view, 4)
+        lanes = ["#gen-trace", "#gen-causal-trace"]
+        _new_run(view, lanes, lambda: view.click("#gen-run"))
+        n = view.locator("#gen-trace .demo-step").count()
+        assert n >= 2
+        view.locator("#gen-trace .demo-scrub").fill(str(n - 1))
+        view.locator("#gen-prompt textarea").fill("Input: cold\nOutput: hot\n\nInput: up\nOutput:")
+        _new_run(view, lanes, lambda: view.click("#gen-run"))
+        n = view.locator("#gen-trace .demo-step").count()
+        assert _player_at(view, "#gen-trace") == (f"step 1 of {n}", "0")
+        view.locator("#gen-trace .demo-play").click()
+        view.locator("#gen-trace .demo-player-pos").filter(has_text="step 2 of").wait_for(timeout=5_000)
+        _screenshot(view, f"play-after-second-run-prompting-{width}")
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+def test_a_speed_change_while_playing_applies_at_once(page, server, width):
+    """Playing at "normal", then "fast" picked: the frames come at the new pace without a pause,
+    measured between the frames the page shows."""
+    from demo.ui.playback import SPEEDS
+
+    normal, fast = dict(SPEEDS)["normal"], dict(SPEEDS)["fast"]
+    context = page.context.browser.new_context(viewport={"width": width, "height": 900})
+    view = context.new_page()
+    view.set_default_timeout(30_000)
+    try:
+        view.goto(server)
+        _max_tokens(view, 10)
+        view.get_by_label("Stop at newline").uncheck()
+        _new_run(view, ["#gen-trace", "#gen-causal-trace"], lambda: view.click("#gen-run"))
+        assert view.locator("#gen-trace .demo-step").count() >= 7
+        # when each frame is shown (the position line is rewritten at every frame)
+        view.evaluate("() => { window.frameTimes = []; new MutationObserver(() => window.frameTimes.push("
+                      "performance.now())).observe(document.querySelector('#gen-trace .demo-player-pos'),"
+                      " { childList: true, characterData: true, subtree: true }); }")
+        masked = view.locator("#gen-trace")
+        masked.locator(".demo-speed").select_option(label="normal")
+        masked.locator(".demo-play").click()
+        view.wait_for_function("() => window.frameTimes.length >= 3")
+        masked.locator(".demo-speed").select_option(label="fast")
+        switched = view.evaluate("() => performance.now()")
+        view.wait_for_function("(t) => window.frameTimes.filter((f) => f > t).length >= 3", arg=switched)
+        times = view.evaluate("() => window.frameTimes")
+        shown = [t for t in times if t < switched]
+        before = [b - a for a, b in zip(shown, shown[1:])]
+        after = [t for t in times if t > switched][:3]
+        gaps = [b - a for a, b in zip(after, after[1:])]
+        assert before and all(abs(gap - normal) < 250 for gap in before), (before, gaps)
+        assert all(abs(gap - fast) < 200 for gap in gaps), (before, gaps)
+        assert after[0] - switched < normal - 100, (after[0] - switched, gaps)  # no wait for the old pace
+        masked.locator(".demo-play").click()  # pause
+        _screenshot(view, f"speed-change-{width}")
+    finally:
+        context.close()

@@ -7,9 +7,10 @@ and the end token; for a causal LM the next position), the top guesses as bars, 
 (it slides into place), and with beam search the beams as rows. Fast decoding marks the steps that
 re-read the whole window (refreshes).
 
-The player's one script (``PLAYER_JS``, run by the gr.HTML that shows the frames) only shows one
-frame at a time. Every player of one group follows the same step: the masked and the causal LM
-write side by side at the same pace, driven by the first lane's controls. With
+One script owns every player's state (``ENGINE_JS``, shared by the gr.HTML components that show
+the frames, ``PLAYER_JS``); it shows one frame at a time. Every player of one group follows the
+same step: the masked and the causal LM write side by side at the same pace, driven by the first
+lane's controls; a new run starts its group at step 1, and a speed change applies at once. With
 ``prefers-reduced-motion`` nothing moves: no play button, no sliding; the scrubber and the step
 buttons still reach every frame (style.css).
 """
@@ -204,56 +205,86 @@ def window_diagram() -> str:
             'move one place right.">' + "".join(parts) + "</svg>")
 
 
-# Shows one frame per player; players of one group move together; a new run starts at step 1.
-PLAYER_JS = """
-const state = (window.demoPlayback = window.demoPlayback || {});
-const lanes = (g) => [...document.querySelectorAll(`.demo-player[data-group="${g}"]`)];
-function show(g, k) {
-  const all = lanes(g);
-  const last = Math.max(0, ...all.map((p) => p.querySelectorAll('.demo-step').length - 1));
-  k = Math.max(0, Math.min(k, last));
-  for (const p of all) {
-    const frames = p.querySelectorAll('.demo-step');
-    const j = Math.min(k, frames.length - 1);
-    frames.forEach((f, i) => { f.hidden = i !== j; });
-    const scrub = p.querySelector('.demo-scrub');
-    if (scrub) { scrub.max = last; scrub.value = k; }
-    const pos = p.querySelector('.demo-player-pos');
-    if (pos) pos.textContent = `step ${k + 1} of ${last + 1}` + (k > j ? ' (this model stopped earlier)' : '');
+# The players' one owner, shared by every player on the page: per group of players, the runs it
+# shows, the step, the timer. A group starts over when the runs its lanes show change, checked when
+# a lane's value arrives (Gradio's `watch`) and again before every control acts: Gradio patches a
+# new run into the old player's elements, so nothing else marks it.
+ENGINE_JS = """
+const demo = (window.demoPlayback = window.demoPlayback || (() => {
+  const groups = {};
+  const lanes = (g) => [...document.querySelectorAll(`.demo-player[data-group="${g}"]`)];
+  const of = (g) => groups[g] || (groups[g] = { key: null, at: 0, last: 0, timer: null });
+  function show(g, k) {
+    const all = lanes(g), s = of(g);
+    const last = Math.max(0, ...all.map((p) => p.querySelectorAll('.demo-step').length - 1));
+    k = Math.max(0, Math.min(k, last));
+    for (const p of all) {
+      const frames = p.querySelectorAll('.demo-step');
+      const j = Math.min(k, frames.length - 1);
+      frames.forEach((f, i) => { f.hidden = i !== j; });
+      const scrub = p.querySelector('.demo-scrub');
+      if (scrub) { scrub.max = last; scrub.value = k; }
+      const pos = p.querySelector('.demo-player-pos');
+      if (pos) pos.textContent = `step ${k + 1} of ${last + 1}` + (k > j ? ' (this model stopped earlier)' : '');
+    }
+    s.at = k; s.last = last;
   }
-  state[g] = Object.assign(state[g] || {}, { at: k, last });
-}
-function stop(g) {
-  if (state[g] && state[g].timer) { clearInterval(state[g].timer); state[g].timer = null; }
-  lanes(g).forEach((p) => p.querySelectorAll('.demo-play').forEach((b) => { b.textContent = '▶ Play'; }));
-}
-function play(g, ms) {
-  stop(g);
-  if (!state[g] || state[g].at >= state[g].last) show(g, 0);
-  state[g].timer = setInterval(() => {
-    if (state[g].at >= state[g].last) stop(g); else show(g, state[g].at + 1);
-  }, ms);
-  lanes(g).forEach((p) => p.querySelectorAll('.demo-play').forEach((b) => { b.textContent = '❚❚ Pause'; }));
-}
+  function halt(g) {
+    const s = of(g);
+    if (s.timer) { clearInterval(s.timer); s.timer = null; }
+    lanes(g).forEach((p) => p.querySelectorAll('.demo-play').forEach((b) => { b.textContent = '▶ Play'; }));
+  }
+  function tick(g) { const s = of(g); if (s.at >= s.last) halt(g); else show(g, s.at + 1); }
+  function play(g, ms) {
+    const s = of(g);
+    halt(g);
+    if (s.at >= s.last) show(g, 0);
+    s.timer = setInterval(() => tick(g), ms);
+    lanes(g).forEach((p) => p.querySelectorAll('.demo-play').forEach((b) => { b.textContent = '❚❚ Pause'; }));
+  }
+  function pause(g) { halt(g); }
+  function move(g, k) { halt(g); show(g, k); }
+  function speed(g, ms) {  // every lane's picker says it; a playing group changes pace now
+    const s = of(g);
+    lanes(g).forEach((p) => p.querySelectorAll('.demo-speed').forEach((e) => { e.value = String(ms); }));
+    if (s.timer) { clearInterval(s.timer); s.timer = setInterval(() => tick(g), ms); }
+  }
+  function sync(g) {  // a new run in any lane: its first step
+    const s = of(g), key = lanes(g).map((p) => p.dataset.run).sort().join(',');
+    if (key === s.key) return;
+    halt(g);
+    s.key = key;
+    show(g, 0);
+  }
+  return { of, play, pause, move, speed, sync };
+})());
+"""
+
+# One player's controls, wired to the owner above.
+PLAYER_JS = ENGINE_JS + """
+let group = null;
+const here = () => { const p = element.querySelector('.demo-player'); if (p) group = p.dataset.group; return group; };
 element.addEventListener('click', (e) => {
   const button = e.target.closest('[data-action]');
   const player = button && button.closest('.demo-player');
   if (!player) return;
-  const g = player.dataset.group, at = (state[g] && state[g].at) || 0;
-  if (button.dataset.action === 'play') {
-    if (state[g] && state[g].timer) stop(g); else play(g, +player.querySelector('.demo-speed').value);
-  } else { stop(g); show(g, at + (button.dataset.action === 'next' ? 1 : -1)); }
+  const g = player.dataset.group;
+  demo.sync(g);
+  const s = demo.of(g);
+  if (button.dataset.action !== 'play') demo.move(g, s.at + (button.dataset.action === 'next' ? 1 : -1));
+  else if (s.timer) demo.pause(g);
+  else demo.play(g, +player.querySelector('.demo-speed').value);
 });
 element.addEventListener('input', (e) => {
   if (!e.target.classList.contains('demo-scrub')) return;
   const g = e.target.closest('.demo-player').dataset.group;
-  stop(g); show(g, +e.target.value);
+  demo.sync(g);
+  demo.move(g, +e.target.value);
 });
-let seen = null;
-new MutationObserver(() => {
-  const player = element.querySelector('.demo-player');
-  if (!player || player.dataset.run === seen) return;
-  seen = player.dataset.run;
-  stop(player.dataset.group); show(player.dataset.group, 0);
-}).observe(element, { childList: true, subtree: true });
+element.addEventListener('change', (e) => {
+  if (!e.target.classList.contains('demo-speed')) return;
+  demo.speed(e.target.closest('.demo-player').dataset.group, +e.target.value);
+});
+watch('value', () => { if (here()) demo.sync(group); });
+if (here()) demo.sync(group);
 """
