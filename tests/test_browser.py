@@ -678,6 +678,44 @@ def test_downloads_and_a_link_to_the_view(page, server):
         fresh.close()
 
 
+# ---------------------------------------------------------------- links that reopen the view
+
+
+def _tab_in_use(view) -> str:
+    return view.locator("[role=tab][aria-selected=true]").inner_text().strip()
+
+
+def _copy_link(view, server) -> str:
+    """The link "Copy a link to this view" makes (the clipboard is out of a headless test's reach)."""
+    with view.expect_response("**/gradio_api/deep_link**") as response:
+        view.get_by_role("button", name="Copy a link to this view").click()
+    return f"{server}?deep_link={response.value.text().strip(chr(34))}"
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+def test_a_link_after_a_lesson_step_opens_the_tab_picked_since(page, server, width):
+    """A lesson step opens its tab; a person then opens another: the link opens that one."""
+    context = page.context.browser.new_context(viewport={"width": width, "height": 900})
+    view = context.new_page()
+    view.set_default_timeout(30_000)
+    try:
+        view.goto(server)
+        view.get_by_role("button", name="Lesson:").click()
+        view.get_by_label("6. Length generalisation").check()
+        view.locator("#lesson-card").filter(has_text="Length probe tab").wait_for()
+        view.locator("#lesson-load").click()
+        view.wait_for_function("() => document.querySelector('#probe-lengths textarea')?.value === '128, 256, 512'")
+        _open_tab(view, "Ranking")
+        fresh = context.new_page()
+        fresh.goto(_copy_link(view, server))
+        fresh.wait_for_selector("[role=tab][aria-selected=true]")
+        assert _tab_in_use(fresh) == "Ranking"
+        fresh.locator("#rank-context textarea").wait_for()
+        _screenshot(fresh, f"link-after-lesson-{width}")
+    finally:
+        context.close()
+
+
 # ---------------------------------------------------------------- playback across runs
 
 

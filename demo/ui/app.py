@@ -70,14 +70,30 @@ def build_app(deployment: Deployment | None = None) -> gr.Blocks:
             with gr.Tab("Results", id="results"):
                 tabs["results"] = results_tab.build()
         lesson.wire(guide, tab_bar, tabs)
-        # A link to this page as it is now (the tab's inputs, settings and results), kept by the
-        # server: someone who opens it sees the same view, and a run checks its inputs as usual.
+        # A link to this page as it is now (the tab in use, its inputs, settings and results), kept
+        # by the server: the link holds each component as the server last saw it, so the tab a
+        # person picks is told to the server. Someone who opens it sees the same view, and a run
+        # checks its inputs as usual.
+        keep_tab_in_use(tab_bar, list(tabs))
         gr.DeepLinkButton("Copy a link to this view", copied_value="Link copied", variant="secondary",
                           size="sm")
         for part in tabs.values():  # what a page shows when it opens: not an API
             if part.first_view:
                 app.load(*part.first_view, api_visibility="private")
     return app
+
+
+def keep_tab_in_use(tab_bar: gr.Tabs, tab_ids: list[str]) -> None:
+    """Tell the server each tab a person opens (a lesson step tells it through its own update)."""
+    def in_use(event: gr.SelectData):
+        if isinstance(event.index, int) and 0 <= event.index < len(tab_ids):
+            return gr.Tabs(selected=tab_ids[event.index])
+        return gr.skip()
+
+    # the update names the tab already shown, so the page does not move; the last pick wins (sent
+    # in order, one at a time); it runs no model, so not queued
+    tab_bar.select(in_use, None, tab_bar, api_visibility="private", queue=False, show_progress="hidden",
+                   trigger_mode="always_last")
 
 
 def on_zerogpu() -> bool:
