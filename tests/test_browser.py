@@ -692,6 +692,88 @@ def _copy_link(view, server) -> str:
     return f"{server}?deep_link={response.value.text().strip(chr(34))}"
 
 
+def _rests_at(view, group: str, step: int) -> None:
+    """Wait until the server keeps ``step`` for the players of ``group`` (what a link holds)."""
+    view.wait_for_function("([g, k]) => { const e = document.querySelector('#playback-steps [data-steps]');"
+                           " return e && (JSON.parse(e.dataset.steps)[g] || {}).at === k; }", arg=[group, step])
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+def test_a_link_reopens_the_tab_in_use_with_its_results(page, server, width):
+    """On each tab: a run, a link, and the link opened in a fresh page shows that tab (not the
+    first), with the inputs, the results and the playback's step."""
+    context = page.context.browser.new_context(viewport={"width": width, "height": 900})
+    view = context.new_page()
+    view.set_default_timeout(30_000)
+
+    def reopened(tab: str, ready: str):
+        fresh = context.new_page()
+        fresh.set_default_timeout(30_000)
+        fresh.goto(_copy_link(view, server))
+        fresh.wait_for_selector("[role=tab][aria-selected=true]")
+        assert _tab_in_use(fresh) == tab
+        fresh.wait_for_function(ready)
+        _screenshot(fresh, f"link-{tab.lower().replace(' ', '-')}-{width}")
+        return fresh
+
+    try:
+        view.goto(server)
+        view.locator("#gen-prompt textarea").fill("A link keeps this prompt: the capital of Peru is")
+        _max_tokens(view, 4)
+        _new_run(view, ["#gen-trace", "#gen-causal-trace"], lambda: view.click("#gen-run"))
+        view.locator("#gen-trace [data-action=next]").click()
+        _rests_at(view, "gen", 1)
+        shown = view.locator("#gen-mlm-text textarea").input_value()
+        fresh = reopened("Prompting", "() => document.querySelector('#gen-trace .demo-player')")
+        assert fresh.locator("#gen-mlm-text textarea").input_value() == shown
+        position = _player_at(fresh, "#gen-trace")
+        assert position[0].startswith("step 2 of") and position[1] == "1", position
+        fresh.close()
+
+        _open_tab(view, "Infill")
+        _choose(view, "fill-preset", "Two blanks")
+        _new_run(view, ["#fill-trace"], lambda: view.click("#fill-run"))
+        view.locator("#fill-trace [data-action=next]").click()
+        _rests_at(view, "fill", 1)
+        filled = view.locator("#fill-mlm-filled").inner_text()
+        fresh = reopened("Infill", "() => document.querySelector('#fill-trace .demo-player')")
+        assert fresh.locator("#fill-mlm-filled").inner_text() == filled
+        assert _player_at(fresh, "#fill-trace") == ("step 2 of 2", "1")
+        fresh.close()
+
+        _open_tab(view, "Ranking")
+        _choose(view, "rank-preset", "Winograd: trophy and suitcase (large)")
+        view.locator("#rank-preset-note").filter(has_text="Correct answer").wait_for()
+        view.click("#rank-run")
+        view.locator("#rank-mlm-summary .demo-correct").first.wait_for(timeout=MODEL_WAIT_MS)
+        view.locator("#rank-causal-summary li").first.wait_for(timeout=MODEL_WAIT_MS)
+        ranked = view.locator("#rank-mlm-summary").inner_text()
+        fresh = reopened("Ranking", "() => document.querySelector('#rank-mlm-summary .demo-correct')")
+        assert fresh.locator("#rank-mlm-summary").inner_text() == ranked
+        assert fresh.locator("#rank-context textarea").input_value().startswith("The trophy")
+        fresh.locator("#rank-mlm-plot g.heatmap-label text").first.wait_for()
+        fresh.close()
+
+        _open_tab(view, "Length probe")
+        view.locator("#probe-lengths textarea, #probe-lengths input").first.fill("128")
+        view.locator("#probe-depths textarea, #probe-depths input").first.fill("0.5")
+        view.click("#probe-run")
+        for side in ("mlm", "causal"):
+            view.locator(f"#probe-{side}-summary").filter(has_text="1 of 1 runs").wait_for(timeout=MODEL_WAIT_MS)
+        probed = view.locator("#probe-mlm-summary").inner_text()
+        fresh = reopened("Length probe", "() => document.querySelector('#probe-mlm-plot g.heatmap-label text')")
+        assert fresh.locator("#probe-mlm-summary").inner_text() == probed
+        fresh.close()
+
+        _open_tab(view, "Results")
+        _choose(view, "results-model", "GPT-3 1.3B")
+        view.locator("#results-count").filter(has_text="1 model(s)").wait_for()
+        fresh = reopened("Results", "() => document.querySelector('#results-count')?.innerText.includes('1 model(s)')")
+        fresh.close()
+    finally:
+        context.close()
+
+
 @pytest.mark.parametrize("width", [1400, 400])
 def test_a_link_after_a_lesson_step_opens_the_tab_picked_since(page, server, width):
     """A lesson step opens its tab; a person then opens another: the link opens that one."""

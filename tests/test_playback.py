@@ -101,3 +101,19 @@ def test_an_infilling_plays_in_the_order_it_filled(standin_mlm):
         newest = [i for i, kind in enumerate(kinds) if "demo-new" in kind]
         assert newest == ([result.order[k - 1]] if k else [])
         assert kinds[0] == ["demo-end"] and kinds[-1] == ["demo-end"]  # [CLS] and [SEP]
+
+
+def test_the_link_keeper_keeps_only_well_formed_steps():
+    """The steps come from the browser and a link shows them to others: only group names, run ids
+    and step numbers are kept, and the keeper's HTML holds them as escaped data."""
+    from demo.ui.playback import kept_steps, steps_html
+
+    good = {"gen": {"key": "0a1b2c3d4e5f,abcdef012345", "at": 3}, "fill": {"key": "", "at": 0}}
+    assert kept_steps(good) == good
+    bad = {"gen": {"key": "<script>", "at": 1}, "Fill": {"key": "ab", "at": 1}, "x": {"key": "ab", "at": -1},
+           "y": {"key": "ab", "at": True}, "z": {"key": "ab", "at": 1.5}, "w": ["ab", 1], "v": {"key": "ab"}}
+    assert kept_steps(bad) == {} and kept_steps(None) == {} and kept_steps("gen") == {}
+    assert len(kept_steps({"g" + "a" * k: {"key": "ab", "at": 1} for k in range(12)})) == 8  # a few groups at most
+    html = steps_html({"gen": {"key": "ab", "at": 2}, "evil": {"key": '"><img src=x onerror=alert(1)>', "at": 0}})
+    assert html == ('<div class="demo-playback-steps" data-steps="{&quot;gen&quot;: {&quot;key&quot;: '
+                    '&quot;ab&quot;, &quot;at&quot;: 2}}"></div>')

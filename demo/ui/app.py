@@ -18,7 +18,7 @@ from ..app import self_check
 from ..app.catalog import LOCAL_MODELS_VAR
 from ..app.deployment import Deployment
 from ..evaluation.exports import KEEP_SECONDS
-from . import common, infill_tab, length_probe, lesson, prompting, ranking, results_tab, startup_check
+from . import common, infill_tab, length_probe, lesson, playback, prompting, ranking, results_tab, startup_check
 from .common import import_core_in_background, message, use
 from .gradio_mends import mend
 
@@ -70,11 +70,12 @@ def build_app(deployment: Deployment | None = None) -> gr.Blocks:
             with gr.Tab("Results", id="results"):
                 tabs["results"] = results_tab.build()
         lesson.wire(guide, tab_bar, tabs)
-        # A link to this page as it is now (the tab in use, its inputs, settings and results), kept
-        # by the server: the link holds each component as the server last saw it, so the tab a
-        # person picks is told to the server. Someone who opens it sees the same view, and a run
-        # checks its inputs as usual.
+        # A link to this page as it is now (the tab in use, its inputs, settings and results, the
+        # playback's steps), kept by the server: the link holds each component as the server last
+        # saw it, so the tab a person picks and the players' steps are told to the server as they
+        # change. Someone who opens it sees the same view, and a run checks its inputs as usual.
         keep_tab_in_use(tab_bar, list(tabs))
+        playback.link_keeper()
         gr.DeepLinkButton("Copy a link to this view", copied_value="Link copied", variant="secondary",
                           size="sm")
         for part in tabs.values():  # what a page shows when it opens: not an API

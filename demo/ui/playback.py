@@ -10,12 +10,17 @@ re-read the whole window (refreshes).
 One script owns every player's state (``ENGINE_JS``, shared by the gr.HTML components that show
 the frames, ``PLAYER_JS``); it shows one frame at a time. Every player of one group follows the
 same step: the masked and the causal LM write side by side at the same pace, driven by the first
-lane's controls; a new run starts its group at step 1, and a speed change applies at once. With
-``prefers-reduced-motion`` nothing moves: no play button, no sliding; the scrubber and the step
-buttons still reach every frame (style.css).
+lane's controls; a new run starts its group at step 1, and a speed change applies at once. A
+hidden keeper (``link_keeper``) holds where each group rests, so a link to the page reopens the
+players there. With ``prefers-reduced-motion`` nothing moves: no play button, no sliding; the
+scrubber and the step buttons still reach every frame (style.css).
 """
 
 import hashlib
+import json
+import re
+
+import gradio as gr
 
 from .common import escape
 
@@ -205,13 +210,14 @@ def window_diagram() -> str:
             'move one place right.">' + "".join(parts) + "</svg>")
 
 
-# The players' one owner, shared by every player on the page: per group of players, the runs it
-# shows, the step, the timer. A group starts over when the runs its lanes show change, checked when
-# a lane's value arrives (Gradio's `watch`) and again before every control acts: Gradio patches a
-# new run into the old player's elements, so nothing else marks it.
+# The players' one owner, shared by every player on the page (and the link keeper below): per group
+# of players, the runs it shows, the step, the timer. A group starts over when the runs its lanes
+# show change, checked when a lane's value arrives (Gradio's `watch`) and again before every control
+# acts: Gradio patches a new run into the old player's elements, so nothing else marks it.
 ENGINE_JS = """
 const demo = (window.demoPlayback = window.demoPlayback || (() => {
   const groups = {};
+  let saved = {}, send = null;  // the steps a link kept; how the page tells the server its steps
   const lanes = (g) => [...document.querySelectorAll(`.demo-player[data-group="${g}"]`)];
   const of = (g) => groups[g] || (groups[g] = { key: null, at: 0, last: 0, timer: null });
   function show(g, k) {
@@ -229,12 +235,17 @@ const demo = (window.demoPlayback = window.demoPlayback || (() => {
     }
     s.at = k; s.last = last;
   }
+  function rest() {  // the server keeps where each group rests, for a link to the page
+    const steps = {};
+    for (const [g, s] of Object.entries(groups)) if (s.key !== null) steps[g] = { key: s.key, at: s.at };
+    if (send && Object.keys(steps).length) send(steps);
+  }
   function halt(g) {
     const s = of(g);
     if (s.timer) { clearInterval(s.timer); s.timer = null; }
     lanes(g).forEach((p) => p.querySelectorAll('.demo-play').forEach((b) => { b.textContent = '▶ Play'; }));
   }
-  function tick(g) { const s = of(g); if (s.at >= s.last) halt(g); else show(g, s.at + 1); }
+  function tick(g) { const s = of(g); if (s.at >= s.last) { halt(g); rest(); } else show(g, s.at + 1); }
   function play(g, ms) {
     const s = of(g);
     halt(g);
@@ -242,21 +253,28 @@ const demo = (window.demoPlayback = window.demoPlayback || (() => {
     s.timer = setInterval(() => tick(g), ms);
     lanes(g).forEach((p) => p.querySelectorAll('.demo-play').forEach((b) => { b.textContent = '❚❚ Pause'; }));
   }
-  function pause(g) { halt(g); }
-  function move(g, k) { halt(g); show(g, k); }
+  function pause(g) { halt(g); rest(); }
+  function move(g, k) { halt(g); show(g, k); rest(); }
   function speed(g, ms) {  // every lane's picker says it; a playing group changes pace now
     const s = of(g);
     lanes(g).forEach((p) => p.querySelectorAll('.demo-speed').forEach((e) => { e.value = String(ms); }));
     if (s.timer) { clearInterval(s.timer); s.timer = setInterval(() => tick(g), ms); }
   }
-  function sync(g) {  // a new run in any lane: its first step
+  function sync(g) {  // a new run in any lane: its first step, or the step a link kept for these runs
     const s = of(g), key = lanes(g).map((p) => p.dataset.run).sort().join(',');
     if (key === s.key) return;
     halt(g);
     s.key = key;
-    show(g, 0);
+    show(g, saved[g] && saved[g].key === key ? saved[g].at : 0);
+    rest();
   }
-  return { of, play, pause, move, speed, sync };
+  function keep(sender, steps) {
+    send = sender;
+    saved = steps || {};
+    for (const [g, s] of Object.entries(groups)) if (saved[g] && saved[g].key === s.key) show(g, saved[g].at);
+    rest();
+  }
+  return { of, play, pause, move, speed, sync, keep };
 })());
 """
 
@@ -288,3 +306,52 @@ element.addEventListener('change', (e) => {
 watch('value', () => { if (here()) demo.sync(group); });
 if (here()) demo.sync(group);
 """
+
+# The link keeper: hands the owner the steps a link kept, and reports the steps back to the server.
+KEEPER_JS = ENGINE_JS + """
+let kept = {};
+try { kept = JSON.parse(element.querySelector('[data-steps]').dataset.steps); } catch (err) { kept = {}; }
+demo.keep((steps) => trigger('input', { steps }), kept);
+"""
+
+GROUP = re.compile(r"[a-z]{1,16}")
+KEY = re.compile(r"[0-9a-f]{0,40}(,[0-9a-f]{0,40}){0,3}")  # the run ids (run_id) of a group's lanes
+MAX_STEP = 100_000
+
+
+def kept_steps(steps) -> dict:
+    """Of the steps the page reported (``{group: {"key": runs, "at": step}}``), the well-formed
+    ones: the report comes from the browser, and a link shows it to whoever opens it."""
+    if not isinstance(steps, dict):
+        return {}
+    kept = {}
+    for group, rest in list(steps.items())[:8]:
+        if not (isinstance(group, str) and GROUP.fullmatch(group) and isinstance(rest, dict)):
+            continue
+        key, at = rest.get("key"), rest.get("at")
+        if isinstance(key, str) and KEY.fullmatch(key) and type(at) is int and 0 <= at <= MAX_STEP:
+            kept[group] = {"key": key, "at": at}
+    return kept
+
+
+def steps_html(steps) -> str:
+    """The link keeper's value: the kept steps, as data for KEEPER_JS."""
+    return f'<div class="demo-playback-steps" data-steps="{escape(json.dumps(kept_steps(steps)))}"></div>'
+
+
+def link_keeper() -> gr.HTML:
+    """A hidden component that keeps where each player rests, so that a link to the page (Gradio's
+    deep link keeps every component's value) reopens the players at those steps."""
+    keeper = gr.HTML(steps_html({}), elem_id="playback-steps", visible="hidden", js_on_load=KEEPER_JS)
+
+    def report(event: gr.EventData) -> str:
+        try:
+            steps = event.steps
+        except (AttributeError, TypeError):  # a report without steps (none, or not a dict)
+            steps = None
+        return steps_html(steps)
+
+    # the last report wins: sent in order, one at a time; it runs no model, so not queued
+    keeper.input(report, None, keeper, api_visibility="private", queue=False, show_progress="hidden",
+                 trigger_mode="always_last")
+    return keeper
