@@ -64,7 +64,7 @@ def check_against_naive(lm, reference_model, order: str):
     final, order_filled = naive_fill(reference_model, tok, window, order)
     assert result.order == order_filled
     assert result.token_ids == [[final[p] for p in blank] for blank in result.blanks]
-    assert result.forward_passes == 5
+    assert (result.reads.passes, result.reads.tokens) == (5, 5 * len(window))  # one pass over the window per mask
     return result
 
 
@@ -236,14 +236,16 @@ def test_an_auto_blank_keeps_the_length_the_model_scores_best(standin_mlm):
     settings = InfillSettings(max_blank_tokens=3)
     result = infill(standin_mlm, "The [blank:auto] is the capital of France.", settings)
     assert [t.tokens for t in result.tries] == [1, 2, 3]
+    copies = 0
     for tried in result.tries:
         fixed = infill(standin_mlm, f"The [blank:{tried.tokens}] is the capital of France.", settings)
         assert tried.text == fixed.filled and tried.fill == fixed.fills[0]
         scored = score_batch(standin_mlm, [("", fixed.filled)], ScoringSettings(scope="full"))[0]
         assert tried.score == floats.total(scored.total, len(scored.tokens), standin_mlm)  # batched apart
+        copies += len(scored.tokens)  # scoring a try: a masked copy per token
     best = max(result.tries, key=lambda t: t.score)
     assert result.filled == best.text and len(result.token_ids[0]) == best.tokens
-    assert result.forward_passes == 1 + 2 + 3
+    assert result.reads.passes == 1 + 2 + 3 + copies  # a pass per masked token of each try, then the scoring
 
 
 def test_blanks_are_read_as_the_parser_says():

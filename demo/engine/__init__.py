@@ -17,4 +17,5 @@ one settings object, applies the text conventions itself, and knows nothing of t
 - ``infill_causal`` a causal LM's fill of the same blanks (from the left, or in the middle), both ranked
 - ``constraints``   what the decoder may write and when it stops: digits, choices, stop strings
 - ``trace``         the step-by-step record of a generation (windows, top-k, beams)
+- ``counting``      the work a request did: forward passes and the tokens they read, counted as they run
 """

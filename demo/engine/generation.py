@@ -12,10 +12,13 @@ repetition penalty). This module adds what the papers and the app need on top:
   chosen token, the live beams with their scores;
 - for masked LMs, the approximate prefix cache (``settings.cache="prefix"``, ``demo.engine.prefix_cache``)
   beside the exact method, and where two outputs part (``first_difference``);
+- the work it did (``GenerationResult.reads``, per step in the trace): forward passes and the
+  tokens they read, counted as they run (``demo.engine.counting``);
 - clear ``ValueError``s for bad input, never silent truncation.
 """
 
 import re
+import threading
 import time
 from dataclasses import dataclass, field, fields, replace
 
@@ -25,11 +28,12 @@ from transformers import GenerationConfig, StoppingCriteria
 
 from ..settings import GenerationSettings
 from .constraints import constraints, pieces
+from .counting import Reads, count_pass, counting
 from .mask_window import padding_masks_of, window_length
 from .mlm_decoder import MaskedLMAsCausalLM, WindowSpecials
 from .models import InputTooLong
 from .prefix_cache import encoder_of
-from .text import check_readable, decode_newlines, prompt_as_read, special_token_note
+from .text import decode_newlines, prompt_as_read, prompt_ids_of, special_token_note
 from .trace import StepRecorder, StepTrace, build_trace
 
 STOP_REASONS = ("max_new_tokens", "stop_string", "newline", "eos", "digits", "choice", "time_limit")
@@ -53,6 +57,10 @@ class GenerationResult:
     # parallel unmasking: the steps that ran no forward pass of their own (read at a padding mask
     # of an earlier one); None when it is off or the model is a causal LM
     guessed: int | None = None
+    # the forward passes decoding ran and the tokens they read, all beams together: a masked LM
+    # re-reads its window every step (the prefix cache: only its tail between refreshes); a causal
+    # LM reads the prompt once, then the one token it wrote last
+    reads: Reads = field(default_factory=Reads)
 
 
 def first_difference(a: GenerationResult, b: GenerationResult) -> int | None:
@@ -86,27 +94,10 @@ def _validate(lm, prompt, s: GenerationSettings) -> None:
         encoder_of(lm.model)  # refuses a family the prefix cache does not cover, naming those it does
 
 
-def _prompt_ids(lm, prompt: str) -> list[int]:
-    """The prompt's token ids as the model reads them: the newline convention applied; no special
-    tokens for a masked LM (the decoder adds its window's); none at the end for a causal LM."""
-    tokenizer = lm.tokenizer
-    masked = lm.kind == "masked"
-    # verbose=False: the length check is ours (_check_room, with a clearer message)
-    check_readable(prompt, "prompt")
-    ids = tokenizer(prompt_as_read(prompt, lm.newline_survives), add_special_tokens=not masked,
-                    verbose=False)["input_ids"]
-    if not masked:  # a causal LM continues the text: drop an end token the tokenizer appends
-        while len(ids) > 1 and ids[-1] in (tokenizer.sep_token_id, tokenizer.eos_token_id):
-            ids = ids[:-1]  # (ModernBERT-style tokenizers add [SEP], as Ettin's decoders' do)
-    if not ids:
-        raise ValueError("The prompt has nothing this model's tokenizer reads as text: type some words.")
-    return ids
-
-
 def check_prompt(lm, prompt: str, settings: GenerationSettings) -> None:
     """Raise what ``generate`` would raise for this prompt's length (InputTooLong when the last
     step would not fit), without generating: for callers that filter inputs first."""
-    _check_room(lm, len(_prompt_ids(lm, prompt)), settings.max_new_tokens,
+    _check_room(lm, len(prompt_ids_of(lm, prompt)), settings.max_new_tokens,
                 padding_masks_of(lm, settings.padding_masks))
 
 
@@ -190,6 +181,25 @@ def suppressed_ids(lm, end_ids: list[int]) -> list[int]:
     return sorted(ids)
 
 
+_COUNTED_LOCK = threading.Lock()
+
+
+def _count_inputs(module, args, kwargs) -> None:
+    input_ids = kwargs.get("input_ids", args[0] if args else None)
+    if input_ids is not None:
+        count_pass(input_ids)  # with a KV cache: only the tokens the cache lacks
+
+
+def _counts_its_passes(model) -> None:
+    """Count a causal LM's passes where ``generate()`` feeds it: a hook that charges only the
+    counters open in the calling thread, registered once per model (two at once would count
+    every pass twice)."""
+    with _COUNTED_LOCK:
+        if not getattr(model, "_demo_counts_passes", False):
+            model.register_forward_pre_hook(_count_inputs, with_kwargs=True)
+            model._demo_counts_passes = True
+
+
 def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, progress: bool = False,
              time_limit: float | None = None, **overrides) -> GenerationResult:
     """Continue ``prompt`` with a masked or causal LM (``demo.engine.models.LoadedModel``).
@@ -207,7 +217,7 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
     padding_masks = padding_masks_of(lm, s.padding_masks)
 
     model_prompt = prompt_as_read(prompt, lm.newline_survives)
-    prompt_ids = _prompt_ids(lm, prompt)
+    prompt_ids = prompt_ids_of(lm, prompt)
     n = len(prompt_ids)
     _check_room(lm, n, s.max_new_tokens, padding_masks)
 
@@ -220,7 +230,10 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
         model.recorded_windows = []
     config = _decoding_config(lm, s, end_ids)
     processors, stops, prefix_fn, trie = constraints(lm, s, model_prompt, prompt_ids, end_ids)
-    recorder = StepRecorder(n, s.trace, s.trace_top_k)
+    if not masked:
+        _counts_its_passes(model)
+    reads = Reads()
+    recorder = StepRecorder(n, s.trace, s.trace_top_k, reads)
     processors.append(recorder)  # last: sees the scores after every constraint
     bar = ProgressBar(s.max_new_tokens) if progress else None
     if bar:
@@ -233,7 +246,7 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
     devices = [lm.device.index or 0] if lm.device.type == "cuda" else []
     start = time.perf_counter()
     try:
-        with torch.random.fork_rng(devices=devices, enabled=s.seed is not None):
+        with torch.random.fork_rng(devices=devices, enabled=s.seed is not None), counting(reads):
             if s.seed is not None:
                 torch.manual_seed(s.seed)
             output = model.generate(
@@ -275,7 +288,8 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
                             token_ids=text_ids, notes=[note] if note else [],
                             refreshes=model.prefix_cache.refreshes if masked and model.prefix_cache else None,
                             guessed=(sum(j > 0 for j in model.read_from)
-                                     if masked and s.parallel_threshold is not None else None))
+                                     if masked and s.parallel_threshold is not None else None),
+                            reads=reads)
 
 
 def _decoding_config(lm, s: GenerationSettings, end_ids: list[int]) -> GenerationConfig:

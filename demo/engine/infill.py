@@ -29,6 +29,7 @@ from transformers.generation.logits_process import TemperatureLogitsWarper, TopK
 
 from ..settings import InfillSettings, ScoringSettings
 from .constraints import continuation
+from .counting import Reads, counting
 from .generation import suppressed_ids
 from .mlm_decoder import WindowSpecials
 from .pll import mlm_head, score_batch
@@ -129,7 +130,9 @@ class InfillResult:
     order: list[int]  # the window positions in the order they were filled (one per step)
     steps: list[StepTrace]  # empty unless settings.trace; step.predicted is the filled position
     seconds: float
-    forward_passes: int  # one per filled token, per length tried (the scoring of tries not counted)
+    # the forward passes and the tokens they read: one pass over the window per filled token, per
+    # length tried, and the scoring of a [blank:auto]'s tries (one masked copy per token)
+    reads: Reads
     tries: list[LengthTry] = field(default_factory=list)  # [blank:auto]: every length, in order
     notes: list[str] = field(default_factory=list)  # things the reader should know
 
@@ -208,7 +211,8 @@ def _fill(lm, segments: list[str], lengths: list[int], s: InfillSettings) -> _Fi
         # What the head reads (the last layer, or DeBERTa's enhanced mask decoder) and the
         # vocabulary projection, only at the positions read (docs/method.md, section 2)
         ids = torch.tensor([window], device=lm.device)
-        logits = head(hidden_at(lm.model, ids, None, [0] * len(read), read))
+        with counting() as reads:
+            logits = head(hidden_at(lm.model, ids, None, [0] * len(read), read))
         logits = logits.float().cpu()
         logits[:, banned] = float("-inf")
         probs = logits.softmax(-1)  # what "confidence" and the trace read: before temperature & co.
@@ -224,21 +228,21 @@ def _fill(lm, segments: list[str], lengths: list[int], s: InfillSettings) -> _Fi
         position, token = read[best], int(tokens[best])
         if s.trace:
             steps.append(_step(tokenizer, window, step, remaining, position, token, probs[best],
-                               s.trace_top_k))
+                               s.trace_top_k, reads))
         window[position] = token
         remaining.remove(position)
         order.append(position)
     return _Fill(window, blanks, order, steps)
 
 
-def _step(tokenizer, window, step, remaining, position, token, probs, top_k) -> StepTrace:
+def _step(tokenizer, window, step, remaining, position, token, probs, top_k, reads: Reads) -> StepTrace:
     context = window[1:position]  # what the token follows, for its text's leading space
     top = probs.topk(min(top_k, probs.shape[-1]))
     return StepTrace(step=step, window=tokenizer.convert_ids_to_tokens(window), mask_positions=list(remaining),
                      top=[(piece_or_name(tokenizer, context, int(i), []), float(p))
                           for i, p in zip(top.indices, top.values)],
                      chosen=piece_or_name(tokenizer, context, token, []), beams=None, prompt_length=0,
-                     predicted=position)
+                     predicted=position, reads=reads)
 
 
 def _fills(lm, fill: _Fill) -> list[str]:
@@ -277,13 +281,14 @@ def infill(lm, text: str, settings: InfillSettings | None = None) -> InfillResul
         [n if i == auto else b.tokens for i, b in enumerate(blanks)] for n in range(1, s.max_blank_tokens + 1)]
 
     start = time.perf_counter()
-    fills = [_fill(lm, segments, n, s) for n in lengths]
-    words = [_fills(lm, fill) for fill in fills]
-    tries = []
-    if auto is not None:
-        texts = [splice(segments, w) for w in words]
-        tries = [LengthTry(tokens=n[auto], fill=w[auto], text=t, score=score)
-                 for n, w, t, score in zip(lengths, words, texts, text_scores(lm, texts))]
+    with counting() as reads:
+        fills = [_fill(lm, segments, n, s) for n in lengths]
+        words = [_fills(lm, fill) for fill in fills]
+        tries = []
+        if auto is not None:
+            texts = [splice(segments, w) for w in words]
+            tries = [LengthTry(tokens=n[auto], fill=w[auto], text=t, score=score)
+                     for n, w, t, score in zip(lengths, words, texts, text_scores(lm, texts))]
     kept = max(range(len(fills)), key=lambda k: (tries[k].score, -k)) if tries else 0  # ties: shorter
     seconds = time.perf_counter() - start
 
@@ -292,5 +297,5 @@ def infill(lm, text: str, settings: InfillSettings | None = None) -> InfillResul
     return InfillResult(text=text, filled=splice(segments, words[kept]), fills=words[kept],
                         token_ids=[[fill.window[p] for p in positions] for positions in fill.blanks],
                         blanks=fill.blanks, order=fill.order, steps=fill.steps, seconds=seconds,
-                        forward_passes=sum(len(f.order) for f in fills), tries=tries,
+                        reads=reads, tries=tries,
                         notes=[note] if note else [])

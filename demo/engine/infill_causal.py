@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..settings import GenerationSettings, InfillSettings
+from .counting import Reads, counting
 from .generation import generate
 from .infill import AUTO, LengthTry, parse_blanks, segments_of, splice, text_scores
 from .text import special_token_note
@@ -35,6 +36,9 @@ class CausalInfillResult:
     fills: list[str]  # per blank: the text written into it
     mode: str  # "left": continued from the text before each blank; "fim": filled in the middle
     seconds: float
+    # the forward passes and the tokens they read: each blank's generation (its prompt once, then
+    # one token per step) and the scoring of a [blank:auto]'s tries
+    reads: Reads
     tries: list[LengthTry] = field(default_factory=list)  # [blank:auto]: every length it wrote
     notes: list[str] = field(default_factory=list)  # always says what the model could read
 
@@ -53,7 +57,9 @@ def has_fim(tokenizer) -> bool:
     return all(token in vocabulary for token in FIM_TOKENS)
 
 
-def _mode(lm, s: InfillSettings) -> str:
+def fill_mode(lm, s: InfillSettings) -> str:
+    """How the causal LM fills: in the middle ("fim") where the settings allow it and its
+    tokenizer has the tokens, else from the left ("left")."""
     fim = has_fim(lm.tokenizer)
     if s.fim == "on" and not fim:
         raise ValueError(f"{lm.label}'s tokenizer has no fill-in-the-middle tokens "
@@ -62,7 +68,8 @@ def _mode(lm, s: InfillSettings) -> str:
     return "fim" if fim and s.fim != "off" else "left"
 
 
-def _prompt(lm, before: str, after: str, mode: str) -> str:
+def blank_prompt(lm, before: str, after: str, mode: str) -> str:
+    """What the causal LM continues to fill the blank between ``before`` and ``after``."""
     # The blank's first token brings its own space, as in the masked window (demo.engine.infill);
     # so does the next blank's, where the text after this one stops. A blank at the very start
     # follows the start-of-text token, as scoring's first token does.
@@ -81,21 +88,22 @@ def causal_infill(lm, text: str, settings: InfillSettings | None = None) -> Caus
         raise ValueError(f"{lm.label} is a masked LM: fill its blanks with demo.engine.infill.infill.")
     blanks = parse_blanks(text, s)
     segments = segments_of(text, blanks)
-    mode = _mode(lm, s)
+    mode = fill_mode(lm, s)
     start = time.perf_counter()
     fills, tries = [], []
-    for i, blank in enumerate(blanks):
-        before = splice(segments[:i + 1], fills)  # the earlier blanks filled
-        generation = GenerationSettings(
-            max_new_tokens=s.max_blank_tokens if blank.tokens is AUTO else blank.tokens,
-            strategy=s.strategy, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, seed=s.seed,
-            stop_at_newline=True)  # a blank holds words, not lines
-        written = generate(lm, _prompt(lm, before, segments[i + 1], mode), generation)
-        if blank.tokens is not AUTO:
-            fills.append(written.text.strip())
-            continue
-        tries = _tries(lm, segments, fills, written.tokens)
-        fills.append(max(tries, key=lambda t: (t.score, -t.tokens)).fill if tries else "")  # ties: shorter
+    with counting() as reads:
+        for i, blank in enumerate(blanks):
+            before = splice(segments[:i + 1], fills)  # the earlier blanks filled
+            generation = GenerationSettings(
+                max_new_tokens=s.max_blank_tokens if blank.tokens is AUTO else blank.tokens,
+                strategy=s.strategy, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, seed=s.seed,
+                stop_at_newline=True)  # a blank holds words, not lines
+            written = generate(lm, blank_prompt(lm, before, segments[i + 1], mode), generation)
+            if blank.tokens is not AUTO:
+                fills.append(written.text.strip())
+                continue
+            tries = _tries(lm, segments, fills, written.tokens)
+            fills.append(max(tries, key=lambda t: (t.score, -t.tokens)).fill if tries else "")  # ties: shorter
     seconds = time.perf_counter() - start
 
     notes = ["The causal LM read only the text before each blank: the words after it were invisible to it."
@@ -104,7 +112,7 @@ def causal_infill(lm, text: str, settings: InfillSettings | None = None) -> Caus
              "read the text after each blank too, up to the next blank."]
     note = special_token_note(text, lm.tokenizer)
     return CausalInfillResult(text=text, filled=splice(segments, fills), fills=fills, mode=mode,
-                              seconds=seconds, tries=tries, notes=notes + ([note] if note else []))
+                              seconds=seconds, reads=reads, tries=tries, notes=notes + ([note] if note else []))
 
 
 def _tries(lm, segments: list[str], fills: list[str], pieces: list[str]) -> list[LengthTry]:

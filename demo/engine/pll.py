@@ -39,6 +39,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..settings import ScoringSettings
+from .counting import count_pass
 from .pll_approx import near_ties, shared_tokens
 from .reading import hidden_at
 from .text import check_readable, encode_newlines, join, model_pair, quoted
@@ -356,6 +357,7 @@ def _compute_causal(lm, texts: list[_Text], token_budget: int,
             # Right padding: real tokens keep positions 0..n-1, padding is masked out.
             input_ids, attention = _padded([texts[k].ids for k in batch],
                                            lm.tokenizer.pad_token_id, lm.device)
+            count_pass(input_ids, attention)
             hidden = decoder(input_ids=input_ids, attention_mask=attention,
                              use_cache=False).last_hidden_state
             pairs = [(r, j) for r, k in enumerate(batch) for j in texts[k].scored]

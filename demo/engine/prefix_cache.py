@@ -55,6 +55,7 @@ from dataclasses import dataclass
 import torch
 
 from . import families
+from .counting import count_pass
 
 # The last FRESH text tokens are re-encoded at every step with the masks: they are the ones whose
 # states change most when a token is generated right after them. At least 2 (the predicted
@@ -141,6 +142,7 @@ class PrefixCache:
         rows = self._cached_rows(input_ids)
         if rows is not None:
             cached = self.prefix.rows(rows)
+            count_pass(windows[:, cached.start:])  # the tail: what the cache lacks
             hidden, layers, _ = self.encode(self.mlm, windows, cached.start, cached,
                                             max(keep, cached.start), self.room, wanted)
             logits = self.head(hidden)
@@ -154,6 +156,7 @@ class PrefixCache:
         # refresh: the whole window, exact
         self.refreshes += 1
         self.refreshed.append(True)
+        count_pass(windows)
         hidden, layers, shared = self.encode(self.mlm, windows, 0, None, keep, self.room, wanted)
         self.prefix = Prefix(input_ids, keep, layers, shared, keep, input_ids.shape[1])
         return self.head(hidden)

@@ -50,6 +50,25 @@ def prompt_as_read(prompt: str, newline_survives: bool) -> str:
     return encode_newlines(prompt, newline_survives)
 
 
+def prompt_ids_of(lm, prompt: str) -> list[int]:
+    """The prompt's token ids as ``generate()`` gives them to the model (:func:`prompt_as_read`):
+    no special tokens for a masked LM (the decoder adds its window's); the tokenizer's own at the
+    start for a causal LM, none at the end (it continues the text). The work budget
+    (``demo.app.budget``) counts the same ids."""
+    tokenizer = lm.tokenizer
+    masked = lm.kind == "masked"
+    check_readable(prompt, "prompt")
+    # verbose=False: the length check is the engine's (with a clearer message)
+    ids = tokenizer(prompt_as_read(prompt, lm.newline_survives), add_special_tokens=not masked,
+                    verbose=False)["input_ids"]
+    if not masked:  # a causal LM continues the text: drop an end token the tokenizer appends
+        while len(ids) > 1 and ids[-1] in (tokenizer.sep_token_id, tokenizer.eos_token_id):
+            ids = ids[:-1]  # (ModernBERT-style tokenizers add [SEP], as Ettin's decoders' do)
+    if not ids:
+        raise ValueError("The prompt has nothing this model's tokenizer reads as text: type some words.")
+    return ids
+
+
 def newline_marker_note(text: str, newline_survives: bool) -> str | None:
     """A sentence for a page that shows the tokens of ``text`` (text as the model read it) when
     they include the newline marker: without it, a reader sees two odd tokens and no newline."""

@@ -13,6 +13,7 @@ from itertools import accumulate
 from transformers import LogitsProcessor
 
 from .constraints import continuation
+from .counting import Reads
 
 
 @dataclass
@@ -31,6 +32,9 @@ class StepTrace:
     # parallel unmasking (demo.engine.parallel_unmasking): j > 0 when this step ran no pass of its
     # own and took padding mask j of the window of step `step - j` (`window` is that one's)
     read_from: int = 0
+    # the forward passes this step ran and the tokens they read, all rows together
+    # (``demo.engine.counting``); None where nobody counted
+    reads: Reads | None = None
 
 
 class StepRecorder(LogitsProcessor):
@@ -42,14 +46,20 @@ class StepRecorder(LogitsProcessor):
     scores follow by adding each row's parent score and its last token's log-prob.
     """
 
-    def __init__(self, prompt_len: int, record: bool, top_k: int):
+    def __init__(self, prompt_len: int, record: bool, top_k: int, reads: Reads | None = None):
         self.prompt_len, self.record, self.top_k = prompt_len, record, top_k
         self.n_steps = 0
+        # the request's counter, read after each step's pass: what each step read
+        self.reads, self.step_reads, self._counted = reads, [], Reads()
         self.steps: list[dict] = []
         self._previous = None  # (rows, cumulative scores, scores) of the last step
 
     def __call__(self, input_ids, scores):
         self.n_steps += 1
+        if self.reads is not None:
+            self.step_reads.append(Reads(self.reads.passes - self._counted.passes,
+                                         self.reads.tokens - self._counted.tokens))
+            self._counted = Reads(self.reads.passes, self.reads.tokens)
         if not self.record:
             return scores
         rows = [tuple(r) for r in input_ids[:, self.prompt_len:].tolist()]
@@ -104,7 +114,8 @@ def build_trace(lm, model, recorder: StepRecorder, prompt_ids, generated, tokens
                                mask_positions=mask_positions, top=top, chosen=chosen, beams=beams,
                                prompt_length=n + 1 if masked else n,
                                refreshed=cache.refreshed[passes[t] - 1] if cache is not None and own_pass else None,
-                               read_from=read_from[t]))
+                               read_from=read_from[t],
+                               reads=recorder.step_reads[t] if t < len(recorder.step_reads) else None))
     return steps
 
 
