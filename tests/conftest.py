@@ -176,3 +176,27 @@ def padded_batch(vocab: int, lengths: list[int], seed: int = 0):
         ids[r, :n] = torch.randint(5, vocab, (n,), generator=generator)
         mask[r, :n] = 1
     return ids, mask
+
+
+def tokens_read(lm, run) -> tuple[int, int]:
+    """(rows, tokens) that all forward passes of ``lm`` read while ``run()`` runs, from what its
+    input embeddings are given: a count made apart from the engine's own (demo.engine.counting).
+    Padding is not read (the attention mask hides it): a row's trailing run of padding ids is left
+    out of a batch of several rows."""
+    pad = lm.tokenizer.pad_token_id
+    read = [0, 0]
+
+    def count(module, args):
+        ids = args[0]
+        tokens = ids.numel()
+        if pad is not None and ids.shape[0] > 1:
+            tokens -= int((ids == pad).int().flip(-1).cumprod(-1).sum())
+        read[0] += ids.shape[0]
+        read[1] += tokens
+
+    hook = lm.model.get_input_embeddings().register_forward_pre_hook(count)
+    try:
+        run()
+    finally:
+        hook.remove()
+    return read[0], read[1]

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.conftest import needs_shared
+from tests.conftest import needs_shared, tokens_read
 
 pytest.importorskip("gradio")
 from demo.ui import infill_tab  # noqa: E402
@@ -93,19 +93,6 @@ def few_shot(shots: int, question: str = "Q: What is the capital of Italy?\nA: [
     return "".join(f"Q: What is the capital of {c}?\nA: {a}\n" for c, a in CAPITALS[:shots]) + question
 
 
-def tokens_read(lm, run) -> int:
-    """The tokens all forward passes of ``lm`` read while ``run()`` runs (padding included), from
-    its input embeddings' output: a count the engine does not keep itself."""
-    read = [0]
-    hook = lm.model.get_input_embeddings().register_forward_hook(
-        lambda module, args, out: read.__setitem__(0, read[0] + out.shape[:2].numel()))
-    try:
-        run()
-    finally:
-        hook.remove()
-    return read[0]
-
-
 @needs_shared
 def test_a_few_shot_fill_fits_the_default_budget_on_a_150m_encoder():
     """The Space's default encoder (Ettin 150M, ModernBERT's tokenizer): a fill of three tokens
@@ -143,16 +130,16 @@ def test_the_count_is_what_the_engines_forward_passes_read(standin_mlm, tiny_mod
 
     settings = InfillSettings()
     for text in (few_shot(12), few_shot(6, "Q: What is the [blank:2] of [blank]?\nA: [blank:4]\n")):
-        read = tokens_read(standin_mlm, lambda: infill(standin_mlm, text, settings))
+        _, read = tokens_read(standin_mlm, lambda: infill(standin_mlm, text, settings))
         assert read == infill_work(standin_mlm, text, settings).tokens, text
     text = few_shot(1, "Q: What is the capital of Italy?\nA: [blank:auto]\n")  # its tries' PLLs: short
-    read = tokens_read(standin_mlm, lambda: infill(standin_mlm, text, settings))
+    _, read = tokens_read(standin_mlm, lambda: infill(standin_mlm, text, settings))
     assert read <= infill_work(standin_mlm, text, settings).tokens < 1.05 * read
 
     gpt2 = tiny_model("gpt2")
     for text in (few_shot(6, "Q: What is the [blank:2] of [blank]?\nA: [blank:4]\n"),
                  few_shot(6, "Q: What is the capital of Italy?\nA: [blank:auto]\n")):
-        read = tokens_read(gpt2, lambda: causal_infill(gpt2, text, settings))
+        _, read = tokens_read(gpt2, lambda: causal_infill(gpt2, text, settings))
         assert read <= infill_work(gpt2, text, settings).tokens < 1.1 * read, text
 
 

@@ -4,11 +4,14 @@ A transformer's forward pass costs about 2 x parameters floating-point operation
 reads (attention's extra cost is left out: small next to the weights at these lengths). So the
 work of a request is 2 x parameters x the tokens all its forward passes read:
 
-- ranking a masked LM: one masked copy per scored token, each as long as the whole text
-  (context + candidate; plus the unconditional context's copies if asked);
-- ranking a causal LM: one pass per text;
+- ranking a masked LM: one masked copy per scored token (the tokenizer's specials are read, never
+  scored), each as long as the whole text (context + candidate; plus the unconditional context's
+  copies if asked);
+- ranking a causal LM: one pass per text, with a start token before it where its first token is
+  scored;
 - generating with a masked LM: every step re-reads the window (text so far, masks, end token),
-  once per beam; with a causal LM the prompt once, then one token per step and beam (KV cache);
+  once per beam; with a causal LM (KV cache) the first step reads the prompt, every later step
+  the one token written last (the last token written is never read back), once per beam;
 - filling blanks with a masked LM: one pass over the window (text + masks) per masked token; with
   a causal LM, each blank generated after its prompt; a [blank:auto] is filled at every length it
   tries, and each try's text scored whole. Scoring the filled texts afterwards (the Infill page's
@@ -17,7 +20,9 @@ work of a request is 2 x parameters x the tokens all its forward passes read:
   (causal); cells beyond the model's limit cost nothing.
 
 Counts use the model's own tokenizer on the text it will read (``demo.engine.text``), so they are exact
-in tokens; the seconds shown are a rough guide from an assumed speed (``AppSettings``). Before a
+in tokens: the engine counts what its passes read as they run (``demo.engine.counting``), and for a
+request that runs every step it may (no early stop) and fills of known length, the two are equal
+(tested). The seconds shown are a rough guide from an assumed speed (``AppSettings``). Before a
 model is loaded (ZeroGPU asks for its GPU time before the request runs), the same formulas take
 tokens estimated from characters and the catalog's parameter count (the ``estimated_*`` functions).
 """
@@ -26,7 +31,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..engine.mask_window import padding_masks_of, window_length
-from ..engine.text import encode_newlines, join, model_pair
+from ..engine.text import encode_newlines, join, model_pair, prompt_ids_of
 from ..settings import AppSettings, GenerationSettings, GridSettings, InfillSettings, ScoringSettings
 
 
@@ -35,6 +40,7 @@ class Work:
     tokens: int  # tokens read by all forward passes together
     parameters: int
     what: str  # how the tokens were counted, in words
+    passes: int = 0  # forward passes, one per text read (a beam, a masked copy); 0: not counted
 
     @property
     def tflop(self) -> float:
@@ -68,17 +74,23 @@ def _count(lm, text: str, specials: bool = True) -> int:
     return len(lm.tokenizer(text, add_special_tokens=specials, verbose=False)["input_ids"])
 
 
-def ranking_tokens(kind: str, total: int, scored: int) -> int:
-    """One text of ``total`` tokens, ``scored`` of them scored: a causal LM reads it once (with
-    its start token), a masked LM once per scored token."""
-    return total + 1 if kind == "causal" else max(scored, 1) * total
+def ranking_tokens(kind: str, total: int, scored: int, starts: bool = True) -> int:
+    """One text of ``total`` tokens, ``scored`` of them scored: a causal LM reads it once (with a
+    start token where ``starts``: its first token is scored), a masked LM once per scored token."""
+    return total + starts if kind == "causal" else max(scored, 1) * total
+
+
+def ranking_passes(kind: str, scored: int) -> int:
+    """One text, ``scored`` of its tokens scored: a pass, or a masked copy per scored token."""
+    return 1 if kind == "causal" else max(scored, 1)
 
 
 def generation_tokens(kind: str, prompt_tokens: int, steps: int, rows: int, padding_masks: int) -> int:
     """``steps`` new tokens on ``rows`` beams after a prompt of ``prompt_tokens``."""
     if kind == "masked":  # step t re-reads a window of n + t text tokens: window_length(n, .) + t
         return rows * (steps * window_length(prompt_tokens, padding_masks) + steps * (steps - 1) // 2)
-    return prompt_tokens + rows * steps
+    # step 1 reads the prompt, step t > 1 the token step t - 1 wrote; every beam its own
+    return rows * (prompt_tokens + max(steps - 1, 0))
 
 
 def grid_tokens(kind: str, lengths: list[int], runs: int) -> int:
@@ -87,30 +99,45 @@ def grid_tokens(kind: str, lengths: list[int], runs: int) -> int:
     return runs * sum(ANSWER_TOKENS * n if kind == "masked" else n for n in lengths)
 
 
+def _scored(lm, context: str, completion: str, scope: str) -> tuple[int, int, bool]:
+    """(tokens the text is, tokens scored, whether its first token is scored) for one text as
+    scoring reads it (``demo.engine.pll``): the tokenizer's specials are read, never scored."""
+    model_context, completion = model_pair(context, completion, lm.newline_survives)
+    total = _count(lm, model_context + completion)
+    if scope == "full":
+        scored = _count(lm, model_context + completion, specials=False)
+    else:
+        scored = total - _count(lm, model_context)  # (an empty context: its specials alone)
+    first = lm.tokenizer(model_context + completion, verbose=False)["input_ids"][:1]
+    first_scored = (bool(first) and first[0] not in lm.tokenizer.all_special_ids
+                    and (scope == "full" or not model_context))
+    return total, scored, first_scored
+
+
 def ranking_work(lm, context: str, candidates: list[str], settings: ScoringSettings) -> Work:
     pairs = [(context, join(context, c)) for c in candidates]
     if settings.unconditional_context is not None:
         neutral = settings.unconditional_context
         pairs += [(neutral, join(neutral, c.strip())) for c in candidates]
-    tokens = 0
+    tokens = passes = 0
     for pair in pairs:
-        model_context, completion = model_pair(*pair, lm.newline_survives)
-        total = _count(lm, model_context + completion)
-        scored = total if settings.scope == "full" else total - _count(lm, model_context)
-        tokens += ranking_tokens(lm.kind, total, scored)
+        total, scored, starts = _scored(lm, *pair, settings.scope)
+        tokens += ranking_tokens(lm.kind, total, scored, starts)
+        passes += ranking_passes(lm.kind, scored)
     what = (f"{len(candidates)} candidates" + (" twice (with the unconditional context)"
                                                if settings.unconditional_context is not None else "")
             + (", one masked copy per scored token" if lm.kind == "masked" else ""))
-    return Work(tokens, lm.n_parameters, what)
+    return Work(tokens, lm.n_parameters, what, passes)
 
 
 def generation_work(lm, prompt: str, settings: GenerationSettings) -> Work:
-    n = _count(lm, model_pair(prompt, "", lm.newline_survives)[0], specials=False)
+    """Every step ``max_new_tokens`` allows: a generation that stops early reads less."""
+    n = len(prompt_ids_of(lm, prompt))  # the prompt's tokens as generate() reads them
     steps, rows = settings.max_new_tokens, settings.num_beams if settings.strategy == "beam" else 1
     tokens = generation_tokens(lm.kind, n, steps, rows, padding_masks_of(lm, settings.padding_masks))
     what = (f"{steps} steps x {rows} beam(s), each re-reading a window of {n}+ tokens" if lm.kind == "masked"
             else f"a {n}-token prompt, then {steps} steps x {rows} beam(s)")
-    return Work(tokens, lm.n_parameters, what)
+    return Work(tokens, lm.n_parameters, what, steps * rows)
 
 
 def infill_work(lm, text: str, settings: InfillSettings) -> Work:
@@ -129,33 +156,39 @@ def infill_work(lm, text: str, settings: InfillSettings) -> Work:
     if lm.kind == "masked":
         text_tokens = len(fill_window(lm, segments, [0] * len(blanks))[0])  # the window without masks
         tokens = sum((fixed + n) * (text_tokens + fixed + n) for n in tries)
+        passes = sum(fixed + n for n in tries)
     else:
         text_tokens = _count(lm, encode_newlines("".join(segments), lm.newline_survives))
-        tokens = _causal_fill_tokens(lm, segments, blanks, settings)
+        tokens, passes = _causal_fill_work(lm, segments, blanks, settings)
     if auto:  # each try's filled text, scored whole
-        tokens += sum(ranking_tokens(lm.kind, text_tokens + fixed + n, text_tokens + fixed + n) for n in tries)
+        specials = 2 if lm.kind == "masked" else 0  # the window's start and end: read, never scored
+        for n in tries:
+            total = text_tokens + fixed + n
+            tokens += ranking_tokens(lm.kind, total, total - specials)
+            passes += ranking_passes(lm.kind, total - specials)
     masked = f"{fixed + tries[0]} to {fixed + tries[-1]}" if auto else f"{fixed}"
     what = (f"filling {masked} masked token(s), one pass each over the {text_tokens}-token text"
             if lm.kind == "masked" else f"writing {masked} token(s) into the blanks of a {text_tokens}-token text")
-    return Work(tokens, lm.n_parameters, what + (", each length tried scored whole" if auto else ""))
+    return Work(tokens, lm.n_parameters, what + (", each length tried scored whole" if auto else ""), passes)
 
 
-def _causal_fill_tokens(lm, segments: list[str], blanks: list, settings: InfillSettings) -> int:
-    """The causal LM's blanks, one generation each: its prompt is the text before the blank, the
-    earlier blanks filled, and with fill-in-the-middle tokens the text after it, up to the next
-    blank."""
+def _causal_fill_work(lm, segments: list[str], blanks: list, settings: InfillSettings) -> tuple[int, int]:
+    """(tokens, passes) of the causal LM's blanks, one generation each, of every step it may take:
+    its prompt (``demo.engine.infill_causal.blank_prompt``) is the text before the blank, the
+    earlier blanks filled (their fills unknown here: as many tokens as they may take), and with
+    fill-in-the-middle tokens the text after it, up to the next blank."""
     from ..engine.infill import AUTO
-    from ..engine.infill_causal import FIM_TOKENS, has_fim
+    from ..engine.infill_causal import blank_prompt, fill_mode
 
-    fim = settings.fim != "off" and has_fim(lm.tokenizer)
-    tokens, written = 0, 0
+    mode = fill_mode(lm, settings)
+    tokens = passes = written = 0
     for i, blank in enumerate(blanks):
         steps = settings.max_blank_tokens if blank.tokens is AUTO else blank.tokens
-        prompt = "".join(segments[:i + 1]) + ("".join(FIM_TOKENS) + segments[i + 1] if fim else "")
-        tokens += generation_tokens("causal", _count(lm, encode_newlines(prompt, lm.newline_survives)) + written,
-                                    steps, 1, 0)
+        prompt = blank_prompt(lm, "".join(segments[:i + 1]), segments[i + 1], mode)
+        tokens += generation_tokens("causal", len(prompt_ids_of(lm, prompt)) + written, steps, 1, 0)
+        passes += steps
         written += steps
-    return tokens
+    return tokens, passes
 
 
 def filled_texts_work(lm, texts: list[str]) -> Work:
