@@ -343,11 +343,13 @@ def test_compare_shows_both_outputs_their_speeds_and_where_they_part(standin_mlm
 def test_the_comparison_says_where_outputs_part_and_shows_text_as_text():
     from types import SimpleNamespace
 
+    from demo.engine.counting import Reads
     from demo.ui.prompting import comparison, difference_line
 
     def result(pieces, seconds, stop="max_new_tokens", refreshes=None):
         return SimpleNamespace(text="".join(pieces), tokens=list(pieces), token_ids=[hash(p) for p in pieces],
-                               seconds=seconds, stop_reason=stop, refreshes=refreshes, guessed=None)
+                               seconds=seconds, stop_reason=stop, refreshes=refreshes, guessed=None,
+                               reads=Reads(len(pieces), 1000 * len(pieces) + int(seconds)))
 
     exact = result(["<img src=x>", " cat", "\n"], 3.0)
     fast = result(["<img src=x>", " dog", "\n"], 1.0, refreshes=1)
@@ -358,6 +360,7 @@ def test_the_comparison_says_where_outputs_part_and_shows_text_as_text():
     panel = comparison(exact, fast, 16)
     assert "<img" not in panel and "&lt;img src=x&gt; cat" in panel and "&lt;img src=x&gt; dog" in panel
     assert "1.0 tokens/s" in panel and "3.0 tokens/s" in panel and "Speed-up: 3.0x" in panel
+    assert "3 forward passes · 3,003 tokens read" in panel and "3 forward passes · 3,001 tokens read" in panel
     assert "refreshes: 1 (set: every 16 tokens)" in panel
 
 

@@ -379,6 +379,22 @@ def model_note(lm) -> str:
     return line + "".join(message(note, "note") for note in notes)
 
 
+def work_text(reads) -> str:
+    """The work a run did, in words (``demo.engine.counting.Reads``, as the engine counted it):
+    "24 forward passes · 2,376 tokens read"."""
+    return (f"{reads.passes:,} forward pass{'' if reads.passes == 1 else 'es'} · "
+            f"{reads.tokens:,} token{'' if reads.tokens == 1 else 's'} read")
+
+
+def work_line(reads, how: str, seconds: float | None = None) -> str:
+    """One line (HTML) under an output, next to its time: the work it did and ``how`` (plain
+    text) the model read, so the numbers can be explained from the method; with ``seconds``
+    where no other line gives the time."""
+    took = f" in {seconds:.2f} s" if seconds is not None else ""
+    return (f'<div class="demo-work"><b>Work:</b> {work_text(reads)}{took} '
+            f'<span class="demo-work-how">({escape(how)})</span></div>')
+
+
 def tab_help(line: str, details: str, figure: str = "") -> None:
     """A tab's help: one line in the page, the rest (and a figure's HTML) in a closed "How does
     this work?" opener, so the page shows the method rather than paragraphs about it."""

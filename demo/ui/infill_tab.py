@@ -34,6 +34,7 @@ from .common import (
     score_text,
     tab_help,
     with_arguments,
+    work_line,
 )
 from .outputs import components
 from .playback import PLAYER_JS, playback, run_id
@@ -118,9 +119,10 @@ INFILL_ARGUMENTS = """\
 """
 
 
-def _stats(lm, seconds: float, extra: str, notes: list[str]) -> str:
-    return (f"<div>{model_note(lm)}</div><div>{escape(extra)} · {seconds:.2f} s</div>"
-            + "".join(message(note, "note") for note in notes))
+def _stats(lm, result, extra: str, how: str) -> str:
+    """The lines under a fill: the model, how it filled and its time, the work it did."""
+    return (f"<div>{model_note(lm)}</div><div>{escape(extra)} · {result.seconds:.2f} s</div>"
+            + work_line(result.reads, how) + "".join(message(note, "note") for note in result.notes))
 
 
 @handler(InfillOutputs.showing)
@@ -137,9 +139,11 @@ def infill_masked(text, model_name, order, blank_tokens, seed, deberta_head="aut
     infill_work(lm, text, settings).check(deployment().settings)
     result = infill(lm, text, settings)
     python, shell = reproduction("infill", model_name, "masked", settings, deberta_head, text=text)
-    extra = f"order: {dict((v, k) for k, v in ORDERS)[settings.order]} · {result.forward_passes} forward passes"
+    extra = f"order: {dict((v, k) for k, v in ORDERS)[settings.order]}"
+    how = "one pass per masked token, each over the whole text" + (
+        ", then each length tried scored whole" if result.tries else "")
     return InfillOutputs(filled=filled_html(text, result.fills, settings),
-                         stats=_stats(lm, result.seconds, extra, result.notes),
+                         stats=_stats(lm, result, extra, how),
                          trace=playback(result.steps, "infill", run_id(text, result.order, result.seconds),
                                         group="fill"),
                          filled_text=result.filled, python=python, shell=shell)
@@ -161,8 +165,10 @@ def infill_causal(text, model_name, order, blank_tokens, seed, progress=gr.Progr
     result = causal_infill(lm, text, settings)
     python, shell = reproduction("infill", model_name, "causal", settings, text=text)
     extra = "filled in the middle (its FIM tokens)" if result.mode == "fim" else "continued from the left"
+    how = "per blank, its prompt once, then only the token written last" + (
+        ", then each length tried scored whole" if result.tries else "")
     return CausalInfillOutputs(filled=filled_html(text, result.fills, settings),
-                               stats=_stats(lm, result.seconds, extra, result.notes),
+                               stats=_stats(lm, result, extra, how),
                                filled_text=result.filled, python=python, shell=shell)
 
 

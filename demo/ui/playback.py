@@ -22,7 +22,8 @@ import re
 
 import gradio as gr
 
-from .common import escape
+from ..engine.counting import Reads
+from .common import escape, work_text
 
 HEAD, TAIL = 6, 12  # prompt tokens shown before its elided middle, and at its end
 SPEEDS = [("slow", 1600), ("normal", 900), ("fast", 400)]  # milliseconds per step
@@ -120,6 +121,15 @@ def _refresh(step) -> str:
             else ' · <span class="demo-cached">cached: only the last tokens re-read</span>')
 
 
+def _work(steps, k: int) -> str:
+    """What step k's passes read, and all steps up to it, as the engine counted (where it did)."""
+    if steps[k].reads is None:
+        return ""
+    so_far = sum((s.reads for s in steps[:k + 1]), Reads())
+    return (f'<div class="demo-step-work">this step: {work_text(steps[k].reads)} · '
+            f'up to here: {work_text(so_far)}</div>')
+
+
 def _frame(steps, k: int) -> str:
     step = steps[k]
     blanks = set(steps[0].mask_positions) if step.predicted is not None else set()  # infilling
@@ -135,7 +145,7 @@ def _frame(steps, k: int) -> str:
         beams = '<div class="demo-beams">After the last step, the best beam is the output.</div>'
     hidden = " hidden" if k else ""
     return (f'<div class="demo-step" data-step="{k}"{hidden}><div class="demo-step-head">Step {k + 1} of '
-            f'{len(steps)}{_refresh(step)}</div>{_window(step, blanks, newest)}<div class="demo-kept-line">kept '
+            f'{len(steps)}{_refresh(step)}</div>{_work(steps, k)}{_window(step, blanks, newest)}<div class="demo-kept-line">kept '
             f'<span class="demo-kept">{escape(repr(step.chosen))}</span> ({agrees})</div>'
             f'{_guesses(step)}{beams}</div>')
 

@@ -34,6 +34,8 @@ from .common import (
     reproduction,
     tab_help,
     with_arguments,
+    work_line,
+    work_text,
 )
 from .outputs import components
 from .playback import LEGEND, PLAYER_JS, playback, run_id, window_diagram
@@ -44,11 +46,16 @@ HELP = ("Type a prompt or pick a preset: a **masked LM** and a **causal LM** con
 HOW = """
 The masked LM generates left to right the way the BERTs paper does: it appends `[MASK]` (plus a
 few *padding masks* that keep the end-of-text token away), predicts the first mask, keeps that
-token and repeats. It has no key/value cache, so every step re-reads the whole text: slower than a
-causal LM. *Fast* decoding reuses the prompt's internal states between refreshes (approximate);
-*compare* runs both and shows where they part. The causal LM predicts each next token from the
-text on its left. The **playback** shows, step by step, the window each model read, its top
-guesses with probabilities, the token kept and, with beam search, the beams.
+token and repeats. It has no key/value cache, so every step re-reads the whole text. The causal LM
+predicts each next token from the text on its left and keeps what it has read (its key/value
+cache): after the prompt, each step reads only the token it wrote last. The **Work** line under
+each output counts both: the forward passes and the tokens they read. Whether that makes the
+masked LM slower depends on the pair: per step it reads far more tokens, so it is slower than a
+causal LM of its size, but a much smaller masked LM can still be quicker. *Fast* decoding reuses
+the prompt's internal states between refreshes (approximate, fewer tokens read); *compare* runs
+both and shows where they part. The **playback** shows, step by step, the window each model read
+and what that step read, its top guesses with probabilities, the token kept and, with beam
+search, the beams.
 """
 
 STRATEGIES = [("greedy", "greedy"), ("beam search", "beam"), ("sampling", "sample")]
@@ -127,15 +134,26 @@ def preset_values(preset: dict | None) -> dict:
     return values
 
 
+def how_it_read(kind: str, fast: bool = False) -> str:
+    """How a generation's passes read, in words: what its work line's numbers come from."""
+    if kind == "causal":
+        return "the prompt once, then only the token written last: its key/value cache keeps the rest"
+    if fast:
+        return "a refresh re-reads the whole window, the other steps only its last tokens"
+    return "the whole window re-read at every step"
+
+
 def _stats(lm, result, time_limit: float, refresh: int | None = None) -> str:
-    """The lines under an output: the model, the run's numbers (a fast run's refreshes too)."""
+    """The lines under an output: the model, the run's numbers and the work it did (a fast
+    run's refreshes too)."""
     stats = (f"{len(result.tokens)} tokens in {result.seconds:.1f} s "
              f"({result.seconds_per_step * 1000:.0f} ms per step) · prompt {result.prompt_tokens} "
              f"tokens · stopped by: {result.stop_reason.replace('_', ' ')}")
+    work = work_line(result.reads, how_it_read(lm.kind, result.refreshes is not None))
     fast = (f"<div>Fast decoding (approximate): {tokens_per_second(result):.1f} tokens/s · "
             f"{_refreshes(result, refresh)}</div>" if result.refreshes is not None else "")
     timed_out = result.stop_reason == "time_limit"
-    return (f"<div>{model_note(lm)}</div><div>{stats}</div>{fast}"
+    return (f"<div>{model_note(lm)}</div><div>{stats}</div>{work}{fast}"
             + "".join(message(note, "note") for note in result.notes)
             + (message(f"Stopped after {time_limit:.0f} s, the time this generation may take "
                        f"here; the text so far is shown.", "note") if timed_out else ""))
@@ -183,7 +201,8 @@ def comparison(exact, fast, refresh: int) -> str:
         return (f'<div class="demo-compare-run"><div class="demo-compare-title">{escape(RUN_NAMES[cache])}</div>'
                 f'<div class="demo-compare-text">{escape(result.text) or "<i>(nothing)</i>"}</div>'
                 f'<div class="demo-compare-speed">{len(result.tokens)} tokens in {result.seconds:.2f} s '
-                f'· {tokens_per_second(result):.1f} tokens/s{extra}</div></div>')
+                f'· {tokens_per_second(result):.1f} tokens/s{extra}</div>'
+                f'<div class="demo-work">{work_text(result.reads)}</div></div>')
 
     slow = tokens_per_second(exact)
     speedup = (f"Speed-up: {tokens_per_second(fast) / slow:.1f}x (fast's tokens/s over exact's)."
@@ -207,7 +226,8 @@ def _run(prompt, model_name, kind, runs: list[GenerationSettings], deberta_head:
     lm = load(model_name, kind, deberta_head)
     work = generation_work(lm, prompt, runs[0])  # (the exact method's: the prefix cache reads less)
     if len(runs) > 1:
-        work = replace(work, tokens=work.tokens * len(runs), what=f"{len(runs)} generations of {work.what}")
+        work = replace(work, tokens=work.tokens * len(runs), passes=work.passes * len(runs),
+                       what=f"{len(runs)} generations of {work.what}")
     work.check(deployment().settings)  # refused before it runs
     if kind == "masked" and any(s.cache == "prefix" for s in runs):
         try:  # refused before any run: a family the prefix cache does not cover

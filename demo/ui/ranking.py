@@ -4,6 +4,7 @@ Wiring only: ``demo.engine.pll.score_candidates`` scores, ``demo.evaluation.plot
 ``demo.ui.pll_copies`` shows one candidate's masked copies.
 """
 
+import time
 from typing import Any, NamedTuple
 
 import gradio as gr
@@ -32,6 +33,7 @@ from .common import (
     reproduction,
     score_text,
     tab_help,
+    work_line,
 )
 from .outputs import components
 from .pll_copies import copies_view
@@ -98,14 +100,21 @@ def _scoring_settings(method, right_masks, normalize, scope, unconditional) -> S
 
 
 def _score(model_name, kind, context, candidates_text, settings: ScoringSettings, deberta_head="auto"):
+    """(model, scores, the work line: what the scoring's passes read, as the engine counted)"""
     from ..app.budget import ranking_work
+    from ..engine.counting import counting
     from ..engine.pll import score_candidates  # torch: imported on first use
 
     context = check_text(context, "context", deployment().settings.max_prompt_chars, allow_empty=True)
     candidates = parse_candidates(candidates_text, deployment().settings)
     lm = load(model_name, kind, deberta_head)
     ranking_work(lm, context, candidates, settings).check(deployment().settings)  # refused before it runs
-    return lm, score_candidates(lm, context, candidates, settings, progress=True)
+    start = time.perf_counter()
+    with counting() as reads:
+        scores = score_candidates(lm, context, candidates, settings, progress=True)
+    how = ("one masked copy per scored token, each the whole text" if kind == "masked"
+           else "one pass per text, every token read once")
+    return lm, scores, work_line(reads, how, time.perf_counter() - start)
 
 
 def _typed_specials(lm, context: str, candidates: str) -> str:
@@ -130,8 +139,9 @@ def ranking_table(scores):
 TIE = 1e-6  # scores closer than this are a tie (both are printed with 2 decimals)
 
 
-def ranking_summary(title: str, lm, what: str, scores, answer: str = "") -> str:
-    """The ranking as HTML: user text escaped, ties called ties, the correct answer marked."""
+def ranking_summary(title: str, lm, what: str, scores, answer: str = "", work: str = "") -> str:
+    """The ranking as HTML: user text escaped, ties called ties, the correct answer marked;
+    ``work``: the work line (HTML) under the method."""
     ranked = sorted(scores, key=lambda s: s.score, reverse=True)
     answer = (answer or "").strip()
     items = []
@@ -155,7 +165,7 @@ def ranking_summary(title: str, lm, what: str, scores, answer: str = "") -> str:
             verdict = "right" if place == 1 and len(tied) == 1 else "not sure (a tie)" if place == 1 else "wrong"
             notes.append(message(f"The correct answer ranks {place} of {len(ranked)}: the model is {verdict}.",
                                  "note"))
-    return (f"<h3>{escape(title)}</h3><div>{model_note(lm)}</div><div>{escape(what)}</div>"
+    return (f"<h3>{escape(title)}</h3><div>{model_note(lm)}</div><div>{escape(what)}</div>{work}"
             f'<ol class="demo-ranking">{"".join(items)}</ol>' + "".join(notes))
 
 
@@ -217,13 +227,13 @@ def _newline_note(lm, scores) -> str:
     return message(note, "note") if note else ""
 
 
-def _outputs(title, lm, kind, model_name, context, candidates, settings, scores, what,
+def _outputs(title, lm, kind, model_name, context, candidates, settings, scores, work, what,
              answer, deberta_head="auto", variant="") -> RankingOutputs:
     """A side's outputs, from its scores."""
     from ..evaluation.exports import download, figure_download, score_table
 
     figure = heatmap(title, scores)
-    summary = ranking_summary(f"{title} ranking", lm, what, scores, answer)
+    summary = ranking_summary(f"{title} ranking", lm, what, scores, answer, work)
     typed = parse_candidates(candidates, deployment().settings)
     csv = download(score_table([(context, typed)], [scores]).assign(model=model_name),
                    "ranking", model_name, kind)
@@ -253,9 +263,9 @@ def rank_masked(context, candidates, model_name, method, right_masks, normalize,
         deberta_head: DeBERTa only: auto (the enhanced mask decoder the paper's model reads, where the checkpoint holds its position table) or off (the last layer, as transformers reads it)
     """
     settings = _scoring_settings(method, right_masks, normalize, scope, unconditional)
-    lm, scores = _score(model_name, "masked", context, candidates, settings, deberta_head)
+    lm, scores, work = _score(model_name, "masked", context, candidates, settings, deberta_head)
     what = _what(method, settings.right_masks, normalize, scope, unconditional)
-    return _outputs("Masked LM", lm, "masked", model_name, context, candidates, settings, scores, what, answer,
+    return _outputs("Masked LM", lm, "masked", model_name, context, candidates, settings, scores, work, what, answer,
                     deberta_head, variant_name(method, settings.right_masks))
 
 
@@ -276,9 +286,10 @@ def rank_causal(context, candidates, model_name, normalize, scope, unconditional
     if not model_name:
         return RankingOutputs.showing(message("Skipped: no causal LM picked.", "note"))
     settings = _scoring_settings(None, 0, normalize, scope, unconditional)
-    lm, scores = _score(model_name, "causal", context, candidates, settings)
+    lm, scores, work = _score(model_name, "causal", context, candidates, settings)
     what = _what(None, 0, normalize, scope, unconditional)
-    return _outputs("Causal LM", lm, "causal", model_name, context, candidates, settings, scores, what, answer)
+    return _outputs("Causal LM", lm, "causal", model_name, context, candidates, settings, scores, work, what,
+                    answer)
 
 
 @handler(DifferenceOutputs.showing)
@@ -291,7 +302,7 @@ def compare_variants(context, candidates, model_name, method, compare_method, ri
         return DifferenceOutputs.showing(message("Pick a second PLL variant, different from the first, "
                                                  "to see where they disagree.", "note") if first_scores else "")
     settings = _scoring_settings(compare_method, right_masks, normalize, scope, unconditional)
-    _, second_scores = _score(model_name, "masked", context, candidates, settings, deberta_head)
+    _, second_scores, _ = _score(model_name, "masked", context, candidates, settings, deberta_head)
     first_label = variant_name(method, settings.right_masks)
     second_label = variant_name(compare_method, settings.right_masks)
     figure = pll_difference(first_scores, second_scores, first_label, second_label)
