@@ -86,7 +86,7 @@ def filled_html(text: str, fills: list[str], settings: InfillSettings) -> str:
 class InfillOutputs(NamedTuple):
     """The masked LM's fill, as /infill_mlm gives it (in this order)."""
     filled: str = ""  # HTML: the text with each blank's fill marked; or the message shown instead
-    stats: str = ""  # HTML: model, order, forward passes, time, notes
+    stats: str = ""  # HTML: model, order, time, the work (forward passes, tokens read), notes
     trace: str = ""  # HTML: the playback's frames, one per filled token
     filled_text: str = ""  # the filled text (plain), for the ranking of both fills
     python: str = ""  # Reproduce: the Python call
@@ -100,7 +100,7 @@ class InfillOutputs(NamedTuple):
 class CausalInfillOutputs(NamedTuple):
     """The causal LM's fill, as /infill_causal gives it (in this order)."""
     filled: str = ""  # HTML: the text with each blank's fill marked; or the message shown instead
-    stats: str = ""  # HTML: model, what it could read (left only, or in the middle), time
+    stats: str = ""  # HTML: model, what it could read (left only, or in the middle), time, the work
     filled_text: str = ""  # the filled text (plain), for the ranking of both fills
     python: str = ""  # Reproduce: the Python call
     shell: str = ""  # Reproduce: the command line

@@ -50,8 +50,8 @@ token and repeats. It has no key/value cache, so every step re-reads the whole t
 predicts each next token from the text on its left and keeps what it has read (its key/value
 cache): after the prompt, each step reads only the token it wrote last. The **Work** line under
 each output counts both: the forward passes and the tokens they read. Whether that makes the
-masked LM slower depends on the pair: per step it reads far more tokens, so it is slower than a
-causal LM of its size, but a much smaller masked LM can still be quicker. *Fast* decoding reuses
+masked LM slower depends on the pair and the machine: per step it reads far more tokens, so on
+a CPU it is slower than a causal LM of its size, but a much smaller masked LM can be quicker. *Fast* decoding reuses
 the prompt's internal states between refreshes (approximate, fewer tokens read); *compare* runs
 both and shows where they part. The **playback** shows, step by step, the window each model read
 and what that step read, its top guesses with probabilities, the token kept and, with beam
@@ -134,13 +134,14 @@ def preset_values(preset: dict | None) -> dict:
     return values
 
 
-def how_it_read(kind: str, fast: bool = False) -> str:
+def how_it_read(result, kind: str) -> str:
     """How a generation's passes read, in words: what its work line's numbers come from."""
     if kind == "causal":
         return "the prompt once, then only the token written last: its key/value cache keeps the rest"
-    if fast:
-        return "a refresh re-reads the whole window, the other steps only its last tokens"
-    return "the whole window re-read at every step"
+    if result.refreshes is None:
+        return "the whole window re-read at every step"
+    return ("a refresh re-reads the whole window, the other steps only its last tokens"
+            + ("; a token guessed at a padding mask, nothing" if result.guessed is not None else ""))
 
 
 def _stats(lm, result, time_limit: float, refresh: int | None = None) -> str:
@@ -149,7 +150,7 @@ def _stats(lm, result, time_limit: float, refresh: int | None = None) -> str:
     stats = (f"{len(result.tokens)} tokens in {result.seconds:.1f} s "
              f"({result.seconds_per_step * 1000:.0f} ms per step) · prompt {result.prompt_tokens} "
              f"tokens · stopped by: {result.stop_reason.replace('_', ' ')}")
-    work = work_line(result.reads, how_it_read(lm.kind, result.refreshes is not None))
+    work = work_line(result.reads, how_it_read(result, lm.kind))
     fast = (f"<div>Fast decoding (approximate): {tokens_per_second(result):.1f} tokens/s · "
             f"{_refreshes(result, refresh)}</div>" if result.refreshes is not None else "")
     timed_out = result.stop_reason == "time_limit"
@@ -254,7 +255,7 @@ def _reproductions(model_name, kind, runs, prompt, deberta_head="auto") -> tuple
 class MaskedGenerationOutputs(NamedTuple):
     """The masked LM's continuation, as /generate_mlm gives it (in this order)."""
     text: str = ""  # the continuation (of the exact run when comparing)
-    stats: str = ""  # HTML: model, speed, why it stopped; or the message shown instead
+    stats: str = ""  # HTML: model, speed, why it stopped, the work (forward passes, tokens read); or the message shown instead
     trace: str = ""  # HTML: the decoding playback's frames, one per step (of the exact run when comparing)
     compare: str = ""  # HTML: exact and fast side by side (decoding "compare" only)
     python: str = ""  # Reproduce: the Python call(s)
@@ -269,7 +270,7 @@ class MaskedGenerationOutputs(NamedTuple):
 class CausalGenerationOutputs(NamedTuple):
     """The causal LM's continuation, as /generate_causal gives it (in this order)."""
     text: str = ""  # the continuation
-    stats: str = ""  # HTML: model, speed, why it stopped; or the message shown instead
+    stats: str = ""  # HTML: model, speed, why it stopped, the work (forward passes, tokens read); or the message shown instead
     python: str = ""  # Reproduce: the Python call
     shell: str = ""  # Reproduce: the command line
     trace: str = ""  # HTML: the decoding playback's frames, one per step

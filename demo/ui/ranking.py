@@ -187,7 +187,7 @@ def _what(method, right_masks, normalize, scope, unconditional) -> str:
 
 class RankingOutputs(NamedTuple):
     """One model's ranking, as /rank_mlm and /rank_causal give it (in this order)."""
-    summary: str = ""  # HTML: the ranking, or the message shown instead of one
+    summary: str = ""  # HTML: the ranking with its work (forward passes, tokens read, time), or the message shown instead of one
     table: pd.DataFrame | None = None
     plot: Any = None  # Plotly figure: the log-prob of each scored token
     scores: list | None = None  # a gr.State: the full scores, for the difference view
