@@ -87,12 +87,14 @@ def _with_data_root(settings):
 
 def _sides(model: ModelSettings) -> list[ModelSettings]:
     """``--model`` names one model (a local one by its short name: ``mlm-icl models``), or a pair
-    of the catalog ("Ettin 150M"): then both sides."""
+    of the catalog ("Ettin 150M"): then both sides, each one that can be had here (a Hub id
+    offline and not in the cache is refused in words, before the engine's slow import)."""
     pair = _deployment().catalog.pair(model.model)
-    if pair is None:
-        return [model]
-    return [dataclasses.replace(model, model=pair.masked, kind="masked"),
-            dataclasses.replace(model, model=pair.causal, kind="causal")]
+    sides = [model] if pair is None else [dataclasses.replace(model, model=pair.masked, kind="masked"),
+                                          dataclasses.replace(model, model=pair.causal, kind="causal")]
+    for side in sides:
+        _deployment().reachable(side.model, side.revision, paths=True)
+    return sides
 
 
 def _refuse_overwrite(path: Path, overwrite: bool) -> None:
@@ -234,18 +236,18 @@ def _score(args, model: ModelSettings, scoring: ScoringSettings) -> int:
     """Score the input in chunks, each saved as it is done, by every process of a data-parallel
     launch (each its share of the chunks) or by this one alone; then write the output from every
     chunk, in input order (``demo.evaluation.data_parallel``). Resumed when run again."""
-    from .engine.pll import candidate_from_dict, score_candidate_sets
-    from .evaluation import data_parallel
-    from .evaluation.exports import score_table
     if args.output.suffix not in (".json", ".csv"):
         raise ValueError("--output must end in .json or .csv")
     if args.chunk_size < 1:
         raise ValueError(f"--chunk-size must be at least 1, not {args.chunk_size}.")
     _refuse_overwrite(args.output, args.overwrite)
-    requests = read_requests(args.input)
+    requests, sides = read_requests(args.input), _sides(model)
+    from .engine.pll import candidate_from_dict, score_candidate_sets
+    from .evaluation import data_parallel
+    from .evaluation.exports import score_table
     processes = data_parallel.start(model.device)
     progress = not args.no_progress and processes.main
-    folder, sides = data_parallel.parts_folder(args.output), _sides(model)
+    folder = data_parallel.parts_folder(args.output)
     all_parts = []
     for number, side in enumerate(sides):
         # what the numbers depend on (not the device: each process of a launch has its own)
@@ -599,9 +601,6 @@ def main(argv: list[str] | None = None) -> int:
     _, settings, _ = COMMANDS[args.command]
     try:
         built = [_with_data_root(_settings(cls, args)) for cls in settings]
-        for model in (m for m in built if isinstance(m, ModelSettings)):  # before the engine's import
-            for side in _sides(model):
-                _deployment().reachable(side.model, side.revision, paths=True)
         if args.command == "evaluate":
             return _evaluate(args, *built, argv)
         return {"generate": _generate, "infill": _infill, "score": _score, "probe": _probe, "results": _results,

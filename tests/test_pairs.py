@@ -99,7 +99,7 @@ def hub_recorder(monkeypatch):
         raise Recorded
 
     monkeypatch.setattr(models.AutoConfig, "from_pretrained", record)
-    monkeypatch.setattr(models, "_check_hub", lambda name, revision: None)  # "the Hub answers"
+    monkeypatch.setattr("demo.engine.sources.check_hub_model", lambda name, revision: None)  # "the Hub answers"
     monkeypatch.setitem(models.REMOTE_CODE_ALLOWLIST, "ltg/pinned-model", "a" * 40)
     models.CACHE.clear()
     return calls

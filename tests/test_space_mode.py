@@ -53,8 +53,8 @@ def test_listed_local_models_load_by_short_name_only(public, monkeypatch):
 def _hub_record(monkeypatch, files: dict[str, float]):
     """The Hub's metadata, mocked: a repository holding ``files`` (name -> bytes)."""
     siblings = [types.SimpleNamespace(rfilename=name, size=size) for name, size in files.items()]
-    monkeypatch.setattr("demo.engine.models._cached", lambda name, revision: False)
-    monkeypatch.setattr("demo.engine.models.hub_unreachable", lambda: None)
+    monkeypatch.setattr("demo.engine.sources.in_hub_cache", lambda name, revision: False)
+    monkeypatch.setattr("demo.engine.sources.hub_unreachable", lambda: None)
     monkeypatch.setattr("huggingface_hub.HfApi.model_info",
                         lambda self, name, revision=None, files_metadata=False: types.SimpleNamespace(siblings=siblings))
 

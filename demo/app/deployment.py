@@ -17,7 +17,8 @@ the Hub id, folder or file it is given):
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..engine.sources import HUB_ID, check_hub_model, hub_unreachable, resolve
+from ..engine import sources
+from ..engine.sources import HUB_ID, hub_unreachable, resolve
 from ..engine.text import check_readable, quoted
 from ..settings import AppSettings
 from .catalog import Catalog, build_catalog
@@ -64,7 +65,7 @@ class Deployment:
         line can ask before it imports the engine."""
         location = self.location(name, paths)
         if not resolve(location).local:
-            check_hub_model(location, revision)
+            sources.check_hub_model(location, revision)
         return location
 
     def load(self, name: str, kind: str | None = None, paths: bool = False, **options):

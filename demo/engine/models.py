@@ -21,8 +21,9 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM,
 
 from .. import settings
 from ..settings import EMD_MODES, AppSettings
+from . import sources
 from .families import FAMILIES, Family, deberta, family_of, max_positions, pretrained_length
-from .sources import ModelSource, check_hub_model, in_hub_cache, label, resolve
+from .sources import ModelSource, label, resolve
 from .text import newline_survives
 
 # Models whose Hub code may run (``trust_remote_code``), each at the one commit whose code was
@@ -135,9 +136,9 @@ def check_download_size(name: str, revision: str | None, max_gb: float) -> None:
     """Refuse, before any download, a Hub model whose weights are larger than ``max_gb``: its
     safetensors files if it has them (what transformers loads), else its other weight files, as
     the Hub's metadata lists them. Nothing to check for a model already in the local cache."""
-    if in_hub_cache(name, revision):
+    if sources.in_hub_cache(name, revision):
         return
-    check_hub_model(name, revision)
+    sources.check_hub_model(name, revision)
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
     try:
@@ -183,7 +184,7 @@ def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, 
     remote_code = bool(trust_remote_code)
     extra.update(_revision(name, remote_code, revision))
     if not local:
-        check_hub_model(name, extra.get("revision"))
+        sources.check_hub_model(name, extra.get("revision"))
     try:
         config = AutoConfig.from_pretrained(location, trust_remote_code=remote_code, **extra)
         tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=remote_code, **extra)
