@@ -521,6 +521,16 @@ def test_the_infill_tab_fills_a_blank_in_both_orders(page, server, width):
 # ---------------------------------------------------------------- the lesson
 
 
+def _load_lesson_step_6(view, server: str) -> None:
+    """A fresh page, the lesson opened, step 6 picked and loaded: its grid lengths in the Length probe tab."""
+    view.goto(server)
+    view.get_by_role("button", name="Lesson:").click()
+    view.get_by_label("6. Length generalisation").check()
+    view.locator("#lesson-card").filter(has_text="Length probe tab").wait_for()
+    view.locator("#lesson-load").click()
+    view.wait_for_function("() => document.querySelector('#probe-lengths textarea')?.value === '128, 256, 512'")
+
+
 @pytest.mark.parametrize("width", [1400, 400])
 def test_the_lesson_loads_a_step_into_its_tab(page, server, width):
     """The opener above the tabs: pick a step, load it, and its tab opens with its inputs; "Next
@@ -529,13 +539,7 @@ def test_the_lesson_loads_a_step_into_its_tab(page, server, width):
     view = context.new_page()
     view.set_default_timeout(30_000)
     try:
-        view.goto(server)
-        view.get_by_role("button", name="Lesson:").click()
-        view.get_by_label("6. Length generalisation").check()
-        view.locator("#lesson-card").filter(has_text="Length probe tab").wait_for()
-        view.locator("#lesson-load").click()
-        view.wait_for_function("() => { const e = document.querySelector('#probe-lengths textarea');"
-                               " return e && e.value === '128, 256, 512'; }")
+        _load_lesson_step_6(view, server)
         assert view.get_by_role("tab", name="Length probe").get_attribute("aria-selected") == "true"
         _screenshot(view, f"lesson-step-6-{width}")
         view.get_by_label("1. Fill a blank").check()
@@ -781,12 +785,7 @@ def test_a_link_after_a_lesson_step_opens_the_tab_picked_since(page, server, wid
     view = context.new_page()
     view.set_default_timeout(30_000)
     try:
-        view.goto(server)
-        view.get_by_role("button", name="Lesson:").click()
-        view.get_by_label("6. Length generalisation").check()
-        view.locator("#lesson-card").filter(has_text="Length probe tab").wait_for()
-        view.locator("#lesson-load").click()
-        view.wait_for_function("() => document.querySelector('#probe-lengths textarea')?.value === '128, 256, 512'")
+        _load_lesson_step_6(view, server)
         _open_tab(view, "Ranking")
         fresh = context.new_page()
         fresh.goto(_copy_link(view, server))
