@@ -773,6 +773,10 @@ def test_a_link_reopens_the_tab_in_use_with_its_results(page, server, width):
         _choose(view, "results-model", "GPT-3 1.3B")
         view.locator("#results-count").filter(has_text="1 model(s)").wait_for()
         fresh = reopened("Results", "() => document.querySelector('#results-count')?.innerText.includes('1 model(s)')")
+        # the filter itself, not only the table it made: the page's first lookup reads it again
+        assert "GPT-3 1.3B" in fresh.locator("#results-model").inner_text()
+        fresh.wait_for_timeout(2_000)
+        assert "1 model(s)" in fresh.locator("#results-count").inner_text()
         fresh.close()
     finally:
         context.close()

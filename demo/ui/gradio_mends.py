@@ -1,5 +1,14 @@
-"""Three mends to Gradio 6.31's internals, each for an upstream behaviour named below; the one
+"""Four mends to Gradio 6.31's internals, each for an upstream behaviour named below; the one
 place the app reaches inside Gradio. :func:`mend` applies them to a launched app.
+
+**A link to this view loses values** once an update has changed a component's other properties.
+The server keeps a copy of each session's components, and "Copy a link to this view" saves that
+copy. An update without a value (the Results filters narrowing each other's choices) replaces
+the session's component by a new one (``Blocks.postprocess_data``), which has a new id and the
+built value; from then on the person's values are written under the new id, which no page
+knows, and the link reopens with the built value. The mend gives the new component the id it
+stands for and keeps the value the copy held; an update with a value sets it afterwards, as
+before.
 
 **An API call with fewer inputs than the event has** (``{"data": []}`` over HTTP; gradio_client
 fills the defaults itself, raw HTTP callers do not): ``Blocks.validate_inputs`` raises a
@@ -24,6 +33,28 @@ fails. The mend drops them all at once.
 
 import gradio as gr
 from anyio.to_thread import run_sync
+from gradio.state_holder import SessionState
+
+_replace = SessionState.__setitem__
+_refresh = SessionState._update_config
+
+
+def _keeping_value(change):
+    """``change`` to the session's copy of a component, keeping the value the copy held."""
+    def change_keeping_value(self: SessionState, key: int, *args) -> None:
+        props = self.config_values.get(key, {}).get("props", {})
+        keep = "value" in props and not isinstance(self.blocks_config.blocks.get(key), gr.State)
+        value = props.get("value")
+        change(self, key, *args)
+        if keep:
+            self.config_values[key]["props"]["value"] = value
+    return change_keeping_value
+
+
+def _replace_keeping_id(self: SessionState, key: int, block) -> None:
+    if isinstance(block, gr.blocks.Block) and not isinstance(block, gr.State):
+        block._id = key  # the session's version of component ``key``: values are written under it
+    _replace(self, key, block)
 
 
 async def _outputs_as_a_list(job) -> list:
@@ -45,8 +76,11 @@ def _with_defaults(block_fn, inputs: list) -> None:
 
 
 def mend(app: gr.Blocks) -> None:
-    """All three mends, on the launched app: missing API inputs take their defaults; the MCP
-    server (if it runs) gives plain calls the list of outputs, less every State's."""
+    """All four mends, on the launched app: a session's copy keeps values that updates leave out
+    (for every app of this process: the copy's class is Gradio's); missing API inputs take their
+    defaults; the MCP server (if it runs) gives plain calls the list of outputs, less every State's."""
+    SessionState.__setitem__ = _keeping_value(_replace_keeping_id)
+    SessionState._update_config = _keeping_value(_refresh)
     app.validate_inputs = _with_defaults
     if app.mcp_server_obj is not None:
         app.mcp_server_obj._execute_tool_without_progress = _outputs_as_a_list
