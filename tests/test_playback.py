@@ -117,3 +117,19 @@ def test_the_link_keeper_keeps_only_well_formed_steps():
     html = steps_html({"gen": {"key": "ab", "at": 2}, "evil": {"key": '"><img src=x onerror=alert(1)>', "at": 0}})
     assert html == ('<div class="demo-playback-steps" data-steps="{&quot;gen&quot;: {&quot;key&quot;: '
                     '&quot;ab&quot;, &quot;at&quot;: 2}}"></div>')
+
+
+@pytest.mark.parametrize("strategy, why", [("beam", "beam search keeps the likeliest whole text"),
+                                           ("sample", "sampled, with the guesses' probabilities as the odds")])
+def test_a_token_that_is_not_the_top_guess_says_why(standin_mlm, strategy, why):
+    """Each frame whose kept token differs from its top guess names the decoding that kept it;
+    found by running both decodings until some step keeps another token (a flat temperature)."""
+    overrides = dict(temperature=3.0, seed=0) if strategy == "sample" else {}
+    result = generate(standin_mlm, PROMPT, max_new_tokens=12, trace=True, stop_at_newline=False,
+                      strategy=strategy, **overrides)
+    shown = frames(playback(result.steps, "masked"))
+    other = [t for t, s in enumerate(result.steps) if s.top[0][0] != s.chosen]
+    assert other, "no step kept another token: choose a prompt where one does"
+    for t, frame in enumerate(shown):
+        assert (why in frame.replace("&#x27;", "'")) == (t in other)
+        assert ("(its top guess)" in frame) == (t not in other)

@@ -105,8 +105,13 @@ def test_candidates_are_parsed_one_per_line_within_caps():
         parse_candidates("only one\n   \n", AppSettings())
     with pytest.raises(ValueError, match="at most 8"):
         parse_candidates("\n".join(f"c{i}" for i in range(9)), AppSettings())
-    with pytest.raises(ValueError, match="characters"):
+    # the limit a message names is the one a person can act on: per candidate, never the list's
+    with pytest.raises(ValueError, match="^Candidate 2 is 401 characters long; give at most 8 candidates "
+                                         "of at most 400 characters each"):
         parse_candidates("short\n" + "x" * 401, AppSettings())
+    with pytest.raises(ValueError, match="^The candidates are 4,000 characters long in all; give at most 8 "
+                                         "candidates of at most 400 characters each"):
+        parse_candidates("x" * 4000, AppSettings())
 
 
 def test_text_and_grid_caps():

@@ -43,6 +43,9 @@ def check_text(text: str, what: str, limit: int, allow_empty: bool = False) -> s
 
 def parse_candidates(lines: str, limits: AppSettings) -> list[str]:
     """One candidate per non-empty line; 2 to 8 of them, each within the character cap."""
+    each = f"at most {MAX_CANDIDATES} candidates of at most {limits.max_candidate_chars:,} characters each"
+    if isinstance(lines, str) and len(lines) > MAX_CANDIDATES * (limits.max_candidate_chars + 1):
+        raise ValueError(f"The candidates are {len(lines):,} characters long in all; give {each}.")
     lines = check_text(lines, "list of candidates", limit=MAX_CANDIDATES * (limits.max_candidate_chars + 1),
                        allow_empty=True)
     candidates = [line.strip() for line in lines.splitlines() if line.strip()]
@@ -52,7 +55,9 @@ def parse_candidates(lines: str, limits: AppSettings) -> list[str]:
     if len(candidates) > MAX_CANDIDATES:
         raise ValueError(f"Give at most {MAX_CANDIDATES} candidates, one per line "
                          f"(got {len(candidates)}).")
-    for candidate in candidates:
+    for number, candidate in enumerate(candidates, 1):
+        if len(candidate) > limits.max_candidate_chars:
+            raise ValueError(f"Candidate {number} is {len(candidate):,} characters long; give {each}.")
         check_text(candidate, "candidate", limits.max_candidate_chars)
     return candidates
 

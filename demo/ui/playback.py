@@ -135,7 +135,12 @@ def _frame(steps, k: int) -> str:
     blanks = set(steps[0].mask_positions) if step.predicted is not None else set()  # infilling
     newest = steps[k - 1].predicted if k and step.predicted is not None else None
     top_token = step.top[0][0] if step.top else None
-    agrees = "its top guess" if top_token == step.chosen else "not its top guess"
+    if top_token == step.chosen:
+        agrees = "its top guess"
+    elif step.beams is not None:
+        agrees = "not its top guess: beam search keeps the likeliest whole text, not each step's likeliest token"
+    else:
+        agrees = "not its top guess: sampled, with the guesses' probabilities as the odds"
     # the rows recorded at step k+1 are the hypotheses that step k left alive
     if step.beams is None:
         beams = ""
