@@ -271,6 +271,25 @@ def test_ranking_tab_shows_order_and_token_heatmaps(page):
     assert page.locator("#rank-mlm-summary li").count() == 2
 
 
+def test_editing_the_candidates_away_from_the_answer_clears_it(page):
+    """A preset's correct answer that the edited candidates no longer hold is not kept (it would be
+    reported as "not one of the candidates"); an edit that keeps it keeps it."""
+    _open_tab(page, "Ranking")
+    _choose(page, "rank-preset", "Winograd: trophy and suitcase (large)")
+    note = page.locator("#rank-preset-note")
+    note.filter(has_text="Correct answer").wait_for()
+    answer = page.locator("#rank-answer textarea, #rank-answer input").first
+    given = answer.input_value()
+    lines = page.locator("#rank-candidates textarea").input_value().splitlines()
+    assert given in lines
+    page.locator("#rank-candidates textarea").fill("\n".join(lines + ["a third one."]))
+    page.wait_for_timeout(1_000)
+    assert answer.input_value() == given
+    page.locator("#rank-candidates textarea").fill("\n".join(line for line in lines if line != given))
+    note.filter(has_text="no longer one of them").wait_for()
+    assert answer.input_value() == "" and "Source:" in note.inner_text()
+
+
 def test_length_probe_tab_runs_a_small_grid_for_two_models(page):
     _open_tab(page, "Length probe")
     assert page.locator("#probe-mlm input").input_value() == "minilm-l6-mlm-standin · local"

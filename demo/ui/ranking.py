@@ -483,6 +483,19 @@ def build(catalog: Catalog) -> TabParts:
 
     # select, not change: picking the same preset again restores its text after an edit
     preset.select(fill, preset, [context, candidates, answer, note], api_visibility="private")
+
+    def forget_stale_answer(lines, given, name):
+        """A correct answer that the edited candidates no longer hold is cleared, and the note says so."""
+        if not given or given.strip() in {line.strip() for line in (lines or "").splitlines()}:
+            return gr.skip(), gr.skip()
+        chosen = next((p for p in presets if p["name"] == name), None)
+        edited = message(f"The candidates were edited: the correct answer ({given.strip()}) is no longer one "
+                         "of them, so none is marked. Type one in, or pick the preset again.", "note")
+        return "", edited + preset_note(chosen and dict(chosen, answer=None))
+
+    # a preset's fill and a lesson step set candidates and answer together: their answer stays
+    candidates.change(forget_stale_answer, [candidates, answer, preset], [answer, note], api_visibility="private",
+                     show_progress="hidden", concurrency_limit=None)
     # The right-masks slider only means something for the right-masks variant.
     method.change(lambda m: gr.update(interactive=m == "right_masks"), method, right_masks,
                   api_visibility="private")
