@@ -923,3 +923,43 @@ def test_a_speed_change_while_playing_applies_at_once(page, server, width):
         _screenshot(view, f"speed-change-{width}")
     finally:
         context.close()
+
+
+def test_lesson_step_3_compares_one_setting_with_step_2(page, server):
+    """Step 2's run, then step 3's: the line beside the button names the settings, step 3 changes
+    only the padding masks, and step 2's masked run plays beside step 3's, step for step, headed
+    by that one change."""
+    context = page.context.browser.new_context(viewport={"width": 1400, "height": 900})
+    view = context.new_page()
+    view.set_default_timeout(30_000)
+
+    def load(title: str) -> None:
+        view.get_by_label(title).check()
+        view.locator("#lesson-card").filter(has_text="Prompting tab").wait_for()
+        view.locator("#lesson-load").click()
+
+    try:
+        view.goto(server)
+        view.get_by_role("button", name="Lesson:").click()
+        load("2. Generate by appending masks")
+        line = view.locator("#gen-settings-line")
+        line.filter(has_text="padding masks family default").wait_for()
+        assert "max new tokens 10" in line.inner_text()
+        _new_run(view, ["#gen-trace"], lambda: view.click("#gen-run"))
+        assert view.locator("#gen-previous-trace .demo-player").count() == 0  # nothing to compare yet
+        load("3. Why the padding masks")
+        line.filter(has_text="padding masks 0").wait_for()
+        assert view.locator("#gen-compare-previous input").is_checked()
+        _new_run(view, ["#gen-trace"], lambda: view.click("#gen-run"))
+        previous = view.locator("#gen-previous-trace .demo-player")
+        previous.wait_for()
+        assert "padding masks family default → 0 (the only change)" in previous.inner_text()
+        # in step with this run's player: one press of next moves both
+        view.locator("#gen-trace [data-action=next]").click()
+        assert _player_at(view, "#gen-trace")[0].startswith("step 2 of")
+        assert view.locator("#gen-previous-trace .demo-player-pos").inner_text().startswith("step 2 of")
+        _screenshot(view, "lesson-step-3-compared")
+        view.locator("#gen-compare-previous input").uncheck()
+        previous.wait_for(state="detached")
+    finally:
+        context.close()

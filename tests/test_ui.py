@@ -213,7 +213,7 @@ API_OUTPUTS = {
     "rank_causal": ["rank-causal-summary", "rank-causal-table", "rank-causal-plot", "State", "rank-causal-csv",
                     "rank-causal-reproduce-python", "rank-causal-reproduce-shell", "State"],
     "generate_mlm": ["gen-mlm-text", "gen-mlm-stats", "gen-trace", "gen-mlm-compare", "gen-mlm-reproduce-python",
-                     "gen-mlm-reproduce-shell"],
+                     "gen-mlm-reproduce-shell", "State"],
     "generate_causal": ["gen-causal-text", "gen-causal-stats", "gen-causal-reproduce-python",
                         "gen-causal-reproduce-shell", "gen-causal-trace"],
     "infill_mlm": ["fill-mlm-filled", "fill-mlm-stats", "fill-trace", "State", "fill-mlm-reproduce-python",
@@ -452,3 +452,20 @@ def test_length_probe_switch_sets_the_masked_grids_decoding(monkeypatch):
     assert "prefix cache" not in summary
     shown = list(probe_masked(str(STANDIN_MLM), "96", "0.5", 1, 0, "fast"))[-1].summary
     assert "Unknown cache" in shown and "exact, prefix" in shown
+
+
+def test_a_runs_settings_and_what_changed_between_two_runs():
+    """The settings line names only the settings that act; the comparison names each change, and
+    says when it is the only one (hand-written cases)."""
+    from demo.ui.prompting import changes, setting_items
+
+    greedy = setting_items("greedy", 10, 4, 1.0, 0, 1.0, 1.0, "default", False, 0)
+    assert greedy == {"decoding": "exact", "strategy": "greedy", "max new tokens": "10",
+                      "padding masks": "family default", "stop at newline": "off"}
+    no_padding = setting_items("greedy", 10, 4, 1.0, 0, 1.0, 1.0, "0", False, 0)
+    assert changes(greedy, no_padding) == "padding masks family default → 0 (the only change)"
+    assert changes(greedy, greedy) == "same settings"
+    sampled = setting_items("sample", 10, 4, 0.2, 64, 0.9, 1.0, "default", False, 3, decoding="fast")
+    assert changes(greedy, sampled) == ("decoding exact → fast; strategy greedy → sampling; "
+                                        "temperature (not used) → 0.2; top-k (not used) → 64; "
+                                        "top-p (not used) → 0.9; seed (not used) → 3")

@@ -170,7 +170,8 @@ def _controls(n: int) -> str:
 
 LANES = {"masked": ("Masked LM", "appends [MASK], padding masks and the end token; predicts the first mask"),
          "causal": ("Causal LM", "predicts the next token from the text on its left"),
-         "infill": ("Masked LM", "fills the blanks one token per step, in the order chosen, reading both sides")}
+         "infill": ("Masked LM", "fills the blanks one token per step, in the order chosen, reading both sides"),
+         "previous": ("Masked LM, previous run", "the run before this one, step beside step")}
 
 
 def run_id(*parts) -> str:
@@ -178,15 +179,15 @@ def run_id(*parts) -> str:
     return hashlib.sha1(repr(parts).encode()).hexdigest()[:12]
 
 
-def playback(steps, lane: str, run: str = "", newline_note: str | None = None, group: str = "gen") -> str:
+def playback(steps, lane: str, run: str = "", note: str | None = None, group: str = "gen") -> str:
     """A generation's or an infilling's steps as a player's HTML (an empty string for no steps).
-    ``lane``: "masked", "causal" or "infill"; ``group``: the players that move together;
+    ``lane``: "masked", "causal", "infill" or "previous"; ``group``: the players that move together;
     ``run`` (``run_id``) tells the page a new run arrived (the player starts over);
-    ``newline_note``: why the tokens of the newline marker appear (engine.text.newline_marker_note)."""
+    ``note``: a line under the lane's title (why the newline marker's tokens appear, or what changed)."""
     if not steps:
         return ""
     title, how = LANES[lane]
-    marker = f'<div class="demo-lane-how">{escape(newline_note)}</div>' if newline_note else ""
+    marker = f'<div class="demo-lane-how">{escape(note)}</div>' if note else ""
     return (f'<div class="demo-player" data-group="{escape(group)}" data-lane="{escape(lane)}" '
             f'data-run="{escape(run)}"><div class="demo-player-title">{title}</div>'
             f'<div class="demo-lane-how">{how}</div>{marker}' + _controls(len(steps))

@@ -134,6 +134,38 @@ def preset_values(preset: dict | None) -> dict:
     return values
 
 
+def setting_items(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
+                  padding_masks, stop_at_newline, seed, decoding="exact") -> dict[str, str]:
+    """The settings a run uses, in the page's words (only those that act: sampling's with sampling)."""
+    items = {"decoding": str(decoding), "strategy": dict((v, k) for k, v in STRATEGIES).get(strategy, str(strategy)),
+             "max new tokens": str(max_new_tokens)}
+    if strategy == "beam":
+        items["beams"] = str(num_beams)
+    if strategy == "sample":
+        items.update({"temperature": f"{temperature:g}", "top-k": str(top_k), "top-p": f"{top_p:g}",
+                      "seed": str(seed)})
+    if repetition_penalty not in (None, 1, 1.0):
+        items["repetition penalty"] = f"{repetition_penalty:g}"
+    items["padding masks"] = "family default" if padding_masks in (None, "", "default") else str(padding_masks)
+    items["stop at newline"] = "on" if stop_at_newline else "off"
+    return items
+
+
+def settings_line(items: dict[str, str]) -> str:
+    """The settings beside the button (HTML): what a run of the button would use."""
+    return ('<div class="demo-settings-line">Runs with: '
+            + " · ".join(f"{escape(name)} <b>{escape(value)}</b>" for name, value in items.items()) + "</div>")
+
+
+def changes(before: dict[str, str], after: dict[str, str]) -> str:
+    """What differs between two runs' settings, in words (plain text)."""
+    changed = [f"{name} {before.get(name, '(not used)')} → {after.get(name, '(not used)')}"
+               for name in dict.fromkeys([*before, *after]) if before.get(name) != after.get(name)]
+    if not changed:
+        return "same settings"
+    return ("; ".join(changed) + (" (the only change)" if len(changed) == 1 else ""))
+
+
 def how_it_read(result, kind: str) -> str:
     """How a generation's passes read, in words: what its work line's numbers come from."""
     if kind == "causal":
@@ -260,6 +292,7 @@ class MaskedGenerationOutputs(NamedTuple):
     compare: str = ""  # HTML: exact and fast side by side (decoding "compare" only)
     python: str = ""  # Reproduce: the Python call(s)
     shell: str = ""  # Reproduce: the command line(s)
+    run: dict | None = None  # (page only, a gr.State) what "compare with the previous run" shows of it
 
     @classmethod
     def showing(cls, message: str) -> "MaskedGenerationOutputs":
@@ -321,10 +354,28 @@ def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, tem
     lm, results, time_limit, python, shell = _run(prompt, model_name, "masked", runs, deberta_head)
     shown = results[0]  # compare: the exact run (the paper's method) fills the usual outputs
     compared = comparison(*results, settings.cache_refresh) if len(results) == 2 else ""
+    run = run_id(prompt, shown.token_ids, shown.seconds)
+    items = setting_items(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
+                          padding_masks, stop_at_newline, seed, decoding)
     return MaskedGenerationOutputs(text=shown.text, stats=_stats(lm, shown, time_limit, settings.cache_refresh),
-                                   trace=playback(shown.steps, "masked", run_id(prompt, shown.token_ids, shown.seconds),
-                                                  newline_note(lm, prompt)),
-                                   compare=compared, python=python, shell=shell)
+                                   trace=playback(shown.steps, "masked", run, newline_note(lm, prompt)),
+                                   compare=compared, python=python, shell=shell,
+                                   run=dict(steps=shown.steps, text=shown.text, settings=items, id=run,
+                                            prompt=prompt, model=lm.name))
+
+
+def previous_run_view(compare: bool, previous: dict | None, current: dict | None) -> str:
+    """The previous masked-LM run as a third player, moving in step with this run's, headed by
+    what changed between them (HTML; empty when not asked for or nothing to compare)."""
+    if not compare or not previous or not current:
+        return ""
+    changed = changes(previous["settings"], current["settings"])
+    if previous["prompt"] != current["prompt"]:
+        changed += "; and the prompt"
+    if previous["model"] != current["model"]:
+        changed += f"; and the model ({previous['model']} → {current['model']})"
+    return playback(previous["steps"], "previous", previous["id"],
+                    f"Changed since: {changed}. It wrote: {previous['text']!r}")
 
 
 @handler(CausalGenerationOutputs.showing)
@@ -381,7 +432,14 @@ def build(catalog: Catalog) -> TabParts:
             label="Refresh every (fast)", elem_id="gen-refresh",
             info="Fast and compare only: re-read the whole prompt every N new tokens (1 = every "
                  "token: the exact method's output, no faster).")
-    run = gr.Button("Generate with both models", variant="primary", elem_id="gen-run")
+    with gr.Row(equal_height=True):
+        run = gr.Button("Generate with both models", variant="primary", elem_id="gen-run", scale=2, min_width=220)
+        compare_previous = gr.Checkbox(
+            value=False, label="Compare with the previous run", elem_id="gen-compare-previous", scale=1,
+            min_width=220, info="The masked LM's last run plays beside this one, step by step, "
+                                "headed by the settings that changed.")
+    settings_shown = gr.HTML(settings_line(setting_items(*(first[k] for k in SETTING_NAMES))),
+                             elem_id="gen-settings-line")
     with gr.Accordion("Decoding settings", open=False):
         deberta_head = deberta_head_radio("gen-deberta-head")
         with gr.Row():
@@ -444,8 +502,11 @@ def build(catalog: Catalog) -> TabParts:
         with gr.Row(elem_id="gen-playback"):
             with gr.Column(min_width=320):
                 trace = gr.HTML(elem_id="gen-trace", js_on_load=PLAYER_JS)
+            with gr.Column(min_width=320, elem_id="gen-previous-column"):  # shown when comparing
+                previous_trace = gr.HTML(elem_id="gen-previous-trace", js_on_load=PLAYER_JS)
             with gr.Column(min_width=320):
                 causal_trace = gr.HTML(elem_id="gen-causal-trace", js_on_load=PLAYER_JS)
+    last_run, previous_run = gr.State(None), gr.State(None)
 
     settings = [strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
                 padding_masks, stop_at_newline, seed]
@@ -456,14 +517,24 @@ def build(catalog: Catalog) -> TabParts:
 
     # select, not change: picking the same preset again restores its text after an edit
     preset.select(fill, preset, [prompt, paper_output] + settings, api_visibility="private")
-    run.click(generate_masked, [prompt, masked_model] + settings + [decoding, cache_refresh, deberta_head,
-                                                                   parallel_threshold],
-              components(MaskedGenerationOutputs, text=masked_text, stats=masked_stats, trace=trace,
-                         compare=masked_compare, python=masked_python, shell=masked_shell),
-              api_name="generate_mlm", concurrency_id="generate")
+    quick = dict(api_visibility="private", show_progress="hidden", concurrency_limit=None)
+    gr.on([control.change for control in settings + [decoding]],
+          lambda *values: settings_line(setting_items(*values)), settings + [decoding], settings_shown, **quick)
+    # the last run becomes the previous one as the button is pressed (a failed run keeps it)
+    started = run.click(lambda last, previous: last or previous, [last_run, previous_run], previous_run, **quick)
+    masked_event = started.then(
+        generate_masked, [prompt, masked_model] + settings + [decoding, cache_refresh, deberta_head,
+                                                             parallel_threshold],
+        components(MaskedGenerationOutputs, text=masked_text, stats=masked_stats, trace=trace,
+                   compare=masked_compare, python=masked_python, shell=masked_shell, run=last_run),
+        api_name="generate_mlm", concurrency_id="generate")
+    comparing = [compare_previous, previous_run, last_run]
+    masked_event.then(previous_run_view, comparing, previous_trace, **quick)
+    compare_previous.change(previous_run_view, comparing, previous_trace, **quick)
     run.click(generate_causal, [prompt, causal_model] + settings,
               components(CausalGenerationOutputs, text=causal_text, stats=causal_stats, python=causal_python,
                          shell=causal_shell, trace=causal_trace),
               api_name="generate_causal", concurrency_id="generate")
-    return TabParts(lesson_fields=(preset, prompt, paper_output, *settings),
-                    lesson_values=lambda step: [step["preset"], *fill(step["preset"])])
+    return TabParts(lesson_fields=(preset, prompt, paper_output, *settings, compare_previous),
+                    lesson_values=lambda step: [step["preset"], *fill(step["preset"]),
+                                                step.get("compare_previous", False)])
