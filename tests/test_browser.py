@@ -547,7 +547,7 @@ def _load_lesson_step_6(view, server: str) -> None:
     view.get_by_label("6. Length generalisation").check()
     view.locator("#lesson-card").filter(has_text="Length probe tab").wait_for()
     view.locator("#lesson-load").click()
-    view.wait_for_function("() => document.querySelector('#probe-lengths textarea')?.value === '128, 256, 512'")
+    view.wait_for_function("() => document.querySelector('#probe-lengths textarea')?.value === '128, 512, 768'")
 
 
 @pytest.mark.parametrize("width", [1400, 400])
