@@ -143,6 +143,11 @@ def test_masked_and_causal_heatmaps_share_one_colour_scale(tiny_model):
     views = after_ranking("+2 right masks", masked, "", None, causal)
     traces = [views.masked_plot.data[0], views.causal_plot.data[0]]
     assert [(t.zmin, t.zmax) for t in traces] == [(min(lowest), 0.0)] * 2
+    # one row order, the masked LM's ranking; each label keeps its own model's rank
+    best_first = [s.candidate for s in sorted(masked, key=lambda s: s.score, reverse=True)]
+    assert [[label.split(". ", 1)[1] for label in t.y] for t in traces] == [best_first] * 2
+    causal_rank = {s.candidate: r for r, s in enumerate(sorted(causal, key=lambda s: s.score, reverse=True), 1)}
+    assert [int(label.split(".")[0]) for label in traces[1].y] == [causal_rank[c] for c in best_first]
 
 
 def _score(candidate: str, total: float, n: int) -> CandidateScore:

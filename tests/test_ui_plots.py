@@ -32,6 +32,28 @@ def test_token_heatmap_has_one_cell_per_token_best_candidate_first():
     assert sum(1 for row in trace.z for v in row if v is not None) == 5
 
 
+def test_token_heatmap_rows_follow_a_given_order_with_their_own_ranks():
+    scores = [_candidate("a b c", [-1.0, -2.0, -3.0]), _candidate("d e", [-0.5, -0.25])]
+    trace = token_heatmap(scores, order=[0, 1]).data[0]  # another figure's order: worst first here
+    assert list(trace.y) == ["2. a b c", "1. d e"]
+    assert [list(row) for row in trace.z] == [[-1.0, -2.0, -3.0], [-0.5, -0.25, None]]
+
+
+def test_token_figures_give_every_labelled_cell_room_and_a_short_title():
+    other = _candidate("c d", [-1.0, -3.0])
+    short = token_heatmap([_candidate("a b c d e f g h", [-1.0] * 8), other])
+    long = token_heatmap([_candidate("a b c d e f g hhhhhhhhhhhh", [-1.0] * 8), other])
+    wide = token_heatmap([_candidate(" ".join("abcdefghijklmnopqr"), [-1.0] * 18), other])
+    # a width of their own: more tokens or longer tokens, a wider figure (the app scrolls it)
+    assert short.layout.width < long.layout.width and short.layout.width < wide.layout.width
+    assert wide.layout.width - short.layout.width >= 10 * 34  # ten more cells of at least 34 px
+    difference = pll_difference([_candidate("a b", [-1.0, -2.0])], [_candidate("a b", [-1.5, -2.0])],
+                                "+2 right masks (Samuel 2024)", "1 mask (Salazar et al. 2020)")
+    # each title line fits a phone (400 px at about 8 px a character)
+    for figure in (short, difference):
+        assert max(len(line) for line in figure.layout.title.text.split("<br>")) <= 45, figure.layout.title.text
+
+
 def test_token_heatmap_keeps_rows_of_equal_or_whitespace_tokens_apart():
     same = [_candidate("x y", [-1.0, -1.0]), _candidate("x y ", [-2.0, -2.0], ["x", " "])]
     trace = token_heatmap(same).data[0]

@@ -212,38 +212,67 @@ def log_prob_floor(*score_sets) -> float:
     return min(lowest, -1e-3)
 
 
-COLOUR_BAR = dict(title=dict(text="log-prob", side="right", font=dict(size=13)), thickness=22,
-                  tickfont=dict(size=13), len=1.0, lenmode="fraction")
+# Under the figure at its left edge, a fixed length: on screen with the first tokens whatever the
+# figure's width (a phone scrolls a long one sideways), and no width taken from the cells.
+COLOUR_BAR = dict(title=dict(text="log-prob", side="right", font=dict(size=13)), orientation="h",
+                  thickness=14, tickfont=dict(size=12), len=240, lenmode="pixels", nticks=6,
+                  xref="container", x=0.02, xanchor="left", yref="container", y=0.0, yanchor="bottom",
+                  ypad=12)
+
+# Pixel sizes of a per-token figure. Each token gets a cell wide enough for its label whatever
+# the screen, so the figure has a width of its own; the app shows it in a box that scrolls
+# sideways (demo/ui/style.css, .demo-scroll-plot) rather than squeeze tokens over each other.
+CHAR_PX = 8  # a character of a 13 px cell label or a 12 px row label, with room to spare
+MIN_CELL_PX, BARE_CELL_PX = 34, 14  # a labelled cell; a cell without a label (hover instead)
+MIN_WIDTH_PX = 340  # the colour bar and its title, and the figure's title
+
+
+def _token_figure(z, text, hover, labels, title: str, colours: dict, colour_bar: dict) -> go.Figure:
+    """A heatmap of ragged token rows (one per label) at a width that fits every cell's label."""
+    longest = max((len(t) for row in text for t in row), default=1)
+    cell = max(MIN_CELL_PX, CHAR_PX * longest + 10) if any(t for row in text for t in row) else BARE_CELL_PX
+    tokens = max((len(row) for row in z), default=1)
+    label_px = CHAR_PX * max((len(label) for label in labels), default=1) + 20
+    figure = go.Figure(go.Heatmap(
+        z=z, text=text, customdata=hover, texttemplate="%{text}", textfont=dict(size=13),
+        hovertemplate="%{customdata}<extra></extra>", y=labels, xgap=2, ygap=4,
+        colorbar=colour_bar, **colours))
+    figure.update_yaxes(autorange="reversed", tickfont=dict(size=12))
+    figure.update_xaxes(title="token position in the scored text", showgrid=False, zeroline=False)
+    # the title at the left edge: in view when the box scrolls, however wide the figure; the
+    # bottom margin holds the tick labels, the axis title and the colour bar under them
+    figure.update_layout(title=dict(text=title, font=dict(size=15), x=0, xanchor="left", xref="container",
+                                    pad=dict(l=10)),
+                         height=230 + 52 * len(labels), width=max(MIN_WIDTH_PX, label_px + tokens * cell + 20),
+                         margin=dict(l=10, r=10, t=60, b=120), plot_bgcolor="white")
+    return figure
 
 
 def token_heatmap(scores, title: str = "Log-probability of each scored token",
-                  zmin: float | None = None) -> go.Figure:
-    """One row per candidate (best first), one cell per scored token, coloured by its log-prob.
+                  zmin: float | None = None, order: list[int] | None = None) -> go.Figure:
+    """One row per candidate, one cell per scored token, coloured by its log-prob.
 
     ``scores``: ``demo.engine.pll.CandidateScore`` list. Cells read left to right like the text, so the
-    tokens that pulled a candidate down stand out in red. ``zmin``: the scale's bottom, shared
-    with the figures read beside this one (:func:`log_prob_floor`); by default its own lowest.
+    tokens that pulled a candidate down stand out in red. Rows go best first, or in ``order``
+    (indices into ``scores``: the order of a figure read beside this one); each row's label starts
+    with its candidate's rank. ``zmin``: the scale's bottom, shared with the figures read beside
+    this one (:func:`log_prob_floor`); by default its own lowest.
     """
-    ranked = sorted(scores, key=lambda s: s.score, reverse=True)
+    best_first = sorted(range(len(scores)), key=lambda k: scores[k].score, reverse=True)
+    rank = {k: r for r, k in enumerate(best_first, 1)}
+    rows = [scores[k] for k in (best_first if order is None else order)]
+    shown_ranks = [rank[k] for k in (best_first if order is None else order)]
     z, text, hover = _token_grid(
-        [s.tokens for s in ranked], lambda t: t.token, lambda t: t.logprob,
+        [s.tokens for s in rows], lambda t: t.token, lambda t: t.logprob,
         lambda t: (f"token {_plain(repr(t.token))}<br>log-prob {t.logprob:.3f}<br>rank {t.rank}"
                    + (f"<br>masked positions {t.masked}" if t.masked else "")))
-    if max((len(s.tokens) for s in ranked), default=0) > LABELLED_TOKENS:
+    if max((len(s.tokens) for s in rows), default=0) > LABELLED_TOKENS:
         text = [["" for _ in row] for row in text]
-        title += " (hover a cell to see its token)"
-    labels = [_row_label(s.candidate, prefix=f"{i}. ") for i, s in enumerate(ranked, 1)]
-    figure = go.Figure(go.Heatmap(
-        z=z, text=text, customdata=hover, texttemplate="%{text}", textfont=dict(size=13),
-        hovertemplate="%{customdata}<extra></extra>",
-        y=labels, colorscale="RdYlGn", zmin=log_prob_floor(scores) if zmin is None else zmin, zmax=0.0,
-        xgap=2, ygap=4, colorbar=COLOUR_BAR))
-    figure.update_yaxes(autorange="reversed", tickfont=dict(size=12))
-    figure.update_xaxes(title="token position in the scored text", showgrid=False, zeroline=False)
-    # tall enough for a colour bar with several readable ticks, even for two candidates
-    figure.update_layout(title=title, height=max(300, 130 + 52 * len(ranked)),
-                         margin=dict(l=10, r=10, t=50, b=40), plot_bgcolor="white")
-    return figure
+        title += "<br>(hover a cell to see its token)"
+    labels = [_row_label(s.candidate, prefix=f"{r}. ") for r, s in zip(shown_ranks, rows)]
+    floor = log_prob_floor(scores) if zmin is None else zmin
+    return _token_figure(z, text, hover, labels, title,
+                         dict(colorscale="RdYlGn", zmin=floor, zmax=0.0), COLOUR_BAR)
 
 
 def pll_difference(first, second, first_label: str, second_label: str) -> go.Figure:
@@ -269,17 +298,12 @@ def pll_difference(first, second, first_label: str, second_label: str) -> go.Fig
         lambda p: (f"token {_plain(repr(p[0].token))}<br>{first_label}: {p[0].logprob:.3f}<br>"
                    f"{second_label}: {p[1].logprob:.3f}<br>difference {p[1].logprob - p[0].logprob:+.3f}"))
     extent = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
-    figure = go.Figure(go.Heatmap(
-        z=z, text=text, customdata=hover, texttemplate="%{text}", textfont=dict(size=13),
-        hovertemplate="%{customdata}<extra></extra>",
-        y=labels, colorscale="RdBu", zmid=0.0, zmin=-extent, zmax=extent, xgap=2, ygap=4,
-        colorbar=dict(title="Δ log-prob")))
-    figure.update_yaxes(autorange="reversed")
-    figure.update_xaxes(title="token position in the scored text", showgrid=False, zeroline=False)
-    figure.update_layout(
-        title=f"{second_label} minus {first_label}, per token (row label: change of the candidate's score)",
-        height=130 + 52 * len(rows), margin=dict(l=10, r=10, t=50, b=40), plot_bgcolor="white")
-    return figure
+    # a line per variant (their names run long): the title fits a phone's width
+    title = (f"{_plain(second_label)}<br>minus {_plain(first_label)}, per token<br>"
+             "(row label: the score's change)")
+    return _token_figure(z, text, hover, labels, title,
+                         dict(colorscale="RdBu", zmid=0.0, zmin=-extent, zmax=extent),
+                         COLOUR_BAR | dict(title=COLOUR_BAR["title"] | dict(text="Δ log-prob")))
 
 
 # ---------------------------------------------------------------- results (Results tab)

@@ -214,10 +214,10 @@ class DifferenceOutputs(NamedTuple):
         return cls(note=message)
 
 
-def heatmap(title: str, scores, zmin: float | None = None):
+def heatmap(title: str, scores, zmin: float | None = None, order: list[int] | None = None):
     """A side's per-token heatmap (``zmin`` as ``token_heatmap`` takes it)."""
     from ..evaluation.plots import token_heatmap
-    return token_heatmap(scores, title=f"{title}: log-prob of each scored token", zmin=zmin)
+    return token_heatmap(scores, title=f"{title}: log-prob of each scored token", zmin=zmin, order=order)
 
 
 def _newline_note(lm, scores) -> str:
@@ -339,7 +339,7 @@ def show_copies(index, variant, masked_variant, masked_scores, compare_variant, 
 
 class SharedViews(NamedTuple):
     """What a ranking shows once both sides and the difference view have run."""
-    masked_plot: Any  # the two heatmaps again, on one colour scale (or left as they are)
+    masked_plot: Any  # the two heatmaps again, on one colour scale and in one row order (or left as they are)
     causal_plot: Any
     candidate: Any  # the copies view's pickers: the candidates, best first, and the variants scored
     variant: Any
@@ -347,17 +347,20 @@ class SharedViews(NamedTuple):
 
 
 def after_ranking(masked_variant, masked_scores, compare_variant, compare_scores, causal_scores) -> SharedViews:
-    """The views that need both sides: the heatmaps on one colour scale (one colour, one log-prob),
-    and the copies view of the best candidate, with pickers for the others and the variants."""
+    """The views that need both sides: the heatmaps on one colour scale (one colour, one log-prob)
+    with their rows in one order (the masked LM's ranking), and the copies view of the best candidate, with pickers for the others and the variants."""
     from ..evaluation.plots import log_prob_floor
 
     plots = (gr.update(), gr.update())
-    if masked_scores and causal_scores:
-        zmin = log_prob_floor(masked_scores, causal_scores)
-        plots = (heatmap("Masked LM", masked_scores, zmin), heatmap("Causal LM", causal_scores, zmin))
     if not masked_scores:
         return SharedViews(*plots, gr.update(choices=[], value=None), gr.update(choices=[], value=None), "")
     order = sorted(range(len(masked_scores)), key=lambda k: masked_scores[k].score, reverse=True)
+    same = causal_scores and [s.candidate for s in causal_scores] == [s.candidate for s in masked_scores]
+    if same:
+        # rows in the masked LM's order in both figures, so that a row reads across; each label
+        # keeps its own model's rank
+        zmin = log_prob_floor(masked_scores, causal_scores)
+        plots = (heatmap("Masked LM", masked_scores, zmin, order), heatmap("Causal LM", causal_scores, zmin, order))
     candidates = [(f"{rank}. {masked_scores[k].candidate}", k) for rank, k in enumerate(order, 1)]
     variants = list(_scored_variants(masked_variant, masked_scores, compare_variant, compare_scores))
     copies = show_copies(order[0], masked_variant, masked_variant, masked_scores, compare_variant, compare_scores,
@@ -457,8 +460,11 @@ def build(catalog: Catalog) -> TabParts:
             causal_files = gr.File(label="Per-token scores (CSV) and the heatmap (HTML)", file_count="multiple",
                                    elem_id="rank-causal-csv")
             causal_python, causal_shell = reproduce_block("rank-causal-reproduce")
-    masked_plot = gr.Plot(label="Masked LM: per-token log-probs", elem_id="rank-mlm-plot")
-    causal_plot = gr.Plot(label="Causal LM: per-token log-probs", elem_id="rank-causal-plot")
+    # a cell per token at a readable width: a long text scrolls sideways inside the figure's box
+    masked_plot = gr.Plot(label="Masked LM: per-token log-probs", elem_id="rank-mlm-plot",
+                          elem_classes=["demo-scroll-plot"])
+    causal_plot = gr.Plot(label="Causal LM: per-token log-probs", elem_id="rank-causal-plot",
+                          elem_classes=["demo-scroll-plot"])
     with gr.Accordion("The PLL made visible: one candidate's masked copies", open=False, elem_id="rank-copies"):
         with gr.Row():
             copies_candidate = gr.Dropdown(
@@ -470,7 +476,8 @@ def build(catalog: Catalog) -> TabParts:
                      "each masks. Another variant: pick it there and rank again.")
         copies = gr.HTML(elem_id="rank-copies-view")
     difference_note = gr.HTML(elem_id="rank-diff-note")
-    difference_plot = gr.Plot(label="Difference between two PLL variants", elem_id="rank-diff-plot")
+    difference_plot = gr.Plot(label="Difference between two PLL variants", elem_id="rank-diff-plot",
+                              elem_classes=["demo-scroll-plot"])
     # the full scores and the variants they come from, for the next events
     masked_scores, causal_scores, compare_scores = gr.State(), gr.State(), gr.State()
     masked_variant, causal_variant, compare_variant = gr.State(""), gr.State(""), gr.State("")
