@@ -92,9 +92,10 @@ def _add_needle_panel(fig: go.Figure, table: pd.DataFrame, col: int, pretrained_
     if pretrained_length and pretrained_length <= lengths[-1]:
         # the line goes after the last column within the pretraining length
         inside = sum(1 for n in lengths if n <= pretrained_length)
+        # the label left of the line, over the columns it speaks of: never out past the colour bar
         fig.add_vline(x=inside - 0.5, line=dict(color="black", dash="dash", width=2),
                       layer="above", annotation_text=f"pretrained: {pretrained_length} tokens",
-                      annotation_position="top", annotation_font_size=11, row=1, col=col)
+                      annotation_position="top left", annotation_font_size=11, row=1, col=col)
     elif pretrained_length:
         axis_title += f"; pretrained on {pretrained_length}"
     fig.update_xaxes(tickvals=xs, ticktext=[str(n) for n in lengths], title_text=axis_title,
@@ -103,12 +104,15 @@ def _add_needle_panel(fig: go.Figure, table: pd.DataFrame, col: int, pretrained_
                      row=1, col=col)
 
 
-def _needle_layout(fig: go.Figure, title: str, width: int, n_depths: int) -> go.Figure:
+def _needle_layout(fig: go.Figure, title: str, width: int | None, n_depths: int) -> go.Figure:
+    """``width`` None: the figure takes its box's width (the app's, from a phone's up)."""
     fig.update_layout(
         # at least 320 px: plotly.js fails ("axis scaling") on a one-row grid drawn shorter
-        title=title, width=width, height=max(320, 190 + 34 * n_depths), margin=dict(t=110, l=70, r=30, b=60),
+        title=title, width=width, height=max(320, 190 + 34 * n_depths), margin=dict(t=110, l=70, r=20, b=60),
+        # the title beside the bar, turned: it takes a line's height of width, not a word's
         coloraxis=dict(colorscale=ACCURACY_COLOURS, cmin=0, cmax=1,
-                       colorbar=dict(title="exact<br>match", tickformat=".0%")),
+                       colorbar=dict(title=dict(text="exact match", side="right"), tickformat=".0%",
+                                     thickness=16)),
         plot_bgcolor="white")
     fig.update_yaxes(title_text="needle depth (0% = start)", row=1, col=1)
     for subplot_title in fig.layout.annotations:  # lift panel titles above the pretraining labels
@@ -119,7 +123,7 @@ def _needle_layout(fig: go.Figure, title: str, width: int, n_depths: int) -> go.
 
 def needle_heatmap(df_or_grid, *, model: str | None = None, title: str | None = None,
                    pretrained_length: int | None = None, max_length: int | None = None) -> go.Figure:
-    """Length (x) by needle depth (y) heatmap of exact-match accuracy.
+    """Length (x) by needle depth (y) heatmap of exact-match accuracy, as wide as its box.
 
     ``df_or_grid``: the tidy table of ``demo.evaluation.haystack.run_grid`` or its CSV path. Cells beyond an
     absolute-position model's limit are grey with "beyond limit"; a dashed line marks the
@@ -128,8 +132,7 @@ def needle_heatmap(df_or_grid, *, model: str | None = None, title: str | None = 
     table = _needle_table(df_or_grid, model)
     fig = make_subplots(rows=1, cols=1)
     _add_needle_panel(fig, table, 1, pretrained_length, max_length)
-    width = 260 + 80 * table["length"].nunique()
-    return _needle_layout(fig, title or f"Needle in a haystack: {_model_name(table)}", width,
+    return _needle_layout(fig, title or f"Needle in a haystack: {_model_name(table)}", None,
                           table["depth"].nunique())
 
 

@@ -87,6 +87,16 @@ def precomputed_grids() -> list[tuple[str, str]]:
     return choices
 
 
+def _side(catalog: Catalog, model: str) -> tuple[int, bool]:
+    """Where a precomputed grid's model goes: masked LMs first, causal ones last, models the
+    catalog does not know between; the offline stand-in (a masked LM) after real ones."""
+    standin = standin_note(model) is not None
+    name = Path(model).name.casefold()
+    kind = "masked" if standin else next(
+        (m.kind for m in catalog.models if Path(m.name).name.casefold() == name), None)
+    return {"masked": 0, None: 1, "causal": 2}[kind], standin
+
+
 def _figure(table: pd.DataFrame, title: str, lm=None):
     from ..evaluation.plots import needle_heatmap
 
@@ -259,8 +269,9 @@ def build(catalog: Catalog):
             causal_table = gr.Dataframe(label="Compared model's runs", interactive=False)
     gr.Markdown("### Precomputed grids")
     grids = precomputed_grids()
-    # The default teaches: a real model's grid first, the offline stand-in's beside it, labelled.
-    ordered = sorted(grids, key=lambda choice: standin_note(choice[1].partition("::")[2]) is not None)
+    # As the live grids above: a masked LM's grid on the left, a causal LM's on the right; of
+    # two of a kind, a real model's before the offline stand-in's (labelled as such).
+    ordered = sorted(grids, key=lambda choice: _side(catalog, choice[1].partition("::")[2]))
     defaults = [ordered[0][1] if ordered else None, ordered[-1][1] if len(ordered) > 1 else None]
     shown = []
     with gr.Row():
