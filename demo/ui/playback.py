@@ -28,15 +28,23 @@ from .common import escape, work_text
 HEAD, TAIL = 6, 12  # prompt tokens shown before its elided middle, and at its end
 SPEEDS = [("slow", 1600), ("normal", 900), ("fast", 400)]  # milliseconds per step
 
+def _chip(token: str, kind: str, label: str = "") -> str:
+    """A legend entry: a chip and its label, one unit that never wraps apart (style.css)."""
+    return (f'<span class="demo-legend-item"><span class="demo-tok {kind}">{token}</span>'
+            + (f"<span>{label}</span>" if label else "") + "</span>")
+
+
 LEGEND = (
-    '<div class="demo-legend"><span class="demo-tok demo-prompt">prompt</span> '
-    '<span class="demo-tok demo-written">written so far</span> '
-    '<span class="demo-tok demo-mask-predicted">[MASK]</span> predicted now '
-    '<span class="demo-tok demo-mask">[MASK]</span> padding masks (keep the end away) '
-    '<span class="demo-tok demo-end">end</span> end token '
-    '<span class="demo-tok demo-next">?</span> next token (causal LM) · '
-    '<span class="demo-tok">␣</span> a space before the token, <span class="demo-tok">##</span> '
-    'continues the word</div>')
+    '<div class="demo-legend">'
+    + _chip("prompt", "demo-prompt")
+    + _chip("written so far", "demo-written")
+    + _chip("[MASK]", "demo-mask-predicted", "predicted now")
+    + _chip("[MASK]", "demo-mask", "padding masks (keep the end away)")
+    + _chip("end", "demo-end", "end token")
+    + _chip("?", "demo-next", "next token (causal LM)")
+    + _chip("␣", "", "a space before the token")
+    + _chip("##", "", "continues the word")
+    + "</div>")
 
 
 # How byte-level BPE (GPT-2, RoBERTa) and SentencePiece write a space or a line break inside a

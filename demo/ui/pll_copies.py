@@ -14,7 +14,7 @@ MASK = "[MASK]"
 CONTEXT_CHARS = 24  # the end of the context shown before the candidate's tokens
 
 LEGEND = (
-    '<p class="demo-legend">Each row is one copy of the text the masked LM reads: '
+    '<p class="demo-copies-legend">Each row is one copy of the text the masked LM reads: '
     f'<span class="demo-tok demo-mask-predicted">{MASK}</span> is the token it predicts, '
     f'<span class="demo-tok demo-mask">{MASK}</span> are the other positions this variant hides '
     'in that copy. P is the probability the model gave the right token; the running sum adds '
