@@ -247,7 +247,8 @@ def _token_figure(z, text, hover, labels, title: str, colours: dict, colour_bar:
     figure.update_layout(title=dict(text=title, font=dict(size=15), x=0, xanchor="left", xref="container",
                                     pad=dict(l=10)),
                          height=230 + 52 * len(labels), width=max(MIN_WIDTH_PX, label_px + tokens * cell + 20),
-                         margin=dict(l=10, r=10, t=60, b=120), plot_bgcolor="white")
+                         margin=dict(l=10, r=10, t=40 + 22 * (title.count("<br>") + 1), b=120),
+                         plot_bgcolor="white")
     return figure
 
 
