@@ -304,11 +304,11 @@ def test_length_probe_tab_runs_a_small_grid_for_two_models(page):
         assert cells.count() == 2
         assert all(c.strip() in ("0%", "100%") for c in cells.all_text_contents())
     assert "SmolLM2" in page.locator("#probe-causal-summary").inner_text()
-    # the precomputed grids: a real model's first, the stand-in's beside it with its caveat
-    assert "SmolLM2" in page.locator("#probe-precomputed-0 input").input_value()
+    # the precomputed grids: the masked LM's first (the stand-in's, with its caveat), SmolLM2's beside it
+    assert "SmolLM2" in page.locator("#probe-precomputed-1 input").input_value()
     page.locator("#probe-precomputed-plot-0 g.heatmap-label text").first.wait_for()
-    assert "offline stand-in" in page.locator("#probe-precomputed-note-1").inner_text()
-    assert "offline stand-in" not in page.locator("#probe-precomputed-note-0").inner_text()
+    assert "offline stand-in" in page.locator("#probe-precomputed-note-0").inner_text()
+    assert "offline stand-in" not in page.locator("#probe-precomputed-note-1").inner_text()
     _screenshot(page, "length-probe")
 
     page.locator("#probe-depths textarea, #probe-depths input").first.fill("0, 2")
@@ -961,5 +961,129 @@ def test_lesson_step_3_compares_one_setting_with_step_2(page, server):
         _screenshot(view, "lesson-step-3-compared")
         view.locator("#gen-compare-previous input").uncheck()
         previous.wait_for(state="detached")
+    finally:
+        context.close()
+
+
+# ---------------------------------------------------------------- every figure fits
+
+
+# Each box that shows a figure, a table or the playback: its width against its content's, and
+# whether it scrolls sideways by design (overflow-x auto or scroll). The document itself too.
+FIT_JS = """(selectors) => {
+  const boxes = [document.documentElement];
+  const names = ['document'];
+  for (const selector of selectors) {
+    document.querySelectorAll(selector).forEach((el, i) => {
+      if (el.offsetParent !== null) { boxes.push(el); names.push(selector + ' #' + i); }
+    });
+  }
+  return boxes.map((el, i) => ({name: names[i], scroll: el.scrollWidth, client: el.clientWidth,
+                                overflow: getComputedStyle(el).overflowX}));
+}"""
+
+# The boxes of a figure's colour bar: its title and tick labels, and the figure's own right edge.
+COLOUR_BAR_JS = """(plot) => {
+  const box = e => { const r = e.getBoundingClientRect(); return {left: r.left, right: r.right, top: r.top, bottom: r.bottom}; };
+  const root = document.querySelector(plot + ' .js-plotly-plot');
+  return {figure: box(root),
+          title: [...root.querySelectorAll('g.colorbar .cbtitle text')].map(box),
+          ticks: [...root.querySelectorAll('g.colorbar .cbaxis text')].map(box)};
+}"""
+
+FIGURE_BOXES = ["[id^=rank-][id$=-plot]", "[id^=probe-][id*=plot]", "[id^=rank-][id$=-plot] .js-plotly-plot",
+                "[id^=probe-][id*=plot] .js-plotly-plot", ".demo-copies-scroll", ".demo-copies",
+                "#rank-copies-view", ".demo-legend", ".demo-player", "#gen-trace", "#gen-causal-trace",
+                ".demo-legend-block"]
+
+
+def _fits(view, tab: str, width: int) -> None:
+    """Every shown figure box of ``tab`` fits its width or scrolls sideways by design; the page
+    never scrolls sideways; colour bars keep their title and labels inside the figure, apart.
+    Each box's screenshot goes to artifacts/screenshots/fit-<id>-<width>.png, to look at."""
+    for shown in view.evaluate("() => [...document.querySelectorAll('[id$=plot], [id^=probe-precomputed-plot], #rank-copies-view, #gen-playback')]"
+                               ".filter(e => e.offsetParent !== null && e.offsetHeight > 0).map(e => e.id)"):
+        view.locator(f"#{shown}").screenshot(path=str(SCREENSHOTS / f"fit-{shown}-{width}.png"))
+    boxes = view.evaluate(FIT_JS, FIGURE_BOXES)
+    assert len(boxes) > 1, boxes  # the figures were found
+    for box in boxes:
+        assert box["scroll"] <= box["client"] + 1 or box["overflow"] in ("auto", "scroll"), (tab, box)
+    assert boxes[0]["scroll"] <= boxes[0]["client"] + 1, (tab, boxes[0])
+    for plot in view.evaluate("() => [...document.querySelectorAll('[id$=plot]')].filter(p => "
+                              "p.offsetParent !== null && p.querySelector('g.colorbar')).map(p => '#' + p.id)"):
+        bar = view.evaluate(COLOUR_BAR_JS, plot)
+        parts = bar["title"] + bar["ticks"]
+        assert bar["title"], (plot, bar)
+        for part in parts:
+            assert bar["figure"]["left"] - 1 <= part["left"] and part["right"] <= bar["figure"]["right"] + 1, (plot, part)
+        for one, other in itertools.combinations(parts, 2):
+            apart = (one["right"] <= other["left"] or other["right"] <= one["left"]
+                     or one["bottom"] <= other["top"] or other["bottom"] <= one["top"])
+            assert apart, (plot, one, other)
+
+
+def _plot_data(view, plot: str):
+    return view.evaluate("(p) => document.querySelector(p + ' .js-plotly-plot').data"
+                         ".map(t => ({name: t.name, y: t.y}))", plot)
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+def test_every_figure_fits_at_desktop_and_phone_width(page, server, width):
+    """At 1400 and 400 px every figure, table and playback of the Ranking, Length probe and
+    Prompting tabs fits its box or scrolls sideways inside it; the two ranking heatmaps list the
+    candidates in one order; the masked LM's grids sit left of (before) the causal LM's; each
+    legend chip stays on one line with its label."""
+    context = page.context.browser.new_context(viewport={"width": width, "height": 900})
+    view = context.new_page()
+    view.set_default_timeout(30_000)
+    try:
+        view.goto(server)
+        _open_tab(view, "Ranking")
+        _choose(view, "rank-preset", "Winograd: trophy and suitcase (large)")
+        view.locator("#rank-preset-note").filter(has_text="Correct answer").wait_for()
+        view.get_by_role("button", name="The PLL made visible").click()  # open the copies view
+        view.click("#rank-run")
+        view.locator("#rank-copies-view .demo-copies-table").first.wait_for(timeout=MODEL_WAIT_MS)
+        view.locator("#rank-diff-plot g.heatmap-label text").first.wait_for()
+        view.wait_for_timeout(500)  # plotly's last relayout to the box's width
+        _screenshot(view, f"fit-ranking-{width}")
+        masked_rows = [label.split(". ", 1)[1] for label in _plot_data(view, "#rank-mlm-plot")[0]["y"]]
+        causal_rows = [label.split(". ", 1)[1] for label in _plot_data(view, "#rank-causal-plot")[0]["y"]]
+        assert masked_rows == causal_rows and len(masked_rows) == 2, (masked_rows, causal_rows)
+        _fits(view, "Ranking", width)
+
+        _open_tab(view, "Length probe")
+        view.locator("#probe-lengths textarea, #probe-lengths input").first.fill("128")
+        view.locator("#probe-depths textarea, #probe-depths input").first.fill("0.5")
+        view.click("#probe-run")
+        for side in ("mlm", "causal"):
+            view.locator(f"#probe-{side}-summary").filter(has_text="1 of 1 runs").wait_for(timeout=MODEL_WAIT_MS)
+        view.locator("#probe-precomputed-plot-1 g.heatmap-label text").first.wait_for()
+        view.wait_for_timeout(500)
+        _screenshot(view, f"fit-length-probe-{width}")
+        # masked first: the live grids' order, and the precomputed grids' (the stand-in is the MLM)
+        assert "offline stand-in" in view.locator("#probe-precomputed-note-0").inner_text()
+        assert "SmolLM2" in view.locator("#probe-precomputed-1 input").input_value()
+        # the stand-in's grid keeps its "beyond limit" column and its colour bar on screen
+        beyond = view.locator("#probe-precomputed-plot-0 g.heatmap-label text").filter(has_text="beyond")
+        assert beyond.count() > 0
+        right = view.evaluate("() => document.querySelector('#probe-precomputed-plot-0').getBoundingClientRect().right")
+        for label in beyond.all():
+            assert label.bounding_box()["x"] + label.bounding_box()["width"] <= min(right, width) + 1
+        _fits(view, "Length probe", width)
+
+        _open_tab(view, "Prompting")
+        view.locator("#gen-prompt textarea").fill("Input: sane\nOutput: insane\n\nInput: happy\nOutput:")
+        _max_tokens(view, 3)
+        _new_run(view, ["#gen-trace", "#gen-causal-trace"], lambda: view.click("#gen-run"))
+        view.locator('#gen-trace .demo-step[data-step="0"] .demo-mask-predicted').wait_for()
+        _screenshot(view, f"fit-prompting-{width}")
+        items = view.locator(".demo-legend-block .demo-legend-item")
+        assert items.count() >= 6
+        for item in items.all():  # a chip and its label on one line
+            chip = item.locator(".demo-tok").first.bounding_box()
+            box = item.bounding_box()
+            assert box["height"] < 2 * chip["height"], (item.inner_text(), box, chip)
+        _fits(view, "Prompting", width)
     finally:
         context.close()
