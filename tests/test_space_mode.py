@@ -125,6 +125,7 @@ def test_zerogpu_asks_for_as_long_as_the_request_needs(monkeypatch):
             return lambda fn: asked.setdefault(fn.__name__, duration) and fn
 
     monkeypatch.setitem(sys.modules, "spaces", FakeSpaces)
+    monkeypatch.setattr("demo.app.deployment.hub_unreachable", lambda: None)  # a Space reaches the Hub
 
     def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams):
         return prompt

