@@ -236,10 +236,12 @@ def test_remote_code_only_for_allowlist():
 def test_cache_is_bounded(tmp_path, family_folder):
     from demo.engine.models import _ModelCache
     cache = _ModelCache(max_models=2, max_bytes=10**12)
-    loads = []
-    for key in ["a", "b", "a", "c", "a"]:
-        cache.get(key, lambda k=key: loads.append(k) or _Fake())
-    assert loads == ["a", "b", "c"] and list(cache._models) == ["c", "a"]
+    loads, announced = [], []
+    for key in ["a", "b", "a", "c", "a", "b"]:
+        cache.get(key, lambda k=key: loads.append(k) or _Fake(), lambda k=key: announced.append((k, list(loads))))
+    assert loads == ["a", "b", "c", "b"] and list(cache._models) == ["a", "b"]
+    # "loading" is said before each load (b again: evicted by c), never for a model in memory
+    assert announced == [("a", []), ("b", ["a"]), ("c", ["a", "b"]), ("b", ["a", "b", "c"])]
 
 
 class _Fake:

@@ -166,6 +166,34 @@ def test_catalog_without_local_models_defaults_to_hub_models(monkeypatch):
             "facebook/opt-1.3b"} <= {m.name for m in HUB_MODELS}
 
 
+def test_a_request_that_loads_its_model_says_so_until_it_is_loaded(tmp_path, monkeypatch):
+    """The first request on a model shows "loading <model> (first use)" as its progress while the
+    weights load (and not after); a request on a model in memory shows nothing of the kind."""
+    from gradio.context import LocalContext
+
+    from demo.engine import models
+    monkeypatch.setenv(LOCAL_MODELS_VAR, str(_model_folder(tmp_path, "my-mlm", "BertForMaskedLM")))
+    monkeypatch.setattr(models, "CACHE", models._ModelCache(max_models=4, max_bytes=10**12))
+    sent = []  # each progress update the page gets: the descriptions shown, outermost first
+    monkeypatch.setattr(gr.Progress, "_progress_callback",
+                        staticmethod(lambda: lambda units: sent.append([u.desc for u in units])))
+    while_loading = []
+    monkeypatch.setattr(models, "_load_uncached", lambda *args: while_loading.append(sent[-1]) or _Fake())
+    token = LocalContext.progress.set(gr.Progress(track_tqdm=True))  # what Gradio sets for a handler
+    try:
+        first = common.load("my-mlm", "masked")
+        updates = len(sent)
+        again = common.load("my-mlm", "masked")
+    finally:
+        LocalContext.progress.reset(token)
+    assert while_loading == [["loading my-mlm (first use)"]]
+    assert sent[-1] == [] and again is first and len(sent) == updates  # gone once loaded; then nothing
+
+
+class _Fake:
+    nbytes = 1
+
+
 def test_remote_code_models_in_the_catalog_are_allowlisted():
     from demo.engine.models import REMOTE_CODE_ALLOWLIST
     ltg = {m.name for m in HUB_MODELS if m.name.startswith("ltg/")}

@@ -13,6 +13,7 @@ position table is read from the checkpoint's files, which transformers leaves un
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -295,11 +296,15 @@ class _ModelCache:
         self._models: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key, load):
+    def get(self, key, load, loading=None):
+        """The model under ``key``, loaded by ``load()`` if it is not in memory; ``loading()`` is
+        called just before that load, never for a model in memory."""
         with self._lock:  # one load at a time: two concurrent loads could double memory use
             if key in self._models:
                 self._models.move_to_end(key)
                 return self._models[key]
+            if loading is not None:
+                loading()
             lm = load()
             self._models[key] = lm
             while len(self._models) > 1 and (
@@ -327,7 +332,7 @@ CACHE.bound(AppSettings().max_models, AppSettings().max_model_gb)
 def load_model(name: str, kind: str | None = None, device: str | None = "auto",
                dtype: str = "float32", trust_remote_code: bool = False,
                revision: str | None = None, device_map: str | dict | None = None,
-               emd: str = "auto") -> LoadedModel:
+               emd: str = "auto", loading: Callable[[], None] | None = None) -> LoadedModel:
     """Load (or fetch from the cache) a masked or causal LM with its tokenizer: ``name`` is a Hub
     id, a local folder or a .gguf file (a local model's short name, ``smollm2``, is the app's to
     resolve: ``demo.app.deployment``).
@@ -340,6 +345,8 @@ def load_model(name: str, kind: str | None = None, device: str | None = "auto",
     decoder where the checkpoint holds its position table (``LoadedModel.emd``; otherwise
     ``LoadedModel.emd_note`` says why not), "on" requires it (ValueError saying why it cannot),
     "off" reads the last layer as transformers does.
+    ``loading()``, if given, is called once the weights are about to load, never when the model is
+    in memory already (the app then says a first request waits for it).
     Raises ValueError with a readable message for unknown ids, folders that are not models,
     missing heads.
     """
@@ -354,7 +361,7 @@ def load_model(name: str, kind: str | None = None, device: str | None = "auto",
     key = (source.location, tuple(sorted(source.extra.items())), kind or source.kind, str(dev), dtype,
            revision, trust_remote_code, str(device_map), emd)
     return CACHE.get(key, lambda: _load_uncached(source, kind, dev, DTYPES[dtype], trust_remote_code,
-                                                 revision, device_map, emd))
+                                                 revision, device_map, emd), loading)
 
 
 def random_model(folder: str | Path, kind: str | None = None, seed: int = 0, shrink: bool = True,

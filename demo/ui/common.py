@@ -285,7 +285,30 @@ def load(name: str, kind: str | None, deberta_head: str = "auto"):
     if deberta_head not in ("auto", "off"):
         raise ValueError("The DeBERTa head is 'auto' (the enhanced mask decoder, where the checkpoint "
                          "holds what it needs) or 'off' (the last layer, as transformers reads it).")
-    return deployment().load(name, kind, emd=deberta_head)
+    shown = _Loading(str(name).strip())
+    try:
+        return deployment().load(name, kind, emd=deberta_head, loading=shown.start)
+    finally:
+        shown.stop()
+
+
+class _Loading:
+    """The line a request shows while its model loads (only when the model is not in memory: a
+    first request waits tens of seconds for it): "loading <model> (first use)", as the handler's
+    progress (``gr.Progress(track_tqdm=True)``), above transformers' own "Loading weights" bar."""
+
+    def __init__(self, name: str):
+        self.text, self.progress, self.mark = f"loading {name} (first use)", None, object()
+
+    def start(self) -> None:
+        progress = LocalContext.progress.get(None)  # the handler's, set by Gradio for this request
+        if progress is not None:
+            self.progress = progress
+            progress.tqdm(None, desc=self.text, total=1, unit="model", _tqdm=self.mark)
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.close(self.mark)  # (Progress.close takes the mark its tqdm was given)
 
 
 def deberta_head_radio(elem_id: str):
