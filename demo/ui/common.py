@@ -456,7 +456,11 @@ def reproduce_block(elem_id: str) -> list:
 
 def reproduction(command: str, model_name: str, kind: str | None, settings, emd: str = "auto",
                  **inputs) -> tuple[str, str]:
-    """(Python, command line) for a result, from the settings object its handler ran with."""
-    from ..app.reproduce import command_line, python_call
-    return (python_call(command, model_name, kind, settings, emd, **inputs),
-            command_line(command, model_name, kind, settings, emd, **inputs))
+    """(Python, command line) for a result, from the settings object its handler ran with; for a
+    local model they say what a shell or notebook without this app's settings needs to find it
+    (a public app's paths stay unshown)."""
+    from ..app.reproduce import command_line, local_setup, python_call
+    entry = deployment().catalog.local_entry(model_name) if model_name else None
+    local = local_setup(entry, show_path=not deployment().settings.public) if entry else None
+    return (python_call(command, model_name, kind, settings, emd, local, **inputs),
+            command_line(command, model_name, kind, settings, emd, local, **inputs))
