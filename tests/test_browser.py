@@ -943,8 +943,8 @@ def test_lesson_step_3_compares_one_setting_with_step_2(page, server):
         view.get_by_role("button", name="Lesson:").click()
         load("2. Generate by appending masks")
         line = view.locator("#gen-settings-line")
-        line.filter(has_text="padding masks family default").wait_for()
-        assert "max new tokens 10" in line.inner_text()
+        line.filter(has_text="max new tokens 10").wait_for()  # (the first preset's: 24)
+        assert "strategy greedy" in line.inner_text() and "padding masks family default" in line.inner_text()
         _new_run(view, ["#gen-trace"], lambda: view.click("#gen-run"))
         assert view.locator("#gen-previous-trace .demo-player").count() == 0  # nothing to compare yet
         load("3. Why the padding masks")
