@@ -231,6 +231,9 @@ def test_ranking_tab_shows_order_and_token_heatmaps(page):
     from transformers import AutoTokenizer
 
     _open_tab(page, "Ranking")
+    # before a run, no empty table (headed "1 2 3") and no empty file box (like an upload area)
+    for empty in ("#rank-mlm-table", "#rank-mlm-csv", "#rank-causal-table", "#rank-causal-csv"):
+        assert page.locator(empty).is_hidden(), empty
     context = "The trophy doesn't fit into the brown suitcase because"
     candidates = ["the trophy is too large.", "the brown suitcase is too large.", "it rained."]
     page.locator("#rank-context textarea").fill(context)
@@ -262,9 +265,12 @@ def test_ranking_tab_shows_order_and_token_heatmaps(page):
     page.locator("#rank-causal-plot g.heatmap-label text").first.wait_for()
     _screenshot(page, "ranking")
 
+    assert page.locator("#rank-mlm-table").is_visible() and page.locator("#rank-mlm-csv").is_visible()
     page.locator("#rank-candidates textarea").fill("only one candidate")
     page.click("#rank-run")
     _expect_error(page, "at least 2 candidates")
+    for stale in ("#rank-mlm-table", "#rank-mlm-csv"):  # the error leaves no debris of the last run
+        page.locator(stale).wait_for(state="hidden")
     page.locator("#rank-candidates textarea").fill("the trophy is too small.\nthe suitcase is too small.")
     page.click("#rank-run")
     summary.filter(has_text="the suitcase is too small.").wait_for(timeout=MODEL_WAIT_MS)
