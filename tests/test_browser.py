@@ -539,6 +539,13 @@ def test_the_infill_tab_fills_a_blank_in_both_orders(page, server, width):
         assert sorted(orders["most confident first"]) == orders["left to right"]  # the same two positions
         view.locator("#fill-causal-stats").filter(has_text="before each blank").wait_for(timeout=MODEL_WAIT_MS)
         view.locator("#fill-ranking table").wait_for(timeout=MODEL_WAIT_MS)
+        # the causal LM's playback beside it, in step: it read only the words before the blank
+        causal = view.locator("#fill-causal-trace .demo-player")
+        causal.wait_for()
+        assert causal.locator(".demo-player-controls").is_hidden()  # follows the masked LM's player
+        view.locator("#fill-trace .demo-scrub").fill("0")
+        first = causal.locator('.demo-step[data-step="0"] .demo-window').inner_text()
+        assert "presents" in first and "Christmas" not in first
     finally:
         context.close()
 

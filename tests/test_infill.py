@@ -185,6 +185,11 @@ def test_fill_in_the_middle_shows_the_text_after_the_blank(fim_model, smollm2):
     assert prompts[0] == first  # the first blank's prompt: the text after it, up to the next blank
     second = tok(f"<fim_prefix>The capital of {result.fills[0]} is Paris, and<fim_suffix> is<fim_middle>")["input_ids"]
     assert second in [p[:len(second)] for p in prompts]  # the second: the first one filled
+    # the trace: one step per forward pass the hook saw, each blank's window opening with its prompt
+    assert len(result.steps) == len(prompts)
+    windows = [s.window[:s.prompt_length] for s in result.steps]
+    assert windows[0] == tok.convert_ids_to_tokens(first)
+    assert tok.convert_ids_to_tokens(second) in windows
     assert causal_infill(fim_model, "The capital of [blank] is Paris.", InfillSettings(fim="off")).mode == "left"
 
 

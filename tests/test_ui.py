@@ -363,7 +363,7 @@ API_OUTPUTS = {
     "infill_mlm": ["fill-mlm-filled", "fill-mlm-stats", "fill-trace", "State", "fill-mlm-reproduce-python",
                    "fill-mlm-reproduce-shell"],
     "infill_causal": ["fill-causal-filled", "fill-causal-stats", "State", "fill-causal-reproduce-python",
-                      "fill-causal-reproduce-shell"],
+                      "fill-causal-reproduce-shell", "fill-causal-trace"],
     "probe_mlm": ["probe-mlm-plot", "probe-mlm-summary", "Masked LM runs", "probe-mlm-files",
                   "probe-mlm-reproduce-python", "probe-mlm-reproduce-shell"],
     "probe_second": ["probe-causal-plot", "probe-causal-summary", "Compared model's runs", "probe-causal-files",

@@ -41,6 +41,9 @@ class CausalInfillResult:
     reads: Reads
     tries: list[LengthTry] = field(default_factory=list)  # [blank:auto]: every length it wrote
     notes: list[str] = field(default_factory=list)  # always says what the model could read
+    # settings.trace: every blank's decoding steps, one blank after the other (demo.engine.trace;
+    # a window is what the model read for that blank: the text before it, or the FIM prompt)
+    steps: list = field(default_factory=list)
 
 
 @dataclass
@@ -90,15 +93,17 @@ def causal_infill(lm, text: str, settings: InfillSettings | None = None) -> Caus
     segments = segments_of(text, blanks)
     mode = fill_mode(lm, s)
     start = time.perf_counter()
-    fills, tries = [], []
+    fills, tries, steps = [], [], []
     with counting() as reads:
         for i, blank in enumerate(blanks):
             before = splice(segments[:i + 1], fills)  # the earlier blanks filled
             generation = GenerationSettings(
                 max_new_tokens=s.max_blank_tokens if blank.tokens is AUTO else blank.tokens,
                 strategy=s.strategy, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, seed=s.seed,
-                stop_at_newline=True)  # a blank holds words, not lines
+                stop_at_newline=True,  # a blank holds words, not lines
+                trace=s.trace, trace_top_k=s.trace_top_k)
             written = generate(lm, blank_prompt(lm, before, segments[i + 1], mode), generation)
+            steps += written.steps or []
             if blank.tokens is not AUTO:
                 fills.append(written.text.strip())
                 continue
@@ -112,7 +117,8 @@ def causal_infill(lm, text: str, settings: InfillSettings | None = None) -> Caus
              "read the text after each blank too, up to the next blank."]
     note = special_token_note(text, lm.tokenizer)
     return CausalInfillResult(text=text, filled=splice(segments, fills), fills=fills, mode=mode,
-                              seconds=seconds, reads=reads, tries=tries, notes=notes + ([note] if note else []))
+                              seconds=seconds, reads=reads, tries=tries, notes=notes + ([note] if note else []),
+                              steps=steps)
 
 
 def _tries(lm, segments: list[str], fills: list[str], pieces: list[str]) -> list[LengthTry]:

@@ -104,6 +104,7 @@ class CausalInfillOutputs(NamedTuple):
     filled_text: str = ""  # the filled text (plain), for the ranking of both fills
     python: str = ""  # Reproduce: the Python call
     shell: str = ""  # Reproduce: the command line
+    trace: str = ""  # HTML: the decoding playback, blank after blank, in step with the masked LM's
 
     @classmethod
     def showing(cls, message: str) -> "CausalInfillOutputs":
@@ -159,7 +160,7 @@ def infill_causal(text, model_name, order, blank_tokens, seed, progress=gr.Progr
 
     if not model_name:
         return CausalInfillOutputs.showing(message("Skipped: no causal LM picked.", "note"))
-    text, settings = _text(text), _settings(order, blank_tokens, seed, trace=False)
+    text, settings = _text(text), _settings(order, blank_tokens, seed, trace=True)
     lm = load(model_name, "causal")
     infill_work(lm, text, settings).check(deployment().settings)
     result = causal_infill(lm, text, settings)
@@ -169,7 +170,9 @@ def infill_causal(text, model_name, order, blank_tokens, seed, progress=gr.Progr
         ", then each length tried scored whole" if result.tries else "")
     return CausalInfillOutputs(filled=filled_html(text, result.fills, settings),
                                stats=_stats(lm, result, extra, how),
-                               filled_text=result.filled, python=python, shell=shell)
+                               filled_text=result.filled, python=python, shell=shell,
+                               trace=playback(result.steps, "causal", run_id(text, result.fills, result.seconds),
+                                              group="fill"))
 
 
 @handler(lambda text: text)
@@ -241,9 +244,12 @@ def build(catalog: Catalog) -> TabParts:
             causal_stats = gr.HTML(elem_id="fill-causal-stats")
             causal_python, causal_shell = reproduce_block("fill-causal-reproduce")
     ranking = gr.HTML(elem_id="fill-ranking")
-    with gr.Accordion("Playback: the order the masked LM fills in", open=True):
+    with gr.Accordion("Playback: the order each model fills in", open=True):
         with gr.Row(elem_id="fill-playback"):
-            trace = gr.HTML(elem_id="fill-trace", js_on_load=PLAYER_JS)
+            with gr.Column(min_width=320):
+                trace = gr.HTML(elem_id="fill-trace", js_on_load=PLAYER_JS)
+            with gr.Column(min_width=320):
+                causal_trace = gr.HTML(elem_id="fill-causal-trace", js_on_load=PLAYER_JS)
     masked_text, causal_text = gr.State(""), gr.State("")
 
     def fill(name):
@@ -260,7 +266,7 @@ def build(catalog: Catalog) -> TabParts:
     causal_event = masked_event.then(
         infill_causal, [text, causal_model, order, blank_tokens, seed],
         components(CausalInfillOutputs, filled=causal_filled, stats=causal_stats, filled_text=causal_text,
-                   python=causal_python, shell=causal_shell),
+                   python=causal_python, shell=causal_shell, trace=causal_trace),
         api_name="infill_causal", concurrency_id="generate")
     causal_event.then(rank_both, [masked_text, causal_text, masked_model, causal_model, deberta_head], ranking,
                       api_visibility="private", concurrency_id="score")
