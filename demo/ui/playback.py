@@ -10,7 +10,8 @@ re-read the whole window (refreshes).
 One script owns every player's state (``ENGINE_JS``, shared by the gr.HTML components that show
 the frames, ``PLAYER_JS``); it shows one frame at a time. Every player of one group follows the
 same step: the masked and the causal LM write side by side at the same pace, driven by the first
-lane's controls; a new run starts its group at step 1, and a speed change applies at once. A
+lane's controls; a new run of that lane starts its group at step 1 (a lane that arrives later
+beside it joins at the step shown), and a speed change applies at once. A
 hidden keeper (``link_keeper``) holds where each group rests, so a link to the page reopens the
 players there. With ``prefers-reduced-motion`` nothing moves: no play button, no sliding; the
 scrubber and the step buttons still reach every frame (style.css).
@@ -243,7 +244,7 @@ const demo = (window.demoPlayback = window.demoPlayback || (() => {
   const groups = {};
   let saved = {}, send = null;  // the steps a link kept; how the page tells the server its steps
   const lanes = (g) => [...document.querySelectorAll(`.demo-player[data-group="${g}"]`)];
-  const of = (g) => groups[g] || (groups[g] = { key: null, at: 0, last: 0, timer: null });
+  const of = (g) => groups[g] || (groups[g] = { key: null, lead: null, at: 0, last: 0, timer: null });
   function show(g, k) {
     const all = lanes(g), s = of(g);
     const last = Math.max(0, ...all.map((p) => p.querySelectorAll('.demo-step').length - 1));
@@ -284,12 +285,17 @@ const demo = (window.demoPlayback = window.demoPlayback || (() => {
     lanes(g).forEach((p) => p.querySelectorAll('.demo-speed').forEach((e) => { e.value = String(ms); }));
     if (s.timer) { clearInterval(s.timer); s.timer = setInterval(() => tick(g), ms); }
   }
-  function sync(g) {  // a new run in any lane: its first step, or the step a link kept for these runs
-    const s = of(g), key = lanes(g).map((p) => p.dataset.run).sort().join(',');
+  // A new run of the leading lane (the first on the page): its first step, or the step a link
+  // kept for these runs. A lane that arrives later beside the same leading run (the causal LM's
+  // fill, the previous run) joins at the step shown, so a press made meanwhile stands.
+  function sync(g) {
+    const s = of(g), all = lanes(g), key = all.map((p) => p.dataset.run).sort().join(',');
     if (key === s.key) return;
-    halt(g);
-    s.key = key;
-    show(g, saved[g] && saved[g].key === key ? saved[g].at : 0);
+    const lead = all.length ? all[0].dataset.run : null, joins = s.key !== null && lead === s.lead;
+    s.key = key; s.lead = lead;
+    if (saved[g] && saved[g].key === key) { halt(g); show(g, saved[g].at); }
+    else if (joins) show(g, s.at);
+    else { halt(g); show(g, 0); }
     rest();
   }
   function keep(sender, steps) {
