@@ -491,18 +491,24 @@ def build(catalog: Catalog) -> TabParts:
     # select, not change: picking the same preset again restores its text after an edit
     preset.select(fill, preset, [context, candidates, answer, note], api_visibility="private")
 
-    def forget_stale_answer(lines, given, name):
-        """A correct answer that the edited candidates no longer hold is cleared, and the note says so."""
-        if not given or given.strip() in {line.strip() for line in (lines or "").splitlines()}:
-            return gr.skip(), gr.skip()
+    def edited_note(lines, given, name):
+        """The preset's note, or, where edited candidates lost the preset's answer, a word on it."""
         chosen = next((p for p in presets if p["name"] == name), None)
-        edited = message(f"The candidates were edited: the correct answer ({given.strip()}) is no longer one "
-                         "of them, so none is marked. Type one in, or pick the preset again.", "note")
-        return "", edited + preset_note(chosen and dict(chosen, answer=None))
+        lost = chosen and chosen.get("answer") is not None and _answer_of(chosen) not in {
+            line.strip() for line in (lines or "").splitlines()}
+        if not lost or (given or "").strip():
+            return preset_note(chosen)
+        return message(f"The candidates were edited: the preset's correct answer ({_answer_of(chosen)}) is no "
+                       "longer one of them, so none is marked. Type one in, or pick the preset again.",
+                       "note") + preset_note(dict(chosen, answer=None))
 
-    # a preset's fill and a lesson step set candidates and answer together: their answer stays
-    candidates.change(forget_stale_answer, [candidates, answer, preset], [answer, note], api_visibility="private",
-                     show_progress="hidden", concurrency_limit=None)
+    # A correct answer the edited candidates no longer hold is cleared in the browser, at once (a
+    # server round trip could clear an answer typed meanwhile); a preset's fill and a lesson step
+    # set candidates and answer together, so their answer stays. Then the note says why.
+    candidates.change(None, [candidates, answer], answer, api_visibility="private", js="""
+        (lines, given) => (given && !lines.split('\\n').map((l) => l.trim()).includes(given.trim())) ? '' : given
+    """).then(edited_note, [candidates, answer, preset], note, api_visibility="private", show_progress="hidden",
+              concurrency_limit=None)
     # The right-masks slider only means something for the right-masks variant.
     method.change(lambda m: gr.update(interactive=m == "right_masks"), method, right_masks,
                   api_visibility="private")
