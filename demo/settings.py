@@ -63,6 +63,17 @@ def _number(value, name: str, check, what: str):
         raise ValueError(f"{name} must be {what}, not {value!r}.")
 
 
+def _check_sampling(settings) -> None:
+    """Temperature, top-k and top-p of settings that may sample (generation, infilling)."""
+    if settings.strategy == "sample":
+        _number(settings.temperature, "temperature", lambda v: v > 0,
+                "> 0 for sampling (use strategy='greedy' for the deterministic limit)")
+    else:  # not used, but still a number
+        _number(settings.temperature, "temperature", lambda v: v >= 0, "a number >= 0")
+    _whole(settings.top_k, "top_k", 0)
+    _number(settings.top_p, "top_p", lambda v: 0 < v <= 1, "in (0, 1] (1 turns it off)")
+
+
 def _flag(value, name: str):
     if not isinstance(value, bool):
         raise ValueError(f"{name} must be true or false, not {value!r}.")
@@ -92,17 +103,17 @@ class ModelSettings:
     model: str = field(metadata=_help(
         "Hugging Face Hub id, local model folder or .gguf file, a local model's short name, or a "
         "pair's name (mlm-icl models lists them)"))
-    kind: Literal["masked", "causal"] | None = field(default=None, metadata=_help(
+    kind: Literal[KINDS] | None = field(default=None, metadata=_help(
         "load as a masked or causal LM (default: the family's natural kind)"))
     device: str = field(default="auto", metadata=_help("cpu, cuda, cuda:1, ... (auto: cuda if any)"))
-    dtype: Literal["float32", "bfloat16", "float16"] = field(default="float32", metadata=_help(
+    dtype: Literal[DTYPES] = field(default="float32", metadata=_help(
         "weights' precision (float32 is exact; bfloat16 is faster and moves scores slightly)"))
     trust_remote_code: bool = field(default=False, metadata=_help(
         "allow Hub code for the allowlisted models, at their pinned commits (demo.engine.models)"))
     revision: str | None = field(default=None, metadata=_help("Hub branch, tag or commit to load"))
     threads: int | None = field(default=None, metadata=_help(
         "torch CPU threads (1 is fastest on a crowded machine)"))
-    emd: Literal["auto", "on", "off"] = field(default="auto", metadata=_help(
+    emd: Literal[EMD_MODES] = field(default="auto", metadata=_help(
         "DeBERTa's head: 'on' reads the enhanced mask decoder (as Microsoft pretrained it, the "
         "BERTs paper's model), 'off' the last layer (transformers' DebertaForMaskedLM); 'auto' is "
         "on where the checkpoint holds the position table the decoder needs. Other families: "
@@ -124,14 +135,14 @@ class ModelSettings:
 @dataclass(frozen=True)
 class ScoringSettings:
     """How candidates are scored by ``demo.engine.pll`` (masked LMs by PLL, causal LMs exactly)."""
-    method: Literal["salazar", "right_masks", "within_word_l2r", "whole_word", "causal"] | None = field(
+    method: Literal[METHODS] | None = field(
         default=None, metadata=_help("PLL variant of a masked LM (default: right_masks, the BERTs "
                                      "paper's); causal LMs use exact log-likelihood"))
     right_masks: int = field(default=2, metadata=_help(
         "right_masks: extra masks right of the scored token (the BERTs paper: 2)"))
-    reduction: Literal["sum", "mean"] = field(default="sum", metadata=_help(
+    reduction: Literal[REDUCTIONS] = field(default="sum", metadata=_help(
         "rank by the sum of log-probs, or by their mean per scored token (NormPLL)"))
-    scope: Literal["completion", "full"] = field(default="completion", metadata=_help(
+    scope: Literal[SCOPES] = field(default="completion", metadata=_help(
         "score the completion only (the context conditions), or every token"))
     unconditional_context: str | None = field(default=None, metadata=_help(
         "subtract score(candidate | this context), e.g. 'Answer:' (GPT-3's normalisation)"))
@@ -180,7 +191,7 @@ class ScoringSettings:
 class GenerationSettings:
     """How ``demo.engine.generation.generate`` continues a prompt."""
     max_new_tokens: int = field(default=32, metadata=_help(f"1..{MAX_NEW_TOKENS_CAP} new tokens"))
-    strategy: Literal["greedy", "beam", "sample"] = field(default="greedy", metadata=_help(
+    strategy: Literal[STRATEGIES] = field(default="greedy", metadata=_help(
         "decoding strategy (the BERTs paper: beam search with 4 beams)"))
     num_beams: int = field(default=4, metadata=_help("beam search only"))
     temperature: float = field(default=1.0, metadata=_help("sampling only"))
@@ -190,7 +201,7 @@ class GenerationSettings:
         "1 = off; > 1 penalises tokens already in the prompt or output"))
     padding_masks: int | None = field(default=None, metadata=_help(
         "masked LMs: masks after the predicted one (default: the family's)"))
-    cache: Literal["exact", "prefix"] = field(default="exact", metadata=_help(
+    cache: Literal[CACHE_MODES] = field(default="exact", metadata=_help(
         "masked LMs: 'exact' re-encodes the whole window at every step (the paper's method); "
         "'prefix' reuses the prompt's keys and values between refreshes: faster, approximate, for "
         "the families that have it (another is refused with their list: demo.engine.families). "
@@ -233,13 +244,7 @@ class GenerationSettings:
         _whole(self.max_new_tokens, "max_new_tokens", 1, self.max_new_tokens_cap)
         _choice(self.strategy, "strategy", STRATEGIES)
         _whole(self.num_beams, "num_beams", 1, MAX_BEAMS)
-        _number(self.top_p, "top_p", lambda v: 0 < v <= 1, "in (0, 1] (1 turns it off)")
-        _whole(self.top_k, "top_k", 0)
-        if self.strategy == "sample":
-            _number(self.temperature, "temperature", lambda v: v > 0,
-                    "> 0 for sampling (use strategy='greedy' for the deterministic limit)")
-        else:  # not used, but still a number
-            _number(self.temperature, "temperature", lambda v: v >= 0, "a number >= 0")
+        _check_sampling(self)
         _number(self.repetition_penalty, "repetition_penalty", lambda v: v > 0, "> 0 (1 = off)")
         _whole(self.trace_top_k, "trace_top_k", 1)
         _flag(self.stop_at_newline, "stop_at_newline")
@@ -274,10 +279,10 @@ class InfillSettings:
     """How ``demo.engine.infill`` fills the blanks of a text (``[blank]``, ``[blank:3]``,
     ``[blank:auto]``, ``____``: the parser, ``demo.engine.infill.parse_blanks``, says the rules).
     Sampling means what it means for ``GenerationSettings``."""
-    order: Literal["left_to_right", "confidence", "random"] = field(default="left_to_right", metadata=_help(
+    order: Literal[INFILL_ORDERS] = field(default="left_to_right", metadata=_help(
         "which masked position is filled at each step: the leftmost (the BERTs paper's order), the "
         "one the model is surest of (masked diffusion LMs, Mask-Predict), or a random one (seeded)"))
-    strategy: Literal["greedy", "sample"] = field(default="greedy", metadata=_help(
+    strategy: Literal[INFILL_STRATEGIES] = field(default="greedy", metadata=_help(
         "the token written at the chosen position: the likeliest, or a sample"))
     temperature: float = field(default=1.0, metadata=_help("sampling only"))
     top_k: int = field(default=0, metadata=_help("sampling only; 0 = off"))
@@ -290,7 +295,7 @@ class InfillSettings:
     max_blanks: int = field(default=8, metadata=_help("blanks one text may have"))
     max_masked_tokens: int = field(default=64, metadata=_help(
         "masked tokens one text may have, all blanks together (each costs a forward pass)"))
-    fim: Literal["auto", "on", "off"] = field(default="auto", metadata=_help(
+    fim: Literal[FIM_MODES] = field(default="auto", metadata=_help(
         "causal LMs: fill in the middle (reading the text after the blank) with the tokenizer's "
         "<fim_prefix>/<fim_suffix>/<fim_middle> tokens: 'auto' where it has them, 'off' continues "
         "from the left of each blank only, 'on' refuses a model without them"))
@@ -300,13 +305,7 @@ class InfillSettings:
     def __post_init__(self):
         _choice(self.order, "infilling order", INFILL_ORDERS)
         _choice(self.strategy, "infilling strategy", INFILL_STRATEGIES)
-        if self.strategy == "sample":
-            _number(self.temperature, "temperature", lambda v: v > 0,
-                    "> 0 for sampling (use strategy='greedy' for the deterministic limit)")
-        else:  # not used, but still a number
-            _number(self.temperature, "temperature", lambda v: v >= 0, "a number >= 0")
-        _whole(self.top_k, "top_k", 0)
-        _number(self.top_p, "top_p", lambda v: 0 < v <= 1, "in (0, 1] (1 turns it off)")
+        _check_sampling(self)
         _whole(self.seed, "seed", 0, 2**63 - 1, optional=True)
         _whole(self.max_blanks, "max_blanks", 1)
         _whole(self.max_masked_tokens, "max_masked_tokens", 1)
@@ -328,7 +327,7 @@ class RunSettings:
         "evaluate a fixed random sample of N items (the same for every model and seed)"))
     seed: int = field(default=0, metadata=_help("demonstration sampling seed"))
     repetitions: int = field(default=1, metadata=_help("demonstration draws to average"))
-    score: Literal["answer", "suffix", "example"] | None = field(default=None, metadata=_help(
+    score: Literal[SCORE_SPANS] | None = field(default=None, metadata=_help(
         "which span of a ranked example is scored (default: the task's)"))
     chunk_size: int = field(default=16, metadata=_help("examples scored in one batched call"))
     execute_limit: int = field(default=20, metadata=_help(
@@ -341,7 +340,7 @@ class RunSettings:
         "skip items longer than an absolute-position model reads (BERT: 512 tokens; with their "
         "demonstrations, in any repetition) and report how many; n and the metrics are then over "
         "the items kept. Off (--no-skip-too-long): such an item stops the run with an error"))
-    cache: Literal["exact", "prefix"] = field(default="exact", metadata=_help(
+    cache: Literal[CACHE_MODES] = field(default="exact", metadata=_help(
         "masked LMs' decoding of generated items: 'exact' (the paper's method) or 'prefix' (the "
         "approximate prefix cache, see GenerationSettings; R and margin at its defaults). Ranked "
         "tasks (PLL) and causal LMs are exact whatever this says; the summary's cache column "
@@ -380,7 +379,7 @@ class GridSettings:
         "masked LMs: padding masks (default: the family's)"))
     filler: str | None = field(default=None, metadata=_help(
         "UTF-8 text file used as the haystack (default: the bundled public-domain book)"))
-    cache: Literal["exact", "prefix"] = field(default="exact", metadata=_help(
+    cache: Literal[CACHE_MODES] = field(default="exact", metadata=_help(
         "masked LMs' decoding of the answer: 'exact' (the paper's method) or 'prefix' (the "
         "approximate prefix cache, see GenerationSettings; R and margin at its defaults). A causal "
         "LM is exact whatever this says; the grid's rows record the mode used"))
