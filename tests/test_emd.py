@@ -28,8 +28,9 @@ from transformers import AutoTokenizer, DebertaConfig, DebertaForMaskedLM, Deber
 import tests.floats as floats
 from demo.engine.families import deberta
 from demo.engine.generation import generate
+from demo.engine.heads import mlm_head
 from demo.engine.models import load_model, random_model
-from demo.engine.pll import mlm_head, score_batch
+from demo.engine.pll import score_batch
 from demo.engine.prefix_cache import Prefix, encoder_of
 from demo.engine.reading import hidden_at
 from demo.settings import GridSettings, ScoringSettings

@@ -14,8 +14,8 @@ from transformers import AutoTokenizer, DebertaV2Config, DebertaV2ForMaskedLM
 
 import tests.floats as floats
 from demo.engine.families import family_of, max_positions, pretrained_length
+from demo.engine.heads import mlm_head
 from demo.engine.models import load_model
-from demo.engine.pll import mlm_head
 from demo.engine.reading import hidden_at
 from tests.conftest import MASKED_FAMILIES, TOKENIZERS, padded_batch
 from tests.test_emd import VERSIONS, perturb

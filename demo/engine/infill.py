@@ -31,8 +31,9 @@ from ..settings import InfillSettings, ScoringSettings
 from .constraints import continuation
 from .counting import Reads, counting
 from .generation import suppressed_ids
+from .heads import mlm_head
 from .mlm_decoder import WindowSpecials
-from .pll import mlm_head, score_batch
+from .pll import score_batch
 from .reading import hidden_at
 from .text import check_readable, decode_newlines, encode_newlines, quoted, special_token_note
 from .trace import StepTrace, piece_or_name

@@ -26,8 +26,8 @@ import torch
 from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutput
 
+from .heads import mlm_head
 from .parallel_unmasking import Guesses
-from .pll import mlm_head
 from .prefix_cache import PrefixCache
 from .reading import hidden_at
 
