@@ -36,7 +36,7 @@ import math
 import random
 import re
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -66,21 +66,21 @@ def evaluate(lm, task: Task | str, output_dir: str | Path, settings: RunSettings
     s = settings or RunSettings()
     task = get_task(task) if isinstance(task, str) else task
     run = plan(lm, task, s, scoring or ScoringSettings())
-    if run["cache"] != s.cache:
+    if run.cache != s.cache:
         log.warning(_cache_note(lm, task, s))
-    if run["skipped"]:
+    if run.skipped:
         log.warning(_skipped_note(lm, task, run))
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    predictions = out / f"{run['id']}.jsonl"
+    predictions = out / f"{run.id}.jsonl"
 
     done = _read_records(predictions)
-    todo = [(rep, e) for rep in range(run["repetitions"]) for e in run["examples"]
+    todo = [(rep, e) for rep in range(run.repetitions) for e in run.examples
             if (rep, e.index) not in done]
-    bar = tqdm(total=len(todo), desc=f"{task.name} {run['shots']}-shot", unit="ex",
+    bar = tqdm(total=len(todo), desc=f"{task.name} {run.shots}-shot", unit="ex",
                disable=not progress)
     with predictions.open("a", encoding="utf-8") as sink:
-        for rep in range(run["repetitions"]):
+        for rep in range(run.repetitions):
             pending = [e for r, e in todo if r == rep]
             for start in range(0, len(pending), s.chunk_size):
                 chunk = pending[start:start + s.chunk_size]
@@ -92,7 +92,7 @@ def evaluate(lm, task: Task | str, output_dir: str | Path, settings: RunSettings
     bar.close()
 
     rows = _summarise(lm, task, run, s, done, command)
-    (out / f"{run['id']}.summary.json").write_text(json.dumps(rows, indent=1, ensure_ascii=False))
+    (out / f"{run.id}.summary.json").write_text(json.dumps(rows, indent=1, ensure_ascii=False))
     _update_summary_csv(out / "summary.csv", rows)
     return rows
 
@@ -100,7 +100,26 @@ def evaluate(lm, task: Task | str, output_dir: str | Path, settings: RunSettings
 # ---------------------------------------------------------------- planning
 
 
-def plan(lm, task: Task, s: RunSettings, scoring: ScoringSettings) -> dict:
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything a run's results depend on, fixed before it starts (``plan``)."""
+    id: str  # names its predictions and summary files: task, model, shots, scoring, seed
+    shots: int
+    examples: list[Example]  # the items scored: the --limit sample, less those too long to read
+    pool: list[Example]  # where demonstrations are drawn from
+    same_split: bool  # the pool is the evaluated split (an item is never its own demonstration)
+    method: str  # the scoring method, or "generate"
+    scoring: ScoringSettings
+    score: str | None  # choice tasks: which span of each candidate is scored
+    repetitions: int
+    n_total: int  # items in the evaluated split before --limit
+    cache: str  # generation: the masked LM's decoding cache
+    skipped: int = 0  # items left out as too long for the model
+    # the demonstrations drawn for each (repetition, item), drawn once (demonstrations())
+    demos: dict = field(default_factory=dict, compare=False)
+
+
+def plan(lm, task: Task, s: RunSettings, scoring: ScoringSettings) -> RunPlan:
     """Check the request and fix everything a run's results depend on."""
     shots = s.shots_for(task)
     if task.max_shots is not None and shots > task.max_shots:
@@ -131,11 +150,11 @@ def plan(lm, task: Task, s: RunSettings, scoring: ScoringSettings) -> dict:
         method, score, tag = "generate", None, "generate" + _cache_tag(task, s, cache)
     repetitions = 1 if shots == 0 else s.repetitions  # no sampling to repeat at 0 shots
     run_id = f"{task.name}__{model_slug(lm)}__{shots}shot__{tag}__seed{s.seed}"
-    run = dict(id=run_id, shots=shots, examples=examples, pool=pool, same_split=same_split,
-               method=method, scoring=scoring, score=score, repetitions=repetitions,
-               n_total=n_total, cache=cache, demos={})
-    run["examples"], run["skipped"] = _drop_too_long(lm, task, run, s)
-    return run
+    run = RunPlan(id=run_id, shots=shots, examples=examples, pool=pool, same_split=same_split,
+                  method=method, scoring=scoring, score=score, repetitions=repetitions,
+                  n_total=n_total, cache=cache)
+    kept, skipped = _drop_too_long(lm, task, run, s)
+    return replace(run, examples=kept, skipped=skipped)
 
 
 def fixed_sample(examples: list[Example], limit: int | None) -> list[Example]:
@@ -202,10 +221,10 @@ def demonstrations(run, s: RunSettings, rep: int, e: Example) -> list[Example]:
     """An item's demonstrations in one repetition, drawn once per run (measuring an item's length
     and scoring it need the same ones; a draw from a large same-split pool is not free)."""
     key = (rep, e.index)
-    if key not in run["demos"]:
-        run["demos"][key] = sample_demonstrations(run["pool"], run["shots"], seed=s.seed,
-                                                  repetition=rep, item=e, same_split=run["same_split"])
-    return run["demos"][key]
+    if key not in run.demos:
+        run.demos[key] = sample_demonstrations(run.pool, run.shots, seed=s.seed,
+                                                  repetition=rep, item=e, same_split=run.same_split)
+    return run.demos[key]
 
 
 def model_slug(lm) -> str:
@@ -220,7 +239,7 @@ def model_slug(lm) -> str:
 # ---------------------------------------------------------------- items too long for the model
 
 
-def _drop_too_long(lm, task: Task, run: dict, s: RunSettings) -> tuple[list[Example], int]:
+def _drop_too_long(lm, task: Task, run: RunPlan, s: RunSettings) -> tuple[list[Example], int]:
     """(the examples that fit the model, how many were skipped).
 
     An absolute-position model (BERT, RoBERTa, ALBERT: 512 tokens) cannot read a longer input and
@@ -233,41 +252,41 @@ def _drop_too_long(lm, task: Task, run: dict, s: RunSettings) -> tuple[list[Exam
     have none and skip nothing.
     """
     if lm.max_length is None:
-        return run["examples"], 0
-    kept = [e for e in run["examples"] if _fits(lm, task, run, s, e)]
+        return run.examples, 0
+    kept = [e for e in run.examples if _fits(lm, task, run, s, e)]
     if not kept:
-        raise ValueError(f"Task {task.name!r} ({run['shots']}-shot): all {len(run['examples'])} "
+        raise ValueError(f"Task {task.name!r} ({run.shots}-shot): all {len(run.examples)} "
                          f"items are longer than {lm.label} reads ({lm.max_length} tokens); "
                          f"nothing is left to evaluate.")
-    return kept, len(run["examples"]) - len(kept)
+    return kept, len(run.examples) - len(kept)
 
 
-def _fits(lm, task: Task, run: dict, s: RunSettings, e: Example) -> bool:
+def _fits(lm, task: Task, run: RunPlan, s: RunSettings, e: Example) -> bool:
     """Whether the engines accept every input of this item, asked of the engines themselves (their
     own tokenization and length checks), so the rule is never re-done here."""
     from ..engine.generation import check_prompt
     from ..engine.models import InputTooLong
     from ..engine.pll import check_choices
-    for rep in range(run["repetitions"]):
+    for rep in range(run.repetitions):
         demos = demonstrations(run, s, rep, e)
         try:
             if task.kind == "choice":
-                check_choices(lm, _choices(task, run, e, demos), run["scoring"])
+                check_choices(lm, _choices(task, run, e, demos), run.scoring)
             else:  # induction: its induction prompt (execution prompts hold the instruction to come)
                 prompt = generation_prompt(task, e, demos) if task.kind == "generate" else render_query(task, e)
                 check_prompt(lm, prompt, _generation_settings(task, s, e))
         except InputTooLong as err:
             if s.skip_too_long:
                 return False
-            raise ValueError(f"Task {task.name!r} ({run['shots']}-shot), item {e.index} (id "
+            raise ValueError(f"Task {task.name!r} ({run.shots}-shot), item {e.index} (id "
                              f"{e.id!r}, {len(demos)} demonstration(s)): {err} --skip-too-long "
                              f"(the default) skips such items instead.") from None
     return True
 
 
-def _skipped_note(lm, task: Task, run: dict) -> str:
-    kept = len(run["examples"])
-    return (f"{task.name} {run['shots']}-shot: skipped {run['skipped']} of {kept + run['skipped']} "
+def _skipped_note(lm, task: Task, run: RunPlan) -> str:
+    kept = len(run.examples)
+    return (f"{task.name} {run.shots}-shot: skipped {run.skipped} of {kept + run.skipped} "
             f"items longer than {lm.label} reads ({lm.max_length} tokens, demonstrations included); "
             f"the results are over the {kept} kept (--no-skip-too-long stops at such an item instead).")
 
@@ -294,7 +313,7 @@ def _evaluate_chunk(lm, task, run, s, rep, chunk: list[Example]) -> list[dict]:
 def _choices(task, run, e: Example, demos: list[Example]):
     from ..engine.pll import Choice  # engines load lazily: listing tasks needs no torch
     return [Choice(context, completion, candidate) for (context, completion), candidate in
-            zip(choice_items(task, e, demos, run["score"]), e.candidates)]
+            zip(choice_items(task, e, demos, run.score), e.candidates)]
 
 
 def _rank(lm, task, run, s, chunk, demos) -> list[dict]:
@@ -302,9 +321,9 @@ def _rank(lm, task, run, s, chunk, demos) -> list[dict]:
 
     choice_sets = [_choices(task, run, e, demos[e.index]) for e in chunk]
     try:
-        results = score_choices(lm, choice_sets, run["scoring"])
+        results = score_choices(lm, choice_sets, run.scoring)
     except ValueError as err:
-        raise ValueError(f"Task {task.name!r} ({run['shots']}-shot): {err}") from err
+        raise ValueError(f"Task {task.name!r} ({run.shots}-shot): {err}") from err
     records = []
     for e, choices, got in zip(chunk, choice_sets, results):
         scores = [r.score for r in got]
@@ -387,9 +406,9 @@ def _read_records(path: Path) -> dict:
 
 
 def _summarise(lm, task, run, s, done: dict, command: str) -> list[dict]:
-    wanted = {e.index for e in run["examples"]}
+    wanted = {e.index for e in run.examples}
     per_rep = [[r for (rep, i), r in sorted(done.items()) if rep == k and i in wanted]
-               for k in range(run["repetitions"])]
+               for k in range(run.repetitions)]
     seconds = sum(r["seconds"] for recs in per_rep for r in recs)
     rows = []
     for name in task.metrics:
@@ -397,13 +416,13 @@ def _summarise(lm, task, run, s, done: dict, command: str) -> list[dict]:
         mean, std = mean_std(list(values))
         stderr = [e for e in errors if not math.isnan(e)]
         rows.append(dict(
-            run=run["id"], task=task.name, title=task.title, group=task.group, model=model_slug(lm),
-            model_kind=lm.kind, model_size=lm.n_parameters, shots=run["shots"], metric=name,
+            run=run.id, task=task.name, title=task.title, group=task.group, model=model_slug(lm),
+            model_kind=lm.kind, model_size=lm.n_parameters, shots=run.shots, metric=name,
             metric_label=M.METRICS[name].label, value=round(100 * mean, 2),
             stderr=round(100 * sum(stderr) / len(stderr), 2) if stderr else None,
-            std=round(100 * std, 2), repetitions=run["repetitions"], n=len(per_rep[0]),
-            n_total=run["n_total"], skipped=run["skipped"], max_tokens=lm.max_length,
-            method=run["method"], score=run["score"], cache=run["cache"], seed=s.seed,
+            std=round(100 * std, 2), repetitions=run.repetitions, n=len(per_rep[0]),
+            n_total=run.n_total, skipped=run.skipped, max_tokens=lm.max_length,
+            method=run.method, score=run.score, cache=run.cache, seed=s.seed,
             seconds=round(seconds, 1), date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"),
             command=command))
     return rows

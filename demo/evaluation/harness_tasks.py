@@ -82,14 +82,14 @@ def export_task(lm, task: Task | str, folder: str | Path, settings: RunSettings 
     # its sample, demonstrations and skip rule, never re-done here.
     run = plan(lm, task, s, ScoringSettings())
     docs = []
-    for e in run["examples"]:
+    for e in run.examples:
         demos = demonstrations(run, s, 0, e)
-        doc = (_choice_doc(task, e, demos, run["score"]) if task.kind == "choice"
+        doc = (_choice_doc(task, e, demos, run.score) if task.kind == "choice"
                else dict(prompt=generation_prompt(task, e, demos), answers=list(e.answers or [e.target])))
         docs.append(dict(index=e.index, id=e.id, **doc))
-    if run["skipped"]:
-        log.warning(f"{task.name} {run['shots']}-shot: left out {run['skipped']} of "
-                    f"{len(docs) + run['skipped']} items longer than {lm.label} reads "
+    if run.skipped:
+        log.warning(f"{task.name} {run.shots}-shot: left out {run.skipped} of "
+                    f"{len(docs) + run.skipped} items longer than {lm.label} reads "
                     f"({lm.max_length} tokens), as `mlm-icl evaluate` skips them.")
     form = _choice_config(docs) if task.kind == "choice" else _generation_config(task, s)
     folder = Path(folder)
@@ -99,9 +99,9 @@ def export_task(lm, task: Task | str, folder: str | Path, settings: RunSettings 
     data.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
     config = dict(task=name, dataset_path="json", dataset_kwargs={"data_files": {"test": str(data.resolve())}},
                   test_split="test", num_fewshot=0,
-                  metadata={"source": "mlm-icl export-tasks", "task": task.name, "shots": run["shots"],
+                  metadata={"source": "mlm-icl export-tasks", "task": task.name, "shots": run.shots,
                             "seed": s.seed, "model": lm.label, "max_tokens": lm.max_length,
-                            "skipped": run["skipped"], "description": task.title}, **form)
+                            "skipped": run.skipped, "description": task.title}, **form)
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return path
