@@ -18,7 +18,14 @@ never wait for torch.
 import math
 import os
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Literal
+
+# Where the app's files are, for every module: the repository's assets/ beside the package, and
+# the offline datasets in shared/data beside the clone (where data_root is not given)
+REPOSITORY = Path(__file__).resolve().parents[1]
+ASSETS = REPOSITORY / "assets"
+SHARED_DATA = REPOSITORY.parent / "shared" / "data"
 
 MASKED_METHODS = ("salazar", "right_masks", "within_word_l2r", "whole_word")
 DEFAULT_MASKED_METHOD = "right_masks"  # the BERTs paper's; what method=None means for a masked LM

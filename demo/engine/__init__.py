@@ -6,6 +6,7 @@ one settings object, applies the text conventions itself, and knows nothing of t
 - ``models``        ``load_model``: one entry point for masked and causal LMs; bounded cache
 - ``text``          the text conventions: newline marker, junction space
 - ``reading``       what a masked LM's head reads (the last layer, or DeBERTa's enhanced mask decoder)
+- ``heads``         a model's prediction head on its own: hidden states to logits at chosen positions
 - ``pll``           scoring: PLL variants, causal log-likelihood, per-token scores
 - ``pll_approx``    the approximate PLL's near-ties, re-scored exactly
 - ``mask_window``   the mask window's size and the padding-mask default (no torch)

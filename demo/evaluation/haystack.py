@@ -57,7 +57,7 @@ from tqdm.auto import tqdm
 
 from ..engine.mask_window import padding_masks_of, window_length
 from ..engine.text import newline_survives, prompt_as_read
-from ..settings import GenerationSettings, GridSettings, cache_used
+from ..settings import ASSETS, GenerationSettings, GridSettings, cache_used
 from .data_parallel import parts_folder
 
 HEADER = ("> Some special magic number is hidden within the following articles. "
@@ -69,7 +69,7 @@ DIGITS = 6
 # Room for the answer: a word-boundary token ("Ġ" / "▁", which the digits constraint lets open
 # the number) and then, at worst, one token per digit.
 ANSWER_TOKENS = DIGITS + 1
-DEFAULT_FILLER = Path(__file__).resolve().parents[2] / "assets" / "haystack" / "persuasion.txt"
+DEFAULT_FILLER = ASSETS / "haystack" / "persuasion.txt"
 # Long sentences would make depth coarse in short haystacks (a 256-token prompt holds ~10 of the
 # median sentence); skipping the longest 3% keeps every sentence a small step of the haystack.
 MAX_SENTENCE_CHARS = 400

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..settings import ResultsFilter
+from ..settings import ASSETS, ResultsFilter
 from ..tasks import TASKS
 
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "assets" / "results"
+RESULTS_DIR = ASSETS / "results"
 OURS = RESULTS_DIR / "ours.csv"  # shipped runs
 USER_RUNS = Path("runs") / "ours.csv"  # the user's runs, relative to where the command runs
 SHIPPED_TABLE, USER_TABLE = "shipped runs", "your runs"  # the "table" column of our runs

@@ -27,12 +27,12 @@ from pathlib import Path
 
 import yaml
 
+from ..settings import ASSETS, SHARED_DATA
 from .converters import CONVERTERS, check_arguments
 from .schema import Example, Source, Task, check_template
 
 SPECS = Path(__file__).resolve().parent / "specs"
-DEFAULT_DATA_ROOT = Path(__file__).resolve().parents[3] / "shared" / "data"
-PRESETS = Path(__file__).resolve().parents[2] / "assets" / "presets" / "task_examples.json"
+PRESETS = ASSETS / "presets" / "task_examples.json"
 
 
 # ---------------------------------------------------------------- task files
@@ -156,7 +156,7 @@ def get_task(name: str) -> Task:
 
 def data_root(path: str | Path | None = None) -> Path:
     """The given folder (a run's ``data_root``), else ../shared/data beside the repository."""
-    return Path(path or DEFAULT_DATA_ROOT).expanduser()
+    return Path(path or SHARED_DATA).expanduser()
 
 
 def load_examples(task: Task | str, which: str = "data", root: str | Path | None = None) -> list[Example]:

@@ -17,7 +17,6 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import NamedTuple
 
 import gradio as gr
@@ -27,9 +26,8 @@ from ..app import budget
 from ..app.catalog import Catalog, standin_note
 from ..app.deployment import Deployment
 from ..app.limits import RUNS
-from ..settings import AppSettings
+from ..settings import ASSETS, AppSettings
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
 log = logging.getLogger("demo.ui")
 UNEXPECTED = ("Something went wrong on the server with this input (the details are in the server's "
               "log). Try another input or model; the app keeps working for everyone.")
