@@ -9,6 +9,7 @@ Screenshots go to artifacts/screenshots/ (git-ignored; CI keeps them as artefact
 """
 
 import itertools
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,18 @@ def _contrast(foreground: str, background: str) -> float:
         return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
     high, low = sorted([luminance(foreground), luminance(background)], reverse=True)
     return (high + 0.05) / (low + 0.05)
+
+
+@contextmanager
+def _fresh_view(page, width: int, **options):
+    """A page of its own (its own browser context, so its own session) at ``width``, closed after."""
+    context = page.context.browser.new_context(viewport={"width": width, "height": 900}, **options)
+    view = context.new_page()
+    view.set_default_timeout(30_000)
+    try:
+        yield view
+    finally:
+        context.close()
 
 
 def _open_tab(page, name: str) -> None:
@@ -283,7 +296,10 @@ def test_editing_the_candidates_away_from_the_answer_clears_it(page):
     _open_tab(page, "Ranking")
     _choose(page, "rank-preset", "Winograd: trophy and suitcase (large)")
     note = page.locator("#rank-preset-note")
-    note.filter(has_text="Correct answer").wait_for()
+    # the preset's fill has arrived: its answer is one of its candidates (the last test left others)
+    page.wait_for_function("() => { const a = document.querySelector('#rank-answer textarea, #rank-answer input');"
+                           " const c = document.querySelector('#rank-candidates textarea');"
+                           " return a && c && a.value && c.value.split('\\n').includes(a.value); }")
     answer = page.locator("#rank-answer textarea, #rank-answer input").first
     given = answer.input_value()
     lines = page.locator("#rank-candidates textarea").input_value().splitlines()
@@ -401,10 +417,7 @@ def test_the_results_tab_fits_the_screen(page, server, width):
     """Both figures within their boxes at desktop and phone width (side by side at 1400 px, one
     above the other at 400), no panel title, axis title or legend over another; table cells wrap
     between words, a paper's name on at most two lines."""
-    context = page.context.browser.new_context(viewport={"width": width, "height": 900})
-    view = context.new_page()
-    view.set_default_timeout(30_000)
-    try:
+    with _fresh_view(page, width) as view:
         view.goto(server)
         _open_tab(view, "Results")
         view.locator("#results-count").filter(has_text="numbers from").wait_for()
@@ -433,8 +446,6 @@ def test_the_results_tab_fits_the_screen(page, server, width):
         table = view.evaluate(BROKEN_WORDS_JS)
         assert table["paperLines"] and max(table["paperLines"]) <= 2 and table["broken"] == [], table
         view.locator("#results-table").screenshot(path=str(SCREENSHOTS / f"results-table-{width}.png"))
-    finally:
-        context.close()
 
 
 # ---------------------------------------------------------------- the decoding playback
@@ -454,10 +465,7 @@ def test_the_playback_plays_to_the_end_and_scrubs_to_any_step(page, server, widt
     scrubber shows step k with its predicted [MASK] and end token on screen; with reduced motion
     nothing plays or slides, and the step buttons reach every frame. The page, after one
     generation at 1400 px, stays under 2,500 px tall."""
-    context = page.context.browser.new_context(viewport={"width": width, "height": 900}, reduced_motion=motion)
-    view = context.new_page()
-    view.set_default_timeout(30_000)
-    try:
+    with _fresh_view(page, width, reduced_motion=motion) as view:
         view.goto(server)
         view.locator("#gen-prompt textarea").fill("Input: sane\nOutput: insane\n\nInput: happy\nOutput:")
         view.click("#gen-run")
@@ -497,8 +505,6 @@ def test_the_playback_plays_to_the_end_and_scrubs_to_any_step(page, server, widt
             masked.locator(".demo-player-pos").filter(has_text=f"step {n} of {n}").wait_for(timeout=n * 2000)
             view.wait_for_function("() => document.querySelector('#gen-trace .demo-play').textContent.includes('Play')")
             assert _frame_shown(masked) == n - 1 and _frame_shown(causal) == min(n, n_causal) - 1
-    finally:
-        context.close()
 
 
 # ---------------------------------------------------------------- infilling
@@ -509,10 +515,7 @@ def test_the_infill_tab_fills_a_blank_in_both_orders(page, server, width):
     """A two-token blank filled left to right, then most confident first: the playback shows the
     order (the predicted [MASK] of frame 1 is the leftmost, or the surest), and the fill is marked
     in the text."""
-    context = page.context.browser.new_context(viewport={"width": width, "height": 900})
-    view = context.new_page()
-    view.set_default_timeout(30_000)
-    try:
+    with _fresh_view(page, width) as view:
         view.goto(server)
         _open_tab(view, "Infill")
         view.locator("#fill-text textarea").fill("We opened the presents on [blank:2], which was Christmas Day.")
@@ -546,8 +549,6 @@ def test_the_infill_tab_fills_a_blank_in_both_orders(page, server, width):
         view.locator("#fill-trace .demo-scrub").fill("0")
         first = causal.locator('.demo-step[data-step="0"] .demo-window').inner_text()
         assert "presents" in first and "Christmas" not in first
-    finally:
-        context.close()
 
 
 # ---------------------------------------------------------------- the lesson
@@ -567,10 +568,7 @@ def _load_lesson_step_6(view, server: str) -> None:
 def test_the_lesson_loads_a_step_into_its_tab(page, server, width):
     """The opener above the tabs: pick a step, load it, and its tab opens with its inputs; "Next
     step" moves on."""
-    context = page.context.browser.new_context(viewport={"width": width, "height": 900})
-    view = context.new_page()
-    view.set_default_timeout(30_000)
-    try:
+    with _fresh_view(page, width) as view:
         _load_lesson_step_6(view, server)
         assert view.get_by_role("tab", name="Length probe").get_attribute("aria-selected") == "true"
         _screenshot(view, f"lesson-step-6-{width}")
@@ -584,8 +582,6 @@ def test_the_lesson_loads_a_step_into_its_tab(page, server, width):
         view.wait_for_function("() => [...document.querySelectorAll('[role=tab]')].some("
                                "t => t.innerText.trim() === 'Infill' && t.getAttribute('aria-selected') === 'true')")
         _screenshot(view, f"lesson-step-1-{width}")
-    finally:
-        context.close()
 
 
 # ---------------------------------------------------------------- desktop and phone
@@ -721,6 +717,16 @@ def _tab_in_use(view) -> str:
     return view.locator("[role=tab][aria-selected=true]").inner_text().strip()
 
 
+def _one_cell_grid(view) -> None:
+    """The Length probe tab: a grid of one cell (128 tokens, the needle half-way), run for both models."""
+    _open_tab(view, "Length probe")
+    view.locator("#probe-lengths textarea, #probe-lengths input").first.fill("128")
+    view.locator("#probe-depths textarea, #probe-depths input").first.fill("0.5")
+    view.click("#probe-run")
+    for side in ("mlm", "causal"):
+        view.locator(f"#probe-{side}-summary").filter(has_text="1 of 1 runs").wait_for(timeout=MODEL_WAIT_MS)
+
+
 def _copy_link(view, server) -> str:
     """The link "Copy a link to this view" makes (the clipboard is out of a headless test's reach)."""
     with view.expect_response("**/gradio_api/deep_link**") as response:
@@ -738,12 +744,9 @@ def _rests_at(view, group: str, step: int) -> None:
 def test_a_link_reopens_the_tab_in_use_with_its_results(page, server, width):
     """On each tab: a run, a link, and the link opened in a fresh page shows that tab (not the
     first), with the inputs, the results and the playback's step."""
-    context = page.context.browser.new_context(viewport={"width": width, "height": 900})
-    view = context.new_page()
-    view.set_default_timeout(30_000)
 
     def reopened(tab: str, ready: str):
-        fresh = context.new_page()
+        fresh = view.context.new_page()
         fresh.set_default_timeout(30_000)
         fresh.goto(_copy_link(view, server))
         fresh.wait_for_selector("[role=tab][aria-selected=true]")
@@ -752,7 +755,7 @@ def test_a_link_reopens_the_tab_in_use_with_its_results(page, server, width):
         _screenshot(fresh, f"link-{tab.lower().replace(' ', '-')}-{width}")
         return fresh
 
-    try:
+    with _fresh_view(page, width) as view:
         view.goto(server)
         view.locator("#gen-prompt textarea").fill("A link keeps this prompt: the capital of Peru is")
         _max_tokens(view, 4)
@@ -790,12 +793,7 @@ def test_a_link_reopens_the_tab_in_use_with_its_results(page, server, width):
         fresh.locator("#rank-mlm-plot g.heatmap-label text").first.wait_for()
         fresh.close()
 
-        _open_tab(view, "Length probe")
-        view.locator("#probe-lengths textarea, #probe-lengths input").first.fill("128")
-        view.locator("#probe-depths textarea, #probe-depths input").first.fill("0.5")
-        view.click("#probe-run")
-        for side in ("mlm", "causal"):
-            view.locator(f"#probe-{side}-summary").filter(has_text="1 of 1 runs").wait_for(timeout=MODEL_WAIT_MS)
+        _one_cell_grid(view)
         probed = view.locator("#probe-mlm-summary").inner_text()
         fresh = reopened("Length probe", "() => document.querySelector('#probe-mlm-plot g.heatmap-label text')")
         assert fresh.locator("#probe-mlm-summary").inner_text() == probed
@@ -810,27 +808,20 @@ def test_a_link_reopens_the_tab_in_use_with_its_results(page, server, width):
         fresh.wait_for_timeout(2_000)
         assert "1 model(s)" in fresh.locator("#results-count").inner_text()
         fresh.close()
-    finally:
-        context.close()
 
 
 @pytest.mark.parametrize("width", [1400, 400])
 def test_a_link_after_a_lesson_step_opens_the_tab_picked_since(page, server, width):
     """A lesson step opens its tab; a person then opens another: the link opens that one."""
-    context = page.context.browser.new_context(viewport={"width": width, "height": 900})
-    view = context.new_page()
-    view.set_default_timeout(30_000)
-    try:
+    with _fresh_view(page, width) as view:
         _load_lesson_step_6(view, server)
         _open_tab(view, "Ranking")
-        fresh = context.new_page()
+        fresh = view.context.new_page()
         fresh.goto(_copy_link(view, server))
         fresh.wait_for_selector("[role=tab][aria-selected=true]")
         assert _tab_in_use(fresh) == "Ranking"
         fresh.locator("#rank-context textarea").wait_for()
         _screenshot(fresh, f"link-after-lesson-{width}")
-    finally:
-        context.close()
 
 
 # ---------------------------------------------------------------- playback across runs
@@ -862,10 +853,7 @@ def _player_at(view, trace: str) -> tuple[str, str]:
 def test_play_after_a_second_run_starts_at_its_first_step_and_plays(page, server, width):
     """A player left at its last step, then a new run: the frame and the scrubber are at step 1,
     and the first press of play moves on (Infill, then both lanes of Prompting)."""
-    context = page.context.browser.new_context(viewport={"width": width, "height": 900})
-    view = context.new_page()
-    view.set_default_timeout(30_000)
-    try:
+    with _fresh_view(page, width) as view:
         view.goto(server)
         _open_tab(view, "Infill")
         _choose(view, "fill-preset", "Two blanks")
@@ -893,8 +881,6 @@ def test_play_after_a_second_run_starts_at_its_first_step_and_plays(page, server
         view.locator("#gen-trace .demo-play").click()
         view.locator("#gen-trace .demo-player-pos").filter(has_text="step 2 of").wait_for(timeout=5_000)
         _screenshot(view, f"play-after-second-run-prompting-{width}")
-    finally:
-        context.close()
 
 
 @pytest.mark.parametrize("width", [1400, 400])
@@ -904,10 +890,7 @@ def test_a_speed_change_while_playing_applies_at_once(page, server, width):
     from demo.ui.playback import SPEEDS
 
     normal, fast = dict(SPEEDS)["normal"], dict(SPEEDS)["fast"]
-    context = page.context.browser.new_context(viewport={"width": width, "height": 900})
-    view = context.new_page()
-    view.set_default_timeout(30_000)
-    try:
+    with _fresh_view(page, width) as view:
         view.goto(server)
         _max_tokens(view, 10)
         view.get_by_label("Stop at newline").uncheck()
@@ -934,24 +917,19 @@ def test_a_speed_change_while_playing_applies_at_once(page, server, width):
         assert after[0] - switched < normal - 100, (after[0] - switched, gaps)  # no wait for the old pace
         masked.locator(".demo-play").click()  # pause
         _screenshot(view, f"speed-change-{width}")
-    finally:
-        context.close()
 
 
 def test_lesson_step_3_compares_one_setting_with_step_2(page, server):
     """Step 2's run, then step 3's: the line beside the button names the settings, step 3 changes
     only the padding masks, and step 2's masked run plays beside step 3's, step for step, headed
     by that one change."""
-    context = page.context.browser.new_context(viewport={"width": 1400, "height": 900})
-    view = context.new_page()
-    view.set_default_timeout(30_000)
 
     def load(title: str) -> None:
         view.get_by_label(title).check()
         view.locator("#lesson-card").filter(has_text="Prompting tab").wait_for()
         view.locator("#lesson-load").click()
 
-    try:
+    with _fresh_view(page, 1400) as view:
         view.goto(server)
         view.get_by_role("button", name="Lesson:").click()
         load("2. Generate by appending masks")
@@ -974,8 +952,6 @@ def test_lesson_step_3_compares_one_setting_with_step_2(page, server):
         _screenshot(view, "lesson-step-3-compared")
         view.locator("#gen-compare-previous input").uncheck()
         previous.wait_for(state="detached")
-    finally:
-        context.close()
 
 
 # ---------------------------------------------------------------- every figure fits
@@ -1046,10 +1022,7 @@ def test_every_figure_fits_at_desktop_and_phone_width(page, server, width):
     Prompting tabs fits its box or scrolls sideways inside it; the two ranking heatmaps list the
     candidates in one order; the masked LM's grids sit left of (before) the causal LM's; each
     legend chip stays on one line with its label."""
-    context = page.context.browser.new_context(viewport={"width": width, "height": 900})
-    view = context.new_page()
-    view.set_default_timeout(30_000)
-    try:
+    with _fresh_view(page, width) as view:
         view.goto(server)
         _open_tab(view, "Ranking")
         _choose(view, "rank-preset", "Winograd: trophy and suitcase (large)")
@@ -1065,12 +1038,7 @@ def test_every_figure_fits_at_desktop_and_phone_width(page, server, width):
         assert masked_rows == causal_rows and len(masked_rows) == 2, (masked_rows, causal_rows)
         _fits(view, "Ranking", width)
 
-        _open_tab(view, "Length probe")
-        view.locator("#probe-lengths textarea, #probe-lengths input").first.fill("128")
-        view.locator("#probe-depths textarea, #probe-depths input").first.fill("0.5")
-        view.click("#probe-run")
-        for side in ("mlm", "causal"):
-            view.locator(f"#probe-{side}-summary").filter(has_text="1 of 1 runs").wait_for(timeout=MODEL_WAIT_MS)
+        _one_cell_grid(view)
         view.locator("#probe-precomputed-plot-1 g.heatmap-label text").first.wait_for()
         view.wait_for_timeout(500)
         _screenshot(view, f"fit-length-probe-{width}")
@@ -1098,5 +1066,3 @@ def test_every_figure_fits_at_desktop_and_phone_width(page, server, width):
             box = item.bounding_box()
             assert box["height"] < 2 * chip["height"], (item.inner_text(), box, chip)
         _fits(view, "Prompting", width)
-    finally:
-        context.close()
