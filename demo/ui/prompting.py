@@ -367,6 +367,8 @@ def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, tem
 def previous_run_view(compare: bool, previous: dict | None, current: dict | None) -> str:
     """The previous masked-LM run as a third player, moving in step with this run's, headed by
     what changed between them (HTML; empty when not asked for or nothing to compare)."""
+    from ..engine.text import quoted
+
     if not compare or not previous or not current:
         return ""
     changed = changes(previous["settings"], current["settings"])
@@ -375,7 +377,7 @@ def previous_run_view(compare: bool, previous: dict | None, current: dict | None
     if previous["model"] != current["model"]:
         changed += f"; and the model ({previous['model']} → {current['model']})"
     return playback(previous["steps"], "previous", previous["id"],
-                    f"Changed since: {changed}. It wrote: {previous['text']!r}")
+                    f"Changed since: {changed}. It wrote: “{quoted(previous['text'])}”")
 
 
 @handler(CausalGenerationOutputs.showing)
