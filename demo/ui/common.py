@@ -443,6 +443,11 @@ def read_presets(name: str) -> list[dict]:
     return json.loads(path.read_text(encoding="utf-8"))["presets"]
 
 
+def preset_named(presets: list[dict], name) -> dict | None:
+    """The preset a picker names (None for a name no preset has)."""
+    return next((p for p in presets if p["name"] == name), None)
+
+
 def reproduce_block(elem_id: str) -> list:
     """A collapsed "Reproduce" block under a result: its Python call and its command line, each
     with a copy button (fill with :func:`reproduction`)."""

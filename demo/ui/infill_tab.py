@@ -28,6 +28,7 @@ from .common import (
     model_note,
     model_picker,
     pair_picker,
+    preset_named,
     read_presets,
     reproduce_block,
     reproduction,
@@ -253,7 +254,7 @@ def build(catalog: Catalog) -> TabParts:
     masked_text, causal_text = gr.State(""), gr.State("")
 
     def fill(name):
-        chosen = next((p for p in presets if p["name"] == name), None)
+        chosen = preset_named(presets, name)
         return (chosen["text"], preset_note(chosen)) if chosen else (gr.update(), gr.update())
 
     preset.select(fill, preset, [text, note], api_visibility="private")

@@ -29,6 +29,7 @@ from .common import (
     model_note,
     model_picker,
     pair_picker,
+    preset_named,
     read_presets,
     reproduce_block,
     reproduction,
@@ -514,7 +515,7 @@ def build(catalog: Catalog) -> TabParts:
                 padding_masks, stop_at_newline, seed]
 
     def fill(name):
-        values = preset_values(next((p for p in presets if p["name"] == name), None))
+        values = preset_values(preset_named(presets, name))
         return [values["prompt"], values["note"]] + [values[k] for k in SETTING_NAMES]
 
     # select, not change: picking the same preset again restores its text after an edit

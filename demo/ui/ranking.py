@@ -28,6 +28,7 @@ from .common import (
     model_note,
     model_picker,
     pair_picker,
+    preset_named,
     read_presets,
     reproduce_block,
     reproduction,
@@ -483,7 +484,7 @@ def build(catalog: Catalog) -> TabParts:
     masked_variant, causal_variant, compare_variant = gr.State(""), gr.State(""), gr.State("")
 
     def fill(name):
-        chosen = next((p for p in presets if p["name"] == name), None)
+        chosen = preset_named(presets, name)
         if chosen is None:
             return gr.update(), gr.update(), gr.update(), gr.update()
         return chosen["context"], "\n".join(chosen["candidates"]), _answer_of(chosen), preset_note(chosen)
@@ -493,7 +494,7 @@ def build(catalog: Catalog) -> TabParts:
 
     def edited_note(lines, given, name):
         """The preset's note, or, where edited candidates lost the preset's answer, a word on it."""
-        chosen = next((p for p in presets if p["name"] == name), None)
+        chosen = preset_named(presets, name)
         lost = chosen and chosen.get("answer") is not None and _answer_of(chosen) not in {
             line.strip() for line in (lines or "").splitlines()}
         if not lost or (given or "").strip():
