@@ -245,7 +245,7 @@ def test_ranking_tab_shows_order_and_token_heatmaps(page):
 
     _open_tab(page, "Ranking")
     # before a run, no empty table (headed "1 2 3") and no empty file box (like an upload area)
-    for empty in ("#rank-mlm-table", "#rank-mlm-csv", "#rank-causal-table", "#rank-causal-csv"):
+    for empty in ("#rank-mlm-table", "#rank-mlm-files", "#rank-causal-table", "#rank-causal-files"):
         assert page.locator(empty).is_hidden(), empty
     context = "The trophy doesn't fit into the brown suitcase because"
     candidates = ["the trophy is too large.", "the brown suitcase is too large.", "it rained."]
@@ -278,11 +278,11 @@ def test_ranking_tab_shows_order_and_token_heatmaps(page):
     page.locator("#rank-causal-plot g.heatmap-label text").first.wait_for()
     _screenshot(page, "ranking")
 
-    assert page.locator("#rank-mlm-table").is_visible() and page.locator("#rank-mlm-csv").is_visible()
+    assert page.locator("#rank-mlm-table").is_visible() and page.locator("#rank-mlm-files").is_visible()
     page.locator("#rank-candidates textarea").fill("only one candidate")
     page.click("#rank-run")
     _expect_error(page, "at least 2 candidates")
-    for stale in ("#rank-mlm-table", "#rank-mlm-csv"):  # the error leaves no debris of the last run
+    for stale in ("#rank-mlm-table", "#rank-mlm-files"):  # the error leaves no debris of the last run
         page.locator(stale).wait_for(state="hidden")
     page.locator("#rank-candidates textarea").fill("the trophy is too small.\nthe suitcase is too small.")
     page.click("#rank-run")
@@ -669,7 +669,7 @@ def test_downloads_and_a_link_to_the_view(page, server):
     page.locator("#rank-candidates textarea").fill("mat.\nmoon.")
     page.click("#rank-run")
     page.locator("#rank-mlm-summary").filter(has_text="moon.").wait_for(timeout=MODEL_WAIT_MS)
-    link = page.locator("#rank-mlm-csv a").first
+    link = page.locator("#rank-mlm-files a").first
     link.wait_for(timeout=MODEL_WAIT_MS)
     with page.expect_download() as download:
         link.click()

@@ -11,7 +11,8 @@ import types
 import pytest
 
 from demo.app.limits import RunsPerVisitor
-from demo.ui import common
+from demo.ui import common, infill_tab, prompting
+from demo.ui import ranking as ranking_tab
 from tests.conftest import STANDIN_MLM, needs_shared
 
 PATH_LIKE = [
@@ -133,8 +134,8 @@ def test_zerogpu_asks_for_as_long_as_the_request_needs(monkeypatch):
     def rank_masked(context, candidates, model_name):
         return context
 
-    common.on_gpu(generate_masked)
-    common.on_gpu(rank_masked)
+    common.on_gpu(generate_masked, estimate=prompting.generation_estimate)
+    common.on_gpu(rank_masked, estimate=ranking_tab.ranking_estimate)
     generation, ranking = asked["generate_masked"], asked["rank_masked"]
     small, large = "jhu-clsp/ettin-encoder-17m", "microsoft/deberta-v2-xxlarge"
     assert generation("Hi", small, "greedy", 8, 4) == 15  # a small request: the least
@@ -144,3 +145,16 @@ def test_zerogpu_asks_for_as_long_as_the_request_needs(monkeypatch):
     assert generation("Hi " * 500, large, "beam", 64, 8) > generation("Hi " * 500, large, "greedy", 64, 8)
     assert generation("x" * 6000, large, "beam", 128, 8) == 120  # capped: the per-request time
     assert 15 == ranking("ctx", "a\nb", small) < ranking("ctx " * 1500, "long answer " * 30 + "\nb", large)
+
+    def infill_masked(text, model_name, order, blank_tokens):
+        return text
+
+    def undeclared(prompt, model_name):
+        return prompt
+
+    common.on_gpu(infill_masked, estimate=infill_tab.infill_estimate)
+    common.on_gpu(undeclared)
+    infill, least = asked["infill_masked"], asked["undeclared"]
+    text = "word " * 1500
+    assert infill(text + "[blank]", large, "left_to_right", 1) < infill(text + "[blank] [blank:8]", large, "left_to_right", 8)
+    assert least("Hi " * 1500, large) == 15  # a handler that declares no work asks for the least

@@ -352,9 +352,9 @@ def test_every_control_has_a_label_and_help_and_defaults_pick_local_models(monke
 # endpoint: its outputs in the order API clients read them (by elem_id, else label, else kind);
 # written out, not derived from the output records, so that a reordered record fails here
 API_OUTPUTS = {
-    "rank_mlm": ["rank-mlm-summary", "rank-mlm-table", "rank-mlm-plot", "State", "rank-mlm-csv",
+    "rank_mlm": ["rank-mlm-summary", "rank-mlm-table", "rank-mlm-plot", "State", "rank-mlm-files",
                  "rank-mlm-reproduce-python", "rank-mlm-reproduce-shell", "State"],
-    "rank_causal": ["rank-causal-summary", "rank-causal-table", "rank-causal-plot", "State", "rank-causal-csv",
+    "rank_causal": ["rank-causal-summary", "rank-causal-table", "rank-causal-plot", "State", "rank-causal-files",
                     "rank-causal-reproduce-python", "rank-causal-reproduce-shell", "State"],
     "generate_mlm": ["gen-mlm-text", "gen-mlm-stats", "gen-trace", "gen-mlm-compare", "gen-mlm-reproduce-python",
                      "gen-mlm-reproduce-shell", "State"],
@@ -366,7 +366,7 @@ API_OUTPUTS = {
                       "fill-causal-reproduce-shell", "fill-causal-trace"],
     "probe_mlm": ["probe-mlm-plot", "probe-mlm-summary", "Masked LM runs", "probe-mlm-files",
                   "probe-mlm-reproduce-python", "probe-mlm-reproduce-shell"],
-    "probe_second": ["probe-causal-plot", "probe-causal-summary", "Compared model's runs", "probe-causal-files",
+    "probe_second": ["probe-causal-plot", "probe-causal-summary", "Compared model runs", "probe-causal-files",
                      "probe-causal-reproduce-python", "probe-causal-reproduce-shell"],
     "results": ["results-count", "results-table", "results-size-plot", "results-shots-plot", "results-csv",
                 "results-reproduce-python", "results-reproduce-shell"],
@@ -565,7 +565,7 @@ def test_compare_counts_as_two_generations_for_every_cap(standin_mlm, monkeypatc
     assert "3 model runs in the last minute" in _generated(prompt=" ", decoding="exact").stats
 
     # the GPU time asked for on ZeroGPU
-    seconds = common.gpu_seconds(prompting.generate_masked, prompting.masked_runs)
+    seconds = common.gpu_seconds(prompting.generate_masked, prompting.masked_runs, prompting.generation_estimate)
     big = dict(GENERATE, prompt="word " * 1500, model_name="microsoft/deberta-v2-xxlarge", max_new_tokens=64)
     once, twice = seconds(**big, decoding="fast"), seconds(**big, decoding="compare")
     assert common.GPU_SECONDS[0] < once < twice <= common.GPU_SECONDS[1]

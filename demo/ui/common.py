@@ -22,7 +22,6 @@ from typing import NamedTuple
 import gradio as gr
 from gradio.context import LocalContext  # the request being served (Gradio sets it per event)
 
-from ..app import budget
 from ..app.catalog import Catalog, standin_note
 from ..app.deployment import Deployment
 from ..app.limits import RUNS
@@ -113,51 +112,40 @@ def shows_errors(error_outputs):
     return decorate
 
 
-def on_gpu(fn, runs=None):
+def on_gpu(fn, runs=None, estimate=None):
     """ZeroGPU's ``spaces.GPU`` when that package is installed (a Space), else the function itself.
 
-    The GPU is asked for as long as this request needs (:func:`gpu_seconds`; ``runs`` as for
-    :func:`handler`): ZeroGPU serves shorter requests first, so a ranking does not wait behind a
-    long grid's reservation. On other machines ``demo.engine.models.load_model`` already puts models on
-    CUDA when there is one.
+    The GPU is asked for as long as this request needs (:func:`gpu_seconds`; ``runs`` and
+    ``estimate`` as for :func:`handler`): ZeroGPU serves shorter requests first, so a ranking does
+    not wait behind a long grid's reservation. On other machines ``demo.engine.models.load_model``
+    already puts models on CUDA when there is one.
     """
     try:
         import spaces
     except ImportError:
         return fn
-    return spaces.GPU(duration=gpu_seconds(fn, runs))(fn)
+    return spaces.GPU(duration=gpu_seconds(fn, runs, estimate))(fn)
 
 
 GPU_GFLOPS = 20_000.0  # sustained float32 speed assumed on a ZeroGPU slice (an A100 share)
 GPU_SECONDS = (15, 120)  # the least asked for (loading a model, moving it) and the most
 
 
-def gpu_seconds(fn, runs=None):
-    """A function of the handler's own arguments: the seconds its request needs, as
-    ``demo.app.budget`` counts its work before the model is loaded (tokens from characters, the
-    catalog's parameter count, else 1B), times the model runs one request makes (``runs`` as for
-    :func:`handler`). The request is told by its arguments: a prompt and max_new_tokens (a
-    generation), candidates (a ranking), else lengths and depths (a needle grid)."""
+def gpu_seconds(fn, runs=None, estimate=None):
+    """A function of the handler's own arguments: the seconds its request needs, from the work
+    its ``estimate`` declares (as for :func:`handler`; the catalog's parameter count, else 1B)
+    times the model runs one request makes; the least when it declares none."""
     signature = inspect.signature(fn)
 
     def seconds(*args, **kwargs) -> int:
         given = signature.bind_partial(*args, **kwargs).arguments
+        low, high = GPU_SECONDS
+        if estimate is None:
+            return low
         entry = deployment().catalog.entry(str(given.get("model_name") or ""))
         kind = entry.kind if entry else "masked"  # unknown: the costlier kind
         parameters = _parameters(entry.size if entry else "") or 1e9
-        text = str(given.get("prompt") or given.get("context") or "")
-        if "max_new_tokens" in given:
-            beams = _number(given.get("num_beams"), 1) if given.get("strategy") == "beam" else 1
-            work = budget.estimated_generation_work(kind, parameters, text, int(_number(given["max_new_tokens"], 24)),
-                                                    int(beams))
-        elif "candidates" in given:
-            candidates = [c for c in str(given["candidates"]).splitlines() if c.strip()]
-            work = budget.estimated_ranking_work(kind, parameters, text, candidates)
-        else:
-            lengths = [int(_number(n, 0)) for n in str(given.get("lengths", "")).replace(",", " ").split()]
-            cells = len(str(given.get("depths", "")).split(",")) * int(_number(given.get("repetitions"), 1))
-            work = budget.estimated_grid_work(kind, parameters, lengths, cells)
-        low, high = GPU_SECONDS
+        work = estimate(given, kind, parameters)
         return int(min(high, low + max(0.0, _runs(runs, given) * work.seconds(GPU_GFLOPS))))
     return seconds
 
@@ -176,8 +164,9 @@ def _parameters(size: str) -> float | None:
         return None
 
 
-def _number(value, default: float) -> float:
-    """A finite number from an unchecked argument, else ``default`` (the handler refuses it later)."""
+def number_or(value, default: float) -> float:
+    """A finite number from an unchecked argument, else ``default`` (the handler refuses it later):
+    for work estimates, made before the handler checks its arguments."""
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -263,16 +252,18 @@ def with_arguments(arguments: str):
     return decorate
 
 
-def handler(error_outputs, runs=None):
+def handler(error_outputs, runs=None, estimate=None):
     """What every model-running handler gets: messages in its outputs (``error_outputs`` maps the
     message to them), a per-visitor share on a public Space, a GPU slot on ZeroGPU, and a wait
     for the background import of the core.
 
     ``runs``, a function of the handler's arguments by name, says how many model runs one call
     makes (default one): each counts against the visitor's share and the GPU time asked for.
+    ``estimate(arguments, kind, parameters)`` declares the work of one run (a ``budget.Work``),
+    estimated before the model loads, from which ZeroGPU's time is asked (default: the least).
     """
     return lambda fn: shows_errors(error_outputs)(
-        _first(_counts_runs(runs))(_first(_core_imported)(on_gpu(fn, runs))))
+        _first(_counts_runs(runs))(_first(_core_imported)(on_gpu(fn, runs, estimate))))
 
 
 def load(name: str, kind: str | None, deberta_head: str = "auto"):

@@ -11,8 +11,9 @@ from typing import NamedTuple
 
 import gradio as gr
 
+from ..app import budget
 from ..app.catalog import Catalog
-from ..app.limits import check_text, whole
+from ..app.limits import check_text
 from ..settings import InfillSettings
 from .common import (
     Number,
@@ -26,11 +27,9 @@ from .common import (
     load,
     message,
     model_note,
-    model_picker,
-    pair_picker,
+    number_or,
     preset_named,
     read_presets,
-    reproduce_block,
     reproduction,
     score_text,
     tab_help,
@@ -39,6 +38,8 @@ from .common import (
 )
 from .outputs import components
 from .playback import PLAYER_JS, playback, run_id
+from .settings_form import settings_of
+from .sides import side_columns, side_pickers
 
 HELP = ("Write a text with a **[blank]** in the middle: the **masked LM** fills it reading the words on "
         "both sides; the **causal LM** only sees the words before it.")
@@ -64,8 +65,7 @@ _CORE = InfillSettings()
 
 def _settings(order, blank_tokens, seed, trace: bool) -> InfillSettings:
     """The page's widgets (or an API call's values) as the core's settings, which check them."""
-    return InfillSettings(order=order, blank_tokens=whole(blank_tokens),
-                          seed=None if seed in (None, "") else whole(seed), trace=trace)
+    return settings_of(InfillSettings, dict(order=order, blank_tokens=blank_tokens, seed=seed), trace=trace)
 
 
 def _text(text) -> str:
@@ -127,7 +127,22 @@ def _stats(lm, result, extra: str, how: str) -> str:
             + work_line(result.reads, how) + "".join(message(note, "note") for note in result.notes))
 
 
-@handler(InfillOutputs.showing)
+def infill_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work:
+    """One fill's work, from its unchecked arguments (``common.handler``'s ``estimate``): a step
+    per blank token, each over the whole text, as a generation of that many tokens reads."""
+    text = str(arguments.get("text") or "")
+    blanks = max(1, text.count("[blank") + text.count("____"))
+    steps = blanks * max(1, int(number_or(arguments.get("blank_tokens"), 1)))
+    return budget.estimated_generation_work(kind, parameters, text, steps, 1)
+
+
+def fills_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work:
+    """Scoring both filled texts whole (``common.handler``'s ``estimate``)."""
+    texts = [str(arguments.get(name) or "") for name in ("masked_text", "causal_text")]
+    return budget.estimated_ranking_work(kind, parameters, "", texts)
+
+
+@handler(InfillOutputs.showing, estimate=infill_estimate)
 @with_arguments(INFILL_ARGUMENTS + "        deberta_head: DeBERTa only: auto (the enhanced mask decoder) or off (the last layer)\n")
 def infill_masked(text, model_name, order, blank_tokens, seed, deberta_head="auto",
                   progress=gr.Progress(track_tqdm=True)):
@@ -151,7 +166,7 @@ def infill_masked(text, model_name, order, blank_tokens, seed, deberta_head="aut
                          filled_text=result.filled, python=python, shell=shell)
 
 
-@handler(CausalInfillOutputs.showing)
+@handler(CausalInfillOutputs.showing, estimate=infill_estimate)
 @with_arguments(INFILL_ARGUMENTS)
 def infill_causal(text, model_name, order, blank_tokens, seed, progress=gr.Progress(track_tqdm=True)):
     """Fill the blanks of a text with a causal LM: it continues the words before each blank (it
@@ -176,7 +191,7 @@ def infill_causal(text, model_name, order, blank_tokens, seed, progress=gr.Progr
                                               group="fill"))
 
 
-@handler(lambda text: text)
+@handler(lambda text: text, estimate=fills_estimate)
 def rank_both(masked_text, causal_text, masked_name, causal_name, deberta_head="auto"):
     """Both filled texts scored whole by both models (their own measures): which fill does each
     model like better? Its own step, with its own budget: when scoring is too big, the fills
@@ -222,10 +237,7 @@ def build(catalog: Catalog) -> TabParts:
                       info="[blank] is one token, [blank:3] three, [blank:auto] lets the model pick 1 to 4; "
                            "____ is a [blank].")
     note = gr.Markdown(preset_note(presets[0] if presets else None), elem_id="fill-note")
-    with gr.Row():
-        masked_model = model_picker(catalog, "masked", "Masked LM", "fill-mlm")
-        causal_model = model_picker(catalog, "causal", "Causal LM", "fill-causal", with_none=True)
-    pair_picker(catalog, "fill-pair", masked_model, causal_model)
+    masked_model, causal_model = side_pickers(catalog, "fill")
     with gr.Row():
         order = Radio(choices=ORDERS, value=_CORE.order, label="Order", elem_id="fill-order", scale=2,
                       info="Which masked position the masked LM fills at each step.")
@@ -235,15 +247,8 @@ def build(catalog: Catalog) -> TabParts:
                       info="Seed of the random order.")
     deberta_head = deberta_head_radio("fill-deberta-head")
     run = gr.Button("Fill the blanks with both models", variant="primary", elem_id="fill-run")
-    with gr.Row():
-        with gr.Column():
-            masked_filled = gr.HTML(elem_id="fill-mlm-filled")
-            masked_stats = gr.HTML(elem_id="fill-mlm-stats")
-            masked_python, masked_shell = reproduce_block("fill-mlm-reproduce")
-        with gr.Column():
-            causal_filled = gr.HTML(elem_id="fill-causal-filled")
-            causal_stats = gr.HTML(elem_id="fill-causal-stats")
-            causal_python, causal_shell = reproduce_block("fill-causal-reproduce")
+    sides = side_columns("fill", {"filled": lambda kind, elem_id: gr.HTML(elem_id=elem_id),
+                                  "stats": lambda kind, elem_id: gr.HTML(elem_id=elem_id)})
     ranking = gr.HTML(elem_id="fill-ranking")
     with gr.Accordion("Playback: the order each model fills in", open=True):
         with gr.Row(elem_id="fill-playback"):
@@ -261,13 +266,11 @@ def build(catalog: Catalog) -> TabParts:
     inputs = [text, masked_model, order, blank_tokens, seed]
     masked_event = run.click(
         infill_masked, inputs + [deberta_head],
-        components(InfillOutputs, filled=masked_filled, stats=masked_stats, trace=trace, filled_text=masked_text,
-                   python=masked_python, shell=masked_shell),
+        components(InfillOutputs, **sides["masked"], trace=trace, filled_text=masked_text),
         api_name="infill_mlm", concurrency_id="generate")
     causal_event = masked_event.then(
         infill_causal, [text, causal_model, order, blank_tokens, seed],
-        components(CausalInfillOutputs, filled=causal_filled, stats=causal_stats, filled_text=causal_text,
-                   python=causal_python, shell=causal_shell, trace=causal_trace),
+        components(CausalInfillOutputs, **sides["causal"], filled_text=causal_text, trace=causal_trace),
         api_name="infill_causal", concurrency_id="generate")
     causal_event.then(rank_both, [masked_text, causal_text, masked_model, causal_model, deberta_head], ranking,
                       api_visibility="private", concurrency_id="score")

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import gradio as gr
 import pandas as pd
 
+from ..app import budget
 from ..app.catalog import Catalog, standin_note
 from ..app.limits import check_grid, parse_numbers, whole
 from ..settings import GridSettings
@@ -25,15 +26,14 @@ from .common import (
     load,
     message,
     model_note,
-    model_picker,
-    pair_picker,
-    reproduce_block,
+    number_or,
     reproduction,
     shows_errors,
     tab_help,
     with_arguments,
 )
 from .outputs import components
+from .sides import KIND_NAMES, side_columns, side_pickers
 
 GRIDS = ASSETS / "needle_grids"
 
@@ -178,7 +178,14 @@ PROBE_ARGUMENTS = """\
 """
 
 
-@handler(GridOutputs.showing)
+def grid_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work:
+    """One grid's work, from its unchecked arguments (``common.handler``'s ``estimate``)."""
+    lengths = [int(number_or(n, 0)) for n in str(arguments.get("lengths") or "").replace(",", " ").split()]
+    cells = len(str(arguments.get("depths") or "").split(",")) * int(number_or(arguments.get("repetitions"), 1))
+    return budget.estimated_grid_work(kind, parameters, lengths, cells)
+
+
+@handler(GridOutputs.showing, estimate=grid_estimate)
 # (one line per argument: Gradio's docstring parser keeps only an argument's first line)
 @with_arguments(PROBE_ARGUMENTS + """\
         cache: the masked LM's decoding: "exact" (the paper's method) or "prefix" (the faster, approximate prefix cache)
@@ -190,7 +197,7 @@ def probe_masked(model_name, lengths, depths, repetitions, seed, cache="exact",
     yield from _stream(model_name, "masked", lengths, depths, repetitions, seed, cache)
 
 
-@handler(GridOutputs.showing)
+@handler(GridOutputs.showing, estimate=grid_estimate)
 @with_arguments(PROBE_ARGUMENTS)
 def probe_second(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
     """Needle in a haystack with a second model (a causal LM, or any model in its natural kind)."""
@@ -219,16 +226,15 @@ def show_precomputed(choice):
                                   note=note + (message(caveat, "note") if caveat else ""))
 
 
+SIDE_LABELS = {"masked": KIND_NAMES["masked"], "causal": "Compared model"}
+
+
 def build(catalog: Catalog):
     """The Length probe tab's components and events (call inside a gr.Blocks/gr.Tab context).
 
     Its first view shows the precomputed grids; a lesson step fills its lengths and depths."""
     tab_help(HELP, HOW)
-    with gr.Row():
-        masked_model = model_picker(catalog, "masked", "Masked LM", "probe-mlm")
-        causal_model = model_picker(catalog, "causal", "Compare with", "probe-causal",
-                                    with_none=True, any_kind=True)
-    pair_picker(catalog, "probe-pair", masked_model, causal_model)
+    masked_model, causal_model = side_pickers(catalog, "probe", "Compare with", any_kind=True)
     decoding = Radio(  # the values are GridSettings.cache's
         choices=[("exact", "exact"), ("fast", "prefix")], value="exact", label="Masked LM decoding",
         elem_id="probe-decoding",
@@ -250,23 +256,15 @@ def build(catalog: Catalog):
     run = gr.Button("Run the grid", variant="primary", elem_id="probe-run")
     gr.Markdown(f"<sub>At most {deployment().settings.max_grid_cells} runs (lengths x depths x repetitions) per "
                 f"request; the heatmap fills in run by run.</sub>")
-    with gr.Row():
-        with gr.Column():
-            masked_plot = gr.Plot(label="Masked LM", elem_id="probe-mlm-plot")
-            masked_summary = gr.HTML(elem_id="probe-mlm-summary")
-            masked_files = gr.File(label="The grid (CSV) and its heatmap (HTML)", file_count="multiple",
-                                   elem_id="probe-mlm-files")
-            masked_python, masked_shell = reproduce_block("probe-mlm-reproduce")
-        with gr.Column():
-            causal_plot = gr.Plot(label="Compared model", elem_id="probe-causal-plot")
-            causal_summary = gr.HTML(elem_id="probe-causal-summary")
-            causal_files = gr.File(label="The grid (CSV) and its heatmap (HTML)", file_count="multiple",
-                                   elem_id="probe-causal-files")
-            causal_python, causal_shell = reproduce_block("probe-causal-reproduce")
+    sides = side_columns("probe", {
+        "plot": lambda kind, elem_id: gr.Plot(label=SIDE_LABELS[kind], elem_id=elem_id),
+        "summary": lambda kind, elem_id: gr.HTML(elem_id=elem_id),
+        "files": lambda kind, elem_id: gr.File(label="The grid (CSV) and its heatmap (HTML)",
+                                               file_count="multiple", elem_id=elem_id)})
     with gr.Accordion("Every run (needle, answer, seconds)", open=False):
         with gr.Row():
-            masked_table = gr.Dataframe(label="Masked LM runs", interactive=False)
-            causal_table = gr.Dataframe(label="Compared model's runs", interactive=False)
+            for kind in SIDE_LABELS:
+                sides[kind]["table"] = gr.Dataframe(label=f"{SIDE_LABELS[kind]} runs", interactive=False)
     gr.Markdown("### Precomputed grids")
     grids = precomputed_grids()
     # As the live grids above: a masked LM's grid on the left, a causal LM's on the right; of
@@ -289,12 +287,10 @@ def build(catalog: Catalog):
     inputs = [lengths, depths, repetitions, seed]
     # Grids are long jobs: their own queue, so rankings and generations never wait behind them.
     run.click(probe_masked, [masked_model] + inputs + [decoding],
-              components(GridOutputs, plot=masked_plot, summary=masked_summary, table=masked_table,
-                         files=masked_files, python=masked_python, shell=masked_shell),
+              components(GridOutputs, **sides["masked"]),
               api_name="probe_mlm", concurrency_id="probe")
     run.click(probe_second, [causal_model] + inputs,
-              components(GridOutputs, plot=causal_plot, summary=causal_summary, table=causal_table,
-                         files=causal_files, python=causal_python, shell=causal_shell),
+              components(GridOutputs, **sides["causal"]),
               api_name="probe_second", concurrency_id="probe")
 
     def first_view():  # computed when a page loads, not when the app starts

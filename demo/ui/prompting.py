@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import gradio as gr
 
+from ..app import budget
 from ..app.catalog import Catalog
 from ..app.limits import check_text, whole
 from ..settings import GenerationSettings
@@ -27,11 +28,9 @@ from .common import (
     load,
     message,
     model_note,
-    model_picker,
-    pair_picker,
+    number_or,
     preset_named,
     read_presets,
-    reproduce_block,
     reproduction,
     tab_help,
     with_arguments,
@@ -40,6 +39,8 @@ from .common import (
 )
 from .outputs import components
 from .playback import LEGEND, PLAYER_JS, playback, run_id, window_diagram
+from .settings_form import settings_of
+from .sides import KIND_NAMES, side_columns, side_pickers
 
 HELP = ("Type a prompt or pick a preset: a **masked LM** and a **causal LM** continue it side by side, "
         "and the playback below shows every step.")
@@ -92,6 +93,13 @@ def masked_runs(arguments: dict) -> int:
         return 1
 
 
+def generation_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work:
+    """One generation's work, from its unchecked arguments (``common.handler``'s ``estimate``)."""
+    beams = int(number_or(arguments.get("num_beams"), 1)) if arguments.get("strategy") == "beam" else 1
+    steps = int(number_or(arguments.get("max_new_tokens"), SETTING_DEFAULTS["max_new_tokens"]))
+    return budget.estimated_generation_work(kind, parameters, str(arguments.get("prompt") or ""), steps, beams)
+
+
 def _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
               padding_masks, stop_at_newline, seed, trace, cache_refresh=_CORE.cache_refresh,
               parallel_threshold=0):
@@ -100,14 +108,11 @@ def _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, re
     if isinstance(max_new_tokens, int) and max_new_tokens > deployment().settings.max_new_tokens:
         raise ValueError(f"max_new_tokens may be at most {deployment().settings.max_new_tokens} new tokens per request "
                          f"here (you asked for {max_new_tokens}).")
-    return GenerationSettings(
-        max_new_tokens=max_new_tokens, strategy=strategy, num_beams=whole(num_beams),
-        temperature=temperature, top_k=whole(top_k), top_p=top_p,
-        repetition_penalty=repetition_penalty,
-        padding_masks=None if padding_masks in (None, "", "default") else whole(padding_masks),
-        stop_at_newline=stop_at_newline, seed=None if seed in (None, "") else whole(seed),
-        trace=trace, trace_top_k=5, cache_refresh=whole(cache_refresh),
-        parallel_threshold=None if parallel_threshold in (None, 0, "") else parallel_threshold)
+    values = dict(max_new_tokens=max_new_tokens, strategy=strategy, num_beams=num_beams, temperature=temperature,
+                  top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty, padding_masks=padding_masks,
+                  stop_at_newline=stop_at_newline, seed=seed, cache_refresh=cache_refresh,
+                  parallel_threshold=None if parallel_threshold == 0 else parallel_threshold)  # the slider's 0: off
+    return settings_of(GenerationSettings, values, trace=trace, trace_top_k=5)
 
 
 def _with_cache(settings: GenerationSettings, cache: str) -> GenerationSettings:
@@ -338,7 +343,7 @@ MASKED_DECODING_ARGUMENTS = """\
 """
 
 
-@handler(MaskedGenerationOutputs.showing, runs=masked_runs)
+@handler(MaskedGenerationOutputs.showing, runs=masked_runs, estimate=generation_estimate)
 @with_arguments(GENERATION_ARGUMENTS + MASKED_DECODING_ARGUMENTS)
 def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                     repetition_penalty, padding_masks, stop_at_newline, seed, decoding="exact",
@@ -381,7 +386,7 @@ def previous_run_view(compare: bool, previous: dict | None, current: dict | None
                     f"Changed since: {changed}. It wrote: “{quoted(previous['text'])}”")
 
 
-@handler(CausalGenerationOutputs.showing)
+@handler(CausalGenerationOutputs.showing, estimate=generation_estimate)
 @with_arguments(GENERATION_ARGUMENTS)
 def generate_causal(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                     repetition_penalty, padding_masks, stop_at_newline, seed,
@@ -418,10 +423,7 @@ def build(catalog: Catalog) -> TabParts:
         info=f"Few-shot prompt to continue, at most {deployment().settings.max_prompt_chars:,} characters. Newlines "
              f"are kept (written as the paper's '\\n ' marker for tokenizers that drop them).")
     paper_output = gr.Markdown(first["note"], elem_id="gen-paper-output")
-    with gr.Row():
-        masked_model = model_picker(catalog, "masked", "Masked LM", "gen-mlm")
-        causal_model = model_picker(catalog, "causal", "Causal LM", "gen-causal", with_none=True)
-    pair_picker(catalog, "gen-pair", masked_model, causal_model)
+    masked_model, causal_model = side_pickers(catalog, "gen")
     with gr.Row():
         decoding = Radio(
             choices=list(DECODINGS), value="exact", label="Masked LM decoding", elem_id="gen-decoding",
@@ -488,18 +490,12 @@ def build(catalog: Catalog) -> TabParts:
                  "masks whose probability is at least this, without a pass of their own (0 = off). "
                  "Fewer passes; the guesses were made with masks where the tokens before them now "
                  "stand, so the text can change.")
-    with gr.Row():
-        with gr.Column():
-            masked_text = gr.Textbox(label="Masked LM continuation", lines=4, elem_id="gen-mlm-text",
-                                     interactive=False)
-            masked_stats = gr.HTML(elem_id="gen-mlm-stats")
-            masked_compare = gr.HTML(elem_id="gen-mlm-compare", elem_classes=["demo-hide-empty"])
-            masked_python, masked_shell = reproduce_block("gen-mlm-reproduce")
-        with gr.Column():
-            causal_text = gr.Textbox(label="Causal LM continuation", lines=4, elem_id="gen-causal-text",
-                                     interactive=False)
-            causal_stats = gr.HTML(elem_id="gen-causal-stats")
-            causal_python, causal_shell = reproduce_block("gen-causal-reproduce")
+    sides = side_columns("gen", {
+        "text": lambda kind, elem_id: gr.Textbox(label=f"{KIND_NAMES[kind]} continuation", lines=4,
+                                                 elem_id=elem_id, interactive=False),
+        "stats": lambda kind, elem_id: gr.HTML(elem_id=elem_id),
+        "compare": lambda kind, elem_id: (gr.HTML(elem_id=elem_id, elem_classes=["demo-hide-empty"])
+                                          if kind == "masked" else None)})
     with gr.Accordion("Playback: both models write, step by step", open=True):
         gr.HTML(LEGEND, elem_classes=["demo-legend-block"])
         with gr.Row(elem_id="gen-playback"):
@@ -528,15 +524,13 @@ def build(catalog: Catalog) -> TabParts:
     masked_event = started.then(
         generate_masked, [prompt, masked_model] + settings + [decoding, cache_refresh, deberta_head,
                                                              parallel_threshold],
-        components(MaskedGenerationOutputs, text=masked_text, stats=masked_stats, trace=trace,
-                   compare=masked_compare, python=masked_python, shell=masked_shell, run=last_run),
+        components(MaskedGenerationOutputs, **sides["masked"], trace=trace, run=last_run),
         api_name="generate_mlm", concurrency_id="generate")
     comparing = [compare_previous, previous_run, last_run]
     masked_event.then(previous_run_view, comparing, previous_trace, **quick)
     compare_previous.change(previous_run_view, comparing, previous_trace, **quick)
     run.click(generate_causal, [prompt, causal_model] + settings,
-              components(CausalGenerationOutputs, text=causal_text, stats=causal_stats, python=causal_python,
-                         shell=causal_shell, trace=causal_trace),
+              components(CausalGenerationOutputs, **sides["causal"], trace=causal_trace),
               api_name="generate_causal", concurrency_id="generate")
     return TabParts(lesson_fields=(preset, prompt, paper_output, *settings, compare_previous),
                     lesson_values=lambda step: [step["preset"], *fill(step["preset"]),

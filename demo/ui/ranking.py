@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 import gradio as gr
 import pandas as pd
 
+from ..app import budget
 from ..app.catalog import Catalog
 from ..app.limits import MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates, whole
 from ..engine.text import newline_marker_note, special_token_note
@@ -26,11 +27,8 @@ from .common import (
     load,
     message,
     model_note,
-    model_picker,
-    pair_picker,
     preset_named,
     read_presets,
-    reproduce_block,
     reproduction,
     score_text,
     tab_help,
@@ -38,6 +36,7 @@ from .common import (
 )
 from .outputs import components
 from .pll_copies import copies_view
+from .sides import KIND_NAMES, side_columns, side_pickers
 
 VARIANTS = [
     ("1 mask (Salazar et al. 2020)", "salazar"),
@@ -246,7 +245,13 @@ def _outputs(title, lm, kind, model_name, context, candidates, settings, scores,
                           python=python, shell=shell, variant=variant)
 
 
-@handler(RankingOutputs.showing)
+def ranking_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work:
+    """One ranking's work, from its unchecked arguments (``common.handler``'s ``estimate``)."""
+    candidates = [c for c in str(arguments.get("candidates") or "").splitlines() if c.strip()]
+    return budget.estimated_ranking_work(kind, parameters, str(arguments.get("context") or ""), candidates)
+
+
+@handler(RankingOutputs.showing, estimate=ranking_estimate)
 def rank_masked(context, candidates, model_name, method, right_masks, normalize, scope, unconditional,
                 answer="", deberta_head="auto", progress=gr.Progress(track_tqdm=True)):
     """Rank candidate completions of a context with a masked LM's pseudo-log-likelihood (PLL).
@@ -270,7 +275,7 @@ def rank_masked(context, candidates, model_name, method, right_masks, normalize,
                     deberta_head, variant_name(method, settings.right_masks))
 
 
-@handler(RankingOutputs.showing)
+@handler(RankingOutputs.showing, estimate=ranking_estimate)
 def rank_causal(context, candidates, model_name, normalize, scope, unconditional, answer="",
                 progress=gr.Progress(track_tqdm=True)):
     """Rank candidate completions of a context by a causal LM's exact log-likelihood.
@@ -293,7 +298,7 @@ def rank_causal(context, candidates, model_name, normalize, scope, unconditional
                     answer)
 
 
-@handler(DifferenceOutputs.showing)
+@handler(DifferenceOutputs.showing, estimate=ranking_estimate)
 def compare_variants(context, candidates, model_name, method, compare_method, right_masks, normalize,
                      scope, unconditional, first_scores, deberta_head="auto", progress=gr.Progress(track_tqdm=True)):
     """The difference view: the same MLM and texts under a second PLL variant."""
@@ -409,9 +414,9 @@ def build(catalog: Catalog) -> TabParts:
         value=_answer_of(first), label="Correct answer (optional)", elem_id="rank-answer",
         info="If you know it, the ranking marks where it lands; presets fill it in.")
     run = gr.Button("Rank candidates", variant="primary", elem_id="rank-run")
+    masked_model, causal_model = side_pickers(catalog, "rank")
     with gr.Row():
         with gr.Column():
-            masked_model = model_picker(catalog, "masked", "Masked LM", "rank-mlm")
             method = Radio(
                 choices=VARIANTS, value=DEFAULT_MASKED_METHOD, label="PLL variant", elem_id="rank-variant",
                 info="How the masked LM scores a token: mask it alone, also mask tokens to its "
@@ -420,15 +425,13 @@ def build(catalog: Catalog) -> TabParts:
                 1, 4, value=ScoringSettings().right_masks, step=1, label="Right masks",
                 info="How many tokens to the right are masked too (the paper: 2; its ablation "
                      "on ReCoRD: 1 mask 80.9, 2 masks 86.0, 3 masks 87.1 EM).")
-            deberta_head = deberta_head_radio("rank-deberta-head")
         with gr.Column():
-            causal_model = model_picker(catalog, "causal", "Causal LM", "rank-causal", with_none=True)
             compare_method = Dropdown(
                 choices=[("(no difference view)", "")] + VARIANTS, value="salazar",
                 label="Difference view: compare with", elem_id="rank-compare",
                 info="A second PLL variant for the same masked LM; the view shows, token by "
                      "token, where the two disagree.")
-    pair_picker(catalog, "rank-pair", masked_model, causal_model)
+            deberta_head = deberta_head_radio("rank-deberta-head")
     with gr.Accordion("Scoring options", open=False):
         with gr.Row():
             normalize = gr.Checkbox(
@@ -445,22 +448,14 @@ def build(catalog: Catalog) -> TabParts:
                 info="If set (e.g. 'Answer:'), subtract each candidate's score after this neutral "
                      "text, as GPT-3 did for ARC and OpenBookQA.")
     # Rankings side by side; the per-token heatmaps full width below, so tokens stay readable.
-    with gr.Row():
-        with gr.Column():
-            masked_summary = gr.HTML(elem_id="rank-mlm-summary")
-            # the summary above is titled "Masked LM ranking": the table does not say it again
-            masked_table = gr.Dataframe(label="Masked LM scores", show_label=False, elem_id="rank-mlm-table",
-                                        interactive=False, column_widths=TABLE_WIDTHS, wrap=True)
-            masked_files = gr.File(label="Per-token scores (CSV) and the heatmap (HTML)", file_count="multiple",
-                                   elem_id="rank-mlm-csv")
-            masked_python, masked_shell = reproduce_block("rank-mlm-reproduce")
-        with gr.Column():
-            causal_summary = gr.HTML(elem_id="rank-causal-summary")
-            causal_table = gr.Dataframe(label="Causal LM scores", show_label=False, elem_id="rank-causal-table",
-                                        interactive=False, column_widths=TABLE_WIDTHS, wrap=True)
-            causal_files = gr.File(label="Per-token scores (CSV) and the heatmap (HTML)", file_count="multiple",
-                                   elem_id="rank-causal-csv")
-            causal_python, causal_shell = reproduce_block("rank-causal-reproduce")
+    sides = side_columns("rank", {
+        "summary": lambda kind, elem_id: gr.HTML(elem_id=elem_id),
+        # the summary above is titled "Masked LM ranking": the table does not say it again
+        "table": lambda kind, elem_id: gr.Dataframe(label=f"{KIND_NAMES[kind]} scores", show_label=False,
+                                                    elem_id=elem_id, interactive=False,
+                                                    column_widths=TABLE_WIDTHS, wrap=True),
+        "files": lambda kind, elem_id: gr.File(label="Per-token scores (CSV) and the heatmap (HTML)",
+                                               file_count="multiple", elem_id=elem_id)})
     # a cell per token at a readable width: a long text scrolls sideways inside the figure's box
     masked_plot = gr.Plot(label="Masked LM: per-token log-probs", elem_id="rank-mlm-plot",
                           elem_classes=["demo-scroll-plot"])
@@ -513,12 +508,10 @@ def build(catalog: Catalog) -> TabParts:
     # The right-masks slider only means something for the right-masks variant.
     method.change(lambda m: gr.update(interactive=m == "right_masks"), method, right_masks,
                   api_visibility="private")
-    masked_outputs = components(
-        RankingOutputs, summary=masked_summary, table=masked_table, plot=masked_plot, scores=masked_scores,
-        files=masked_files, python=masked_python, shell=masked_shell, variant=masked_variant)
-    causal_outputs = components(
-        RankingOutputs, summary=causal_summary, table=causal_table, plot=causal_plot, scores=causal_scores,
-        files=causal_files, python=causal_python, shell=causal_shell, variant=causal_variant)
+    masked_outputs = components(RankingOutputs, **sides["masked"], plot=masked_plot, scores=masked_scores,
+                                variant=masked_variant)
+    causal_outputs = components(RankingOutputs, **sides["causal"], plot=causal_plot, scores=causal_scores,
+                                variant=causal_variant)
     # One chain, in order: the views that need both sides (one colour scale, the copies view with
     # the causal pass) run once both have, never on one side's new scores and the other's old.
     masked_event = run.click(
