@@ -35,6 +35,11 @@ class StepTrace:
     # the forward passes this step ran and the tokens they read, all rows together
     # (``demo.engine.counting``); None where nobody counted
     reads: Reads | None = None
+    # any-order unmasking (demo.engine.unmasking): the positions written this step (several when
+    # it writes several tokens a step), their tokens as text, and the positions masked again
+    written: list[int] | None = None
+    written_tokens: list[str] | None = None
+    remasked: list[int] | None = None
 
 
 class StepRecorder(LogitsProcessor):

@@ -1,0 +1,293 @@
+"""Iterative unmasking: a masked LM writes into the masks of a window, some tokens a step, in an
+order (docs/method.md, section 9). One loop for every way a masked LM writes by unmasking:
+
+- infilling (``demo.engine.infill``): the masks are the text's blanks, one token a step;
+- generation (``demo.engine.generation``): the masks follow the prompt. ``slide`` keeps M masks
+  after the text, appending one for each token written (the BERTs paper: M = 1 + p padding
+  masks, one token a step, left to right); ``block`` fills a block of M masks, then appends the
+  next block (masked diffusion LMs' semi-autoregressive blocks).
+
+A step reads the window once (one forward pass), proposes a token at the masks it reads and writes
+``tokens_per_step`` of them, chosen by the order: the leftmost (``left_to_right``), the likeliest
+(``confidence``: Mask-Predict's and LLaDA's; the proposals not kept stay masked, LLaDA's
+"low-confidence remasking") or a seeded shuffle (``random``). With ``remask`` (most confident
+first only) the tokens written earlier and not yet final (the block's; sliding: those after the
+first mask) compete too, at the log-probability they were written with, and a mask goes back
+where one loses to the new proposals (Mask-Predict's re-masking): it is written again later.
+
+Every output carries its log-likelihood under the order it was written: the sum of each token's
+log-probability at the step it was (last) written, which for a deterministic order is the exact
+probability that this decoder writes this output (DUEL, arXiv 2603.01367).
+
+The loop is written here: transformers' ``generate()`` decodes one position after the text, left to
+right, and has no way to write several masks of a window, in another order, or to re-mask.
+"""
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from transformers.generation.logits_process import (
+    RepetitionPenaltyLogitsProcessor,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
+
+from .counting import Reads, counting
+from .heads import mlm_head
+from .reading import hidden_at
+from .trace import StepTrace, piece_or_name
+
+
+@dataclass(frozen=True)
+class Unmasking:
+    """How each step picks what it writes (from ``InfillSettings`` or ``GenerationSettings``)."""
+    order: str = "left_to_right"  # left_to_right, confidence or random
+    tokens_per_step: int = 1
+    remask: bool = False  # earlier tokens not yet final compete with new proposals (confidence only)
+    strategy: str = "greedy"  # greedy or sample
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    repetition_penalty: float = 1.0
+    seed: int | None = 0
+    trace: bool = False
+    trace_top_k: int = 5
+
+    @classmethod
+    def of(cls, settings) -> "Unmasking":
+        """The unmasking fields of a settings object (others ignored; missing ones default)."""
+        return cls(**{name: getattr(settings, name) for name in cls.__dataclass_fields__
+                      if hasattr(settings, name)})
+
+
+@dataclass
+class Written:
+    """A window after unmasking, and how it got there."""
+    ids: list[int]  # the window at the end ([CLS] ... [SEP]); masks left only where a stop cut in
+    order: list[list[int]]  # per step: the positions written
+    remasked: list[list[int]]  # per step: the positions masked again (``remask``)
+    logprobs: dict[int, float]  # per written position: its token's log-prob at the step it was last written
+    written_at: dict[int, int]  # per written position: that step (0-based)
+    steps: list[StepTrace] = field(default_factory=list)  # empty unless tracing
+    reads: Reads = field(default_factory=Reads)
+
+
+class _Sampler:
+    """The token proposed at each position read: the likeliest, or a draw after transformers' own
+    repetition penalty, temperature, top-k and top-p (``generate()``'s order, its semantics)."""
+
+    def __init__(self, how: Unmasking, generator: torch.Generator):
+        self.generator = generator
+        self.penalty = (RepetitionPenaltyLogitsProcessor(how.repetition_penalty)
+                        if how.repetition_penalty != 1.0 else None)
+        self.warpers = []
+        if how.strategy == "sample":
+            self.warpers.append(TemperatureLogitsWarper(how.temperature))
+            if how.top_k:
+                self.warpers.append(TopKLogitsWarper(how.top_k))
+            if how.top_p < 1:
+                self.warpers.append(TopPLogitsWarper(how.top_p))
+
+    def __call__(self, logits: torch.Tensor, ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(tokens, the log-probs the model gave them, before temperature & co.)"""
+        if self.penalty is not None:
+            seen = torch.tensor([ids] * logits.shape[0])
+            logits = self.penalty(seen, logits)
+        logprobs = logits.log_softmax(-1)
+        if self.warpers:
+            warped = logits
+            for warper in self.warpers:
+                warped = warper(None, warped)
+            tokens = torch.multinomial(warped.softmax(-1), 1, generator=self.generator)[:, 0]
+        else:
+            tokens = logits.argmax(-1)
+        return tokens, logprobs
+
+
+class Unmasker:
+    """Writes into a window's masks, step by step (``step``); the window may grow between steps
+    (generation appends masks). ``banned`` ids are never written."""
+
+    def __init__(self, lm, ids: list[int], how: Unmasking, banned: list[int]):
+        self.lm, self.how, self.ids = lm, how, list(ids)
+        self.mask = lm.tokenizer.mask_token_id
+        self.head = mlm_head(lm.model)
+        self.banned = torch.tensor(banned, dtype=torch.long)
+        self.generator = torch.Generator()
+        if how.seed is not None:
+            self.generator.manual_seed(how.seed)
+        else:
+            self.generator.seed()
+        self.sample = _Sampler(how, self.generator)
+        self.shuffled: list[int] = []  # the random order's positions not yet written, in order
+        self.out = Written(ids=self.ids, order=[], remasked=[], logprobs={}, written_at={})
+
+    def masks(self) -> list[int]:
+        return [i for i, t in enumerate(self.ids) if t == self.mask]
+
+    def add_masks(self, positions: list[int]) -> None:
+        """New masks (already in ``ids``): the random order draws their turn now, before any of
+        their tokens, so a seed gives the same order greedy or sampled."""
+        if self.how.order == "random":
+            drawn = torch.randperm(len(positions), generator=self.generator).tolist()
+            self.shuffled += [positions[i] for i in drawn]
+
+    def step(self, open_from: int) -> list[int]:
+        """One forward pass; write up to ``tokens_per_step`` masks (and, with ``remask``, mask
+        again earlier tokens from ``open_from`` on that are now less likely). -> the positions written."""
+        masks = self.masks()
+        k = min(self.how.tokens_per_step, len(masks))
+        read = self._read(masks, k)
+        with counting() as reads:
+            ids = torch.tensor([self.ids], device=self.lm.device)
+            logits = self.head(hidden_at(self.lm.model, ids, None, [0] * len(read), read))
+        logits = logits.float().cpu()
+        logits[:, self.banned] = float("-inf")
+        tokens, logprobs = self.sample(logits, self.ids)
+        sure = logprobs.gather(1, tokens[:, None])[:, 0].tolist()
+        # re-masking: the earlier tokens not yet final compete at the log-prob they were written with
+        written = [p for p in range(open_from, len(self.ids)) if p in self.out.written_at] if self.how.remask else []
+        chosen = self._choose(read + written, len(read), sure + [self.out.logprobs[p] for p in written], k)
+        remasked = [p for p in written if p not in chosen]
+        if self.how.trace:
+            self.out.steps.append(self._trace(read, chosen, remasked, tokens, logprobs, reads))
+        step = len(self.out.order)
+        for p in remasked:
+            self.ids[p] = self.mask
+            del self.out.logprobs[p], self.out.written_at[p]
+            if self.how.order == "random":
+                self.shuffled.append(p)
+        new = [p for p in chosen if p not in self.out.written_at]
+        for i, p in enumerate(read):
+            if p in new:
+                self.ids[p] = int(tokens[i])
+                self.out.logprobs[p], self.out.written_at[p] = sure[i], step
+        self.out.order.append(new)
+        self.out.remasked.append(remasked)
+        self.out.reads = self.out.reads + reads
+        return new
+
+    def cut(self, end: int) -> None:
+        """The text ends at ``end`` (an end token was written there): every position after it
+        goes, so the window ends with that end token."""
+        del self.ids[end + 1:-1]
+        self.ids[-1:] = [] if self.ids[end] == self.ids[-1] else self.ids[-1:]
+        for p in [p for p in self.out.written_at if p > end]:
+            del self.out.written_at[p], self.out.logprobs[p]
+        self.shuffled = [p for p in self.shuffled if p < end]
+
+    def _read(self, masks: list[int], k: int) -> list[int]:
+        """The masks a step reads: all of them where the order compares them (confidence, or any
+        order that may re-mask), else only the k the order names next."""
+        if self.how.order == "confidence":
+            return masks
+        if self.how.order == "random":
+            return sorted(self.shuffled[:k])
+        return masks[:k]
+
+    def _choose(self, read: list[int], n_masks: int, sure: list[float], k: int) -> list[int]:
+        """The positions that hold a token after this step (``read``: the masks read, then with
+        ``remask`` the earlier tokens): the k masks the order names, or, most confident first,
+        the k + (earlier tokens) surest of all."""
+        if self.how.order == "random":
+            picked = self.shuffled[:k]
+            del self.shuffled[:k]
+            return picked
+        if self.how.order == "left_to_right":
+            return read[:k]
+        keep = k + (len(read) - n_masks)  # confidence: the surest, new proposals and old tokens alike
+        ranked = sorted(range(len(read)), key=lambda i: (-sure[i], read[i]))  # ties: leftmost
+        return [read[i] for i in ranked[:keep]]
+
+    def _trace(self, read, chosen, remasked, tokens, logprobs, reads) -> StepTrace:
+        tokenizer = self.lm.tokenizer
+        first = min((p for p in chosen if p not in self.out.written_at), default=read[0])
+        i = read.index(first)
+        context = self.ids[1:first]
+        top = logprobs[i].exp().topk(min(self.how.trace_top_k, logprobs.shape[-1]))
+        new = [p for p in sorted(chosen) if p not in self.out.written_at]
+        return StepTrace(step=len(self.out.order), window=tokenizer.convert_ids_to_tokens(self.ids),
+                         mask_positions=self.masks(),
+                         top=[(piece_or_name(tokenizer, context, int(t), []), float(p))
+                              for t, p in zip(top.indices, top.values)],
+                         chosen=piece_or_name(tokenizer, context, int(tokens[i]), []), beams=None,
+                         prompt_length=0, predicted=first, reads=reads,
+                         written=new, remasked=list(remasked),
+                         written_tokens=[piece_or_name(tokenizer, self.ids[1:p], int(tokens[read.index(p)]), [])
+                                         for p in new])
+
+
+def fill(lm, ids: list[int], how: Unmasking, banned: list[int]) -> Written:
+    """Write every mask of a fixed window (infilling), ``how`` says in which order."""
+    unmasker = Unmasker(lm, ids, how, banned)
+    unmasker.add_masks(unmasker.masks())
+    while unmasker.masks():
+        unmasker.step(open_from=0)
+    return unmasker.out
+
+
+@dataclass(frozen=True)
+class Growth:
+    """How a generation's masks follow the text (``GenerationSettings``)."""
+    window: str  # "slide": M masks kept after the text; "block": blocks of M masks, one after another
+    masks: int  # M
+    max_new_tokens: int
+    end_id: int  # the token that ends the text (a masked LM's [SEP])
+
+
+def write(lm, prompt_ids: list[int], how: Unmasking, growth: Growth, banned: list[int],
+          stop=None, deadline: float | None = None, progress=None) -> tuple[Written, int]:
+    """Generate after ``prompt_ids`` by unmasking ``[CLS] prompt [MASK]*M [SEP]``, the masks
+    growing as ``growth`` says, until the end token is written with no mask before it,
+    ``max_new_tokens`` tokens of text are decided (no mask before them), ``stop(the text decided
+    so far)`` says it is done, or the ``deadline`` (``time.perf_counter()``) passes.
+    ``progress(n)`` hears of each step's tokens. A block never reaches past ``max_new_tokens``;
+    sliding keeps M masks, as the paper's window does to its last step. -> (the window, where the
+    text starts in it: the text is what precedes its first mask, at most ``max_new_tokens``)."""
+    tokenizer = lm.tokenizer
+    start_id = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+    begin = 1 + len(prompt_ids)
+    unmasker = Unmasker(lm, [start_id, *prompt_ids, growth.end_id], how, banned)
+    appended, ended = 0, False
+
+    def append(n: int) -> None:
+        nonlocal appended
+        # a block never reaches past the budget; sliding, the last window is the paper's last:
+        # max_new_tokens - 1 tokens and M masks
+        room = growth.max_new_tokens + (growth.masks - 1 if growth.window == "slide" else 0)
+        n = min(n, room - appended)
+        at = len(unmasker.ids) - 1  # before the end token
+        unmasker.ids[at:at] = [unmasker.mask] * n
+        appended += n
+        lm.check_length(len(unmasker.ids), what="prompt with its masks")
+        unmasker.add_masks(list(range(at, at + n)))
+
+    append(growth.masks)
+    decided: list[int] = []
+    while unmasker.masks() and len(decided) < growth.max_new_tokens:
+        masks = unmasker.masks()
+        slide = growth.window == "slide"
+        open_from = masks[0] if slide else begin + (masks[0] - begin) // growth.masks * growth.masks
+        written = unmasker.step(open_from)
+        if progress:
+            progress(len(written))
+        end = next((p for p in written if unmasker.ids[p] == growth.end_id), None)
+        if end is not None:  # the text ends there: what follows is dropped, never read again
+            ended = True
+            unmasker.cut(end)
+        if not ended and slide:
+            append(len(written))
+        elif not ended and not unmasker.masks():
+            append(growth.masks)
+        decided = _decided(unmasker.ids, begin, unmasker.mask)
+        if (stop and stop(decided)) or (deadline is not None and time.perf_counter() > deadline):
+            break
+    return unmasker.out, begin
+
+
+def _decided(ids: list[int], begin: int, mask: int) -> list[int]:
+    """The text written so far that no mask precedes (what a stop string may end)."""
+    text = ids[begin:-1]
+    return text[:text.index(mask)] if mask in text else text

@@ -1,0 +1,162 @@
+"""The any-order unmasking loop (demo.engine.unmasking) against naive loops written plainly here:
+the whole window through the model's own forward pass, every step."""
+
+import pytest
+import torch
+
+import tests.floats as floats
+from demo.engine.generation import generate, suppressed_ids
+from demo.engine.text import prompt_ids_of
+from demo.engine.unmasking import Growth, Unmasking, write
+from tests.conftest import needs_shared
+from tests.test_emd import naive
+
+PROMPT = "The capital of France is Paris. The capital of Italy is"
+FAMILIES = ["bert", "roberta", "deberta-v2", "modernbert"]
+
+
+def _write(lm, window, masks, tokens_per_step, order="left_to_right", remask=False, new=8, prompt=PROMPT):
+    end = lm.tokenizer.sep_token_id
+    how = Unmasking(order=order, tokens_per_step=tokens_per_step, remask=remask)
+    out, begin = write(lm, prompt_ids_of(lm, prompt), how, Growth(window, masks, new, end),
+                       suppressed_ids(lm, [end]))
+    return out, begin
+
+
+def naive_confidence(model, tok, prompt_ids, block, k, remask, new, banned):
+    """Blocks of ``block`` masks after the prompt; each step: the whole window through the model;
+    a proposal (argmax) at every mask; with ``remask`` the block's written tokens compete too, at
+    the log-prob they were written with; the k + (written) surest hold a token afterwards (ties: leftmost); the
+    rest is masked. An end token written ends the text there. -> (final window, log-prob of each written position at its last writing)."""
+    mask, end = tok.mask_token_id, tok.sep_token_id
+    window = [tok.cls_token_id] + prompt_ids + [end]
+    begin, logprob, appended = len(prompt_ids) + 1, {}, 0
+    ended = False
+    while appended < new and not ended:
+        n = min(block, new - appended)
+        first = len(window) - 1
+        window[first:first] = [mask] * n
+        appended += n
+        block_positions = range(first, first + n)
+        while mask in window:
+            with torch.no_grad():
+                logits = model(torch.tensor([window])).logits[0].float()
+            logits[:, banned] = float("-inf")
+            logp = logits.log_softmax(-1)
+            masks = [i for i in block_positions if window[i] == mask]
+            written = [i for i in block_positions if window[i] != mask] if remask else []
+            proposals = {i: int(logp[i].argmax()) for i in masks}
+            sure = {i: float(logp[i, proposals[i]]) for i in masks} | {i: logprob[i] for i in written}
+            keep = sorted(proposals, key=lambda i: (-sure[i], i))[:min(k, len(masks)) + len(written)]
+            for i in written:
+                if i not in keep:
+                    window[i] = mask
+                    del logprob[i]
+            for i in masks:
+                if i in keep:
+                    window[i], logprob[i] = proposals[i], sure[i]
+            if end in window[begin:-1]:  # the text ends there: nothing after it is read again
+                cut = window.index(end, begin)
+                window, ended = window[:cut + 1], True
+                logprob = {i: v for i, v in logprob.items() if i <= cut}
+                block_positions = range(first, min(first + n, cut + 1))
+    return window, logprob
+
+
+def _check_against_naive(lm, reference_model, k, remask, block=4, new=8):
+    tok = lm.tokenizer
+    out, begin = _write(lm, "block", block, k, "confidence", remask, new)
+    banned = suppressed_ids(lm, [tok.sep_token_id])
+    window, logprob = naive_confidence(reference_model, tok, prompt_ids_of(lm, PROMPT), block, k, remask, new, banned)
+    assert out.ids == window
+    assert sorted(out.logprobs) == sorted(logprob)
+    assert [out.logprobs[i] for i in sorted(logprob)] == floats.logprobs([logprob[i] for i in sorted(logprob)], lm)
+    return out
+
+
+# ---------------------------------------------------------------- the paper's decoder
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_sliding_one_mask_a_step_left_to_right_is_the_papers_decoder(tiny_model, family):
+    """M = 1 + p masks kept after the text, one token a step, left to right: token for token what
+    generate() writes through transformers (greedy, the exact method)."""
+    lm = tiny_model(family)
+    paper = generate(lm, PROMPT, max_new_tokens=10)
+    out, begin = _write(lm, "slide", 1 + lm.padding_masks, 1, new=10)
+    text = out.ids[begin:begin + 10]
+    assert text[:len(paper.token_ids)] == paper.token_ids
+    assert len(out.order) == 10 or text[len(paper.token_ids)] == lm.tokenizer.sep_token_id
+
+
+@needs_shared
+@pytest.mark.parametrize("padding_masks", [0, 2])
+def test_the_papers_decoder_on_the_standin(standin_mlm, padding_masks):
+    paper = generate(standin_mlm, PROMPT, max_new_tokens=12, padding_masks=padding_masks)
+    out, begin = _write(standin_mlm, "slide", 1 + padding_masks, 1, new=12)
+    assert out.ids[begin:begin + len(paper.token_ids)] == paper.token_ids
+    assert [len(step) for step in out.order] == [1] * len(out.order)
+
+
+# ---------------------------------------------------------------- any order
+
+
+@needs_shared
+@pytest.mark.parametrize("remask", [False, True])
+def test_most_confident_first_two_a_step_equals_a_naive_loop_on_the_standin(standin_mlm, remask):
+    _check_against_naive(standin_mlm, standin_mlm.model, k=2, remask=remask)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("remask", [False, True])
+def test_most_confident_first_equals_a_naive_loop_random_weights(tiny_model, family, remask):
+    lm = tiny_model(family)
+    out = _check_against_naive(lm, lm.model, k=2, remask=remask)
+    if remask and family == "modernbert":  # near-uniform random weights: surely some token loses its place
+        assert any(out.remasked)
+
+
+def test_most_confident_first_with_debertas_enhanced_mask_decoder(tiny_model):
+    lm = tiny_model("deberta-v2", emd=True)
+    _check_against_naive(lm, naive(lm).model, k=2, remask=True)
+
+
+def test_a_block_is_filled_before_the_next_is_read(tiny_model):
+    lm = tiny_model("bert")
+    out, begin = _write(lm, "block", 4, 2, "random", new=8)
+    steps = [positions for positions in out.order if positions]
+    blocks = [{(p - begin) // 4 for p in positions} for positions in steps]
+    assert all(len(b) == 1 for b in blocks) and [min(b) for b in blocks] == sorted(min(b) for b in blocks)
+    assert len(steps) == 4  # 8 tokens, 2 a step
+
+
+def test_the_random_order_is_seeded(tiny_model):
+    lm = tiny_model("bert")
+    end = lm.tokenizer.sep_token_id
+
+    def order(seed):
+        out, _ = write(lm, prompt_ids_of(lm, PROMPT), Unmasking(order="random", seed=seed), Growth("block", 6, 6, end),
+                       suppressed_ids(lm, [end]))
+        return out.order
+
+    assert order(3) == order(3) != order(4)
+    assert order(3) != sorted(order(3))
+
+
+def test_the_likelihood_under_the_order_written_sums_each_tokens_log_prob_at_its_step(tiny_model):
+    """Greedy, left to right, sliding: each token's log-prob is the decoder's at that step (the
+    full window through the model, as a naive loop reads it)."""
+    lm = tiny_model("roberta")
+    tok = lm.tokenizer
+    p = lm.padding_masks
+    out, begin = _write(lm, "slide", 1 + p, 1, new=6)
+    banned = suppressed_ids(lm, [tok.sep_token_id])
+    expected, ids = [], prompt_ids_of(lm, PROMPT)
+    for position in sorted(out.logprobs):
+        window = [tok.cls_token_id] + ids + [tok.mask_token_id] * (1 + p) + [tok.sep_token_id]
+        with torch.no_grad():
+            logits = lm.model(torch.tensor([window])).logits[0, len(ids) + 1].float()
+        logits[banned] = float("-inf")
+        expected.append(float(logits.log_softmax(-1)[out.ids[position]]))
+        ids = ids + [out.ids[position]]
+    assert [out.logprobs[i] for i in sorted(out.logprobs)] == floats.logprobs(expected, lm)
