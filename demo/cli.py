@@ -9,7 +9,7 @@
     mlm-icl export-tasks --model M --task copa --shots 4 --output-dir DIR   (lm-eval's --include_path)
     mlm-icl models   (the catalog: local models' short names, Hub models, pairs)
     mlm-icl check-model --model M [--items 50]   (is it read right? known answers, the paper's figure)
-    torchrun --nproc_per_node 4 -m demo score ...   (score and probe, data parallel: a process per GPU)
+    torchrun --nproc_per_node 4 -m demo score ...   (score, probe and evaluate, data parallel: a process per GPU)
 
 Options come from the settings dataclasses of ``demo.settings`` through transformers'
 ``HfArgumentParser`` (each field's ``help`` is its option's help; ``--max-new-tokens`` and
@@ -28,7 +28,6 @@ import shlex
 import sys
 from pathlib import Path
 
-from .engine.text import special_token_note
 from .settings import (
     GenerationSettings,
     GridSettings,
@@ -95,11 +94,6 @@ def _sides(model: ModelSettings) -> list[ModelSettings]:
     for side in sides:
         _deployment().reachable(side.model, side.revision, paths=True)
     return sides
-
-
-def _refuse_overwrite(path: Path, overwrite: bool) -> None:
-    if path.exists() and not overwrite:
-        raise ValueError(f"{path} exists; pass --overwrite to replace it, or pick another file.")
 
 
 # ---------------------------------------------------------------- generate
@@ -211,86 +205,10 @@ def _score_arguments(parser):
                              "<output>.parts/ (an interrupted run resumes from the last chunk saved)")
 
 
-def read_requests(path: Path) -> list[tuple[str, list[str]]]:
-    """(context, candidates) per line of a JSONL file, with the line number in every error."""
-    requests = []
-    with open(path, encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                context, candidates = record.get("context", ""), record["candidates"]
-            except (json.JSONDecodeError, KeyError, AttributeError) as err:
-                raise ValueError(f"{path}, line {number}: expected a JSON object with 'context' and "
-                                 f"'candidates' ({err}).") from err
-            if not isinstance(candidates, list):
-                raise ValueError(f"{path}, line {number}: 'candidates' must be a list of strings.")
-            requests.append((context, candidates))
-    if not requests:
-        raise ValueError(f"{path} has no input lines.")
-    return requests
-
-
 def _score(args, model: ModelSettings, scoring: ScoringSettings) -> int:
-    """Score the input in chunks, each saved as it is done, by every process of a data-parallel
-    launch (each its share of the chunks) or by this one alone; then write the output from every
-    chunk, in input order (``demo.evaluation.data_parallel``). Resumed when run again."""
-    if args.output.suffix not in (".json", ".csv"):
-        raise ValueError("--output must end in .json or .csv")
-    if args.chunk_size < 1:
-        raise ValueError(f"--chunk-size must be at least 1, not {args.chunk_size}.")
-    _refuse_overwrite(args.output, args.overwrite)
-    requests, sides = read_requests(args.input), _sides(model)
-    from .engine.pll import candidate_from_dict, score_candidate_sets
-    from .evaluation import data_parallel
-    from .evaluation.exports import score_table
-    processes = data_parallel.start(model.device)
-    progress = not args.no_progress and processes.main
-    folder = data_parallel.parts_folder(args.output)
-    all_parts = []
-    for number, side in enumerate(sides):
-        # what the numbers depend on (not the device: each process of a launch has its own)
-        run = ({k: v for k, v in dataclasses.asdict(side).items() if k not in ("device", "threads")},
-               dataclasses.asdict(scoring), requests, args.chunk_size)
-        all_parts.append(data_parallel.ChunkParts(folder, f"model-{number}", data_parallel.fingerprint(*run)))
-        all_parts[-1].check()  # before a model loads
-    payloads, tables = [], []
-    for side, parts in zip(sides, all_parts):
-        lm = _load(dataclasses.replace(side, device=processes.device), progress)
-        for line, (context, candidates) in enumerate(requests if processes.main else [], start=1):
-            note = special_token_note("\n".join([context, *map(str, candidates)]), lm.tokenizer)
-            if note:
-                print(f"note: {args.input}, line {line}: {note}", file=sys.stderr)
-
-        def score_chunk(items: range, lm=lm) -> list[list[dict]]:
-            results = score_candidate_sets(lm, [requests[k] for k in items], scoring)
-            return [[dataclasses.asdict(s) for s in scores] for scores in results]
-
-        scored = data_parallel.run_chunks(processes, parts, len(requests), args.chunk_size, score_chunk,
-                                          progress)
-        if not processes.main:  # rank 0 writes the output
-            continue
-        results = [[candidate_from_dict(s) for s in scores] for scores in scored]
-        records = [{"context": context, "best": max(scores, key=lambda s: s.score).candidate,
-                    "candidates": [dataclasses.asdict(s) for s in scores]}
-                   for (context, _), scores in zip(requests, results)]
-        payloads.append({"model": dataclasses.asdict(side), "scoring": dataclasses.asdict(scoring),
-                         "results": records})
-        tables.append(score_table(requests, results).assign(model=lm.name))
-        print(f"Scored {sum(len(r) for r in results)} candidates of {len(requests)} contexts "
-              f"with {lm.name}", file=sys.stderr)
-    if not processes.main:
-        return 0
-    if args.output.suffix == ".json":  # a pair: both sides' payloads under "runs"
-        payload = payloads[0] if len(payloads) == 1 else {"pair": model.model, "runs": payloads}
-        args.output.write_text(json.dumps(payload, indent=1, ensure_ascii=False), encoding="utf-8")
-    else:
-        import pandas as pd
-        pd.concat(tables, ignore_index=True).to_csv(args.output, index=False)
-    for parts in all_parts:  # the output holds them now
-        parts.remove()
-    print(f"-> {args.output}", file=sys.stderr)
+    from .evaluation.runs import ScoreFiles, score_file
+    files = ScoreFiles(args.input, args.output, args.chunk_size, args.overwrite)
+    score_file(files, model, _sides(model), scoring, _load, progress=not args.no_progress)
     return 0
 
 
@@ -304,36 +222,10 @@ def _probe_arguments(parser):
 
 
 def _probe(args, model: ModelSettings, grid: GridSettings) -> int:
-    """The grid, by this process alone or by every process of a data-parallel launch, each its
-    share of the cells (``run_grid_on``); rank 0 reports."""
-    from .evaluation.data_parallel import start
-    from .evaluation.haystack import run_grid_on
-    processes = start(model.device)
-    progress = not args.no_progress and processes.main
-    sides = _sides(model)
-    for side in sides:  # a pair: both sides into the same file, told apart by their model column
-        lm = _load(dataclasses.replace(side, device=processes.device), progress)
-        table = run_grid_on(processes, lm, grid, output=args.output,
-                            model_name=args.label if len(sides) == 1 else side.model, progress=progress)
-        if processes.main:
-            _report_grid(args, lm, table, f"-{side.kind}" if len(sides) > 1 else "")
+    from .evaluation.runs import ProbeFiles, probe_file
+    probe_file(ProbeFiles(args.output, args.label, args.plot), _sides(model), grid, _load,
+               progress=not args.no_progress)
     return 0
-
-
-def _report_grid(args, lm, table, suffix: str) -> None:
-    ok = table[table["status"] == "ok"]
-    print(f"{len(table)} cells, {len(ok)} answered, accuracy {ok['correct'].mean():.3f}, "
-          f"{(table['status'] == 'beyond_limit').sum()} beyond the model's limit -> {args.output}")
-    if args.plot:
-        from .evaluation.plots import needle_heatmap, save_figure
-        figure = needle_heatmap(table, title=f"Needle in a haystack: {table['model'].iloc[0]}",
-                                pretrained_length=lm.pretrained_length, max_length=lm.max_length)
-        path = Path(args.plot)
-        path = path.with_stem(path.stem + suffix)  # a pair: one figure per side
-        try:
-            print(f"plot -> {save_figure(figure, path)}")
-        except ValueError as err:
-            raise ValueError(f"{err} (the grid itself is saved in {args.output})") from None
 
 
 # ---------------------------------------------------------------- evaluate
@@ -350,8 +242,8 @@ def _evaluate_arguments(parser):
 
 
 def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSettings, argv) -> int:
-    from .evaluation.evaluate import evaluate
-    from .tasks import add_task_dir, get_task, load_examples
+    from .evaluation.runs import evaluate_tasks
+    from .tasks import add_task_dir, get_task
     for folder in args.tasks_dir:
         add_task_dir(folder)
     names = [name.strip() for arg in args.task for name in arg.split(",") if name.strip()]
@@ -363,19 +255,8 @@ def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSett
         if limit and not limit.isdigit():
             raise ValueError(f"In --task {spec!r}, what follows ':' must be a number of items.")
         tasks.append((get_task(name), dataclasses.replace(run, limit=int(limit)) if limit else run))
-    for task, task_run in tasks:  # every split read and checked now: a model can take minutes to load
-        load_examples(task, "data", task_run.data_root)
-        if task_run.shots_for(task) and task.demos is not None:
-            load_examples(task, "demos", task_run.data_root)
-    for side in _sides(model):
-        lm = _load(side, not args.no_progress)
-        for task, task_run in tasks:
-            rows = evaluate(lm, task, args.output_dir, task_run, scoring, progress=not args.no_progress,
-                            command=recorded_command(argv, args.model))
-            for row in rows:
-                print(f"{row['task']:24s} {row['model']:28s} {row['shots']:>3d}-shot "
-                      f"{row['metric']:16s} {row['value']:6.2f} ± {row['stderr']} (n={row['n']}, "
-                      f"{row['seconds']:.0f} s)", flush=True)
+    evaluate_tasks(tasks, _sides(model), scoring, _load, args.output_dir,
+                   recorded_command(argv, args.model), progress=not args.no_progress)
     return 0
 
 

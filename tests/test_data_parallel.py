@@ -1,4 +1,4 @@
-"""Data-parallel ``score`` and ``probe`` (``demo.evaluation.data_parallel``), against the one-process
+"""Data-parallel ``score``, ``probe`` and ``evaluate`` (``demo.evaluation.data_parallel``, ``resumable``), against the one-process
 run as the reference: two CPU processes under torchrun (gloo) write the same file, in the same
 order, byte for byte; an interrupted run resumed by another number of processes writes each item
 once and the same file; the sharing out and merging by hand.
@@ -19,16 +19,9 @@ import pytest
 import torch
 
 from demo.cli import main
-from demo.evaluation.data_parallel import (
-    ChunkParts,
-    Processes,
-    chunks,
-    fingerprint,
-    in_input_order,
-    run_chunks,
-    share,
-)
-from demo.evaluation.haystack import COLUMNS, _merge_parts, grid_cells, run_grid, run_grid_on
+from demo.evaluation.data_parallel import Processes, share
+from demo.evaluation.haystack import grid_cells, run_grid
+from demo.evaluation.resumable import ChunkParts, chunks, fingerprint, in_input_order, run_chunks
 from demo.settings import GridSettings
 from tests.conftest import STANDIN_MLM
 
@@ -174,26 +167,53 @@ def test_two_processes_probe_the_same_grid_as_one(items, tmp_path):
 
 
 def test_a_probe_resumes_the_parts_a_launch_left(tiny_model, tmp_path):
-    """Parts left by an interrupted launch (each rank's rows, written by the grid runner as a rank
-    writes them) are resumed by one process: their cells kept (their timings too), the others
-    run, the output in grid order, the same cells as a one-process run's."""
+    """Parts left by an interrupted launch (rank 1's share of the cells, written as rank 1 writes
+    them; rank 0 finished none) are resumed by one process: their cells kept (their timings too),
+    the others run, the output in grid order, the same cells as a one-process run's."""
     lm, grid = tiny_model("bert"), GridSettings(lengths=[120, 160], depths=[0.0, 1.0], repetitions=1)
     cells = grid_cells(grid)
     one, out = tmp_path / "one.csv", tmp_path / "grid.csv"
     run_grid(lm, grid, output=one)
-    (tmp_path / "grid.csv.parts").mkdir()
-    run_grid(lm, grid, output=tmp_path / "grid.csv.parts" / "rank-1.csv", share=[cells[1], cells[3]])
-    left = list(csv.DictReader((tmp_path / "grid.csv.parts" / "rank-1.csv").open(encoding="utf-8")))
-    table = run_grid_on(Processes(), lm, grid, output=out)
+    assert run_grid(lm, grid, output=out, processes=Processes(rank=1, count=2)) is None and not out.exists()
+    (part,) = (tmp_path / "grid.csv.parts").glob("*.rank-1.jsonl")
+    left = [json.loads(line)["results"][0] for line in part.read_text(encoding="utf-8").splitlines()[1:]]
+    assert [(r["length"], r["depth"]) for r in left] == [cells[1][:2], cells[3][:2]]
+    table = run_grid(lm, grid, output=out)
     rows = list(csv.DictReader(out.open(encoding="utf-8")))
     assert [(int(r["length"]), float(r["depth"])) for r in rows] == [(n, d) for n, d, _ in cells]
-    assert [rows[1]["seconds"], rows[3]["seconds"]] == [r["seconds"] for r in left]
+    assert [rows[1]["seconds"], rows[3]["seconds"]] == [str(r["seconds"]) for r in left]
     assert not (tmp_path / "grid.csv.parts").exists() and len(table) == 4
 
     def untimed(path):
         return [{k: v for k, v in row.items() if k != "seconds"} for row in csv.DictReader(path.open(encoding="utf-8"))]
 
     assert untimed(out) == untimed(one)
+
+
+# ---------------------------------------------------------------- evaluate
+
+
+@needs_two_processes
+def test_two_processes_evaluate_the_same_records_as_one(items, tmp_path):
+    """The evaluator's records, every field but the timing, in the same order, and the same
+    summary; rank 0 says the summary row, once."""
+    argv = ["evaluate", "--model", STANDIN_MLM, "--task", "copa:6", "--shots", "1", "--chunk-size", "2"]
+    ok(launch(1, *argv, "--output-dir", tmp_path / "one"))
+    run = ok(launch(2, *argv, "--output-dir", tmp_path / "two"))
+    assert run.stdout.count("copa ") == 1 and not list((tmp_path / "two").glob("*.parts"))
+
+    def untimed(folder):
+        (path,) = folder.glob("*.jsonl")
+        return [{k: v for k, v in json.loads(line).items() if k != "seconds"}
+                for line in path.read_text(encoding="utf-8").splitlines()]
+
+    assert untimed(tmp_path / "two") == untimed(tmp_path / "one") and len(untimed(tmp_path / "one")) == 6
+
+    def summary(folder):
+        (row,) = csv.DictReader((folder / "summary.csv").open(encoding="utf-8"))
+        return {k: v for k, v in row.items() if k not in ("seconds", "date", "command")}
+
+    assert summary(tmp_path / "two") == summary(tmp_path / "one")
 
 
 # ---------------------------------------------------------------- sharing out and merging, by hand
@@ -214,9 +234,9 @@ def test_chunks_are_fixed_by_the_input_alone():
 
 
 def test_merge_restores_input_order_and_keeps_each_item_once():
-    assert in_input_order([(2, "c"), (0, "a"), (1, "b"), (0, "again")], 3) == ["a", "b", "c"]
+    assert in_input_order([(2, "c"), (0, "a"), (1, "b"), (0, "again")], range(3)) == ["a", "b", "c"]
     with pytest.raises(ValueError, match="1 of 3 items are missing .*first: 1"):
-        in_input_order([(2, "c"), (0, "a")], 3)
+        in_input_order([(2, "c"), (0, "a")], range(3))
 
 
 def test_run_chunks_writes_a_chunk_per_line_and_resumes(tmp_path):
@@ -227,7 +247,7 @@ def test_run_chunks_writes_a_chunk_per_line_and_resumes(tmp_path):
         calls.append(list(items))
         return [k * k for k in items]
 
-    assert run_chunks(Processes(), parts, 5, 2, square) == [0, 1, 4, 9, 16]
+    assert run_chunks(Processes(), parts, dict(enumerate(chunks(5, 2))), square) == [0, 1, 4, 9, 16]
     assert calls == [[0, 1], [2, 3], [4]]
     lines = parts.path(0).read_text().splitlines()
     assert json.loads(lines[0]) == {"fingerprint": parts.fingerprint}
@@ -236,29 +256,25 @@ def test_run_chunks_writes_a_chunk_per_line_and_resumes(tmp_path):
     # an interruption while the last chunk was written: that chunk alone is done again
     parts.path(0).write_text("\n".join(lines[:3]) + "\n" + lines[3][:7])
     calls.clear()
-    assert run_chunks(Processes(), parts, 5, 2, square) == [0, 1, 4, 9, 16] and calls == [[4]]
+    assert run_chunks(Processes(), parts, dict(enumerate(chunks(5, 2))), square) == [0, 1, 4, 9, 16] and calls == [[4]]
     assert len(parts.path(0).read_text().splitlines()) == 4  # the cut line replaced, not kept
     parts.remove()
     assert not parts.folder.exists()
 
 
-def test_merge_parts_appends_in_grid_order_each_cell_once(tmp_path):
-    folder, output = tmp_path / "g.csv.parts", tmp_path / "g.csv"
-    folder.mkdir()
+def test_rank_zero_merges_every_ranks_parts_in_chunk_order_each_chunk_once(tmp_path):
+    """Parts of two ranks, out of order and with a chunk in both, merge in chunk order, each chunk
+    once (the first rank's), whatever the keys (here a needle grid's cells); the parts of another
+    run in the same folder (another model into the same output) are neither read nor removed."""
+    folder = tmp_path / "g.csv.parts"
     cells = [(100, 0.0, 0), (100, 1.0, 0), (200, 0.0, 0), (200, 1.0, 0)]
-
-    def row(model, length, depth):
-        return dict(model=model, cache="exact", length=length, depth=depth, repetition=0, needle="123456",
-                    answer="123456", correct=1, seconds=0.5, status="ok")
-
-    for name, rows in {"rank-0.csv": [row("m", 100, 0.0), row("m", 200, 0.0), row("other", 100, 0.0)],
-                       "rank-1.csv": [row("m", 200, 1.0), row("m", 100, 1.0), row("m", 100, 0.0)]}.items():
-        with (folder / name).open("w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-            writer.writeheader()
-            writer.writerows(rows)
-    _merge_parts(folder, output, cells)
-    merged = [(r["model"], r["length"], r["depth"]) for r in csv.DictReader(output.open(encoding="utf-8"))]
-    assert merged == [("m", "100", "0.0"), ("m", "100", "1.0"), ("m", "200", "0.0"), ("m", "200", "1.0"),
-                      ("other", "100", "0.0")]
-    assert not folder.exists()
+    parts, other = ChunkParts(folder, "grid-m-exact", fingerprint("m")), ChunkParts(folder, "grid-other-exact", fingerprint("o"))
+    for rank, done in ((0, [cells[0], cells[2]]), (1, [cells[3], cells[1], cells[0]])):
+        with parts.open(rank) as handle:
+            handle.writelines(json.dumps({"chunk": cell, "results": [f"{rank}: {cell}"]}) + "\n" for cell in done)
+    with other.open(0) as handle:
+        handle.write(json.dumps({"chunk": cells[2], "results": ["other"]}) + "\n")
+    merged = run_chunks(Processes(), parts, {cell: [cell] for cell in cells}, lambda chunk: pytest.fail("computed again"))
+    assert merged == [f"{rank}: {cell}" for rank, cell in zip((0, 1, 0, 1), cells)]
+    parts.remove()
+    assert [path.name for path in folder.iterdir()] == ["grid-other-exact.rank-0.jsonl"]

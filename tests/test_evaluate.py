@@ -78,11 +78,11 @@ def test_interrupted_run_resumes_where_it_stopped(bert, tmp_path, monkeypatch):
     monkeypatch.setattr(pll, "score_batch", interrupted)
     with pytest.raises(KeyboardInterrupt):
         E.evaluate(bert, "copa", tmp_path / "cut", settings)
-    partial = _records(tmp_path / "cut")
+    (path,) = (tmp_path / "cut").glob("*.jsonl.parts/*.jsonl")  # the chunks saved as they finished
+    partial = [record for line in path.read_text().splitlines()[1:] for record in json.loads(line)["results"]]
     assert len(partial) == 4  # two chunks of two examples reached the disk
     # a half-written line (the process died while writing) is ignored and redone
-    path = next((tmp_path / "cut").glob("*.jsonl"))
-    path.write_text(path.read_text() + '{"repetition": 0, "ind')
+    path.write_text(path.read_text() + '{"chunk": [0, [7, 8]], "results": [{"repetition": 0, "ind')
 
     calls.clear()
     monkeypatch.setattr(pll, "score_batch", lambda lm, items, *a, **kw: calls.append(len(items)) or real(lm, items, *a, **kw))

@@ -180,7 +180,9 @@ def test_interrupted_run_resumes_without_repeating_cells(tiny_model, tmp_path):
 
     with pytest.raises(Interrupted):
         run_grid(lm, GridSettings(lengths=[150, 250], depths=[0.0, 1.0], repetitions=1), output=output, generate_fn=crashing_after_two)
-    assert len(pd.read_csv(output)) == 2  # the finished cells were saved as they finished
+    saved = [line for part in (tmp_path / "grid.csv.parts").glob("*.jsonl")
+             for line in part.read_text(encoding="utf-8").splitlines()[1:]]
+    assert len(saved) == 2 and not output.exists()  # the finished cells were saved as they finished
 
     resumed = []
 
@@ -225,8 +227,8 @@ def test_prefix_cache_cell_is_generate_with_the_prefix_cache_by_hand(tiny_model)
 
 def test_exact_and_fast_grids_share_a_file_without_mixing(tiny_model, tmp_path):
     """The mode identifies a cell: a fast grid into an exact grid's file runs every cell anew and
-    returns only its own rows; a causal LM is recorded as exact whatever was asked; a file from
-    before the cache column was exact and resumes as such."""
+    returns only its own rows; a causal LM is recorded as exact whatever was asked; a file without
+    the cache column is refused, untouched, with what to do."""
     lm, output, calls = tiny_model("bert"), tmp_path / "grid.csv", []
 
     def counting(lm_, prompt, settings):
@@ -243,11 +245,13 @@ def test_exact_and_fast_grids_share_a_file_without_mixing(tiny_model, tmp_path):
     run_grid(lm, replace(grid, cache="prefix"), output=output, generate_fn=counting)
     assert len(calls) == 4  # resumed: nothing left in either mode
 
-    old = tmp_path / "old.csv"  # the shipped grids' layout: no cache column
+    old = tmp_path / "old.csv"  # a grid file without the cache column
     saved[saved["cache"] == "exact"].drop(columns="cache").to_csv(old, index=False)
-    again = run_grid(lm, grid, output=old, generate_fn=counting)
-    assert len(calls) == 4 and again["cache"].tolist() == ["exact"] * 2
-    assert pd.read_csv(old)["cache"].tolist() == ["exact"] * 2  # the file gained the column
+    before = old.read_bytes()
+    with pytest.raises(ValueError, match=r"old\.csv has no 'cache' column, so how its rows were decoded is "
+                                         r"unknown: add the column \(\"exact\" in every row of a grid run"):
+        run_grid(lm, grid, output=old, generate_fn=counting)
+    assert len(calls) == 4 and old.read_bytes() == before  # nothing run, nothing rewritten
     gpt2 = run_grid(tiny_model("gpt2"), replace(grid, cache="prefix"),
                     output=output, generate_fn=counting)
     assert gpt2["cache"].tolist() == ["exact"] * 2 and calls[-2:] == ["exact", "exact"]

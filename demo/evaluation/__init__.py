@@ -6,7 +6,9 @@
 - ``model_check``    is a model read right? known answers and a task slice against the paper
 - ``plots``          plotly figures shared by the app and the command line
 - ``exports``        downloads: tidy tables, file names that say model, what and date
-- ``data_parallel``  several processes (accelerate, torchrun): which share is whose, part files,
-                     the merge in input order, resuming (``mlm-icl score`` and ``probe``)
+- ``runs``           what ``mlm-icl score``, ``probe`` and ``evaluate`` run: settings in, files out
+- ``resumable``      a run in chunks saved as they finish (part files, fingerprint), resumed,
+                     merged by rank 0 into the output (``score``, ``probe``, ``evaluate``)
+- ``data_parallel``  several processes (accelerate, torchrun): which process this is, whose share is what
 - ``harness_tasks``  our tasks as lm-eval tasks (``mlm-icl export-tasks``; the model is ``demo.harness``)
 """

@@ -14,8 +14,10 @@ to causal LMs (their own KV cache is exact): such a run is the exact one, said i
 the summary's ``cache`` column, which records the mode each run used (see ``_cache_mode``).
 
 Outputs in ``--output-dir``, per run (task, model, shots, method, scored span, cache mode, seed):
-- ``<run>.jsonl``: one line per evaluated example and repetition, appended as chunks finish;
-  a rerun of the same command skips what is there (resume after an interruption);
+- ``<run>.jsonl``: one line per evaluated example and repetition. Its chunks are saved in
+  ``<run>.jsonl.parts/`` as they finish and added to it once all are done
+  (``demo.evaluation.resumable``, also for a data-parallel launch); a rerun of the same command
+  skips what is there (resume after an interruption);
 - ``<run>.summary.json`` and a row per metric in ``summary.csv``: task, model, shots, metric,
   value (percent), stderr, std over repetitions, n (items evaluated), skipped (items too long
   for the model), max_tokens (its position limit), cache (exact or prefix), seconds, date,
@@ -36,15 +38,15 @@ import math
 import random
 import re
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-
-from tqdm.auto import tqdm
 
 from ..settings import GenerationSettings, RunSettings, ScoringSettings, cache_used
 from ..tasks import Example, Task, get_task, load_examples, render_query
 from ..tasks import metrics as M
 from ..tasks.fewshot import choice_items, generation_prompt, mean_std, sample_demonstrations
+from .data_parallel import Processes
+from .resumable import ChunkParts, drop_cut_line, fingerprint, parts_folder, run_chunks
 
 SUBSET_SEED = 0  # the --limit sample does not depend on --seed: models and seeds see the same items
 log = logging.getLogger(__name__)
@@ -55,46 +57,54 @@ log = logging.getLogger(__name__)
 
 def evaluate(lm, task: Task | str, output_dir: str | Path, settings: RunSettings | None = None,
              scoring: ScoringSettings | None = None, *, progress: bool = False,
-             command: str = "") -> list[dict]:
+             command: str = "", processes: Processes | None = None) -> list[dict]:
     """Evaluate one model on one task; returns the summary rows (one per metric).
 
     ``scoring`` applies to ranked tasks; a task's own scoring fields (its normalisation, its
     unconditional context, its PLL method) fill in whatever ``scoring`` leaves at its default.
-    ``command`` is recorded
-    in the summary (how to rerun it).
+    ``command`` is recorded in the summary (how to rerun it). ``processes``
+    (``demo.evaluation.data_parallel.start``): a data-parallel launch's, each evaluating its share
+    of the chunks; rank 0 writes the files and returns the rows, the others return none.
     """
-    s = settings or RunSettings()
+    s, processes = settings or RunSettings(), processes or Processes()
     task = get_task(task) if isinstance(task, str) else task
     run = plan(lm, task, s, scoring or ScoringSettings())
-    if run.cache != s.cache:
+    if run.cache != s.cache and processes.main:
         log.warning(_cache_note(lm, task, s))
-    if run.skipped:
+    if run.skipped and processes.main:
         log.warning(_skipped_note(lm, task, run))
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     predictions = out / f"{run.id}.jsonl"
-
+    processes.wait()  # rank 0 may still be adding an earlier run's records
     done = _read_records(predictions)
-    todo = [(rep, e) for rep in range(run.repetitions) for e in run.examples
-            if (rep, e.index) not in done]
-    bar = tqdm(total=len(todo), desc=f"{task.name} {run.shots}-shot", unit="ex",
-               disable=not progress)
+    parts = ChunkParts(parts_folder(predictions), "records",
+                       fingerprint(run.id, lm.name, asdict(s), asdict(run.scoring)))
+    records = run_chunks(processes, parts, _chunks(run, s, done),
+                         lambda chunk: _evaluate_chunk(lm, task, run, s, chunk), progress,
+                         f"{task.name} {run.shots}-shot")
+    if records is None:  # not rank 0
+        return []
     with predictions.open("a", encoding="utf-8") as sink:
-        for rep in range(run.repetitions):
-            pending = [e for r, e in todo if r == rep]
-            for start in range(0, len(pending), s.chunk_size):
-                chunk = pending[start:start + s.chunk_size]
-                for record in _evaluate_chunk(lm, task, run, s, rep, chunk):
-                    sink.write(json.dumps(record, ensure_ascii=False) + "\n")
-                    done[(rep, record["index"])] = record
-                sink.flush()  # a chunk is either on disk or redone on resume
-                bar.update(len(chunk))
-    bar.close()
-
+        sink.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+    parts.remove()
+    done.update({(record["repetition"], record["index"]): record for record in records})
     rows = _summarise(lm, task, run, s, done, command)
     (out / f"{run.id}.summary.json").write_text(json.dumps(rows, indent=1, ensure_ascii=False))
     _update_summary_csv(out / "summary.csv", rows)
     return rows
+
+
+def _chunks(run, s: RunSettings, done: dict) -> dict[tuple, list]:
+    """The (repetition, item) pairs not in ``done``, in chunks of ``s.chunk_size`` within a
+    repetition, each keyed by its repetition and items (a key names its items whatever was done)."""
+    keyed = {}
+    for rep in range(run.repetitions):
+        pending = [(rep, e) for e in run.examples if (rep, e.index) not in done]
+        for start in range(0, len(pending), s.chunk_size):
+            chunk = pending[start:start + s.chunk_size]
+            keyed[(rep, tuple(e.index for _, e in chunk))] = chunk
+    return keyed
 
 
 # ---------------------------------------------------------------- planning
@@ -294,7 +304,9 @@ def _skipped_note(lm, task: Task, run: RunPlan) -> str:
 # ---------------------------------------------------------------- one chunk of examples
 
 
-def _evaluate_chunk(lm, task, run, s, rep, chunk: list[Example]) -> list[dict]:
+def _evaluate_chunk(lm, task, run, s, pairs: list[tuple[int, Example]]) -> list[dict]:
+    """The records of a chunk's (repetition, item) pairs, all of one repetition."""
+    rep, chunk = pairs[0][0], [e for _, e in pairs]
     start = time.perf_counter()
     demos = {e.index: demonstrations(run, s, rep, e) for e in chunk}
     if task.kind == "choice":
@@ -384,19 +396,14 @@ def _induce_one(lm, task, e: Example, s: RunSettings) -> dict:
 
 
 def _read_records(path: Path) -> dict:
-    """Finished examples of an earlier (possibly interrupted) run: {(repetition, index): record}.
-
-    A last line cut short by the interruption is removed, so that appending starts on a fresh line
-    (that example is simply evaluated again).
-    """
+    """Finished examples of earlier runs: {(repetition, index): record}. A last line cut short by
+    an interruption is removed, so that appending starts on a fresh line (that example is then
+    simply evaluated again)."""
+    drop_cut_line(path)
     done = {}
     if not path.is_file():
         return done
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        data = data[:data.rfind(b"\n") + 1]
-        path.write_bytes(data)
-    for line in data.decode("utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8").splitlines():
         try:
             record = json.loads(line)
         except json.JSONDecodeError:

@@ -34,19 +34,22 @@ where tokenization is not additive. Depth 0.0 puts the needle before the first f
 1.0 after the last; in between it goes to the sentence boundary nearest to that fraction of the
 filler's tokens, so the needle sits within one sentence of the requested depth of the haystack.
 
-The grid runner appends one CSV row per finished cell, so an interrupted run resumes where it
-stopped: ``mlm-icl probe --model M --lengths 256 512 --output grid.csv``. ``--cache prefix``
+The grid runner saves every finished cell in ``<output>.parts/`` and, once the grid is done, adds
+the rows to the output CSV in grid order (``demo.evaluation.resumable``, also for a
+data-parallel launch), so an interrupted run resumes where it stopped:
+``mlm-icl probe --model M --lengths 256 512 --output grid.csv``. ``--cache prefix``
 answers with a masked LM's approximate prefix cache (``demo.engine.prefix_cache``); every row records
 the decoding it used (``cache``: exact or prefix; a causal LM is always exact), and a cell is
-identified by model, mode, length, depth and repetition, so exact and fast runs of the same model
-can share a file without being confused. Files from before the column were exact.
+identified by model, mode, length, depth and repetition, so exact and fast runs of the same model,
+and the two sides of a pair, can share a file without being confused. An output file without the
+``cache`` column is refused, not guessed at.
 """
 
 import bisect
 import csv
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -58,7 +61,8 @@ from tqdm.auto import tqdm
 from ..engine.mask_window import padding_masks_of, window_length
 from ..engine.text import newline_survives, prompt_as_read
 from ..settings import ASSETS, GenerationSettings, GridSettings, cache_used
-from .data_parallel import parts_folder
+from .data_parallel import Processes
+from .resumable import ChunkParts, fingerprint, parts_folder, run_chunks
 
 HEADER = ("> Some special magic number is hidden within the following articles. "
           "Make sure to memorize it. I will quiz you about the magic number afterwards.")
@@ -323,39 +327,165 @@ def answer_digits(text: str) -> str:
     return "".join(ch for ch in text if ch.isdigit())
 
 
-def _read_finished(output: Path | None) -> pd.DataFrame:
-    if output is None or not output.is_file() or output.stat().st_size == 0:
+def grid_cells(grid: GridSettings) -> list[tuple[int, float, int]]:
+    """The grid's cells (length, depth, repetition) in the order a run does them and writes them."""
+    return [(n, d, r) for n in grid.lengths for d in grid.depths for r in range(int(grid.repetitions))]
+
+
+@dataclass(frozen=True)
+class GridRun:
+    """One model's grid, ready to answer cell by cell: everything a cell's row depends on."""
+    lm: object
+    grid: GridSettings
+    sentences: tuple[str, ...]  # the filler
+    model_name: str  # what the rows call the model
+    cache: str  # the decoding really used (a causal LM's is exact whatever was asked)
+    reader: Reader
+    settings: GenerationSettings  # how every answer is generated
+    generate_fn: Callable
+
+    def row(self, cell: tuple[int, float, int]) -> dict:
+        """The cell's row: the needle, the answer and whether it is right, or "beyond_limit"."""
+        length, depth, repetition = cell
+        began = time.perf_counter()
+        needle, start = cell_needle_and_start(self.grid.seed, length, depth, repetition, len(self.sentences))
+        row = dict(model=self.model_name, cache=self.cache, length=length, depth=depth,
+                   repetition=repetition, needle=needle)
+        if self.lm.max_length is not None and length > self.lm.max_length:
+            row.update(answer="", correct="", status="beyond_limit")
+        else:
+            prompt = build_needle_prompt(self.reader, length, depth, needle, self.sentences, start)
+            answer = answer_digits(self.generate_fn(self.lm, prompt.text, self.settings).text)
+            row.update(answer=answer, correct=int(answer == needle), status="ok")
+        row["seconds"] = round(time.perf_counter() - began, 3)
+        return row
+
+    def check_first(self, todo: list) -> None:
+        """Fail before hours of work, not after: the grid's shortest length must hold the template."""
+        fits = [n for n in self.grid.lengths if self.lm.max_length is None or n <= self.lm.max_length]
+        if todo and fits:
+            needle, start = cell_needle_and_start(self.grid.seed, fits[0], self.grid.depths[0], 0,
+                                                  len(self.sentences))
+            build_needle_prompt(self.reader, fits[0], self.grid.depths[0], needle, self.sentences, start)
+
+    def fingerprint(self) -> str:
+        """What the rows depend on, the cells aside (each cell is saved under its own key)."""
+        return fingerprint(self.model_name, self.lm.name, self.lm.kind, self.cache, self.grid.seed,
+                           self.grid.padding_masks, self.sentences)
+
+    def key(self, cell) -> tuple:
+        return _cell_key(self.model_name, self.cache, *cell)
+
+
+def grid_run(lm, grid: GridSettings | None = None, sentences: list[str] | None = None,
+             model_name: str | None = None, generate_fn=None) -> GridRun:
+    """The :class:`GridRun` of ``lm``. Filler: ``sentences`` if given, else ``grid.filler`` (a text
+    file), else the bundled book. ``generate_fn``: defaults to ``demo.engine.generation.generate``
+    (tests may wrap it to count calls)."""
+    from ..engine.generation import generate  # torch-heavy; imported when used
+
+    grid = grid or GridSettings()
+    sentences = usable_sentences(list(sentences)) if sentences is not None else load_filler(grid.filler)
+    if not sentences:
+        raise ValueError("The filler has no usable sentences.")
+    cache = cache_used(grid.cache, lm.kind)  # what the rows record: the decoding really used
+    settings = GenerationSettings(max_new_tokens=ANSWER_TOKENS, strategy="greedy", digits=DIGITS,
+                                  padding_masks=grid.padding_masks, seed=grid.seed, cache=cache)
+    return GridRun(lm, grid, tuple(sentences), model_name or lm.name, cache,
+                   reader_of(lm, grid.padding_masks), settings, generate_fn or generate)
+
+
+def iter_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | None = None,
+              model_name: str | None = None, progress: bool = False, generate_fn=None,
+              time_limit: float | None = None) -> Iterator[pd.DataFrame]:
+    """The grid one cell at a time, into no file: yields the table so far, first empty, then after
+    every cell (for a page that shows progress). With ``time_limit`` (seconds), no cell starts
+    after that time: the last table is then partial. The arguments are :func:`grid_run`'s."""
+    yield from _tables(grid_run(lm, grid, sentences, model_name, generate_fn), progress, time_limit)
+
+
+def run_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | None = None,
+             output: str | Path | None = None, model_name: str | None = None, progress: bool = False,
+             generate_fn=None, processes: Processes | None = None) -> pd.DataFrame | None:
+    """Run the lengths x depths x repetitions grid; one tidy row per cell.
+
+    ``output``: a CSV file, resumed: the cells it holds are kept, the others run (each saved in
+    ``<output>.parts/`` as it finishes) and added in grid order once all are done. ``processes``
+    (``demo.evaluation.data_parallel.start``): a data-parallel launch's, each running its share of
+    the cells; rank 0 writes the output and returns the table, the others return None. Cells
+    longer than an absolute-position model's limit get status "beyond_limit". The other
+    arguments are :func:`grid_run`'s.
+    """
+    run = grid_run(lm, grid, sentences, model_name, generate_fn)
+    if output is None:
+        for table in _tables(run, progress):
+            pass
+        return table
+    return _run_into(run, Path(output), processes or Processes(), progress)
+
+
+def _tables(run: GridRun, progress: bool, time_limit: float | None = None) -> Iterator[pd.DataFrame]:
+    cells = grid_cells(run.grid)
+    run.check_first(cells)
+    deadline = None if time_limit is None else time.perf_counter() + time_limit
+    rows = []
+    yield _grid_table(rows)
+    for cell in tqdm(cells, desc=f"needle grid {run.model_name}", disable=not progress):
+        if deadline is not None and time.perf_counter() > deadline:
+            return
+        rows.append(run.row(cell))
+        yield _grid_table(rows)
+
+
+def _run_into(run: GridRun, output: Path, processes: Processes, progress: bool) -> pd.DataFrame | None:
+    """:func:`run_grid` into ``output``, through the run's parts (``demo.evaluation.resumable``)."""
+    processes.wait()  # rank 0 may still be adding an earlier grid's rows (a pair's other side)
+    done = _read_finished(output)
+    finished = _finished_cells(done)
+    cells = grid_cells(run.grid)
+    _check_same_run(finished, cells, run, output)
+    todo = [cell for cell in cells if run.key(cell) not in finished]
+    run.check_first(todo)
+    parts = ChunkParts(parts_folder(output), _parts_name(run), run.fingerprint())
+    rows = run_chunks(processes, parts, {cell: [cell] for cell in todo},
+                      lambda chunk: [run.row(cell) for cell in chunk], progress, f"needle grid {run.model_name}")
+    if rows is None:  # not rank 0
+        return None
+    _append_rows(output, rows)
+    parts.remove()
+    return _grid_table(rows, done, {run.key(cell) for cell in cells})
+
+
+def _parts_name(run: GridRun) -> str:
+    """The name of a grid's parts: one per model and decoding, which may share an output."""
+    return "grid-" + re.sub(r"[^\w.\-]+", "-", f"{run.model_name}-{run.cache}")
+
+
+# ---------------------------------------------------------------- the output file
+
+
+def _read_finished(output: Path) -> pd.DataFrame:
+    if not output.is_file() or output.stat().st_size == 0:
         return pd.DataFrame(columns=COLUMNS)
     done = pd.read_csv(output, dtype={"needle": str, "answer": str, "model": str, "cache": str})
     missing = set(COLUMNS) - set(done.columns)
-    if missing == {"cache"}:  # written before the decoding mode was recorded: exact
-        _add_cache_column(output)
-        done.insert(1, "cache", "exact")
-    elif missing:
+    if missing == {"cache"}:
+        raise ValueError(
+            f"{output} has no 'cache' column, so how its rows were decoded is unknown: add the column "
+            f"(\"exact\" in every row of a grid run without --cache prefix) or give another --output file.")
+    if missing:
         raise ValueError(f"{output} is not a needle grid file (missing columns: {sorted(missing)}).")
     done["answer"] = done["answer"].fillna("")
     return done
 
 
-def _add_cache_column(output: Path) -> None:
-    """Rewrite a grid file from before the ``cache`` column with it ("exact": the only mode then),
-    so that new rows can be appended under one header; every other field is kept as written."""
-    with output.open(newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    with output.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows({**row, "cache": "exact"} for row in rows)
-
-
-def _append_row(output: Path, row: dict) -> None:
+def _append_rows(output: Path, rows: list[dict]) -> None:
     new = not output.is_file() or output.stat().st_size == 0
     with output.open("a", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         if new:
             writer.writeheader()
-        writer.writerow(row)
-        handle.flush()
+        writer.writerows(rows)
 
 
 def _cell_key(model: str, cache: str, length, depth, repetition) -> tuple:
@@ -368,170 +498,22 @@ def _finished_cells(done: pd.DataFrame) -> dict[tuple, dict]:
         done[CELL].itertuples(index=False, name=None), done.to_dict("records"))}
 
 
-def _check_same_run(finished: dict, cells: list, model_name: str, cache: str, seed: int,
-                    sentences: list[str], output) -> None:
+def _check_same_run(finished: dict, cells: list, run: GridRun, output: Path) -> None:
     """Refuse finished rows of this grid's cells with other needles: another seed's run."""
     for cell in cells:
-        row = finished.get(_cell_key(model_name, cache, *cell))
-        if row is not None and str(row["needle"]) != cell_needle_and_start(seed, *cell, len(sentences))[0]:
-            raise ValueError(f"{output} already holds a different run of {model_name} (another seed): "
-                             f"use a new output file or the same seed.")
+        row = finished.get(run.key(cell))
+        if row is not None and str(row["needle"]) != cell_needle_and_start(
+                run.grid.seed, *cell, len(run.sentences))[0]:
+            raise ValueError(f"{output} already holds a different run of {run.model_name} (another "
+                             f"seed): use a new output file or the same seed.")
 
 
-def grid_cells(grid: GridSettings) -> list[tuple[int, float, int]]:
-    """The grid's cells (length, depth, repetition) in the order a run does them and writes them."""
-    return [(n, d, r) for n in grid.lengths for d in grid.depths for r in range(int(grid.repetitions))]
-
-
-def run_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | None = None,
-             output: str | Path | None = None, model_name: str | None = None,
-             progress: bool = False, generate_fn=None, share: list | None = None) -> pd.DataFrame:
-    """Run (or resume) the lengths x depths x repetitions grid; one tidy row per cell.
-
-    ``output``: CSV file; finished cells already in it are skipped, new ones appended as they
-    finish. Filler: ``sentences`` if given, else ``grid.filler`` (a text file), else the bundled
-    book. ``generate_fn``: defaults to ``demo.engine.generation.generate`` (tests may wrap it to count
-    calls). Cells longer than an absolute-position model's limit get status "beyond_limit".
-    ``share``: run only these cells (a data-parallel process's: :func:`run_grid_on`).
-    """
-    table = None
-    for table in iter_grid(lm, grid, sentences=sentences, output=output, model_name=model_name,
-                           progress=progress, generate_fn=generate_fn, share=share):
-        pass
-    return table
-
-
-def iter_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | None = None,
-              output: str | Path | None = None, model_name: str | None = None,
-              progress: bool = False, generate_fn=None,
-              time_limit: float | None = None, share: list | None = None) -> Iterator[pd.DataFrame]:
-    """:func:`run_grid` one cell at a time: yields the table so far, first with the cells an
-    earlier run finished, then after every new cell (for a page that shows progress). With
-    ``time_limit`` (seconds), no cell starts after that time: the last table is then partial."""
-    from ..engine.generation import generate  # torch-heavy; imported when used
-
-    grid = grid or GridSettings()
-    generate_fn = generate_fn or generate
-    lengths, depths, seed = grid.lengths, grid.depths, grid.seed
-    sentences = usable_sentences(list(sentences)) if sentences is not None else load_filler(grid.filler)
-    if not sentences:
-        raise ValueError("The filler has no usable sentences.")
-    model_name = model_name or lm.name
-    cache = cache_used(grid.cache, lm.kind)  # what the rows record: the decoding really used
-    reader = reader_of(lm, grid.padding_masks)
-    settings = GenerationSettings(max_new_tokens=ANSWER_TOKENS, strategy="greedy", digits=DIGITS,
-                                  padding_masks=grid.padding_masks, seed=seed, cache=cache)
-    output = Path(output) if output is not None else None
-
-    done = _read_finished(output)
-    finished = _finished_cells(done)
-    cells = grid_cells(grid)
-    todo = [c for c in (cells if share is None else share)
-            if _cell_key(model_name, cache, *c) not in finished]
-    _check_same_run(finished, cells, model_name, cache, seed, sentences, output)
-    # Fail before hours of work, not after: the shortest length must hold the template.
-    fits = [n for n in lengths if lm.max_length is None or n <= lm.max_length]
-    if todo and fits:
-        needle, start = cell_needle_and_start(seed, fits[0], depths[0], 0, len(sentences))
-        build_needle_prompt(reader, fits[0], depths[0], needle, sentences, start)
-
-    wanted = {_cell_key(model_name, cache, *c) for c in cells}
-    deadline = None if time_limit is None else time.perf_counter() + time_limit
-    rows = []
-    yield _grid_table(done, rows, wanted)
-    for length, depth, repetition in tqdm(todo, desc=f"needle grid {model_name}", disable=not progress):
-        if deadline is not None and time.perf_counter() > deadline:
-            return
-        began = time.perf_counter()
-        needle, start = cell_needle_and_start(seed, length, depth, repetition, len(sentences))
-        row = dict(model=model_name, cache=cache, length=length, depth=depth, repetition=repetition,
-                   needle=needle)
-        if lm.max_length is not None and length > lm.max_length:
-            row.update(answer="", correct="", status="beyond_limit")
-        else:
-            prompt = build_needle_prompt(reader, length, depth, needle, sentences, start)
-            result = generate_fn(lm, prompt.text, settings)
-            answer = answer_digits(result.text)
-            row.update(answer=answer, correct=int(answer == needle), status="ok")
-        row["seconds"] = round(time.perf_counter() - began, 3)
-        if output is not None:
-            _append_row(output, row)
-        rows.append(row)
-        yield _grid_table(done, rows, wanted)
-
-
-def _grid_table(done: pd.DataFrame, rows: list[dict], wanted: set) -> pd.DataFrame:
-    """The cells of this grid: those finished before (``done``) and the new ``rows``, sorted."""
-    table = pd.concat([done, pd.DataFrame(rows, columns=COLUMNS)], ignore_index=True)
-    keep = [_cell_key(*k) in wanted for k in table[CELL].itertuples(index=False, name=None)]
-    table = table[pd.Series(keep, index=table.index, dtype=bool)].copy()
+def _grid_table(rows: list[dict], done: pd.DataFrame | None = None, wanted: set | None = None) -> pd.DataFrame:
+    """The ``rows`` with the grid's cells that an earlier run finished (``done``, kept where their
+    key is ``wanted``), sorted."""
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    if done is not None and len(done):
+        keep = [_cell_key(*k) in wanted for k in done[CELL].itertuples(index=False, name=None)]
+        table = pd.concat([done[pd.Series(keep, index=done.index, dtype=bool)], table], ignore_index=True)
     table["correct"] = pd.to_numeric(table["correct"], errors="coerce")
     return table.sort_values(["length", "depth", "repetition"]).reset_index(drop=True)[COLUMNS]
-
-
-# ---------------------------------------------------------------- several processes
-
-
-def run_grid_on(processes, lm, grid: GridSettings | None = None, *, output: str | Path,
-                model_name: str | None = None, progress: bool = False) -> pd.DataFrame | None:
-    """:func:`run_grid` by every process of a data-parallel launch (``processes``:
-    ``demo.evaluation.data_parallel.start``). Each runs its share of the cells left to do into its
-    own part file, ``<output>.parts/rank-<K>.csv``, resumable as ``output`` is; when all are done,
-    rank 0 appends the parts' rows to ``output`` in grid order (as one process would have written
-    them), removes the parts and returns the table; the other processes return None.
-
-    One process and no parts left by a launch: :func:`run_grid` itself, appending to ``output``
-    as each cell finishes."""
-    output = Path(output)
-    folder = parts_folder(output)
-    if processes.count == 1 and not folder.is_dir():
-        return run_grid(lm, grid, output=output, model_name=model_name, progress=progress)
-    grid = grid or GridSettings()
-    model_name = model_name or lm.name
-    cache = cache_used(grid.cache, lm.kind)
-    if processes.main:
-        _read_finished(output)  # a file from before the cache column is rewritten by one process
-    processes.wait()
-    finished, cells = {}, grid_cells(grid)
-    for path in [output, *_grid_parts(folder)]:
-        for key, row in _finished_cells(_read_finished(path)).items():
-            finished.setdefault(key, row)
-    _check_same_run(finished, cells, model_name, cache, grid.seed, load_filler(grid.filler), output)
-    todo = [c for c in cells if _cell_key(model_name, cache, *c) not in finished]
-    processes.wait()  # every process has read the parts before any appends to them: the same todo
-    folder.mkdir(exist_ok=True)
-    run_grid(lm, grid, output=folder / f"rank-{processes.rank}.csv", model_name=model_name,
-             progress=progress and processes.main, share=processes.share(todo))
-    processes.wait()  # every share is in its file
-    if not processes.main:
-        return None
-    _merge_parts(folder, output, cells)
-    return run_grid(lm, grid, output=output, model_name=model_name)  # every cell is done: the table
-
-
-def _grid_parts(folder: Path) -> list[Path]:
-    return sorted(folder.glob("rank-*.csv"))
-
-
-def _merge_parts(folder: Path, output: Path, cells: list) -> None:
-    """The parts' rows appended to ``output`` as written, each cell once, in grid order (rows of
-    another model or decoding, which an interrupted pair leaves, in a group of their own); then
-    the parts removed."""
-    rows, seen = [], set()
-    for path in _grid_parts(folder):
-        with path.open(newline="", encoding="utf-8") as handle:
-            for row in csv.DictReader(handle):
-                key = _cell_key(*(row[c] for c in CELL))
-                if key not in seen:
-                    seen.add(key)
-                    rows.append(row)
-    runs = list(dict.fromkeys((row["model"], row["cache"]) for row in rows))  # in order of appearance
-    order = {_cell_key("", "", *cell)[2:]: k for k, cell in enumerate(cells)}
-    rows.sort(key=lambda row: (runs.index((row["model"], row["cache"])),
-                               order.get(_cell_key(*(row[c] for c in CELL))[2:], len(order))))
-    for row in rows:
-        _append_row(output, row)
-    for path in _grid_parts(folder):
-        path.unlink()
-    if not any(folder.iterdir()):
-        folder.rmdir()
