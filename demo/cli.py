@@ -11,23 +11,26 @@
     mlm-icl check-model --model M [--items 50]   (is it read right? known answers, the paper's figure)
     torchrun --nproc_per_node 4 -m demo score ...   (score, probe and evaluate, data parallel: a process per GPU)
 
-Options come from the settings dataclasses of ``demo.settings`` through transformers'
-``HfArgumentParser`` (each field's ``help`` is its option's help; ``--max-new-tokens`` and
-``--max_new_tokens`` both work); each subcommand adds only its inputs and outputs. A bad value
-is reported by the dataclass's own validation as ``error: ...`` with exit status 2. Torch is
-imported only once the arguments are known to be good, and transformers only for a run (not for
-``--help``: see ``_argument_parser``), so ``--help`` answers in well under a second.
+Options come from the settings dataclasses of ``demo.settings`` (``demo.options``: each field's
+``help`` is its option's help; ``--max-new-tokens`` and ``--max_new_tokens`` both work); each
+subcommand adds only its inputs and outputs, and hands its settings to one function of the floors
+below, where the work, the output formats and resuming live (``score``, ``probe``, ``evaluate``:
+``demo.evaluation.runs``). A bad value is reported by the dataclass's own validation as
+``error: ...`` with exit status 2. Torch and transformers are imported only for a run, once the
+arguments are known to be good, so ``--help`` answers in well under a second.
 """
 
 import argparse
 import dataclasses
 import functools
-import importlib.util
 import json
 import shlex
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+from .options import add_options
 from .settings import (
     GenerationSettings,
     GridSettings,
@@ -241,7 +244,7 @@ def _evaluate_arguments(parser):
     parser.add_argument("--list", action="store_true", help="list the tasks and exit")
 
 
-def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSettings, argv) -> int:
+def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSettings) -> int:
     from .evaluation.runs import evaluate_tasks
     from .tasks import add_task_dir, get_task
     for folder in args.tasks_dir:
@@ -256,7 +259,7 @@ def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSett
             raise ValueError(f"In --task {spec!r}, what follows ':' must be a number of items.")
         tasks.append((get_task(name), dataclasses.replace(run, limit=int(limit)) if limit else run))
     evaluate_tasks(tasks, _sides(model), scoring, _load, args.output_dir,
-                   recorded_command(argv, args.model), progress=not args.no_progress)
+                   recorded_command(args.argv, args.model), progress=not args.no_progress)
     return 0
 
 
@@ -405,48 +408,38 @@ def _local_names() -> str:
 # ---------------------------------------------------------------- the parser
 
 
-COMMANDS = {  # name: (help, settings dataclasses, adds the command's own arguments)
-    "generate": ("continue a prompt with a masked LM (the [MASK] trick) or a causal LM",
-                 [ModelSettings, GenerationSettings], _generate_arguments),
-    "infill": ("fill the blanks of a text: a masked LM by unmasking in a chosen order, a causal LM from "
-               "the left (or in the middle, with fill-in-the-middle tokens)",
-               [ModelSettings, InfillSettings], _infill_arguments),
-    "score": ("rank candidate completions by PLL (masked LMs) or log-likelihood (causal LMs)",
-              [ModelSettings, ScoringSettings], _score_arguments),
-    "probe": ("needle-in-a-haystack grid of lengths x depths (resumable CSV)",
-              [ModelSettings, GridSettings], _probe_arguments),
-    "evaluate": ("few-shot evaluation on the papers' tasks or your own (resumable)",
-                 [ModelSettings, RunSettings, ScoringSettings], _evaluate_arguments),
-    "results": ("the papers' published tables next to our runs", [ResultsFilter], _results_arguments),
-    "export-tasks": ("our tasks as lm-evaluation-harness tasks (a folder for --include_path): the "
-                     "items `evaluate` evaluates with that --model", [ModelSettings, RunSettings],
-                     _export_arguments),
-    "models": ("the models --model takes by name: local ones (short names), Hub ones, pairs",
-               [], _models_arguments),
-    "check-model": ("check that a model is read right: obvious words and a task slice against the "
-                    "paper's figure (a wrong head, a missing decoder, a mismatched tokenizer fail)",
-                    [ModelSettings], _check_arguments),
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: what it does, the settings it takes, its own arguments, its run."""
+    help: str
+    settings: list[type]  # the settings dataclasses whose fields are its options
+    arguments: Callable  # adds the command's own inputs and outputs to its parser
+    run: Callable  # (parsed arguments, one object per settings class) -> exit status
+
+
+COMMANDS = {
+    "generate": Command("continue a prompt with a masked LM (the [MASK] trick) or a causal LM",
+                        [ModelSettings, GenerationSettings], _generate_arguments, _generate),
+    "infill": Command("fill the blanks of a text: a masked LM by unmasking in a chosen order, a causal LM "
+                      "from the left (or in the middle, with fill-in-the-middle tokens)",
+                      [ModelSettings, InfillSettings], _infill_arguments, _infill),
+    "score": Command("rank candidate completions by PLL (masked LMs) or log-likelihood (causal LMs)",
+                     [ModelSettings, ScoringSettings], _score_arguments, _score),
+    "probe": Command("needle-in-a-haystack grid of lengths x depths (resumable CSV)",
+                     [ModelSettings, GridSettings], _probe_arguments, _probe),
+    "evaluate": Command("few-shot evaluation on the papers' tasks or your own (resumable)",
+                        [ModelSettings, RunSettings, ScoringSettings], _evaluate_arguments, _evaluate),
+    "results": Command("the papers' published tables next to our runs", [ResultsFilter], _results_arguments,
+                       _results),
+    "export-tasks": Command("our tasks as lm-evaluation-harness tasks (a folder for --include_path): the "
+                            "items `evaluate` evaluates with that --model", [ModelSettings, RunSettings],
+                            _export_arguments, _export),
+    "models": Command("the models --model takes by name: local ones (short names), Hub ones, pairs",
+                      [], _models_arguments, _models),
+    "check-model": Command("check that a model is read right: obvious words and a task slice against the "
+                           "paper's figure (a wrong head, a missing decoder, a mismatched tokenizer fail)",
+                           [ModelSettings], _check_arguments, _check_model),
 }
-
-
-def _argument_parser() -> type:
-    """transformers' ``HfArgumentParser``, without importing transformers when it is not loaded yet.
-
-    The class's module needs only the standard library and yaml, but importing it the usual way
-    runs transformers' package setup (0.8 s here), which would make ``--help`` slow; so the module
-    file is loaded by itself. Should it ever need the rest of transformers, the usual import is used.
-    """
-    if "transformers" not in sys.modules:
-        try:
-            folder = importlib.util.find_spec("transformers").submodule_search_locations[0]
-            spec = importlib.util.spec_from_file_location("_hf_argparser", Path(folder) / "hf_argparser.py")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            return module.HfArgumentParser
-        except ImportError:
-            pass
-    from transformers import HfArgumentParser
-    return HfArgumentParser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -454,16 +447,17 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, description="Masked LMs as generative in-context learners: generate, score, "
                                "probe length, evaluate, compare with published results.",
         epilog=_local_names())
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                     parser_class=_argument_parser())
-    for name, (help_text, settings, add_arguments) in COMMANDS.items():
-        command = commands.add_parser(name, help=help_text, description=help_text,
-                                      dataclass_types=settings,
-                                      epilog=_local_names() if ModelSettings in settings else None)
-        add_arguments(command)
-        if ModelSettings in settings:
-            command.add_argument("--no-progress", action="store_true",
-                                 help="no progress bars (also none while a model loads or downloads)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        sub = commands.add_parser(name, help=command.help, description=command.help,
+                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                                  epilog=_local_names() if ModelSettings in command.settings else None)
+        for cls in command.settings:
+            add_options(sub, cls)
+        command.arguments(sub)
+        if ModelSettings in command.settings:
+            sub.add_argument("--no-progress", action="store_true",
+                             help="no progress bars (also none while a model loads or downloads)")
     return parser
 
 
@@ -479,13 +473,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {err}", file=sys.stderr)
             return 2
     args = build_parser().parse_args(argv)
-    _, settings, _ = COMMANDS[args.command]
+    args.argv = argv  # what a run records as its command (recorded_command)
+    command = COMMANDS[args.command]
     try:
-        built = [_with_data_root(_settings(cls, args)) for cls in settings]
-        if args.command == "evaluate":
-            return _evaluate(args, *built, argv)
-        return {"generate": _generate, "infill": _infill, "score": _score, "probe": _probe, "results": _results,
-                "export-tasks": _export, "models": _models, "check-model": _check_model}[args.command](args, *built)
+        return command.run(args, *(_with_data_root(_settings(cls, args)) for cls in command.settings))
     except (ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

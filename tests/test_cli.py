@@ -60,10 +60,10 @@ def test_options_come_from_the_settings_dataclasses():
     import dataclasses
     required = {"generate": ["--prompt", "p"], "infill": ["--text", "t"], "score": ["--input", "i", "--output", "o"],
                 "probe": ["--output", "o"], "export-tasks": ["--output-dir", "o"]}
-    for name, (_, settings, _) in COMMANDS.items():
-        args = build_parser().parse_args([name] + (["--model", "m"] if ModelSettings in settings else [])
+    for name, command in COMMANDS.items():
+        args = build_parser().parse_args([name] + (["--model", "m"] if ModelSettings in command.settings else [])
                                          + required.get(name, []))
-        for cls in settings:
+        for cls in command.settings:
             built = cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
             defaults = cls(model="m") if cls is ModelSettings else cls()
             assert built == defaults, (name, cls.__name__)
@@ -77,7 +77,7 @@ def test_readme_command_lines_parse():
         argv = [a for a in shlex.split(line.split("  #")[0])[1:] if a not in ("[", "]")]
         argv = [re.sub(r"^\[|\]$", "", a) for a in argv]
         args = build_parser().parse_args(argv)
-        for cls in COMMANDS[args.command][1]:
+        for cls in COMMANDS[args.command].settings:
             cls(**{f: getattr(args, f) for f in cls.__dataclass_fields__})
 
 

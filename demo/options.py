@@ -1,0 +1,75 @@
+"""Command-line options from the settings dataclasses (``demo.settings``): each field an option,
+its metadata's ``help`` the option's help, its type and default the option's.
+
+    --max_new_tokens, --max-new-tokens N   an int field (both spellings of a name with "_")
+    --strategy {greedy,beam,sample}        a Literal field: its values are the choices
+    --trace [BOOL]                         a bool field: alone it means true; a true default
+                                           also gets --no-<name>
+    --lengths N [N ...]                    a list field: one value or more
+    --stop                                 an alias from the field's metadata (``aliases``)
+
+The rules are those of transformers' ``HfArgumentParser``, the options' first owner, kept here so
+that ``--help`` needs neither transformers nor torch.
+"""
+
+import argparse
+import dataclasses
+import types
+import typing
+
+
+def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
+    """An option per field of the dataclass ``cls``."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.init:
+            _add_option(parser, f, _without_none(hints[f.name]))
+
+
+def boolean(text: str) -> bool:
+    """A yes/no option's value: yes, true, t, y, 1 or no, false, f, n, 0 (any case)."""
+    if text.lower() in ("yes", "true", "t", "y", "1"):
+        return True
+    if text.lower() in ("no", "false", "f", "n", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"Truthy value expected: got {text} but expected one of "
+                                     f"yes/no, true/false, t/f, y/n, 1/0 (case insensitive).")
+
+
+def _without_none(annotation):
+    """``X | None`` -> ``X`` (unset is the default, never typed)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def _add_option(parser: argparse.ArgumentParser, f: dataclasses.Field, kind) -> None:
+    names = [f"--{f.name}"] + ([f"--{f.name.replace('_', '-')}"] if "_" in f.name else [])
+    metadata = dict(f.metadata)
+    aliases = metadata.pop("aliases", [])
+    parser.add_argument(*names, *([aliases] if isinstance(aliases, str) else aliases),
+                        **metadata, **_typed(f, kind))
+    if kind is bool and f.default is True:  # a true default can be turned off
+        parser.add_argument(f"--no_{f.name}", f"--no-{f.name.replace('_', '-')}", action="store_false",
+                            dest=f.name, **metadata, default=False)
+
+
+def _typed(f: dataclasses.Field, kind) -> dict:
+    """The option's type, number of values, choices and default (or that it is required)."""
+    if f.default is not dataclasses.MISSING:
+        default = {"default": f.default}
+    elif f.default_factory is not dataclasses.MISSING:
+        default = {"default": f.default_factory()}
+    else:
+        default = {"required": True}
+    if typing.get_origin(kind) is typing.Literal:
+        choices = typing.get_args(kind)
+        by_text = {str(choice): choice for choice in choices}
+        return {"choices": choices, "type": lambda text: by_text.get(text, text), **default}
+    if kind is bool:
+        return {"type": boolean, "nargs": "?", "const": True, "default": default.get("default", False)}
+    if typing.get_origin(kind) is list:
+        return {"type": typing.get_args(kind)[0], "nargs": "+", **default}
+    return {"type": kind, **default}
