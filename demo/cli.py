@@ -62,13 +62,8 @@ def _deployment():
 def _load(model: ModelSettings, progress: bool = True):
     """The model ``--model`` names: a local model's short name, a folder, a .gguf file or a Hub id."""
     if not progress:  # transformers' and the Hub's own bars (loading weights, downloads) too
-        from huggingface_hub.utils import disable_progress_bars
         from transformers.utils.logging import disable_progress_bar
-        disable_progress_bars()
         disable_progress_bar()
-        # transformers' GGUF de-quantisation bar is a plain tqdm that ignores the switch above
-        import transformers.modeling_gguf_pytorch_utils as gguf
-        gguf.tqdm = functools.partial(gguf.tqdm, disable=True)
     if model.threads:
         import torch
         torch.set_num_threads(model.threads)

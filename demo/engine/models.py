@@ -206,6 +206,8 @@ def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, 
     if device_map is not None:  # model parallel: accelerate places the layers across devices
         kwargs["device_map"] = device_map
     auto_class = AutoModelForMaskedLM if kind == "masked" else AutoModelForCausalLM
+    if "gguf_file" in extra:
+        _gguf_bar_follows_the_switch()
     try:
         model, info = _from_pretrained(auto_class, location, kwargs, family,
                                        lambda: deberta.weight_names(location, local, extra.get("revision")))
@@ -224,6 +226,15 @@ def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, 
                            lambda: deberta.weight_files(location, local, extra.get("revision")))
     return _wrap(name, kind, model, tokenizer, config, family,
                  None if device_map is not None else device, local, note)
+
+
+def _gguf_bar_follows_the_switch() -> None:
+    """transformers' GGUF de-quantisation bar is a plain tqdm that ignores its own switch
+    (``transformers.utils.logging.disable_progress_bar``, which ``mlm-icl --no-progress`` turns
+    off); it is given transformers' switched tqdm, which its other loading bars use."""
+    import transformers.modeling_gguf_pytorch_utils as gguf
+    from transformers.utils import logging
+    gguf.tqdm = logging.tqdm
 
 
 def _from_pretrained(auto_class, location: str, kwargs: dict, family: Family, names):
