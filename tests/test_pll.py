@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import tests.floats as floats
-from demo.engine import pll
+from demo.engine import batching
 from demo.engine.pll import score_batch
 from demo.settings import ScoringSettings
 from tests.conftest import MASKED_FAMILIES
@@ -104,7 +104,7 @@ def test_right_mask_count_is_a_parameter(tiny_model, right_masks):
 
 
 def test_full_scope_scores_every_token(tiny_model, monkeypatch):
-    monkeypatch.setattr(pll, "HEAD_ROWS", 3)  # the vocabulary projection in several chunks
+    monkeypatch.setattr(batching, "HEAD_ROWS", 3)  # the vocabulary projection in several chunks
     assert_matches_naive(tiny_model("roberta"), "right_masks", ITEMS[:2], scope="full")
 
 

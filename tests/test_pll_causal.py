@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import tests.floats as floats
-from demo.engine import pll
+from demo.engine import batching
 from demo.engine.pll import score_batch, score_candidates
 from demo.settings import ScoringSettings
 from tests.test_pll import model_text, rank_range
@@ -49,7 +49,7 @@ def assert_matches_loop(lm, items, **kwargs):
 
 @pytest.mark.parametrize("scope", ["completion", "full"])
 def test_gpt2_random_weights_equals_loop(tiny_model, scope, monkeypatch):
-    monkeypatch.setattr(pll, "HEAD_ROWS", 5)  # the vocabulary projection in several chunks
+    monkeypatch.setattr(batching, "HEAD_ROWS", 5)  # the vocabulary projection in several chunks
     assert_matches_loop(tiny_model("gpt2"), ITEMS, scope=scope)
 
 

@@ -39,6 +39,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..settings import ScoringSettings
+from .batching import logprobs_and_ranks, padded, sub_batches
 from .counting import count_pass
 from .heads import causal_head, mlm_head
 from .pll_approx import near_ties, shared_tokens
@@ -230,47 +231,6 @@ def _exact_copies(t: _Text, text_index: int, method: str, right_masks: int) -> l
 # ---------------------------------------------------------------- 2. compute
 
 
-def _sub_batches(lengths: list[int], token_budget: int) -> list[list[int]]:
-    """Indices grouped so that count x longest length <= token_budget, longest first."""
-    order = sorted(range(len(lengths)), key=lambda k: -lengths[k])
-    batches, current = [], []
-    for k in order:
-        if current and (len(current) + 1) * lengths[current[0]] > token_budget:
-            batches.append(current)
-            current = []
-        current.append(k)
-    if current:
-        batches.append(current)
-    return batches
-
-
-HEAD_ROWS = 256  # hidden states sent through the vocabulary projection at a time
-
-
-def _logprobs_and_ranks(head, hidden: torch.Tensor, true_ids: torch.Tensor):
-    """log P(true token) and its rank, from the head applied to `hidden` rows in chunks.
-
-    Chunks bound the [rows, vocab] logits (a causal LM scores every token of a long text).
-    """
-    logprobs, ranks = [], []
-    for start in range(0, len(true_ids), HEAD_ROWS):
-        chunk = head(hidden[start:start + HEAD_ROWS]).float().log_softmax(-1)
-        true = chunk.gather(1, true_ids[start:start + HEAD_ROWS, None])
-        logprobs += true[:, 0].tolist()
-        ranks += ((chunk > true).sum(1) + 1).tolist()
-    return logprobs, ranks
-
-
-def _padded(rows: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(r) for r in rows)
-    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(rows), width), dtype=torch.long)
-    for r, row in enumerate(rows):
-        input_ids[r, :len(row)] = torch.tensor(row)
-        attention[r, :len(row)] = 1
-    return input_ids.to(device), attention.to(device)
-
-
 @torch.inference_mode()
 def _compute_masked(lm, texts: list[_Text], copies: list[_Copy], token_budget: int,
                     progress: bool) -> dict[tuple[int, int], tuple[float, int, tuple]]:
@@ -278,12 +238,12 @@ def _compute_masked(lm, texts: list[_Text], copies: list[_Copy], token_budget: i
     head = mlm_head(lm.model)
     mask_id, pad_id = lm.tokenizer.mask_token_id, lm.tokenizer.pad_token_id
     results = {}
-    batches = _sub_batches([len(texts[c.text_index].ids) for c in copies], token_budget)
+    batches = sub_batches([len(texts[c.text_index].ids) for c in copies], token_budget)
     with tqdm(total=len(copies), desc="Scoring (masked copies)", unit="copy",
               disable=not progress) as bar:
         for batch in batches:
             batch_copies = [copies[k] for k in batch]
-            input_ids, attention = _padded([texts[c.text_index].ids for c in batch_copies],
+            input_ids, attention = padded([texts[c.text_index].ids for c in batch_copies],
                                            pad_id, lm.device)
             mask_rows = [r for r, c in enumerate(batch_copies) for _ in c.masked]
             mask_cols = [j for c in batch_copies for j in c.masked]
@@ -296,7 +256,7 @@ def _compute_masked(lm, texts: list[_Text], copies: list[_Copy], token_budget: i
             # What the head reads (the last layer, or DeBERTa's enhanced mask decoder) and the
             # vocabulary projection, only at the scored positions: [scored tokens, vocab].
             hidden = hidden_at(lm.model, input_ids, attention, target_rows, target_cols)
-            logprobs, ranks = _logprobs_and_ranks(head, hidden, true_ids)
+            logprobs, ranks = logprobs_and_ranks(head, hidden, true_ids)
 
             flat = [(c.text_index, j, c.masked) for c in batch_copies for j in c.targets]
             for (text_index, j, masked), logprob, rank in zip(flat, logprobs, ranks):
@@ -311,11 +271,11 @@ def _compute_causal(lm, texts: list[_Text], token_budget: int,
     """Exact log P(token | everything before it): one forward pass per text, batched."""
     decoder, head = lm.model.base_model, causal_head(lm.model)
     results = {}
-    batches = _sub_batches([len(t.ids) for t in texts], token_budget)
+    batches = sub_batches([len(t.ids) for t in texts], token_budget)
     with tqdm(total=len(texts), desc="Scoring (causal)", unit="text", disable=not progress) as bar:
         for batch in batches:
             # Right padding: real tokens keep positions 0..n-1, padding is masked out.
-            input_ids, attention = _padded([texts[k].ids for k in batch],
+            input_ids, attention = padded([texts[k].ids for k in batch],
                                            lm.tokenizer.pad_token_id, lm.device)
             count_pass(input_ids, attention)
             hidden = decoder(input_ids=input_ids, attention_mask=attention,
@@ -324,7 +284,7 @@ def _compute_causal(lm, texts: list[_Text], token_budget: int,
             rows = [r for r, _ in pairs]
             previous = [j - 1 for _, j in pairs]  # the hidden state that predicts token j
             true_ids = torch.tensor([texts[batch[r]].ids[j] for r, j in pairs], device=lm.device)
-            logprobs, ranks = _logprobs_and_ranks(head, hidden[rows, previous], true_ids)
+            logprobs, ranks = logprobs_and_ranks(head, hidden[rows, previous], true_ids)
             for (r, j), logprob, rank in zip(pairs, logprobs, ranks):
                 results[(batch[r], j)] = (logprob, rank, ())
             bar.update(len(batch))
