@@ -27,7 +27,10 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 ASSETS = REPOSITORY / "assets"
 SHARED_DATA = REPOSITORY.parent / "shared" / "data"
 
-MASKED_METHODS = ("salazar", "right_masks", "within_word_l2r", "whole_word")
+# A masked LM's scoring methods: the PLLs (a masked copy of the whole text per scored token) and
+# the decoder's own likelihood (a generation window per scored token: demo.engine.pll_decoder)
+PLL_METHODS = ("salazar", "right_masks", "within_word_l2r", "whole_word")
+MASKED_METHODS = PLL_METHODS + ("decoder",)
 DEFAULT_MASKED_METHOD = "right_masks"  # the BERTs paper's; what method=None means for a masked LM
 METHODS = MASKED_METHODS + ("causal",)
 SCOPES = ("completion", "full")
@@ -79,6 +82,11 @@ def _check_sampling(settings) -> None:
         _number(settings.temperature, "temperature", lambda v: v >= 0, "a number >= 0")
     _whole(settings.top_k, "top_k", 0)
     _number(settings.top_p, "top_p", lambda v: 0 < v <= 1, "in (0, 1] (1 turns it off)")
+
+
+def _check_padding_masks(value) -> None:
+    """Masks after the predicted one: generation's, the decoder's likelihood's, the needle grid's."""
+    _whole(value, "padding_masks", 0, MAX_PADDING_MASKS, optional=True)
 
 
 def _flag(value, name: str):
@@ -141,12 +149,20 @@ class ModelSettings:
 
 @dataclass(frozen=True)
 class ScoringSettings:
-    """How candidates are scored by ``demo.engine.pll`` (masked LMs by PLL, causal LMs exactly)."""
-    method: Literal[METHODS] | None = field(
-        default=None, metadata=_help("PLL variant of a masked LM (default: right_masks, the BERTs "
-                                     "paper's); causal LMs use exact log-likelihood"))
+    """How candidates are scored by ``demo.engine.pll`` (masked LMs by PLL or by their decoder's
+    likelihood, causal LMs exactly)."""
+    method: Literal[METHODS] | None = field(default=None, metadata=_help(
+        "how a masked LM scores each token of a candidate: salazar hides only that token (1 mask); "
+        "right_masks also hides the next few tokens (the BERTs paper's PLL, the default); "
+        "within_word_l2r also hides the rest of its word; whole_word hides its whole word; decoder "
+        "shows the model only the text before the token, then [MASK] and padding masks, as when it "
+        "generates, so the score is the probability that its own left-to-right generation writes "
+        "the candidate (the BERTs paper's 'exact log-likelihood'). A causal LM always uses its exact "
+        "log-likelihood (causal)"))
     right_masks: int = field(default=2, metadata=_help(
         "right_masks: extra masks right of the scored token (the BERTs paper: 2)"))
+    padding_masks: int | None = field(default=None, metadata=_help(
+        "decoder: masks after the predicted one, as when generating (default: the family's)"))
     reduction: Literal[REDUCTIONS] = field(default="sum", metadata=_help(
         "rank by the sum of log-probs, or by their mean per scored token (NormPLL)"))
     scope: Literal[SCOPES] = field(default="completion", metadata=_help(
@@ -157,7 +173,7 @@ class ScoringSettings:
     token_budget: int = field(default=8192, metadata=_help(
         "tokens per forward pass (copies x padded length): bounds memory"))
     stride: int = field(default=1, metadata=_help(
-        "masked LMs: approximate PLL. 1 = exact (one copy per scored token); N > 1: one copy "
+        "PLL methods (not decoder): approximate PLL. 1 = exact (one copy per scored token); N > 1: one copy "
         "scores every N-th token, each with its own masks, so N copies score a text. Each token "
         "then also sees the others' masks: scores drop a little, rankings mostly stay "
         "(benchmarks/bench_pll_approx.py measures how often)"))
@@ -169,6 +185,7 @@ class ScoringSettings:
     def __post_init__(self):
         _choice(self.method, "scoring method", METHODS, optional=True)
         _whole(self.right_masks, "right_masks", 0, MAX_RIGHT_MASKS)
+        _check_padding_masks(self.padding_masks)
         _choice(self.reduction, "reduction", REDUCTIONS)
         _choice(self.scope, "scope", SCOPES)
         if self.unconditional_context is not None and (
@@ -256,7 +273,7 @@ class GenerationSettings:
         _whole(self.trace_top_k, "trace_top_k", 1)
         _flag(self.stop_at_newline, "stop_at_newline")
         _flag(self.trace, "trace")
-        _whole(self.padding_masks, "padding_masks", 0, MAX_PADDING_MASKS, optional=True)
+        _check_padding_masks(self.padding_masks)
         _choice(self.cache, "cache", CACHE_MODES)
         _whole(self.cache_refresh, "cache_refresh", 1, MAX_NEW_TOKENS_CAP)
         _number(self.cache_margin, "cache_margin", lambda v: v >= 0, "a number of nats >= 0 (0 = off)")
@@ -406,7 +423,7 @@ class GridSettings:
         object.__setattr__(self, "depths", sorted({round(float(d), 6) for d in depths}))
         _whole(self.repetitions, "repetitions", 1)
         _whole(self.seed, "seed", 0)
-        _whole(self.padding_masks, "padding_masks", 0, MAX_PADDING_MASKS, optional=True)
+        _check_padding_masks(self.padding_masks)
         _choice(self.cache, "cache", CACHE_MODES)
 
     @property

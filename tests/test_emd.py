@@ -37,6 +37,7 @@ from demo.settings import GridSettings, ScoringSettings
 from tests.conftest import TOKENIZERS, needs_shared, padded_batch
 from tests.test_generation import PROMPT, naive_greedy
 from tests.test_pll import ITEMS, METHODS, naive_scores
+from tests.test_pll_decoder import assert_matches_naive as assert_decoder_matches_naive
 
 pytestmark = needs_shared
 
@@ -466,6 +467,14 @@ def test_pll_equals_a_naive_loop_with_the_emd(small_emd, method):
             assert best <= token.rank <= worst
             assert sorted(token.masked) == sorted(masked)
         assert result.total == floats.total(sum(e[1] for e in expected), len(expected), reference)
+
+
+@pytest.mark.floats
+def test_decoder_likelihood_equals_a_naive_loop_with_the_emd(small_emd):
+    """The decoder's likelihood reads each window through the EMD, as generation does."""
+    lm = small_emd
+    assert lm.emd
+    assert_decoder_matches_naive(lm, ITEMS, lm.padding_masks, reference=naive(lm))
 
 
 def test_greedy_equals_a_naive_loop_with_the_emd(small_emd):

@@ -21,9 +21,12 @@ Methods (``docs/method.md``, section 3):
 - ``within_word_l2r``: also mask the later subwords of the same word (Kauf and Ivanova 2023;
   same convention as minicons' ``PLL_metric="within_word_l2r"``, words from ``word_ids()``).
 - ``whole_word``: mask every subword of the word; one copy per word scores all its subwords.
+- ``decoder``: not a PLL: the masked LM's exact left-to-right likelihood, each token read in the
+  window generation predicts it from, ``[CLS] text-before-it [MASK] [MASK]*p [SEP]`` (the BERTs
+  paper's Table 5, last row; ``demo.engine.pll_decoder``, which replaces step 2 for it).
 - ``causal``: exact left-to-right log-likelihood, one forward pass per text (causal LMs only).
 
-The approximate PLL (``ScoringSettings.stride`` s > 1, any masked method; off by default): every
+The approximate PLL (``ScoringSettings.stride`` s > 1, any PLL method; off by default): every
 s-th copy of a text merged into one, so s copies score it instead of one per token; in a ranking,
 the tokens its candidates share and the others are merged apart, and ``rescore_band`` re-scores
 the near-ties exactly (``demo.engine.pll_approx``). :func:`tokens_read` counts what it saves.
@@ -38,11 +41,13 @@ from dataclasses import dataclass, replace
 import torch
 from tqdm.auto import tqdm
 
-from ..settings import ScoringSettings
+from ..settings import PLL_METHODS, ScoringSettings
 from .batching import logprobs_and_ranks, padded, sub_batches
 from .counting import count_pass
 from .heads import causal_head, mlm_head
+from .mask_window import padding_masks_of, window_length
 from .pll_approx import near_ties, shared_tokens
+from .pll_decoder import check_room, decoder_scores, windows
 from .reading import hidden_at
 from .text import check_readable, encode_newlines, join, model_pair, quoted
 
@@ -331,11 +336,17 @@ def _words(t: _Text, tokens: list[TokenScore]) -> list[WordScore]:
 # ---------------------------------------------------------------- public API
 
 
-def input_length(lm, text: str) -> int:
-    """Tokens the engine feeds the model for ``text`` scored whole (``scope="full"``): the newline
-    marker applied, the tokenizer's specials, a causal LM's start token where the tokenizer puts
-    none first (as :func:`_tokenize`). No length check: for callers that cut long texts to fit."""
-    ids = lm.tokenizer(encode_newlines(text, lm.newline_survives), verbose=False)["input_ids"]
+def input_length(lm, text: str, settings: ScoringSettings | None = None) -> int:
+    """Tokens of the longest input the engine feeds the model for ``text`` scored whole
+    (``scope="full"``): the newline marker applied, the tokenizer's specials, a causal LM's start
+    token where the tokenizer puts none first (as :func:`_tokenize`); with the decoder's method,
+    its last window. No length check: for callers that cut long texts to fit."""
+    settings = settings or ScoringSettings()
+    text = encode_newlines(text, lm.newline_survives)
+    if settings.method_for(lm) == "decoder":
+        ids = lm.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+        return window_length(len(ids) - 1, padding_masks_of(lm, settings.padding_masks))
+    ids = lm.tokenizer(text, verbose=False)["input_ids"]
     starts = lm.kind == "causal" and not (ids and ids[0] in lm.tokenizer.all_special_ids)
     return len(ids) + starts
 
@@ -351,9 +362,13 @@ def score_batch(lm, items: list[tuple[str, str]], settings: ScoringSettings | No
     PLL does not use them.
     """
     settings = settings or ScoringSettings()
+    method = settings.method_for(lm)
     keys, unique, texts, copies = _prepare(lm, items, settings, rankings)
-    if copies is None:
+    if method == "causal":
         results = _compute_causal(lm, texts, settings.token_budget, progress)
+    elif method == "decoder":
+        results = decoder_scores(lm, texts, padding_masks_of(lm, settings.padding_masks),
+                                 settings.token_budget, progress)
     else:
         results = _compute_masked(lm, texts, copies, settings.token_budget, progress)
     scored = {key: _assemble(t, k, key[0][1], results, settings.reduction == "mean", settings.word_level)
@@ -362,7 +377,7 @@ def score_batch(lm, items: list[tuple[str, str]], settings: ScoringSettings | No
 
 
 def _prepare(lm, items: list[tuple[str, str]], settings: ScoringSettings, rankings: list[range] | None):
-    """(a key per item, the distinct keys, their texts, a masked LM's copies or None): step 1.
+    """(a key per item, the distinct keys, their texts, a PLL method's copies or None): step 1.
 
     A key is the item and the positions it shares with its ranking's other candidates (None
     unless the approximate PLL uses them): a text is scored once per key."""
@@ -376,7 +391,7 @@ def _prepare(lm, items: list[tuple[str, str]], settings: ScoringSettings, rankin
     tokenized = {pair: _tokenize(lm, *model_pair(*pair, lm.newline_survives), settings.scope, blank_ids)
                  for pair in dict.fromkeys(pairs)}
     shared: list[frozenset | None] = [None] * len(pairs)
-    if rankings and settings.stride > 1 and method != "causal":
+    if rankings and settings.stride > 1 and method in PLL_METHODS:
         for ranking in rankings:
             positions = shared_tokens([tokenized[pairs[i]].ids for i in ranking])
             for i, kept in zip(ranking, positions):
@@ -384,7 +399,10 @@ def _prepare(lm, items: list[tuple[str, str]], settings: ScoringSettings, rankin
     keys = list(zip(pairs, shared))
     unique = list(dict.fromkeys(keys))
     texts = [tokenized[pair] for pair, _ in unique]
-    if method == "causal":
+    if method == "decoder":
+        for t in texts:
+            check_room(lm, t, padding_masks_of(lm, settings.padding_masks))
+    if method not in PLL_METHODS:
         return keys, unique, texts, None
     copies = [copy for k, ((_, kept), t) in enumerate(zip(unique, texts))
               for copy in _masked_copies(t, k, method, settings.right_masks, settings.stride, kept)]
@@ -424,7 +442,7 @@ def score_choices(lm, choice_sets: list[list[Choice]], settings: ScoringSettings
     settings = settings or ScoringSettings()
     flat, sets = _flatten(choice_sets)
     results = _score_flat(lm, flat, sets, settings, progress)
-    if settings.stride > 1 and settings.rescore_band > 0 and settings.method_for(lm) != "causal":
+    if settings.stride > 1 and settings.rescore_band > 0 and settings.method_for(lm) in PLL_METHODS:
         # The approximate PLL: each ranking's near-ties are scored again, exactly (demo.engine.pll_approx).
         again = []
         for ranking in sets:
@@ -477,11 +495,14 @@ def _choice_items(flat: list[Choice], sets: list[range],
 def tokens_read(lm, choice_sets: list[list[Choice]], settings: ScoringSettings | None = None) -> int:
     """Tokens the model reads to score these rankings as :func:`score_choices` does, before any
     near-tie is re-scored (a masked LM: every masked copy's length, summed; a causal LM: every
-    text's length), counted without running it: the cost the approximate PLL cuts."""
+    text's length; the decoder: every window's length), counted without running it: the cost the
+    approximate PLL cuts."""
     settings = settings or ScoringSettings()
     flat, sets = _flatten(choice_sets)
     items, rankings = _choice_items(flat, sets, settings.unconditional_context)
     _, _, texts, copies = _prepare(lm, items, settings, rankings)
+    if settings.method_for(lm) == "decoder":
+        return sum(len(window) for *_, window in windows(lm, texts, padding_masks_of(lm, settings.padding_masks)))
     if copies is None:
         return sum(len(t.ids) for t in texts)
     return sum(len(texts[copy.text_index].ids) for copy in copies)
@@ -491,8 +512,11 @@ def check_choices(lm, choices: list[Choice], settings: ScoringSettings | None = 
     """Raise what ``score_choices`` would raise for these texts (``InputTooLong`` for one longer
     than the model reads), without running the model: for callers that filter inputs first."""
     settings = settings or ScoringSettings()
+    decoder = settings.method_for(lm) == "decoder"
     for context, completion in _choice_items(choices, [], settings.unconditional_context)[0]:
-        _tokenize(lm, *model_pair(context, completion, lm.newline_survives), settings.scope, {})
+        t = _tokenize(lm, *model_pair(context, completion, lm.newline_survives), settings.scope, {})
+        if decoder:
+            check_room(lm, t, padding_masks_of(lm, settings.padding_masks))
 
 
 def score_candidate_sets(lm, requests: list[tuple[str, list[str]]],
