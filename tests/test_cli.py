@@ -17,6 +17,7 @@ from demo.cli import COMMANDS, build_parser, main
 from demo.settings import ModelSettings
 from tests.conftest import STANDIN_MLM, needs_shared
 from tests.test_pll import naive_scores
+from tests.test_pll_decoder import naive_decoder
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 LINES = [
@@ -175,6 +176,21 @@ def test_score_json_has_per_token_scores(standin_mlm, jsonl, tmp_path):
             assert [t["logprob"] for t in candidate["tokens"]] == floats.logprobs([e[1] for e in expected], standin_mlm)
             assert candidate["words"]
     assert results[0]["best"] == max(results[0]["candidates"], key=lambda c: c["score"])["candidate"]
+
+
+@needs_shared
+@pytest.mark.floats
+def test_score_takes_the_decoders_likelihood(standin_mlm, jsonl, tmp_path):
+    """--method decoder and --padding-masks come from ScoringSettings' fields, like every option."""
+    out = tmp_path / "out.json"
+    assert main(["score", "--model", str(STANDIN_MLM), "--input", str(jsonl), "--output", str(out),
+                 "--method", "decoder", "--padding-masks", "2", "--no-progress"]) == 0
+    payload = json.loads(out.read_text())
+    assert (payload["scoring"]["method"], payload["scoring"]["padding_masks"]) == ("decoder", 2)
+    line, result = LINES[0], payload["results"][0]
+    for candidate in result["candidates"]:
+        expected = naive_decoder(standin_mlm, line["context"], " " + candidate["candidate"], 2)
+        assert [t["logprob"] for t in candidate["tokens"]] == floats.logprobs([e[1] for e in expected], standin_mlm)
 
 
 @needs_shared

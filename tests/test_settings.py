@@ -44,6 +44,8 @@ def test_pyproject_and_requirements_pin_the_same_runtime():
     (ScoringSettings, dict(right_masks=True), "right_masks"),
     (ScoringSettings, dict(reduction="median"), "reduction"),
     (ScoringSettings, dict(token_budget=0), "token_budget"),
+    (ScoringSettings, dict(padding_masks=-1), "padding_masks"),
+    (ScoringSettings, dict(padding_masks=99), "padding_masks"),
     (GenerationSettings, dict(max_new_tokens=0), "max_new_tokens"),
     (GenerationSettings, dict(top_p=math.nan), "top_p"),
     (GenerationSettings, dict(temperature=math.inf), "temperature"),
@@ -81,6 +83,17 @@ def test_the_cache_mode_is_one_setting_with_one_default():
     # one default per field: the refresh interval and margin stay GenerationSettings' own
     assert not {"cache_refresh", "cache_margin"} & {f.name for cls in (RunSettings, GridSettings)
                                                      for f in dataclasses.fields(cls)}
+
+
+def test_padding_masks_are_one_setting_with_one_default():
+    """Generation, the decoder's likelihood and the needle grid take the same padding masks: unset
+    means the family's, and the same values are refused."""
+    for cls in (GenerationSettings, ScoringSettings, GridSettings):
+        field = next(f for f in dataclasses.fields(cls) if f.name == "padding_masks")
+        assert field.type == (int | None) and field.default is None, cls
+        assert cls(padding_masks=16).padding_masks == 16
+        with pytest.raises(ValueError, match="padding_masks must be a whole number from 0 to 16"):
+            cls(padding_masks=17)
 
 
 def test_single_strings_and_grid_normalisation():
