@@ -367,7 +367,7 @@ class RunSettings:
     cache: Literal[CACHE_MODES] = field(default="exact", metadata=_help(
         "masked LMs' decoding of generated items: 'exact' (the paper's method) or 'prefix' (the "
         "approximate prefix cache, see GenerationSettings; R and margin at its defaults). Ranked "
-        "tasks (PLL) and causal LMs are exact whatever this says; the summary's cache column "
+        "tasks (scored) and causal LMs are exact whatever this says; the summary's cache column "
         "records the mode a run used"))
 
     def shots_for(self, task) -> int:

@@ -132,6 +132,25 @@ def test_causal_lm_goes_through_the_same_evaluator(tiny_model, tmp_path):
 
 
 @needs_shared
+@pytest.mark.floats
+def test_the_decoders_likelihood_goes_through_the_same_evaluator(bert, tmp_path):
+    """method=decoder reaches the engine with its padding masks, which the run id names."""
+    settings = RunSettings(shots=1, limit=2, data_root=DATA)
+    rows = E.evaluate(bert, "copa", tmp_path, settings, ScoringSettings(method="decoder"))
+    assert rows[0]["method"] == "decoder"
+    assert rows[0]["run"] == f"copa__{E.model_slug(bert)}__1shot__decoder{bert.padding_masks}__example__seed0"
+    record = _records(tmp_path)[0]
+    item = T.load_examples("copa", "data", DATA)[record["index"]]
+    demo = T.load_examples("copa", "demos", DATA)[record["demos"][0]]
+    context = T.render(T.get_task("copa"), demo) + "\n\n"
+    expected = pll.score_batch(bert, [(context, T.render(T.get_task("copa"), item, c)) for c in item.candidates],
+                               ScoringSettings(method="decoder"))
+    assert record["scores"] == [floats.total(x.total, len(x.tokens), bert) for x in expected]
+    three = E.evaluate(bert, "copa", tmp_path / "p3", settings, ScoringSettings(method="decoder", padding_masks=3))
+    assert three[0]["run"] == rows[0]["run"].replace(f"decoder{bert.padding_masks}", "decoder3")
+
+
+@needs_shared
 def test_generation_task_scores_the_generated_text(bert, tmp_path):
     rows = E.evaluate(bert, "ii_sum", tmp_path, RunSettings(shots=2, limit=2, max_new_tokens=3, data_root=DATA))
     for r in _records(tmp_path):
@@ -207,7 +226,7 @@ def test_cache_mode_is_part_of_a_run_where_it_applies(bert, tiny_model, tmp_path
     with caplog.at_level("WARNING", logger="demo.evaluation.evaluate"):
         asked_fast = E.evaluate(bert, "copa", tmp_path, replace(settings, cache="prefix"))[0]
     assert (asked_fast["run"], asked_fast["cache"]) == (ranked["run"], "exact")
-    assert "copa: --cache prefix does not apply (it is ranked by PLL" in caplog.text
+    assert "copa: --cache prefix does not apply (it is ranked by scoring its candidates" in caplog.text
     gpt2 = tiny_model("gpt2")
     with caplog.at_level("WARNING", logger="demo.evaluation.evaluate"):
         causal = E.evaluate(gpt2, "copa_generate", tmp_path, replace(settings, cache="prefix"))[0]

@@ -9,7 +9,7 @@ masked LM by PLL, ``--method``; a causal LM by exact log-likelihood), generated 
 the engines apply the text conventions, so a ranked item scores exactly as it does in the app.
 
 ``--cache prefix`` generates a masked LM's items with the approximate prefix cache instead of the
-exact method (``demo.engine.prefix_cache``). It does not apply to ranked tasks (PLL has no decoding) or
+exact method (``demo.engine.prefix_cache``). It does not apply to ranked tasks (scoring decodes nothing) or
 to causal LMs (their own KV cache is exact): such a run is the exact one, said in a warning and in
 the summary's ``cache`` column, which records the mode each run used (see ``_cache_mode``).
 
@@ -41,7 +41,8 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from ..settings import GenerationSettings, RunSettings, ScoringSettings, cache_used
+from ..engine.mask_window import padding_masks_of  # (no torch: listing tasks needs none)
+from ..settings import PLL_METHODS, GenerationSettings, RunSettings, ScoringSettings, cache_used
 from ..tasks import Example, Task, get_task, load_examples, render_query
 from ..tasks import metrics as M
 from ..tasks.fewshot import choice_items, generation_prompt, mean_std, sample_demonstrations
@@ -155,7 +156,7 @@ def plan(lm, task: Task, s: RunSettings, scoring: ScoringSettings) -> RunPlan:
         scoring = _task_scoring(lm, task, scoring)
         method = scoring.method_for(lm)
         score = s.score or task.score
-        tag = f"{_scoring_tag(scoring, _task_scoring(lm, task, ScoringSettings()), method)}__{score}"
+        tag = f"{_scoring_tag(lm, scoring, _task_scoring(lm, task, ScoringSettings()))}__{score}"
     else:
         method, score, tag = "generate", None, "generate" + _cache_tag(task, s, cache)
     repetitions = 1 if shots == 0 else s.repetitions  # no sampling to repeat at 0 shots
@@ -188,24 +189,27 @@ def _task_scoring(lm, task: Task, scoring: ScoringSettings) -> ScoringSettings:
     return replace(scoring, **fills)
 
 
-def _scoring_tag(scoring: ScoringSettings, task_default: ScoringSettings, method: str) -> str:
-    """The part of a run id that says how candidates were scored: the method, then whatever else
+def _scoring_tag(lm, scoring: ScoringSettings, task_default: ScoringSettings) -> str:
+    """The part of a run id that says how candidates were scored: the method with its masks
+    (right masks; the decoder's padding masks, the family's unless set), then whatever else
     differs from the task's own definition (results differ when it does, so must the id)."""
-    tag = f"{method}{scoring.right_masks}" if method == "right_masks" else method
+    method = scoring.method_for(lm)
+    tag = {"right_masks": f"{method}{scoring.right_masks}",
+           "decoder": f"{method}{padding_masks_of(lm, scoring.padding_masks)}"}.get(method, method)
     if scoring.reduction != task_default.reduction:
         tag += f"-{scoring.reduction}"
     if scoring.scope != task_default.scope:
         tag += f"-{scoring.scope}"
     if scoring.unconditional_context != task_default.unconditional_context:
         tag += "-uncond" + re.sub(r"\W+", "", scoring.unconditional_context or "none")[:16]
-    if scoring.stride > 1 and method != "causal":  # the approximate PLL (demo.engine.pll_approx)
+    if scoring.stride > 1 and method in PLL_METHODS:  # the approximate PLL (demo.engine.pll_approx)
         tag += f"-stride{scoring.stride}" + (f"-band{scoring.rescore_band:g}" if scoring.rescore_band else "")
     return tag
 
 
 def _cache_mode(lm, task: Task, s: RunSettings) -> str:
     """The masked LM's decoding this run uses: ``s.cache`` where a masked LM generates; exact
-    where the mode does not apply (a ranked task's PLL has no decoding; a causal LM decodes with
+    where the mode does not apply (a ranked task's scoring decodes nothing; a causal LM decodes with
     its own exact KV cache), so such a run is the exact run, under its id."""
     return "exact" if task.kind == "choice" else cache_used(s.cache, lm.kind)
 
@@ -221,7 +225,7 @@ def _cache_tag(task: Task, s: RunSettings, cache: str) -> str:
 
 
 def _cache_note(lm, task: Task, s: RunSettings) -> str:
-    why = ("it is ranked by PLL, which does not decode" if task.kind == "choice" else
+    why = ("it is ranked by scoring its candidates, which decodes nothing" if task.kind == "choice" else
            f"{lm.label} is a causal LM, which decodes with its own exact KV cache")
     return (f"{task.name}: --cache {s.cache} does not apply ({why}); this is the exact run, "
             f"recorded as cache 'exact'.")
