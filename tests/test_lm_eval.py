@@ -20,6 +20,7 @@ import json
 import logging
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,7 @@ from demo.harness.model import MaskedLMEval, generation_settings, rolling_pairs 
 from demo.settings import GenerationSettings, RunSettings, ScoringSettings  # noqa: E402
 from demo.tasks import read_task_file  # noqa: E402
 from tests.conftest import HAYSTACK, STANDIN_MLM, TOKENIZERS, needs_shared  # noqa: E402
+from tests.test_pll_decoder import naive_decoder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ITEMS = [
@@ -287,6 +289,25 @@ def test_reduction_mean_and_salazar_reach_the_engine(tasks):
     assert got == floats.logprobs([s.mean for s in expected], model.lm)
 
 
+@needs_shared
+@pytest.mark.floats
+def test_the_decoders_likelihood_uses_generations_padding_masks(tasks):
+    """method=decoder scores each continuation in the windows generate_until writes from, with the
+    same padding_masks; is_greedy is then "greedy decoding writes it", every token ranked first."""
+    model = MaskedLMEval(pretrained=str(STANDIN_MLM), device="cpu", method="decoder", padding_masks=2)
+    assert (model.scoring.method, model.scoring.padding_masks, model.settings.padding_masks) == ("decoder", 2, 2)
+    results = run_lm_eval(model, tasks, ["capitals_lm"])
+    assert (results["config"]["pll_method"], results["config"]["padding_masks"]) == ("decoder", 2)
+    items = per_item(results)
+    pairs = [p for d in sorted(items) for p in items[d][0]]
+    expected = score_batch(model.lm, pairs, ScoringSettings(method="decoder", padding_masks=2))
+    assert [x for d in sorted(items) for x in items[d][1]] == \
+        [floats.total(s.total, len(s.tokens), model.lm) for s in expected]
+    assert [g for d in sorted(items) for g in items[d][2]] == [all(t.rank == 1 for t in s.tokens) for s in expected]
+    naive = naive_decoder(model.lm, *pairs[0], 2)
+    assert items[0][1][0] == floats.total(sum(e[1] for e in naive), len(naive), model.lm)
+
+
 def test_generate_until_is_generate(standin, tasks):
     model = standin[0]
     results = run_lm_eval(model, tasks, ["capitals_gen"], limit=3)
@@ -358,6 +379,24 @@ def test_rolling_windows_tile_long_texts_and_fit_the_model(short_bert):
                    floats.total(sum(s.total for s in expected[1:]), sum(len(s.tokens) for s in expected[1:]), lm)]
     # every token of the long text scored exactly once
     assert sum(len(s.tokens) for s in expected[1:]) == input_length(lm, long_text) - 2
+
+
+@needs_shared
+@pytest.mark.floats
+def test_rolling_windows_leave_room_for_the_decoders_masks(short_bert, monkeypatch):
+    """The decoder's last window is p + 1 tokens longer than its text: the windows are cut so that
+    it fits, where the PLL's would not have."""
+    lm = short_bert.lm
+    decoder = ScoringSettings(method="decoder")
+    fits_the_pll = " ".join(["word"] * 62)  # 62 tokens + [CLS] + [SEP]: the model's 64
+    assert rolling_pairs(lm, fits_the_pll) == [("", fits_the_pll)]
+    pairs = rolling_pairs(lm, fits_the_pll, decoder)
+    assert len(pairs) > 1 and "".join(chunk for _, chunk in pairs) == fits_the_pll
+    assert all(input_length(lm, c + x, decoder) <= 64 for c, x in pairs)
+    monkeypatch.setattr(short_bert, "scoring", replace(short_bert.scoring, method="decoder"))
+    [got] = short_bert.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, (fits_the_pll,), 0)])
+    expected = score_batch(lm, pairs, decoder)
+    assert got == floats.total(sum(s.total for s in expected), sum(len(s.tokens) for s in expected), lm)
 
 
 # ---------------------------------------------------------------- requests longer than the model reads

@@ -9,8 +9,10 @@ works from Python. Masked and causal LMs alike (``demo.engine.models.load_model`
 
 - ``loglikelihood``: ``demo.engine.pll.score_batch`` of (context, continuation): a masked LM's PLL with
   the method, right masks and reduction of ``--model_args`` (default: the BERTs paper's, +2 right
-  masks, sum), a causal LM's exact log-likelihood. All requests go to the engine in one call, so
-  its token-budget sub-batches are what batches them (lm-eval's ``batch_size`` is not used).
+  masks, sum) or, with ``method=decoder``, its decoder's own likelihood (the windows generation
+  reads, with the same ``padding_masks``), a causal LM's exact log-likelihood. All requests go to
+  the engine in one call, so its token-budget sub-batches are what batches them (lm-eval's
+  ``batch_size`` is not used).
 - ``loglikelihood_rolling``: the same engine over the whole text, in windows (:func:`rolling_pairs`).
 - ``generate_until``: ``demo.engine.generation.generate`` with lm-eval's ``until``, ``max_gen_toks``,
   ``do_sample``, ``temperature`` (:func:`generation_settings`), one prompt at a time.
@@ -41,6 +43,7 @@ from lm_eval.api.registry import register_model
 from tqdm.auto import tqdm
 
 from ..engine.generation import check_prompt, generate
+from ..engine.mask_window import padding_masks_of
 from ..engine.models import InputTooLong
 from ..engine.pll import Choice, check_choices, input_length, score_batch
 from ..evaluation.data_parallel import launched_processes, start
@@ -77,7 +80,7 @@ class EvalSettings:
     """What ``--model_args`` says, each part validated by its own dataclass."""
     model: ModelSettings
     scoring: ScoringSettings
-    padding_masks: int | None = None  # masked LMs' generation (GenerationSettings.padding_masks)
+    padding_masks: int | None = None  # masked LMs' generation and method=decoder (None: the family's)
     add_bos_token: bool | None = None  # causal LMs: BOS before every text, or none (None: the tokenizer's)
     device_map: str | None = None  # model parallel: "auto" (parallelize=True) or a transformers map
     given: tuple[str, ...] = ()  # the keys the user set (to refuse masked-only ones on causal LMs)
@@ -96,8 +99,10 @@ def parse_model_args(args: dict) -> EvalSettings:
         raise ValueError("model_args needs pretrained=<Hugging Face Hub id, local model folder or "
                          ".gguf file>.")
     model = ModelSettings(**{MODEL_KEYS[k]: v for k, v in args.items() if k in MODEL_KEYS})
-    scoring = ScoringSettings(**{k: v for k, v in args.items() if k in SCORING_KEYS})
     padding_masks = GenerationSettings(padding_masks=args.get("padding_masks")).padding_masks
+    # one decoder: method=decoder scores with the windows generate_until writes with
+    scoring = ScoringSettings(**{k: v for k, v in args.items() if k in SCORING_KEYS},
+                              padding_masks=padding_masks)
     parallelize, device_map = args.get("parallelize", False), args.get("device_map")
     if not isinstance(parallelize, bool):
         raise ValueError(f"parallelize must be true or false, not {parallelize!r}.")
@@ -187,8 +192,10 @@ def rolling_window(lm) -> int | None:
     return lm.max_length or lm.pretrained_length
 
 
-def rolling_pairs(lm, text: str) -> list[tuple[str, str]]:
+def rolling_pairs(lm, text: str, scoring: ScoringSettings | None = None) -> list[tuple[str, str]]:
     """(context, chunk) pairs whose chunks tile ``text``, so every token is scored exactly once.
+    Lengths are the longest input ``scoring``'s method reads (``demo.engine.pll.input_length``:
+    the decoder's last window is longer than its text).
 
     The rule: a text that fits the window is one pair, ("", text), every token scored with all
     the others in view. A longer text is cut at token starts into chunks of at most half a window;
@@ -199,14 +206,14 @@ def rolling_pairs(lm, text: str) -> list[tuple[str, str]]:
     half-window chunks cost up to twice the passes and give every token at least half a window.
     """
     window = rolling_window(lm)
-    if window is None or input_length(lm, text) <= window:
+    if window is None or input_length(lm, text, scoring) <= window:
         return [("", text)]
     offsets = lm.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True,
                            verbose=False)["offset_mapping"]
     cuts = sorted({0, len(text), *(start for start, _ in offsets[1:])})
 
     def fits(a: int, b: int, room: int) -> bool:
-        return input_length(lm, text[cuts[a]:cuts[b]]) <= room
+        return input_length(lm, text[cuts[a]:cuts[b]], scoring) <= room
 
     pairs, a = [], 0
     while a < len(cuts) - 1:
@@ -367,17 +374,19 @@ class MaskedLMEval(LM):
 
     ``--model_args`` keys (validated by ``demo.settings``): ``pretrained`` (Hub id, local folder or
     .gguf file), ``kind``, ``device``, ``dtype``, ``trust_remote_code``, ``revision``,
-    ``threads``; ``method`` (salazar, right_masks, within_word_l2r, whole_word; causal for causal
-    LMs), ``right_masks``, ``reduction`` (sum or mean), ``token_budget`` (tokens per forward
-    pass); ``padding_masks`` (masked LMs' generation); ``add_bos_token`` (causal LMs, HFLM's:
+    ``threads``; ``method`` (salazar, right_masks, within_word_l2r, whole_word, decoder; causal for
+    causal LMs), ``right_masks``, ``reduction`` (sum or mean), ``token_budget`` (tokens per forward
+    pass); ``padding_masks`` (masked LMs: generation's, and method=decoder's windows: the same
+    decoder); ``add_bos_token`` (causal LMs, HFLM's:
     true puts the BOS token before every text, false before none, unset as the tokenizer does);
     ``parallelize`` / ``device_map``.
 
     ``is_greedy`` of a loglikelihood answer: every scored token is the model's top prediction at
     its position (rank 1; a tie with another token counts as top). For a masked LM that is the
     prediction at its mask with the method's masking (with right masks, the next tokens masked
-    too), the PLL counterpart of "greedy decoding would have written it"; for a causal LM it is
-    exactly lm-eval's greedy check.
+    too), the PLL counterpart of "greedy decoding would have written it"; with method=decoder it is
+    exactly that (rank 1 among the tokens the decoder writes, in its window), as it is for a causal
+    LM, lm-eval's greedy check.
     """
 
     def __init__(self, **model_args):
@@ -421,6 +430,7 @@ class MaskedLMEval(LM):
                     model_num_parameters=self.lm.n_parameters, model_dtype=str(self.lm.dtype),
                     model_device=str(self.lm.device),
                     pll_method=s.method, right_masks=s.right_masks if s.method == "right_masks" else None,
+                    padding_masks=padding_masks_of(self.lm, s.padding_masks) if self.lm.kind == "masked" else None,
                     reduction=s.reduction, add_bos_token=self.settings.add_bos_token,
                     max_length=self.lm.max_length, too_long=dict(self.too_long))
 
@@ -458,7 +468,7 @@ class MaskedLMEval(LM):
         Always the sum over tokens, whatever ``reduction`` says: perplexity-style metrics divide
         the total by words or bytes themselves."""
         texts = [req.args[0] for req in requests]
-        windows = [rolling_pairs(self.lm, text) for text in texts]
+        windows = [rolling_pairs(self.lm, text, self.scoring) for text in texts]
         flat = [pair for pairs in windows for pair in pairs]
         scores = iter(score_batch(self.lm, flat, self.scoring, progress=self._progress(disable_tqdm)))
         totals = []
