@@ -199,6 +199,25 @@ def test_a_step_4_ranking_reads_what_the_budget_counts(model, scoring, request):
     assert reads == budget_of(ranking_work(lm, chosen["context"], chosen["candidates"], settings)) == Reads(*embedded)
 
 
+@needs_shared
+@pytest.mark.parametrize("scoring", [dict(method="decoder"), dict(method="decoder", padding_masks=3, scope="full"),
+                                     dict(method="decoder", unconditional_context="Answer:")],
+                         ids=["decoder", "decoder p=3 full text", "decoder unconditional"])
+def test_the_decoders_likelihood_reads_what_the_budget_counts(standin_mlm, scoring):
+    """The decoder's likelihood: one generation window per scored token, each the text before it,
+    [MASK], the padding masks and two specials."""
+    from demo.engine.pll import score_candidates
+
+    chosen = preset("ranking", lesson_step(4)["preset"])
+    settings = ScoringSettings(**scoring)
+    with counting() as reads:
+        embedded = tokens_read(standin_mlm, lambda: score_candidates(standin_mlm, chosen["context"],
+                                                                     chosen["candidates"], settings))
+    work = ranking_work(standin_mlm, chosen["context"], chosen["candidates"], settings)
+    assert reads == budget_of(work) == Reads(*embedded)
+    assert "one generation window per scored token" in work.what
+
+
 # ---------------------------------------------------------------- the page shows them
 
 

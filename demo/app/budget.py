@@ -6,7 +6,8 @@ work of a request is 2 x parameters x the tokens all its forward passes read:
 
 - ranking a masked LM: one masked copy per scored token (the tokenizer's specials are read, never
   scored), each as long as the whole text (context + candidate; plus the unconditional context's
-  copies if asked);
+  copies if asked); with the decoder's likelihood, one generation window per scored token
+  instead, each as long as the text before it plus the masks and two specials;
 - ranking a causal LM: one pass per text, with a start token before it where its first token is
   scored;
 - generating with a masked LM: every step re-reads the window (text so far, masks, end token),
@@ -80,6 +81,12 @@ def ranking_tokens(kind: str, total: int, scored: int, starts: bool = True) -> i
     return total + starts if kind == "causal" else max(scored, 1) * total
 
 
+def decoder_tokens(n_text: int, scored: int, padding_masks: int) -> int:
+    """The decoder's likelihood of a text of ``n_text`` tokens (specials aside), its last
+    ``scored`` scored: the window of the token after k text tokens holds window_length(k, p)."""
+    return sum(window_length(k, padding_masks) for k in range(n_text - scored, n_text))
+
+
 def ranking_passes(kind: str, scored: int) -> int:
     """One text, ``scored`` of its tokens scored: a pass, or a masked copy per scored token."""
     return 1 if kind == "causal" else max(scored, 1)
@@ -119,14 +126,20 @@ def ranking_work(lm, context: str, candidates: list[str], settings: ScoringSetti
     if settings.unconditional_context is not None:
         neutral = settings.unconditional_context
         pairs += [(neutral, join(neutral, c.strip())) for c in candidates]
+    decoder = settings.method_for(lm) == "decoder"
     tokens = passes = 0
     for pair in pairs:
         total, scored, starts = _scored(lm, *pair, settings.scope)
-        tokens += ranking_tokens(lm.kind, total, scored, starts)
+        if decoder:
+            n_text = _count(lm, "".join(model_pair(*pair, lm.newline_survives)), specials=False)
+            tokens += decoder_tokens(n_text, scored, padding_masks_of(lm, settings.padding_masks))
+        else:
+            tokens += ranking_tokens(lm.kind, total, scored, starts)
         passes += ranking_passes(lm.kind, scored)
+    each = ", one generation window per scored token" if decoder else ", one masked copy per scored token"
     what = (f"{len(candidates)} candidates" + (" twice (with the unconditional context)"
                                                if settings.unconditional_context is not None else "")
-            + (", one masked copy per scored token" if lm.kind == "masked" else ""))
+            + (each if lm.kind == "masked" else ""))
     return Work(tokens, lm.n_parameters, what, passes)
 
 
