@@ -173,10 +173,10 @@ class ScoringSettings:
     token_budget: int = field(default=8192, metadata=_help(
         "tokens per forward pass (copies x padded length): bounds memory"))
     stride: int = field(default=1, metadata=_help(
-        "PLL methods (not decoder): approximate PLL. 1 = exact (one copy per scored token); N > 1: one copy "
-        "scores every N-th token, each with its own masks, so N copies score a text. Each token "
-        "then also sees the others' masks: scores drop a little, rankings mostly stay "
-        "(benchmarks/bench_pll_approx.py measures how often)"))
+        "the PLL methods (not decoder): approximate PLL. 1 = exact (one copy per scored token); "
+        "N > 1: one copy scores every N-th token, each with its own masks, so N copies score a "
+        "text. Each token then also sees the others' masks: scores drop a little, rankings mostly "
+        "stay (benchmarks/bench_pll_approx.py measures how often)"))
     rescore_band: float = field(default=0.0, metadata=_help(
         "with stride > 1, rankings (several candidates): the candidates whose approximate score is "
         "within this much of the best (nats; per token with reduction=mean) are scored again, "
