@@ -16,6 +16,7 @@ one settings object, applies the text conventions itself, and knows nothing of t
 - ``prefix_cache``  the approximate, faster decoding: the prompt's keys/values reused
 - ``parallel_unmasking`` the padding masks' confident guesses written without a pass of their own
 - ``generation``    one ``generate()`` for masked and causal LMs
+- ``unmasking``     the any-order unmasking loop: k tokens a step, in an order, sliding or block by block
 - ``infill``        a masked LM fills blanks in a text by iterative unmasking, in a chosen order
 - ``infill_causal`` a causal LM's fill of the same blanks (from the left, or in the middle), both ranked
 - ``constraints``   what the decoder may write and when it stops: digits, choices, stop strings

@@ -3,6 +3,8 @@
 - ``app``           the page: five tabs, the queue, launching
 - ``common``        messages in the page, model pickers, widgets, the handler wrapper, the GPU slot
 - ``outputs``       each event's outputs as one named record
+- ``sides``         the masked and causal sides every tab compares: their pickers and output columns
+- ``settings_form`` a page's values as the core's settings, each by its field's type
 - ``prompting``     the Prompting tab: generation, masked vs causal
 - ``infill_tab``    the Infill tab: a blank in the middle, masked vs causal
 - ``playback``      decoding playback: the steps of a generation as frames of a player
