@@ -44,7 +44,9 @@ MAX_NEW_TOKENS_CAP = 512  # every step of the exact MLM method re-encodes the wh
 MAX_PADDING_MASKS = 16
 MAX_BEAMS = 16
 SCORE_SPANS = ("answer", "suffix", "example")
-INFILL_ORDERS = ("left_to_right", "confidence", "random")  # demo.engine.infill
+UNMASKING_ORDERS = ("left_to_right", "confidence", "random")  # demo.engine.unmasking
+WINDOWS = ("slide", "block")  # how a masked LM's masks follow the text (demo.engine.unmasking)
+MAX_TOKENS_PER_STEP = 64
 INFILL_STRATEGIES = ("greedy", "sample")
 FIM_MODES = ("auto", "on", "off")  # a causal LM's fill-in-the-middle tokens: demo.engine.infill
 KINDS = ("masked", "causal")
@@ -243,6 +245,21 @@ class GenerationSettings:
         "masks whose top probability is at least this (confidence-gated parallel unmasking: fewer "
         "passes, approximate; speed and agreement per threshold: benchmarks/bench_cache.py). "
         "Unset = off; a causal LM ignores it"))
+    window: Literal[WINDOWS] = field(default="slide", metadata=_help(
+        "masked LMs: 'slide' keeps 1 + padding_masks masks after the text, one more appended for "
+        "each token written (the BERTs paper's decoder); 'block' fills a block of block_length "
+        "masks, then appends the next block (masked diffusion LMs' semi-autoregressive blocks)"))
+    block_length: int = field(default=32, metadata=_help("masked LMs, window='block': masks per block"))
+    tokens_per_step: int = field(default=1, metadata=_help(
+        "masked LMs: tokens written per forward pass (several: fewer passes, each token guessed "
+        "without the others written in the same step)"))
+    order: Literal[UNMASKING_ORDERS] = field(default="left_to_right", metadata=_help(
+        "masked LMs: which masks a step writes: the leftmost (the BERTs paper's), those the model is "
+        "surest of (masked diffusion LMs, Mask-Predict), or random ones (seeded)"))
+    remask: bool = field(default=False, metadata=_help(
+        "masked LMs, order='confidence': earlier tokens not yet final compete with each step's "
+        "new guesses at the probability they were written with, and a mask goes back where one "
+        "loses (Mask-Predict's re-masking)"))
     stop_at_newline: bool = field(default=False, metadata=_help("stop at the first newline"))
     stop_strings: list[str] = field(default_factory=list, metadata=_help(
         "stop strings (removed from the output)", aliases=["--stop"]))
@@ -281,6 +298,7 @@ class GenerationSettings:
             _number(self.parallel_threshold, "parallel_threshold", lambda v: 0 < v <= 1,
                     "a probability in (0, 1], or unset (off)")
         _whole(self.seed, "seed", 0, 2**63 - 1, optional=True)
+        self._check_unmasking()
         if any(not isinstance(x, str) or x == "" for x in self.stop_strings):
             raise ValueError("Stop strings must be non-empty strings.")
         if self.digits is not None:
@@ -295,6 +313,37 @@ class GenerationSettings:
             raise ValueError("choices must be a non-empty list of non-empty strings.")
 
 
+    @property
+    def any_order(self) -> bool:
+        """Whether a masked LM writes other than the BERTs paper's way (one mask after the text
+        written at a time, left to right): then ``demo.engine.unmasking`` decodes, not
+        transformers' ``generate()``."""
+        return (self.window, self.tokens_per_step, self.order, self.remask) != ("slide", 1, "left_to_right", False)
+
+    def _check_unmasking(self) -> None:
+        _choice(self.window, "window", WINDOWS)
+        _whole(self.block_length, "block_length", 1, MAX_NEW_TOKENS_CAP)
+        _whole(self.tokens_per_step, "tokens_per_step", 1, MAX_TOKENS_PER_STEP)
+        _choice(self.order, "order", UNMASKING_ORDERS)
+        _flag(self.remask, "remask")
+        if self.remask and self.order != "confidence":
+            raise ValueError("remask weighs earlier tokens against new guesses by their probability: it "
+                             "needs order='confidence'.")
+        if not self.any_order:
+            return
+        refused = [(self.strategy == "beam", "beam search (it keeps whole texts growing left to right)"),
+                   (self.cache == "prefix", "the prefix cache (it reuses a prompt that slides left to right)"),
+                   (self.parallel_threshold is not None, "parallel unmasking (it guesses the next tokens left to right)"),
+                   (self.digits is not None or self.choices is not None,
+                    "digits or choices (they constrain each next token, left to right)")]
+        for used, what in refused:
+            if used:
+                raise ValueError(f"Writing in any order (window={self.window!r}, order={self.order!r}, "
+                                 f"tokens_per_step={self.tokens_per_step}) does not combine with {what}; "
+                                 f"write the paper's way (window='slide', order='left_to_right', one token "
+                                 f"a step) for it.")
+
+
 # ---------------------------------------------------------------- infilling
 
 
@@ -303,7 +352,7 @@ class InfillSettings:
     """How ``demo.engine.infill`` fills the blanks of a text (``[blank]``, ``[blank:3]``,
     ``[blank:auto]``, ``____``: the parser, ``demo.engine.infill.parse_blanks``, says the rules).
     Sampling means what it means for ``GenerationSettings``."""
-    order: Literal[INFILL_ORDERS] = field(default="left_to_right", metadata=_help(
+    order: Literal[UNMASKING_ORDERS] = field(default="left_to_right", metadata=_help(
         "which masked position is filled at each step: the leftmost (the BERTs paper's order), the "
         "one the model is surest of (masked diffusion LMs, Mask-Predict), or a random one (seeded)"))
     strategy: Literal[INFILL_STRATEGIES] = field(default="greedy", metadata=_help(
@@ -327,7 +376,7 @@ class InfillSettings:
     trace_top_k: int = field(default=5, metadata=_help("top tokens per step in the trace"))
 
     def __post_init__(self):
-        _choice(self.order, "infilling order", INFILL_ORDERS)
+        _choice(self.order, "infilling order", UNMASKING_ORDERS)
         _choice(self.strategy, "infilling strategy", INFILL_STRATEGIES)
         _check_sampling(self)
         _whole(self.seed, "seed", 0, 2**63 - 1, optional=True)
