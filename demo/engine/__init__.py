@@ -15,6 +15,7 @@ one settings object, applies the text conventions itself, and knows nothing of t
 - ``mlm_decoder``   a masked LM dressed as a causal LM for transformers' ``generate()``
 - ``prefix_cache``  the approximate, faster decoding: the prompt's keys/values reused
 - ``parallel_unmasking`` the padding masks' confident guesses written without a pass of their own
+- ``decoding``      one run of transformers' ``generate()`` over either kind, and what it did
 - ``generation``    one ``generate()`` for masked and causal LMs
 - ``unmasking``     the any-order unmasking loop: k tokens a step, in an order, sliding or block by block
 - ``infill``        a masked LM fills blanks in a text by iterative unmasking, in a chosen order

@@ -13,9 +13,11 @@ Also the decoding helpers they share with the trace: the text a token adds after
 """
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
+from transformers import LogitsProcessor, StoppingCriteria
 
 from ..settings import GenerationSettings
 from .text import decode_newlines, encode_newlines, join
@@ -235,10 +237,20 @@ def _choice_sequences(lm, model_prompt: str, prompt_ids: list[int], choices) -> 
     return sequences
 
 
-def constraints(lm, s: GenerationSettings, model_prompt: str, prompt_ids: list[int], end_ids):
-    """(logits processors, stopping criteria, prefix_allowed_tokens_fn, choice trie)."""
+@dataclass(frozen=True)
+class Constraints:
+    """A request's rules, in the forms transformers' ``generate()`` takes them."""
+    processors: tuple[LogitsProcessor, ...] = ()
+    stops: tuple[StoppingCriteria, ...] = ()
+    prefix_fn: Callable | None = None  # prefix_allowed_tokens_fn: the choices' next tokens
+    trie: ChoiceTrie | None = None  # the choices, whose text the output is when one was written
+
+
+def constraints(lm, s: GenerationSettings, model_prompt: str, prompt_ids: list[int], end_ids) -> Constraints:
+    """What the settings ask of the output: exactly N digits, one of the choices, or the stop
+    strings and "stop at newline" (the choices need neither)."""
     n = len(prompt_ids)
-    processors, stops, prefix_fn, trie = LogitsProcessorList(), StoppingCriteriaList(), None, None
+    processors, stops, prefix_fn, trie = [], [], None, None
     if s.digits is not None:
         processors.append(DigitsOnly(lm.tokenizer, s.digits, n, end_ids))
         stops.append(DigitsDone(lm.tokenizer, s.digits, n))
@@ -253,4 +265,4 @@ def constraints(lm, s: GenerationSettings, model_prompt: str, prompt_ids: list[i
     elif s.stop_strings or s.stop_at_newline:
         stops.append(TextStop(lm.tokenizer, prompt_ids, lm.newline_survives, s.stop_strings,
                               s.stop_at_newline))
-    return processors, stops, prefix_fn, trie
+    return Constraints(tuple(processors), tuple(stops), prefix_fn, trie)

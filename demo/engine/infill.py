@@ -9,7 +9,7 @@ until no mask is left. The orders: ``left_to_right`` (the leftmost mask: the BER
 order), ``confidence`` (the mask whose chosen token is likeliest: Mask-Predict's and masked
 diffusion LMs' order) and ``random`` (a seeded shuffle). The token is the likeliest or a sample
 (temperature, top-k, top-p as ``generate()`` means them). A blank never receives a special
-token (``demo.engine.generation.suppressed_ids``, with no end token).
+token (``demo.engine.decoding.suppressed_ids``, with no end token).
 
 A BERT has no token for "the blank ends here", so a blank of unknown length (``[blank:auto]``)
 is filled at every length 1..``max_blank_tokens`` and the fill whose whole text the model itself
@@ -30,7 +30,7 @@ from transformers.generation.logits_process import TemperatureLogitsWarper, TopK
 from ..settings import InfillSettings, ScoringSettings
 from .constraints import continuation
 from .counting import Reads, counting
-from .generation import suppressed_ids
+from .decoding import suppressed_ids
 from .heads import mlm_head
 from .mlm_decoder import WindowSpecials
 from .pll import score_batch
@@ -216,34 +216,47 @@ def _fill(lm, segments: list[str], lengths: list[int], s: InfillSettings) -> _Fi
             logits = head(hidden_at(lm.model, ids, None, [0] * len(read), read))
         logits = logits.float().cpu()
         logits[:, banned] = float("-inf")
-        probs = logits.softmax(-1)  # what "confidence" and the trace read: before temperature & co.
-        if warpers:
-            warped = logits
-            for warper in warpers:
-                warped = warper(None, warped)
-            tokens = torch.multinomial(warped.softmax(-1), 1, generator=generator)[:, 0]
-        else:
-            tokens = logits.argmax(-1)
-        confidence = probs.gather(1, tokens[:, None])[:, 0].tolist()
-        best = max(range(len(read)), key=lambda i: (confidence[i], -read[i]))  # ties: leftmost
-        position, token = read[best], int(tokens[best])
+        pick = _pick(logits, read, warpers, generator)
         if s.trace:
-            steps.append(_step(tokenizer, window, step, remaining, position, token, probs[best],
-                               s.trace_top_k, reads))
-        window[position] = token
-        remaining.remove(position)
-        order.append(position)
+            steps.append(_step(tokenizer, window, step, remaining, pick, s.trace_top_k, reads))
+        window[pick.position] = pick.token
+        remaining.remove(pick.position)
+        order.append(pick.position)
     return _Fill(window, blanks, order, steps)
 
 
-def _step(tokenizer, window, step, remaining, position, token, probs, top_k, reads: Reads) -> StepTrace:
-    context = window[1:position]  # what the token follows, for its text's leading space
-    top = probs.topk(min(top_k, probs.shape[-1]))
+@dataclass(frozen=True)
+class _Pick:
+    """A step's choice: the position filled, its token, and the distribution there."""
+    position: int
+    token: int
+    probs: torch.Tensor  # (vocab,) before temperature & co.: what "confidence" and the trace read
+
+
+def _pick(logits: torch.Tensor, read: list[int], warpers: list, generator: torch.Generator) -> _Pick:
+    """A token at each position read (the likeliest, or a sample through the warpers), and the
+    position whose token is likeliest (ties: the leftmost)."""
+    probs = logits.softmax(-1)
+    if warpers:
+        warped = logits
+        for warper in warpers:
+            warped = warper(None, warped)
+        tokens = torch.multinomial(warped.softmax(-1), 1, generator=generator)[:, 0]
+    else:
+        tokens = logits.argmax(-1)
+    confidence = probs.gather(1, tokens[:, None])[:, 0].tolist()
+    best = max(range(len(read)), key=lambda i: (confidence[i], -read[i]))  # ties: leftmost
+    return _Pick(read[best], int(tokens[best]), probs[best])
+
+
+def _step(tokenizer, window, step, remaining, pick: _Pick, top_k, reads: Reads) -> StepTrace:
+    context = window[1:pick.position]  # what the token follows, for its text's leading space
+    top = pick.probs.topk(min(top_k, pick.probs.shape[-1]))
     return StepTrace(step=step, window=tokenizer.convert_ids_to_tokens(window), mask_positions=list(remaining),
                      top=[(piece_or_name(tokenizer, context, int(i), []), float(p))
                           for i, p in zip(top.indices, top.values)],
-                     chosen=piece_or_name(tokenizer, context, token, []), beams=None, prompt_length=0,
-                     predicted=position, reads=reads)
+                     chosen=piece_or_name(tokenizer, context, pick.token, []), beams=None, prompt_length=0,
+                     predicted=pick.position, reads=reads)
 
 
 def _fills(lm, fill: _Fill) -> list[str]:

@@ -17,7 +17,8 @@ the whole window. ``next_token_logits`` is the one seam where the two approximat
 the prefix cache (``demo.engine.prefix_cache``: the prompt's keys and values reused between
 refreshes) when ``refresh_every`` is given, and parallel unmasking
 (``demo.engine.parallel_unmasking``: confident guesses at the padding masks stand for the next
-tokens, without a pass) when ``parallel_threshold`` is.
+tokens, without a pass) when ``parallel_threshold`` is. What the steps did comes back as a
+``DecodingRecord`` (``MaskedLMAsCausalLM.record``).
 """
 
 from dataclasses import dataclass
@@ -63,6 +64,30 @@ def build_windows(input_ids: torch.Tensor, specials: WindowSpecials, padding_mas
                       column(specials.end)], dim=1)
 
 
+@dataclass(frozen=True)
+class DecodingRecord:
+    """What a masked LM's decoding did at each step, handed back with its output: the result's
+    figures and the step trace read this, not the wrapper."""
+    padding_masks: int
+    # per step: 0 where it ran a forward pass, j where it read padding mask j of the last one
+    read_from: tuple[int, ...]
+    # per step, every row's window (what the model saw); None unless recorded for the trace
+    windows: tuple[torch.Tensor, ...] | None = None
+    # per forward pass: was it a refresh; None for the exact method, whose every pass is one
+    refreshed: tuple[bool, ...] | None = None
+    parallel: bool = False  # parallel unmasking was on
+
+    @property
+    def refreshes(self) -> int | None:
+        """The prefix cache's whole-window encodings; None for the exact method."""
+        return None if self.refreshed is None else sum(self.refreshed)
+
+    @property
+    def guessed(self) -> int | None:
+        """The steps that ran no forward pass of their own; None when parallel unmasking is off."""
+        return sum(j > 0 for j in self.read_from) if self.parallel else None
+
+
 class MaskedLMAsCausalLM(PreTrainedModel, GenerationMixin):
     """Wraps a loaded ``*ForMaskedLM`` (not copied) so ``generate()`` sees a causal LM."""
 
@@ -72,7 +97,7 @@ class MaskedLMAsCausalLM(PreTrainedModel, GenerationMixin):
 
     def __init__(self, mlm: PreTrainedModel, tokenizer, padding_masks: int,
                  refresh_every: int | None = None, refresh_margin: float = 0.0,
-                 parallel_threshold: float | None = None):
+                 parallel_threshold: float | None = None, record_windows: bool = False):
         super().__init__(PretrainedConfig(vocab_size=mlm.config.vocab_size, is_encoder_decoder=False))
         self.mlm = mlm
         self.specials = WindowSpecials.of(tokenizer)
@@ -85,8 +110,16 @@ class MaskedLMAsCausalLM(PreTrainedModel, GenerationMixin):
         self.guesses: Guesses | None = None  # the last pass's, while parallel unmasking is on
         # Per step: 0 where it ran a forward pass, j where it read padding mask j of the last one.
         self.read_from: list[int] = []
-        # Set by the step trace: each step's windows are appended here (what the model saw).
-        self.recorded_windows: list[torch.Tensor] | None = None
+        # For the step trace: each step's windows (what the model saw), when asked for.
+        self.recorded_windows: list[torch.Tensor] | None = [] if record_windows else None
+
+    def record(self) -> DecodingRecord:
+        """What the steps so far did, frozen: generation and its trace read this, not these lists."""
+        windows, cache = self.recorded_windows, self.prefix_cache
+        return DecodingRecord(self.padding_masks, tuple(self.read_from),
+                              None if windows is None else tuple(windows),
+                              None if cache is None else tuple(cache.refreshed),
+                              self.parallel_threshold is not None)
 
     def next_token_logits(self, input_ids: torch.Tensor) -> torch.Tensor:
         """(rows, text length) ids -> (rows, vocab) logits at the first mask.

@@ -4,7 +4,8 @@ Infilling (``demo.engine.infill``) records its steps as the same ``StepTrace``, 
 ``StepRecorder`` is the last logits processor: it sees the scores the decoder chooses from and
 records each step's top tokens and, for beam search, the cumulative score of every live row.
 ``build_trace`` then follows the final output back through the steps, taking each step from the
-row that held the output's prefix, and adds the masked LM's window as the wrapper recorded it.
+row that held the output's prefix, and adds the masked LM's window from the decoding's record
+(``demo.engine.mlm_decoder.DecodingRecord``).
 """
 
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from transformers import LogitsProcessor
 
 from .constraints import continuation
 from .counting import Reads
+from .mlm_decoder import DecodingRecord
 
 
 @dataclass
@@ -83,45 +85,48 @@ class StepRecorder(LogitsProcessor):
         return scores
 
 
-def build_trace(lm, model, recorder: StepRecorder, prompt_ids, generated, tokens, end_ids,
-           padding_masks: int, beam: bool) -> list[StepTrace]:
-    """One StepTrace per token of the output, taken from the row that held its prefix."""
+def build_trace(lm, record: DecodingRecord | None, recorder: StepRecorder, prompt_ids, generated,
+                tokens, end_ids, beam: bool) -> list[StepTrace]:
+    """One StepTrace per token of the output, taken from the row that held its prefix; ``record``:
+    what a masked LM's steps read (None for a causal LM, which reads its context)."""
     tokenizer, n = lm.tokenizer, len(prompt_ids)
-    masked = lm.kind == "masked"
-    cache = getattr(model, "prefix_cache", None)  # fast decoding (masked LMs only)
-    read_from = getattr(model, "read_from", [0] * len(generated))
+    read_from = record.read_from if record is not None else (0,) * len(generated)
+    refreshed = record.refreshed if record is not None else None  # fast decoding (masked LMs only)
     passes = list(accumulate(j == 0 for j in read_from))  # forward passes up to each step
     steps = []
     for t, token_id in enumerate(generated):
-        record = recorder.steps[t]
+        scored = recorder.steps[t]
         prefix = tuple(generated[:t])  # beam search: some live row holds the output's prefix
-        row = record["rows"].index(prefix) if prefix in record["rows"] else 0
+        row = scored["rows"].index(prefix) if prefix in scored["rows"] else 0
         context = prompt_ids + list(generated[:t])
-        if masked:
-            window_ids = model.recorded_windows[t][row].tolist()
+        if record is not None:
+            window_ids = record.windows[t][row].tolist()
             first_mask = n + t - read_from[t] + 1  # in the window of this step's pass
-            mask_positions = list(range(first_mask, first_mask + padding_masks + 1))
+            mask_positions = list(range(first_mask, first_mask + record.padding_masks + 1))
         else:
             window_ids, mask_positions = context, []
         top = [(piece_or_name(tokenizer, context, i, end_ids), p)
-               for i, p in zip(record["top_ids"][row], record["top_probs"][row])]
+               for i, p in zip(scored["top_ids"][row], scored["top_probs"][row])]
         chosen = tokens[t] if t < len(tokens) else piece_or_name(tokenizer, context, token_id, end_ids)
-        beams = None
-        if beam:
-            live = {}
-            for r, score in zip(record["rows"], record["cumulative"]):
-                if score > -1e8 and r not in live:  # -1e9: beam search's placeholder rows
-                    live[r] = score
-            beams = sorted(((continuation(tokenizer, prompt_ids, list(r)), score)
-                            for r, score in live.items()), key=lambda b: -b[1])
         own_pass = read_from[t] == 0
         steps.append(StepTrace(step=t, window=tokenizer.convert_ids_to_tokens(window_ids),
-                               mask_positions=mask_positions, top=top, chosen=chosen, beams=beams,
-                               prompt_length=n + 1 if masked else n,
-                               refreshed=cache.refreshed[passes[t] - 1] if cache is not None and own_pass else None,
+                               mask_positions=mask_positions, top=top, chosen=chosen,
+                               beams=_live_beams(tokenizer, prompt_ids, scored) if beam else None,
+                               prompt_length=n + 1 if record is not None else n,
+                               refreshed=refreshed[passes[t] - 1] if refreshed is not None and own_pass else None,
                                read_from=read_from[t],
                                reads=recorder.step_reads[t] if t < len(recorder.step_reads) else None))
     return steps
+
+
+def _live_beams(tokenizer, prompt_ids, scored: dict) -> list[tuple[str, float]]:
+    """Beam search's live hypotheses at a step, as text, best first, with their cumulative scores."""
+    live = {}
+    for r, score in zip(scored["rows"], scored["cumulative"]):
+        if score > -1e8 and r not in live:  # -1e9: beam search's placeholder rows
+            live[r] = score
+    return sorted(((continuation(tokenizer, prompt_ids, list(r)), score) for r, score in live.items()),
+                  key=lambda b: -b[1])
 
 
 def piece_or_name(tokenizer, context, token_id: int, end_ids) -> str:

@@ -1,0 +1,183 @@
+"""One decoding run of ``generate()``: transformers' ``GenerationMixin.generate`` drives a masked LM
+(dressed as a causal LM by ``demo.engine.mlm_decoder``) or a causal LM (with its own exact KV
+cache), under the request's constraints, its step recorder, its stops and its counters.
+
+``decode`` hands back what the run wrote and did as one frozen record (``Decoded``): the ids, the
+time, why it may have stopped early, the work counted and, for a masked LM, what each step read
+(``DecodingRecord``). ``demo.engine.generation`` turns that into text, a stop reason and a trace.
+"""
+
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from tqdm.auto import tqdm
+from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
+
+from ..settings import GenerationSettings
+from .constraints import Constraints
+from .counting import Reads, count_pass, counting
+from .mask_window import padding_masks_of
+from .mlm_decoder import DecodingRecord, MaskedLMAsCausalLM, WindowSpecials
+from .trace import StepRecorder
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """What one decoding run wrote and did."""
+    ids: tuple[int, ...]  # after the prompt: up to and with an end token, beam padding removed
+    ended: bool  # the last id is an end token
+    seconds: float
+    timed_out: bool  # the time limit ended it before max_new_tokens
+    recorder: StepRecorder  # per step: the scores the decoder chose from (trace) and the work
+    reads: Reads  # the forward passes it ran and the tokens they read, all rows together
+    record: DecodingRecord | None  # a masked LM's steps; None for a causal LM
+
+    @property
+    def text_ids(self) -> list[int]:
+        """The ids that make the text (the end token left out)."""
+        return list(self.ids[:-1] if self.ended else self.ids)
+
+
+class Deadline(StoppingCriteria):
+    """Stops every row once ``seconds`` have passed since it was made (a per-request time limit)."""
+
+    def __init__(self, seconds: float):
+        self.end, self.passed = time.perf_counter() + seconds, False
+
+    def __call__(self, input_ids, scores, **kwargs) -> torch.BoolTensor:
+        self.passed = self.passed or time.perf_counter() > self.end
+        return torch.full((input_ids.shape[0],), self.passed, dtype=torch.bool, device=input_ids.device)
+
+
+class ProgressBar(StoppingCriteria):
+    """Advances a tqdm bar once per step; never stops anything."""
+
+    def __init__(self, total: int):
+        self.bar = tqdm(total=total, desc="generating", unit="step", leave=False)
+
+    def __call__(self, input_ids, scores, **kwargs) -> torch.BoolTensor:
+        self.bar.update(1)
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+
+def end_ids(lm) -> list[int]:
+    """The ids that end a text: a masked LM's [SEP] (predicting it says "the text ends here"), a
+    causal LM's end-of-sequence ids (its generation config's and its tokenizer's)."""
+    if lm.kind == "masked":
+        return [WindowSpecials.of(lm.tokenizer).end]
+    ids = lm.model.generation_config.eos_token_id
+    ids = list(ids) if isinstance(ids, (list, tuple)) else ([ids] if ids is not None else [])
+    if lm.tokenizer.eos_token_id is not None and lm.tokenizer.eos_token_id not in ids:
+        ids.append(lm.tokenizer.eos_token_id)
+    return ids
+
+
+def suppressed_ids(lm, end_ids: list[int]) -> list[int]:
+    """Ids the decoder may never pick: rows beyond the tokenizer (embeddings rounded up) and,
+    for masked LMs, specials other than the end token ([CLS], [MASK], [PAD], [UNK]).
+    Infilling passes no end token: a blank holds text only (``demo.engine.infill``)."""
+    ids = set(range(len(lm.tokenizer), max(lm.model.config.vocab_size, len(lm.tokenizer))))
+    if lm.kind == "masked":
+        ids |= set(lm.tokenizer.all_special_ids) - set(end_ids)
+    return sorted(ids)
+
+
+def decode(lm, s: GenerationSettings, prompt_ids: list[int], ends: list[int], rules: Constraints, *,
+           progress: bool = False, time_limit: float | None = None) -> Decoded:
+    """Continue ``prompt_ids`` once, as the settings say, under ``rules``; ``ends``: the ids that
+    end the text (``end_ids``). ``progress``: a tqdm bar; ``time_limit``: seconds, after which
+    the step that passes it is the last."""
+    model = _decoder(lm, s)
+    config = _decoding_config(lm, s, ends)
+    reads = Reads()
+    recorder = StepRecorder(len(prompt_ids), s.trace, s.trace_top_k, reads)
+    bar = ProgressBar(s.max_new_tokens) if progress else None
+    deadline = Deadline(time_limit) if time_limit is not None else None
+    input_ids = torch.tensor([prompt_ids], device=lm.device)
+    start = time.perf_counter()
+    try:
+        with _seeded(lm.device, s.seed), counting(reads):
+            output = model.generate(
+                input_ids, attention_mask=torch.ones_like(input_ids), generation_config=config,
+                # the recorder last: it sees the scores after every constraint
+                logits_processor=LogitsProcessorList([*rules.processors, recorder]),
+                stopping_criteria=StoppingCriteriaList([*rules.stops, *filter(None, (bar, deadline))]),
+                prefix_allowed_tokens_fn=rules.prefix_fn)
+    finally:
+        if bar:
+            bar.bar.close()
+    seconds = time.perf_counter() - start
+    ids, ended = _generated(output[0, len(prompt_ids):].tolist(), ends, config.pad_token_id)
+    timed_out = deadline is not None and deadline.passed and len(ids) < s.max_new_tokens
+    return Decoded(ids, ended, seconds, timed_out, recorder, reads,
+                   model.record() if isinstance(model, MaskedLMAsCausalLM) else None)
+
+
+def _decoder(lm, s: GenerationSettings):
+    """The model ``generate()`` drives: a masked LM in its window, with the prefix cache and
+    parallel unmasking as set, or the causal LM itself (its own exact KV cache whatever
+    ``s.cache`` says), which counts its passes through a hook."""
+    if lm.kind != "masked":
+        _counts_its_passes(lm.model)
+        return lm.model
+    return MaskedLMAsCausalLM(lm.model, lm.tokenizer, padding_masks_of(lm, s.padding_masks),
+                              s.cache_refresh if s.cache == "prefix" else None, s.cache_margin,
+                              s.parallel_threshold, record_windows=s.trace)
+
+
+def _decoding_config(lm, s: GenerationSettings, ends: list[int]) -> GenerationConfig:
+    sample = s.strategy == "sample"
+    return GenerationConfig(
+        max_new_tokens=s.max_new_tokens, min_new_tokens=0, do_sample=sample,
+        num_beams=s.num_beams if s.strategy == "beam" else 1,
+        # explicit values while sampling (so a checkpoint's own defaults cannot leak in),
+        # unset otherwise (transformers warns about sampling flags without sampling)
+        temperature=s.temperature if sample else None, top_k=s.top_k if sample else None,
+        top_p=s.top_p if sample else None, repetition_penalty=s.repetition_penalty,
+        no_repeat_ngram_size=0, length_penalty=1.0, num_return_sequences=1,
+        eos_token_id=ends, pad_token_id=lm.tokenizer.pad_token_id,
+        suppress_tokens=suppressed_ids(lm, ends) or None,
+        use_cache=lm.kind != "masked", return_dict_in_generate=False)
+
+
+@contextmanager
+def _seeded(device: torch.device, seed: int | None):
+    """Draw from ``seed`` when one is given, leaving the global random state as it was."""
+    devices = [device.index or 0] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices, enabled=seed is not None):
+        if seed is not None:
+            torch.manual_seed(seed)
+        yield
+
+
+def _generated(row: list[int], ends: list[int], pad_id: int | None) -> tuple[tuple[int, ...], bool]:
+    """(the output row after the prompt, whether it ended): cut after its first end token, or
+    else without beam search's padding."""
+    ended = next((i for i, t in enumerate(row) if t in ends), None)
+    if ended is not None:
+        return tuple(row[:ended + 1]), True
+    while row and pad_id is not None and row[-1] == pad_id:
+        row.pop()
+    return tuple(row), False
+
+
+_COUNTED_LOCK = threading.Lock()
+
+
+def _count_inputs(module, args, kwargs) -> None:
+    input_ids = kwargs.get("input_ids", args[0] if args else None)
+    if input_ids is not None:
+        count_pass(input_ids)  # with a KV cache: only the tokens the cache lacks
+
+
+def _counts_its_passes(model) -> None:
+    """Count a causal LM's passes where ``generate()`` feeds it: a hook that charges only the
+    counters open in the calling thread, registered once per model (two at once would count
+    every pass twice)."""
+    with _COUNTED_LOCK:
+        if not getattr(model, "_demo_counts_passes", False):
+            model.register_forward_pre_hook(_count_inputs, with_kwargs=True)
+            model._demo_counts_passes = True
