@@ -4,11 +4,17 @@ A few-shot COPA item (its demonstrations joined by blank lines) goes through the
 handler, the ``score`` command, the evaluator and the core API, on the stand-in MLM (whose
 tokenizer drops "\\n") and on SmolLM2 (which keeps it): all four must give the same scores.
 The rules themselves are checked by hand-written cases (``demo.engine.text``).
+
+Sizes, counted with ``ast`` over demo/: no function longer than a screen (the tabs' layout
+builders aside), no function of the engine, tasks, evaluation or app floors with more than eight
+parameters.
 """
 
+import ast
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -57,7 +63,6 @@ def test_text_rules_by_hand():
 def copa_task(tmp_path_factory):
     """A copy of the COPA task over files of our own: one evaluated item, SHOTS demonstrations
     (so the evaluator's context is known), scoring the answer span like the Ranking tab."""
-    from pathlib import Path
     records = json.loads((Path(__file__).resolve().parents[1] / PRESETS).read_text())["copa"]
     folder = tmp_path_factory.mktemp("copa_task")
     (folder / "item.jsonl").write_text(json.dumps(records[SHOTS]) + "\n")
@@ -166,3 +171,42 @@ def test_the_prompting_tabs_reproduce_block_writes_the_same_text(model, request,
     assert main(shlex.split(command)[1:] + ["--no-progress"]) == 0
     out = capsys.readouterr().out  # (the steps as text first, --trace: the page shows both playbacks)
     assert out.endswith(text + "\n") and "step   0" in out
+
+
+# ---------------------------------------------------------------- sizes
+
+
+DEMO = Path(__file__).resolve().parents[1] / "demo"
+MAX_LINES = 60  # a function reads in one screen; the tabs' layout builders (``build``) are lists of widgets
+MAX_PARAMETERS = 8  # more travel in a settings object; the UI's API handlers keep their documented names
+COUNTED_FLOORS = ("engine", "tasks", "evaluation", "app")
+
+
+def _functions():
+    """(path relative to demo/, function node) for every function and method of the package."""
+    for path in sorted(DEMO.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield path.relative_to(DEMO), node
+
+
+def _parameters(node) -> int:
+    """Parameters a caller can pass: ``self`` and ``cls`` left out, ``*args`` and ``**kwargs`` one each."""
+    a = node.args
+    names = [p.arg for p in a.posonlyargs + a.args]
+    own = 1 if names and names[0] in ("self", "cls") else 0
+    return len(names) - own + len(a.kwonlyargs) + (a.vararg is not None) + (a.kwarg is not None)
+
+
+def test_no_function_is_longer_than_a_screen():
+    long = [f"{path}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path, node in _functions()
+            if node.end_lineno - node.lineno + 1 > MAX_LINES and not (path.parts[0] == "ui" and node.name == "build")]
+    assert not long, "split these (settings objects and small helpers): " + "; ".join(long)
+
+
+def test_no_function_of_the_floors_takes_more_than_eight_parameters():
+    many = [f"{path}:{node.lineno} {node.name} ({_parameters(node)} parameters)"
+            for path, node in _functions()
+            if path.parts[0] in COUNTED_FLOORS and _parameters(node) > MAX_PARAMETERS]
+    assert not many, "group these in a settings object or a frozen dataclass: " + "; ".join(many)

@@ -14,7 +14,7 @@ position table is read from the checkpoint's files, which transformers leaves un
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -115,6 +115,24 @@ class LoadedModel:
                 f"pick a model with relative positions (DeBERTa, ModernBERT).")
 
 
+@dataclass(frozen=True)
+class LoadOptions:
+    """How :func:`load_model` loads a model (its keywords; together they key the model cache)."""
+    kind: str | None = None  # "masked" or "causal"; None: the family's natural kind
+    device: str | None = "auto"  # "auto": cuda if any
+    dtype: str = "float32"
+    trust_remote_code: bool = False  # allowlisted models only, at their pinned commits
+    revision: str | None = None  # a Hub branch, tag or commit
+    device_map: str | dict | None = None  # one model across several GPUs (accelerate)
+    emd: str = "auto"  # DeBERTa's enhanced mask decoder: "auto", "on" or "off"
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {self.dtype!r}")
+        if self.emd not in EMD_MODES:
+            raise ValueError(f"emd must be one of {EMD_MODES}, not {self.emd!r}")
+
+
 # ---------------------------------------------------------------- loading
 
 
@@ -174,16 +192,14 @@ def load_tokenizer(name: str, revision: str | None = None, trust_remote_code: bo
                                          **options)
 
 
-def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, dtype: torch.dtype,
-                   trust_remote_code: bool, revision: str | None, device_map=None,
-                   emd: str = "auto") -> LoadedModel:
+def _load_uncached(source: ModelSource, o: LoadOptions, device: torch.device) -> LoadedModel:
     name, location, extra, local = source.name, source.location, dict(source.extra), source.local
     shown = source.label  # messages name a local model by its folder, never the server's path
 
     def said(err: Exception) -> str:
         return str(err).splitlines()[0].replace(location, shown)
-    remote_code = bool(trust_remote_code)
-    extra.update(_revision(name, remote_code, revision))
+    remote_code = bool(o.trust_remote_code)
+    extra.update(_revision(name, remote_code, o.revision))
     if not local:
         sources.check_hub_model(name, extra.get("revision"))
     try:
@@ -193,7 +209,7 @@ def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, 
         where = "local folder" if local else "Hugging Face Hub (is the network reachable?)"
         raise ValueError(f"Could not load model '{shown}' from the {where}: {said(err)}") from err
     family = family_of(config)
-    kind = kind or family.kind
+    kind = o.kind or family.kind
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
     if kind != family.kind and family.name in FAMILIES:
@@ -202,9 +218,9 @@ def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, 
         raise ValueError(f"'{shown}' is a {family.kind} LM ({config.model_type}), not a {kind} one: "
                          f"pick a {kind} LM here.")
 
-    kwargs = dict(extra, dtype=dtype, trust_remote_code=remote_code, output_loading_info=True)
-    if device_map is not None:  # model parallel: accelerate places the layers across devices
-        kwargs["device_map"] = device_map
+    kwargs = dict(extra, dtype=DTYPES[o.dtype], trust_remote_code=remote_code, output_loading_info=True)
+    if o.device_map is not None:  # model parallel: accelerate places the layers across devices
+        kwargs["device_map"] = o.device_map
     auto_class = AutoModelForMaskedLM if kind == "masked" else AutoModelForCausalLM
     if "gguf_file" in extra:
         _gguf_bar_follows_the_switch()
@@ -222,10 +238,12 @@ def _load_uncached(source: ModelSource, kind: str | None, device: torch.device, 
             f"Pick a checkpoint that includes its prediction head.")
     note = None
     if kind == "masked" and family.emd:
-        note = _switch_emd(model, config, emd, shown, remote_code,
+        note = _switch_emd(model, config, o.emd, shown, remote_code,
                            lambda: deberta.weight_files(location, local, extra.get("revision")))
-    return _wrap(name, kind, model, tokenizer, config, family,
-                 None if device_map is not None else device, local, note)
+    lm = _wrap(name, kind, model, tokenizer, config, family, local, note)
+    if o.device_map is None:  # (with a device_map, accelerate has placed it)
+        model.to(device)
+    return lm
 
 
 def _gguf_bar_follows_the_switch() -> None:
@@ -281,7 +299,9 @@ def _switch_emd(model, config, emd: str, shown: str, remote_code: bool, files) -
     return None
 
 
-def _wrap(name, kind, model, tokenizer, config, family, device, local, emd_note=None) -> LoadedModel:
+def _wrap(name, kind, model, tokenizer, config, family, local, emd_note=None) -> LoadedModel:
+    """The model and its tokenizer, ready for the engines (in eval mode; placing it is the
+    caller's)."""
     if kind == "masked" and tokenizer.mask_token_id is None:
         raise ValueError(f"'{label(name, local)}' has no mask token, so it cannot be used as a "
                          f"masked LM.")
@@ -289,8 +309,6 @@ def _wrap(name, kind, model, tokenizer, config, family, device, local, emd_note=
         # Causal tokenizers often lack a pad token; padding is always masked out by attention.
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     model.eval()
-    if device is not None:  # None: already placed by a device_map
-        model.to(device)
     return LoadedModel(name=name, kind=kind, model=model, tokenizer=tokenizer, family=family,
                        max_length=max_positions(config, family),
                        pretrained_length=pretrained_length(config, family),
@@ -340,13 +358,12 @@ CACHE = _ModelCache(max_models=0, max_bytes=0)
 CACHE.bound(AppSettings().max_models, AppSettings().max_model_gb)
 
 
-def load_model(name: str, kind: str | None = None, device: str | None = "auto",
-               dtype: str = "float32", trust_remote_code: bool = False,
-               revision: str | None = None, device_map: str | dict | None = None,
-               emd: str = "auto", loading: Callable[[], None] | None = None) -> LoadedModel:
+def load_model(name: str, options: LoadOptions | None = None, *,
+               loading: Callable[[], None] | None = None, **keywords) -> LoadedModel:
     """Load (or fetch from the cache) a masked or causal LM with its tokenizer: ``name`` is a Hub
     id, a local folder or a .gguf file (a local model's short name, ``smollm2``, is the app's to
-    resolve: ``demo.app.deployment``).
+    resolve: ``demo.app.deployment``). ``options`` (a :class:`LoadOptions`) says how; its fields
+    can be given or overridden by keyword (``load_model(name, device="cpu", emd="off")``):
 
     ``kind`` defaults to the family's natural kind ("masked" for BERT-likes). ``revision``: a Hub
     branch, tag or commit; remote code runs only for allowlisted models, at their pinned commit.
@@ -361,18 +378,14 @@ def load_model(name: str, kind: str | None = None, device: str | None = "auto",
     Raises ValueError with a readable message for unknown ids, folders that are not models,
     missing heads.
     """
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
-    if emd not in EMD_MODES:
-        raise ValueError(f"emd must be one of {EMD_MODES}, not {emd!r}")
-    dev = _pick_device(device)
+    o = replace(options or LoadOptions(), **keywords)  # checked by LoadOptions
+    dev = _pick_device(o.device)
     source = resolve(name)
     # Keyed on where the weights are, not on the spelling ("m" and "m/" are one model), and on
     # the kind the files tell when the caller leaves it to the model.
-    key = (source.location, tuple(sorted(source.extra.items())), kind or source.kind, str(dev), dtype,
-           revision, trust_remote_code, str(device_map), emd)
-    return CACHE.get(key, lambda: _load_uncached(source, kind, dev, DTYPES[dtype], trust_remote_code,
-                                                 revision, device_map, emd), loading)
+    key = (source.location, tuple(sorted(source.extra.items())), o.kind or source.kind, str(dev), o.dtype,
+           o.revision, o.trust_remote_code, str(o.device_map), o.emd)
+    return CACHE.get(key, lambda: _load_uncached(source, o, dev), loading)
 
 
 def random_model(folder: str | Path, kind: str | None = None, seed: int = 0, shrink: bool = True,
@@ -408,5 +421,6 @@ def random_model(folder: str | Path, kind: str | None = None, seed: int = 0, shr
             raise ValueError(f"This random model cannot run DeBERTa's enhanced mask decoder: {reason}.")
         deberta.attach(model, torch.randn(config.max_position_embeddings, config.hidden_size)
                        * config.initializer_range)
-    return _wrap(f"random:{folder.name}", kind, model, tokenizer, config, family,
-                 torch.device("cpu"), local=True)
+    lm = _wrap(f"random:{folder.name}", kind, model, tokenizer, config, family, local=True)
+    model.to(torch.device("cpu"))
+    return lm

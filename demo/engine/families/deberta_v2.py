@@ -6,6 +6,7 @@ the last layer's keys and values of the whole window (cached and block), which t
 anyway."""
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -27,7 +28,6 @@ def encode_block(mlm, windows, start, cached, keep, room, wanted=None):
     encoder = base.encoder
     block_at = torch.arange(start, windows.shape[1], device=windows.device)
     embedded = base.embeddings(input_ids=windows[:, start:], position_ids=block_at[None])
-    rows, length = embedded.shape[:2]
     query_base = keep if cached is None else cached.query_base  # a refresh sets it
     # the bucketed distances are the same in every layer: computed once per call
     indices = (_position_indices(encoder.layer[0].attention.self, block_at, keep, query_base, room)
@@ -35,39 +35,11 @@ def encode_block(mlm, windows, start, cached, keep, room, wanted=None):
     table = deberta.table_of(mlm)  # the enhanced mask decoder's positions, when it is on
     hidden, kept, shared = embedded, [], []
     for i, layer in enumerate(encoder.layer):
-        attention = layer.attention.self
-        heads = attention.num_attention_heads
-
-        def split(x):  # (rows, tokens, heads * d) -> (rows, heads, tokens, d)
-            return x.view(x.shape[0], x.shape[1], heads, -1).transpose(1, 2)
-
-        keys, values = split(attention.key_proj(hidden)), split(attention.value_proj(hidden))
-        types = attention.pos_att_type
-        scale = math.sqrt(keys.shape[-1] * (1 + ("c2p" in types) + ("p2c" in types)))
-        cached_keys, cached_values, p2c_cached = (cached.layers[i] if cached is not None
-                                                  else (None, None, None))
-        key_buffer, value_buffer = extended(cached_keys, start, keys), extended(cached_values, start, values)
-        keys, values = key_buffer.narrow(2, 0, windows.shape[1]), value_buffer.narrow(2, 0, windows.shape[1])
-        projections, p2c, p2c_kept = None, None, keys.new_zeros(rows, 0)  # (no p2c: nothing to keep)
-        if attention.relative_attention:
-            # the position table's projections depend on the weights only: once per refresh
-            projections = (cached.shared[i] if cached is not None
-                           else _position_projections(attention, encoder, split))
+        attend, layer_kept, projections = _attention(layer.attention.self, encoder, hidden, cached, i,
+                                                     start, indices, start - query_base)
+        kept.append(layer_kept)
+        if projections is not None:
             shared.append(projections)
-            p2c, p2c_kept = _p2c(projections[1], indices, scale, keys, length, p2c_cached,
-                                 start - query_base)
-        kept.append((key_buffer, value_buffer, p2c_kept))
-
-        def attend(states, read=slice(None)):  # (used within this iteration only)
-            """The attention's context for query states at the block's rows ``read``."""
-            queries = split(attention.query_proj(states))
-            scores = queries @ (keys.transpose(-1, -2) / scale)
-            if projections is not None and projections[0] is not None:
-                scores = scores + _c2p(projections[0], indices[0][read], scale, queries)
-            if p2c is not None:
-                scores = scores + p2c[:, :, read]
-            return (scores.softmax(-1) @ values).transpose(1, 2).reshape(rows, queries.shape[2], -1)
-
         if table is not None and i == len(encoder.layer) - 1:
             # The enhanced mask decoder replaces the last layer's queries at the rows read: z + the
             # layer's input there, against this layer's keys and values of the whole window.
@@ -84,23 +56,78 @@ def encode_block(mlm, windows, start, cached, keep, room, wanted=None):
         if i == 0 and encoder.conv is not None:
             hidden = _deberta_conv(encoder.conv, embedded, hidden,
                                    cached.layers[-1][0] if cached is not None else None)
-    if encoder.conv is not None:  # the embeddings a later block's convolution reads
-        width = (encoder.conv.conv.kernel_size[0] - 1) // 2
-        if cached is not None:
-            embedded = torch.cat([cached.layers[-1][0], embedded], 1)
-        first_at = windows.shape[1] - embedded.shape[1]
-        kept.append((embedded[:, max(keep - width, first_at) - first_at:keep - first_at],))
+    if encoder.conv is not None:
+        kept.append(_kept_embeddings(encoder.conv, embedded, cached, windows.shape[1], keep))
     return hidden, kept, shared
 
 
-def _position_projections(attention, encoder, split):
+def _split(attention, x: torch.Tensor) -> torch.Tensor:
+    """(rows, tokens, heads * d) -> (rows, heads, tokens, d)."""
+    return x.view(x.shape[0], x.shape[1], attention.num_attention_heads, -1).transpose(1, 2)
+
+
+@dataclass(frozen=True)
+class _Attend:
+    """A layer's attention for queries of the block: against the whole window's keys and values
+    (cached and the block's), with the position terms the layer has."""
+    attention: torch.nn.Module  # the layer's DisentangledSelfAttention
+    keys: torch.Tensor  # (rows, heads, window, d)
+    values: torch.Tensor
+    scale: float
+    pos_keys: torch.Tensor | None  # c2p's projected position table; None without that term
+    c2p_index: torch.Tensor | None  # (block, window): where each query-key pair reads it
+    p2c: torch.Tensor | None  # (rows, heads, block, window) position-to-content scores
+
+    def __call__(self, states: torch.Tensor, read=slice(None)) -> torch.Tensor:
+        """The attention's context for query states at the block's rows ``read``."""
+        queries = _split(self.attention, self.attention.query_proj(states))
+        scores = queries @ (self.keys.transpose(-1, -2) / self.scale)
+        if self.pos_keys is not None:
+            scores = scores + _c2p(self.pos_keys, self.c2p_index[read], self.scale, queries)
+        if self.p2c is not None:
+            scores = scores + self.p2c[:, :, read]
+        return (scores.softmax(-1) @ self.values).transpose(1, 2).reshape(states.shape[0], queries.shape[2], -1)
+
+
+def _attention(attention, encoder, hidden, cached, i, start, indices, first_query):
+    """Layer ``i``'s attention for the block whose input is ``hidden`` (an ``_Attend``), what the
+    cache keeps of it (keys, values, the kept keys' p2c scores), and the position table's
+    projections (None without relative attention); ``first_query``: the block's first query
+    among the positions the kept p2c scores are for."""
+    keys, values = _split(attention, attention.key_proj(hidden)), _split(attention, attention.value_proj(hidden))
+    types = attention.pos_att_type
+    scale = math.sqrt(keys.shape[-1] * (1 + ("c2p" in types) + ("p2c" in types)))
+    cached_keys, cached_values, p2c_cached = cached.layers[i] if cached is not None else (None, None, None)
+    key_buffer, value_buffer = extended(cached_keys, start, keys), extended(cached_values, start, values)
+    width = start + hidden.shape[1]
+    keys, values = key_buffer.narrow(2, 0, width), value_buffer.narrow(2, 0, width)
+    projections, p2c, p2c_kept = None, None, keys.new_zeros(hidden.shape[0], 0)  # (no p2c: nothing to keep)
+    if attention.relative_attention:
+        # the position table's projections depend on the weights only: once per refresh
+        projections = cached.shared[i] if cached is not None else _position_projections(attention, encoder)
+        p2c, p2c_kept = _p2c(projections[1], indices, scale, keys, hidden.shape[1], p2c_cached, first_query)
+    pos_keys = projections[0] if projections is not None else None
+    attend = _Attend(attention, keys, values, scale, pos_keys, indices[0] if pos_keys is not None else None, p2c)
+    return attend, (key_buffer, value_buffer, p2c_kept), projections
+
+
+def _kept_embeddings(conv, embedded, cached, width: int, keep: int) -> tuple[torch.Tensor]:
+    """The embeddings a later block's convolution reads on its left: the last of the kept ones."""
+    reach = (conv.conv.kernel_size[0] - 1) // 2
+    if cached is not None:
+        embedded = torch.cat([cached.layers[-1][0], embedded], 1)
+    first_at = width - embedded.shape[1]
+    return (embedded[:, max(keep - reach, first_at) - first_at:keep - first_at],)
+
+
+def _position_projections(attention, encoder):
     """(pos_key, pos_query): the relative-position table projected for c2p and for p2c, each
     (1, heads, 2 span, d) or None when the layer has no such term."""
     table = encoder.get_rel_embedding()[:2 * attention.pos_ebd_size][None]
     shared, types = attention.share_att_key, attention.pos_att_type
-    pos_keys = (split(attention.key_proj(table) if shared else attention.pos_key_proj(table))
+    pos_keys = (_split(attention, attention.key_proj(table) if shared else attention.pos_key_proj(table))
                 if "c2p" in types else None)
-    pos_queries = (split(attention.query_proj(table) if shared else attention.pos_query_proj(table))
+    pos_queries = (_split(attention, attention.query_proj(table) if shared else attention.pos_query_proj(table))
                    if "p2c" in types else None)
     return pos_keys, pos_queries
 
