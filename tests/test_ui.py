@@ -162,7 +162,7 @@ def test_catalog_without_local_models_defaults_to_hub_models(monkeypatch):
     assert "standin" not in masked.name and "shared" not in masked.name
     kinds = {m.kind for m in HUB_MODELS}
     assert kinds == {"masked", "causal"}
-    assert {"microsoft/deberta-v2-xxlarge", "ltg/deberta-xxlarge-fixed", "albert/albert-xxlarge-v2",
+    assert {"microsoft/deberta-v2-xxlarge", "albert/albert-xxlarge-v2",
             "facebook/opt-1.3b"} <= {m.name for m in HUB_MODELS}
 
 
@@ -232,12 +232,10 @@ def test_a_reproduce_block_for_a_local_model_says_where_it_is(tmp_path, monkeypa
     assert f"export {LOCAL_MODELS_VAR}=/path/to/my-mlm\n" in shell and "'/path/to/my-mlm'" in python
 
 
-def test_remote_code_models_in_the_catalog_are_allowlisted():
+def test_remote_code_models_are_pinned_to_full_commits():
     from demo.engine.models import REMOTE_CODE_ALLOWLIST
-    ltg = {m.name for m in HUB_MODELS if m.name.startswith("ltg/")}
-    assert ltg and ltg <= set(REMOTE_CODE_ALLOWLIST)
-    for name, pinned in REMOTE_CODE_ALLOWLIST.items():  # a pin is a full commit id, or not there yet
-        assert pinned is None or (len(pinned) == 40 and int(pinned, 16) >= 0), name
+    for name, pinned in REMOTE_CODE_ALLOWLIST.items():  # a pin is a full commit id
+        assert len(pinned) == 40 and int(pinned, 16) >= 0, name
 
 
 # ---------------------------------------------------------------- input caps

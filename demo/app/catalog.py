@@ -71,13 +71,9 @@ ETTIN_SIZES = ("17m", "32m", "68m", "150m", "400m", "1b")
 ETTIN_WHY = ("Ettin (JHU CLSP, 2025) trained this encoder and this decoder on the same 2T tokens, "
              "with the same recipe and the same size; only the objective differs (masked vs next token).")
 
-LTG_NOTE = ("the paper's conversion (remote code, refused until pinned; the Microsoft checkpoint above is "
-            "the same model)")
-
 # Curated Hub models. Ettin pairs first: the fair comparison (same data, size and recipe). The
 # DeBERTa checkpoints are the BERTs paper's (Samuel 2024): Microsoft's originals, which load with
-# their real head (legacy=False) and their enhanced mask decoder (demo.engine.families.deberta),
-# and the ltg "-fixed" conversions the paper released (remote code, pinned in demo.engine.models).
+# their real head (legacy=False) and their enhanced mask decoder (demo.engine.families.deberta).
 # DeBERTa-v3 is left out on purpose: its checkpoints are ELECTRA-style discriminators without a
 # trained MLM head (load_model would refuse them).
 HUB_MODELS = [
@@ -101,14 +97,6 @@ HUB_MODELS = [
          "DeBERTa 0.9B of the paper: Microsoft's checkpoint with its enhanced mask decoder"),
     _hub("microsoft/deberta-base", "masked", "0.1B", "deberta", "MIT", "512 (relative)",
          "DeBERTa 0.1B of the paper: Microsoft's checkpoint with its enhanced mask decoder"),
-    _hub("ltg/deberta-xxlarge-fixed", "masked", "1.5B", "deberta-v2", "MIT", "512 (relative)",
-         LTG_NOTE),
-    _hub("ltg/deberta-xlarge-fixed", "masked", "0.9B", "deberta-v2", "MIT", "512 (relative)",
-         LTG_NOTE),
-    _hub("ltg/deberta-large-fixed", "masked", "0.4B", "deberta", "MIT", "512 (relative)",
-         LTG_NOTE),
-    _hub("ltg/deberta-base-fixed", "masked", "0.1B", "deberta", "MIT", "512 (relative)",
-         LTG_NOTE),
     _hub("albert/albert-xxlarge-v2", "masked", "223M", "albert", "Apache-2.0", "512",
          "the ALBERT NormPLL paper's model"),
     _hub("google-bert/bert-large-cased", "masked", "335M", "bert", "Apache-2.0", "512"),

@@ -27,17 +27,12 @@ from .families import FAMILIES, Family, deberta, family_of, max_positions, pretr
 from .sources import ModelSource, label, resolve
 from .text import newline_survives
 
-# Models whose Hub code may run (``trust_remote_code``), each at the one commit whose code was
-# reviewed: remote code runs with the Space's permissions, and a later push to the repository
-# must not change what runs. The ltg "-fixed" DeBERTa conversions are the ones the BERTs paper
-# used. None = not pinned yet: refused until someone with network access reviews the code and
-# records the full 40-character commit id here (the Hub was not reachable when this was written).
-REMOTE_CODE_ALLOWLIST: dict[str, str | None] = {
-    "ltg/deberta-xxlarge-fixed": None,
-    "ltg/deberta-xlarge-fixed": None,
-    "ltg/deberta-large-fixed": None,
-    "ltg/deberta-base-fixed": None,
-}
+# Models whose Hub code may run (``trust_remote_code``), each at the full 40-character commit id
+# whose code was reviewed: remote code runs with the Space's permissions, and a later push to the
+# repository must not change what runs. Empty: no model the catalog offers needs Hub code (the
+# BERTs paper's DeBERTa models load from Microsoft's checkpoints through transformers' own classes,
+# with their real head and enhanced mask decoder).
+REMOTE_CODE_ALLOWLIST: dict[str, str] = {}
 
 
 def remote_code_revision(name: str, revision: str | None) -> str:
@@ -46,14 +41,11 @@ def remote_code_revision(name: str, revision: str | None) -> str:
         raise ValueError(f"'{name}' is not on the remote-code allowlist; it can only be loaded "
                          f"with transformers' own model classes.")
     pinned = REMOTE_CODE_ALLOWLIST[name]
-    if pinned is None:
-        raise ValueError(f"'{name}' needs Hub code that has not been reviewed and pinned to a commit "
-                         f"here yet, so it does not run. Use Microsoft's original checkpoint of the "
-                         f"same size instead: it loads with its real MLM head and enhanced mask decoder.")
     if revision not in (None, pinned):
         raise ValueError(f"'{name}' runs Hub code only at its reviewed commit {pinned[:12]}, not at "
                          f"{revision!r}.")
     return pinned
+
 
 class InputTooLong(ValueError):
     """An input longer than an absolute-position model reads (the engines refuse, never truncate;
