@@ -66,7 +66,7 @@ class StartupCheck:
             self.running, self.done = "", True
 
 
-ITEMS = 50  # COPA items per model: a minute or less for the default pair on a CPU Space
+ITEMS = 50  # COPA items per model: few enough that the check ends soon after start on a CPU Space
 
 STARTUP = StartupCheck()  # this process's check (one deployment per process)
 

@@ -140,8 +140,8 @@ class MaskedLMAsCausalLM(PreTrainedModel, GenerationMixin):
             logits = self.prefix_cache.next_token_logits(input_ids, windows, reads)
         else:
             # What the head reads (the last layer, or DeBERTa's enhanced mask decoder) and the
-            # vocabulary projection only at the masks read: the projection would cost about a
-            # fifth of BERT-base's compute per step if run over the whole window.
+            # vocabulary projection only at the masks read: over the whole window, the projection
+            # would be a large share of a step's compute, spent on rows nobody reads.
             at = input_ids.shape[1] + 1
             rows = torch.arange(windows.shape[0], device=windows.device).repeat_interleave(reads)
             cols = torch.arange(at, at + reads, device=windows.device).repeat(windows.shape[0])

@@ -25,7 +25,7 @@ def file_name(*parts: str, suffix: str) -> str:
 
 def figure_download(figure, csv_path: str, *parts: str) -> str:
     """A figure as a standalone HTML page beside ``csv_path``. It loads plotly.js from the CDN:
-    embedding it would make every download 4.6 MB, too much for a class on one Space."""
+    embedding it would put the whole library in every download, too much for a class on one Space."""
     from .plots import save_figure
     path = Path(csv_path).with_name(file_name(*parts, suffix=".html"))
     return str(save_figure(figure, path, offline=False))

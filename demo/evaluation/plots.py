@@ -158,7 +158,7 @@ def needle_heatmaps_side_by_side(grid_a, grid_b, *, models: tuple = (None, None)
 
 def save_figure(fig: go.Figure, path: str | Path, offline: bool = True) -> Path:
     """Write a figure to .html or .png/.svg/.pdf (needs kaleido). An offline .html carries
-    plotly.js (4.6 MB); otherwise the page loads it from plotly's CDN (a few kB per file)."""
+    plotly.js whole; otherwise the page loads it from plotly's CDN, and the file holds only the figure."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix in (".html", ".htm"):

@@ -24,8 +24,7 @@ def read_rows(layer: int, layers: int, wanted: int | range | None, start: int) -
     """The block rows a layer must output: all of them but in the last layer, where a step reads
     only its predicted mask (``wanted``, a window position), or with parallel unmasking the masks
     after it too (a range of positions). The last layer's keys and values are kept for every
-    position; its queries, attention and feed-forward for the others would serve nothing (a
-    sixth of a refresh's work on the stand-in)."""
+    position; its queries, attention and feed-forward for the others would serve nothing."""
     if wanted is None or layer < layers - 1:
         return slice(None)
     wanted = range(wanted, wanted + 1) if isinstance(wanted, int) else wanted
@@ -35,9 +34,9 @@ def read_rows(layer: int, layers: int, wanted: int | range | None, start: int) -
 def extended(buffer: torch.Tensor | None, start: int, block: torch.Tensor, dim: int = 2) -> torch.Tensor:
     """``buffer`` with ``block`` written at positions [start, start + n) along ``dim``; the
     positions before ``start`` are kept. The buffer has room after its positions, so a step writes
-    its block in place (a larger copy only when the room runs out): a ``torch.cat`` per layer and
-    step instead cost about a sixth of a tail step on the stand-in. Readers take the positions
-    they need with ``narrow``."""
+    its block in place (a larger copy only when the room runs out), where a ``torch.cat`` per
+    layer and step would copy the whole cache every step. Readers take the positions they need
+    with ``narrow``."""
     end = start + block.shape[dim]
     if buffer is None or buffer.shape[dim] < end:
         shape = list(block.shape)
