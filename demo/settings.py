@@ -18,14 +18,10 @@ never wait for torch.
 import math
 import os
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Literal
 
-# Where the app's files are, for every module: the repository's assets/ beside the package, and
-# the offline datasets in shared/data beside the clone (where data_root is not given)
-REPOSITORY = Path(__file__).resolve().parents[1]
-ASSETS = REPOSITORY / "assets"
-SHARED_DATA = REPOSITORY.parent / "shared" / "data"
+# Where the app's files are: demo.paths owns them; the tabs and the needle probe read them here
+from .paths import ASSETS, SHARED_DATA  # noqa: F401
 
 # A masked LM's scoring methods: the PLLs (a masked copy of the whole text per scored token) and
 # the decoder's own likelihood (a generation window per scored token: demo.engine.pll_decoder)

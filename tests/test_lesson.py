@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import needs_shared
 
 pytest.importorskip("gradio")
-from demo.settings import ASSETS  # noqa: E402
+from demo.paths import ASSETS  # noqa: E402
 from demo.ui import lesson  # noqa: E402
 
 REQUESTS = {"prompting": ["generate_mlm", "generate_causal"], "infill": ["infill_mlm", "infill_causal"], "ranking": ["rank_mlm", "rank_causal"],

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..settings import ASSETS, ResultsFilter
+from ..paths import ASSETS
+from ..settings import ResultsFilter
 from ..tasks import TASKS
 
 RESULTS_DIR = ASSETS / "results"

@@ -27,11 +27,10 @@ from pathlib import Path
 
 import yaml
 
-from ..settings import ASSETS, SHARED_DATA
+from ..paths import ASSETS, SHARED_DATA, SPECS
 from .converters import CONVERTERS, check_arguments
 from .schema import Example, Source, Task, check_template
 
-SPECS = Path(__file__).resolve().parent / "specs"
 PRESETS = ASSETS / "presets" / "task_examples.json"
 
 
