@@ -21,7 +21,6 @@ from dataclasses import dataclass, field, fields
 from typing import Literal
 
 # Where the app's files are: demo.paths owns them; the tabs and the needle probe read them here
-from .paths import ASSETS, SHARED_DATA  # noqa: F401
 
 # A masked LM's scoring methods: the PLLs (a masked copy of the whole text per scored token) and
 # the decoder's own likelihood (a generation window per scored token: demo.engine.pll_decoder)
@@ -329,7 +328,8 @@ class GenerationSettings:
             return
         refused = [(self.strategy == "beam", "beam search (it keeps whole texts growing left to right)"),
                    (self.cache == "prefix", "the prefix cache (it reuses a prompt that slides left to right)"),
-                   (self.parallel_threshold is not None, "parallel unmasking (it guesses the next tokens left to right)"),
+                   (self.parallel_threshold is not None,
+                    "parallel unmasking (it guesses the next tokens left to right)"),
                    (self.digits is not None or self.choices is not None,
                     "digits or choices (they constrain each next token, left to right)")]
         for used, what in refused:

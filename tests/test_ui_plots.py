@@ -151,13 +151,13 @@ def test_downloads_get_folders_of_their_own_and_old_ones_are_swept(tmp_path, mon
 
     import pandas as pd
 
-    from demo.evaluation import exports
-    monkeypatch.setattr(exports, "DOWNLOADS", tmp_path / "downloads")
-    first = exports.download(pd.DataFrame({"a": [1]}), "ranking", "m")
-    second = exports.download(pd.DataFrame({"a": [2]}), "ranking", "m")  # same name, same day
+    from demo.app import downloads
+    monkeypatch.setattr(downloads, "DOWNLOADS", tmp_path / "downloads")
+    first = downloads.download(pd.DataFrame({"a": [1]}), "ranking", "m")
+    second = downloads.download(pd.DataFrame({"a": [2]}), "ranking", "m")  # same name, same day
     assert first != second and pd.read_csv(first)["a"].tolist() == [1]
     old = os.path.dirname(first)
-    day_and_a_bit = time.time() - exports.KEEP_SECONDS - 60
+    day_and_a_bit = time.time() - downloads.KEEP_SECONDS - 60
     os.utime(old, (day_and_a_bit, day_and_a_bit))
-    exports.download(pd.DataFrame({"a": [3]}), "ranking", "m")
+    downloads.download(pd.DataFrame({"a": [3]}), "ranking", "m")
     assert not os.path.exists(old) and os.path.exists(second)

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import tests.floats as floats
-from demo.engine.generation import generate, suppressed_ids
+from demo.engine.decoding import suppressed_ids
+from demo.engine.generation import generate
 from demo.engine.text import prompt_ids_of
 from demo.engine.unmasking import Growth, Unmasking, write
 from tests.conftest import needs_shared

@@ -29,7 +29,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .batching import logprobs_and_ranks, padded, sub_batches
-from .generation import suppressed_ids
+from .decoding import suppressed_ids
 from .heads import mlm_head
 from .mask_window import window_length
 from .mlm_decoder import WindowSpecials

@@ -1,20 +1,12 @@
 """What the app and the command line let people download: tidy tables, and file names that say
-what a file holds (model, what, date), so a folder of downloads stays readable."""
+what a file holds (model, what, date), so a folder of downloads stays readable (the web app's
+download folder: ``demo.app.downloads``)."""
 
 import datetime as dt
 import re
-import shutil
-import tempfile
-import time
 from pathlib import Path
 
 import pandas as pd
-
-# Every download gets a folder of its own under one folder, and folders older than a day are
-# removed when the next download is made: a Space serving a class writes a few files per click,
-# and the app hands them out (Gradio copies each into its own cache, swept as often) well within that.
-DOWNLOADS = Path(tempfile.gettempdir()) / "mlm-icl-downloads"
-KEEP_SECONDS = 24 * 3600
 
 
 def file_name(*parts: str, suffix: str) -> str:
@@ -29,26 +21,6 @@ def figure_download(figure, csv_path: str, *parts: str) -> str:
     from .plots import save_figure
     path = Path(csv_path).with_name(file_name(*parts, suffix=".html"))
     return str(save_figure(figure, path, offline=False))
-
-
-def download(frame: pd.DataFrame, *parts: str) -> str:
-    """Write ``frame`` as CSV into a fresh temporary folder (the web app hands it out from there);
-    returns the path."""
-    path = _fresh_folder() / file_name(*parts, suffix=".csv")
-    frame.to_csv(path, index=False)
-    return str(path)
-
-
-def _fresh_folder() -> Path:
-    """A new folder under DOWNLOADS, after removing those older than KEEP_SECONDS."""
-    DOWNLOADS.mkdir(exist_ok=True)
-    for old in DOWNLOADS.iterdir():
-        try:
-            if time.time() - old.stat().st_mtime > KEEP_SECONDS:
-                shutil.rmtree(old, ignore_errors=True)
-        except FileNotFoundError:  # removed meanwhile by another request
-            pass
-    return Path(tempfile.mkdtemp(dir=DOWNLOADS))
 
 
 def score_table(requests, results):

@@ -60,7 +60,8 @@ from tqdm.auto import tqdm
 
 from ..engine.mask_window import padding_masks_of, window_length
 from ..engine.text import newline_survives, prompt_as_read
-from ..settings import ASSETS, GenerationSettings, GridSettings, cache_used
+from ..paths import ASSETS
+from ..settings import GenerationSettings, GridSettings, cache_used
 from .data_parallel import Processes
 from .resumable import ChunkParts, fingerprint, parts_folder, run_chunks
 

@@ -10,20 +10,19 @@ settings read once at start, and the models offered.
 """
 
 import os
-from pathlib import Path
 
 import gradio as gr
 
 from ..app import self_check
 from ..app.catalog import LOCAL_MODELS_VAR
 from ..app.deployment import Deployment
-from ..evaluation.exports import KEEP_SECONDS
+from ..app.downloads import KEEP_SECONDS
+from ..paths import STYLE
 from . import common, infill_tab, length_probe, lesson, playback, prompting, ranking, results_tab, startup_check
 from .common import import_core_in_background, message, use
 from .gradio_mends import mend
 
 TITLE = "Masked language models are generative in-context learners"
-STYLE = Path(__file__).resolve().parent / "style.css"
 
 INTRO = f"""
 # {TITLE}
@@ -40,7 +39,7 @@ def build_app(deployment: Deployment | None = None) -> gr.Blocks:
     serves."""
     use(deployment)
     catalog = common.deployment().catalog
-    # Gradio's copies of downloads and figures: swept hourly, kept a day (exports.KEEP_SECONDS)
+    # Gradio's copies of downloads and figures: swept hourly, kept a day (downloads.KEEP_SECONDS)
     with gr.Blocks(title=TITLE, delete_cache=(3600, KEEP_SECONDS)) as app:
         gr.Markdown(INTRO)
         if catalog.problems:

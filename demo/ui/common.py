@@ -25,7 +25,8 @@ from gradio.context import LocalContext  # the request being served (Gradio sets
 from ..app.catalog import Catalog, standin_note
 from ..app.deployment import Deployment
 from ..app.limits import RUNS
-from ..settings import ASSETS, AppSettings
+from ..paths import ASSETS
+from ..settings import AppSettings
 
 log = logging.getLogger("demo.ui")
 UNEXPECTED = ("Something went wrong on the server with this input (the details are in the server's "

@@ -164,7 +164,8 @@ def _stream(model_name, kind, lengths, depths, repetitions, seed, cache="exact")
 def _downloads(table, figure, model_name) -> list[str]:
     """The grid as CSV and its heatmap as a standalone HTML page (a PNG comes from the plot's own
     camera button, drawn by the browser)."""
-    from ..evaluation.exports import download, figure_download
+    from ..app.downloads import download
+    from ..evaluation.exports import figure_download
     csv = download(table, "needle-grid", model_name)
     return [csv, figure_download(figure, csv, "needle-grid", model_name)]
 

@@ -230,7 +230,8 @@ def _newline_note(lm, scores) -> str:
 def _outputs(title, lm, kind, model_name, context, candidates, settings, scores, work, what,
              answer, deberta_head="auto", variant="") -> RankingOutputs:
     """A side's outputs, from its scores."""
-    from ..evaluation.exports import download, figure_download, score_table
+    from ..app.downloads import download
+    from ..evaluation.exports import figure_download, score_table
 
     figure = heatmap(title, scores)
     summary = ranking_summary(f"{title} ranking", lm, what, scores, answer, work)

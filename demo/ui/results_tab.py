@@ -149,7 +149,8 @@ def build() -> TabParts:
             shots: numbers of demonstrations, e.g. "0-shot"
             tasks: tasks, as the tables name them
         """
-        from ..evaluation.exports import download, figure_download
+        from ..app.downloads import download
+        from ..evaluation.exports import figure_download
         from ..evaluation.plots import accuracy_vs_shots, accuracy_vs_size
         from ..evaluation.results import filter_results
 
