@@ -7,8 +7,10 @@ import torch
 import tests.floats as floats
 from demo.engine.decoding import suppressed_ids
 from demo.engine.generation import generate
+from demo.engine.pll import score_batch
 from demo.engine.text import prompt_ids_of
 from demo.engine.unmasking import Growth, Unmasking, write
+from demo.settings import GenerationSettings, ScoringSettings
 from tests.conftest import needs_shared
 from tests.test_emd import naive
 
@@ -161,3 +163,44 @@ def test_the_likelihood_under_the_order_written_sums_each_tokens_log_prob_at_its
         expected.append(float(logits.log_softmax(-1)[out.ids[position]]))
         ids = ids + [out.ids[position]]
     assert [out.logprobs[i] for i in sorted(out.logprobs)] == floats.logprobs(expected, lm)
+
+
+# ---------------------------------------------------------------- through generate()
+
+
+@needs_shared
+def test_generate_writes_in_any_order_through_the_loop(standin_mlm):
+    """generate() with any-order settings gives what the loop writes, its steps traced (several
+    tokens a step), and the log-likelihood under the order written."""
+    lm = standin_mlm
+    settings = GenerationSettings(max_new_tokens=8, window="block", block_length=8, tokens_per_step=2,
+                                  order="confidence", trace=True)
+    assert settings.any_order and not GenerationSettings().any_order
+    result = generate(lm, PROMPT, settings)
+    out, begin = _write(lm, "block", 8, 2, "confidence", new=8)
+    written = out.ids[begin:begin + len(result.token_ids)]
+    assert result.token_ids == written and result.steps_run == len(out.order) == 4
+    assert [len(step.written) for step in result.steps] == [2, 2, 2, 2]
+    ended = result.stop_reason == "eos"
+    expected = [out.logprobs[begin + i] for i in range(len(result.token_ids) + ended)]
+    assert result.log_likelihood == pytest.approx(sum(expected), abs=1e-9)
+
+
+@needs_shared
+def test_a_greedy_outputs_log_likelihood_is_its_decoder_likelihood(standin_mlm):
+    """The paper's decoder, greedy: the log-likelihood generate() reports (from the scores it chose
+    from) equals the decoder's own likelihood of that text (ScoringSettings method="decoder",
+    scored afresh), and what the loop written step by step sums to."""
+    lm = standin_mlm
+    result = generate(lm, PROMPT, max_new_tokens=8)
+    assert result.stop_reason == "max_new_tokens"
+    [score] = score_batch(lm, [(PROMPT, result.text)], ScoringSettings(method="decoder"))
+    n = len(result.token_ids)
+    assert result.log_likelihood == floats.total(score.total, n, lm)
+    out, begin = _write(lm, "slide", 1 + lm.padding_masks, 1, new=8)
+    assert result.log_likelihood == floats.total(sum(out.logprobs[begin + i] for i in range(n)), n, lm)
+
+
+def test_a_causal_lm_is_told_it_writes_left_to_right(tiny_model):
+    with pytest.raises(ValueError, match="writes left to right"):
+        generate(tiny_model("gpt2"), PROMPT, max_new_tokens=4, window="block")

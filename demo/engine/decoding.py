@@ -1,6 +1,7 @@
 """One decoding run of ``generate()``: transformers' ``GenerationMixin.generate`` drives a masked LM
 (dressed as a causal LM by ``demo.engine.mlm_decoder``) or a causal LM (with its own exact KV
-cache), under the request's constraints, its step recorder, its stops and its counters.
+cache), under the request's constraints, its step recorder, its stops and its counters. A masked
+LM writing in any order (``GenerationSettings.any_order``) is run by ``demo.engine.unmasking``.
 
 ``decode`` hands back what the run wrote and did as one frozen record (``Decoded``): the ids, the
 time, why it may have stopped early, the work counted and, for a masked LM, what each step read
@@ -17,11 +18,13 @@ from tqdm.auto import tqdm
 from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from ..settings import GenerationSettings
-from .constraints import Constraints
+from .constraints import Constraints, pieces
 from .counting import Reads, count_pass, counting
 from .mask_window import padding_masks_of
 from .mlm_decoder import DecodingRecord, MaskedLMAsCausalLM, WindowSpecials
+from .text import decode_newlines
 from .trace import StepRecorder
+from .unmasking import Growth, Unmasking, Written, write
 
 
 @dataclass(frozen=True)
@@ -31,9 +34,14 @@ class Decoded:
     ended: bool  # the last id is an end token
     seconds: float
     timed_out: bool  # the time limit ended it before max_new_tokens
-    recorder: StepRecorder  # per step: the scores the decoder chose from (trace) and the work
+    recorder: StepRecorder | None  # per step: the scores the decoder chose from (trace) and the work
     reads: Reads  # the forward passes it ran and the tokens they read, all rows together
     record: DecodingRecord | None  # a masked LM's steps; None for a causal LM
+    n_steps: int  # decoding steps (one = one forward pass over all rows)
+    # the log-likelihood of the output under the order it was written: each token's log-prob
+    # (among what the decoder may write) at the step it was written; None for beam search
+    log_likelihood: float | None
+    written: Written | None = None  # any-order writing: what each step wrote (its trace included)
 
     @property
     def text_ids(self) -> list[int]:
@@ -90,6 +98,8 @@ def decode(lm, s: GenerationSettings, prompt_ids: list[int], ends: list[int], ru
     """Continue ``prompt_ids`` once, as the settings say, under ``rules``; ``ends``: the ids that
     end the text (``end_ids``). ``progress``: a tqdm bar; ``time_limit``: seconds, after which
     the step that passes it is the last."""
+    if lm.kind == "masked" and s.any_order:
+        return _unmask(lm, s, prompt_ids, ends, progress=progress, time_limit=time_limit)
     model = _decoder(lm, s)
     config = _decoding_config(lm, s, ends)
     reads = Reads()
@@ -113,7 +123,46 @@ def decode(lm, s: GenerationSettings, prompt_ids: list[int], ends: list[int], ru
     ids, ended = _generated(output[0, len(prompt_ids):].tolist(), ends, config.pad_token_id)
     timed_out = deadline is not None and deadline.passed and len(ids) < s.max_new_tokens
     return Decoded(ids, ended, seconds, timed_out, recorder, reads,
-                   model.record() if isinstance(model, MaskedLMAsCausalLM) else None)
+                   model.record() if isinstance(model, MaskedLMAsCausalLM) else None,
+                   recorder.n_steps, recorder.log_likelihood(ids) if s.strategy != "beam" else None)
+
+
+def _unmask(lm, s: GenerationSettings, prompt_ids: list[int], ends: list[int], *, progress: bool,
+            time_limit: float | None) -> Decoded:
+    """A masked LM writing in any order: ``demo.engine.unmasking.write``, its masks after the text
+    as the settings say (sliding: 1 + padding masks; block: block_length), until the end token,
+    a stop string or ``max_new_tokens`` decided tokens."""
+    masks = 1 + padding_masks_of(lm, s.padding_masks) if s.window == "slide" else s.block_length
+    growth = Growth(s.window, masks, s.max_new_tokens, ends[0])
+    bar = tqdm(total=s.max_new_tokens, desc="generating", unit="token", leave=False) if progress else None
+    start = time.perf_counter()
+    deadline = start + time_limit if time_limit is not None else None
+    try:
+        with counting() as reads:
+            out, begin = write(lm, prompt_ids, Unmasking.of(s), growth, suppressed_ids(lm, ends),
+                               stop=_stops(lm, s, prompt_ids), deadline=deadline,
+                               progress=bar.update if bar else None)
+    finally:
+        if bar:
+            bar.close()
+    seconds = time.perf_counter() - start
+    text = out.ids[begin:-1]
+    text = text[:text.index(lm.tokenizer.mask_token_id)] if lm.tokenizer.mask_token_id in text else text
+    after = begin + len(text)  # an end token written there ends the text
+    ended = len(text) < s.max_new_tokens and after in out.written_at and out.ids[after] in ends
+    ids = tuple(text[:s.max_new_tokens]) + ((out.ids[begin + len(text)],) if ended else ())
+    timed_out = deadline is not None and time.perf_counter() > deadline and not ended and len(text) < s.max_new_tokens
+    return Decoded(ids, ended, seconds, timed_out, None, reads, None, len(out.order),
+                   sum(out.logprobs[begin + i] for i in range(len(ids))), out)
+
+
+def _stops(lm, s: GenerationSettings, prompt_ids: list[int]):
+    """Whether the text decided so far holds a stop string (or a newline, where it stops there)."""
+    stops = [*s.stop_strings, *(["\n"] if s.stop_at_newline else [])]
+    if not stops:
+        return None
+    return lambda ids: any(stop in decode_newlines("".join(pieces(lm.tokenizer, prompt_ids, ids)),
+                                                   lm.newline_survives) for stop in stops)
 
 
 def _decoder(lm, s: GenerationSettings):

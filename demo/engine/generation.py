@@ -56,6 +56,12 @@ class GenerationResult:
     # re-reads its window every step (the prefix cache: only its tail between refreshes); a causal
     # LM reads the prompt once, then the one token it wrote last
     reads: Reads = field(default_factory=Reads)
+    # the output's log-likelihood under the order it was written: each token's log-prob (among what
+    # the decoder may write) at the step it was written, the end token's included; greedy or
+    # sampled left to right, the masked LM's is its decoder likelihood (ScoringSettings
+    # method="decoder"). None for beam search
+    log_likelihood: float | None = None
+    steps_run: int = 0  # decoding steps: one forward pass each (several tokens each, writing in any order)
 
 
 def first_difference(a: GenerationResult, b: GenerationResult) -> int | None:
@@ -85,6 +91,9 @@ def _validate(lm, prompt, s: GenerationSettings) -> None:
     if s.padding_masks is not None and lm.kind != "masked":
         raise ValueError(f"padding_masks only applies to masked LMs; {lm.label} is a causal LM "
                          f"(leave it unset).")
+    if s.any_order and lm.kind != "masked":
+        raise ValueError(f"{lm.label} is a causal LM: it writes left to right, one token after the text; "
+                         f"window, order, tokens_per_step and remask are a masked LM's (leave them unset).")
     if s.cache == "prefix" and lm.kind == "masked":
         encoder_of(lm.model)  # refuses a family the prefix cache does not cover, naming those it does
 
@@ -155,15 +164,19 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
     text_ids = run.text_ids
     tokens = pieces(lm.tokenizer, prompt_ids, text_ids)
     text, reason = _ending(decode_newlines("".join(tokens), lm.newline_survives), run, rules, s)
-    steps = (build_trace(lm, run.record, run.recorder, prompt_ids, list(run.ids), tokens, ends,
-                         s.strategy == "beam") if s.trace else [])
+    if run.written is not None:  # any-order writing: its steps recorded as they ran
+        steps = run.written.steps
+    else:
+        steps = (build_trace(lm, run.record, run.recorder, prompt_ids, list(run.ids), tokens, ends,
+                             s.strategy == "beam") if s.trace else [])
     note = special_token_note(prompt, lm.tokenizer)
     record = run.record
     return GenerationResult(prompt=prompt, text=text, tokens=tokens, stop_reason=reason, steps=steps,
-                            seconds=run.seconds, seconds_per_step=run.seconds / max(run.recorder.n_steps, 1),
+                            seconds=run.seconds, seconds_per_step=run.seconds / max(run.n_steps, 1),
                             prompt_tokens=len(prompt_ids), token_ids=text_ids, notes=[note] if note else [],
                             refreshes=record.refreshes if record else None,
-                            guessed=record.guessed if record else None, reads=run.reads)
+                            guessed=record.guessed if record else None, reads=run.reads,
+                            log_likelihood=run.log_likelihood, steps_run=run.n_steps)
 
 
 def _ending(text: str, run: Decoded, rules: Constraints, s: GenerationSettings) -> tuple[str, str]:

@@ -60,9 +60,17 @@ class StepRecorder(LogitsProcessor):
         self.reads, self.step_reads, self._counted = reads, [], Reads()
         self.steps: list[dict] = []
         self._previous = None  # (rows, cumulative scores, scores) of the last step
+        # one row (greedy, sampling): the log-prob of each step's token among what the decoder
+        # could write, read when the next step shows which token it was
+        self.chosen_logprobs: list[float] = []
+        self._row_logprobs = None
 
     def __call__(self, input_ids, scores):
         self.n_steps += 1
+        if scores.shape[0] == 1:
+            if self._row_logprobs is not None:
+                self.chosen_logprobs.append(float(self._row_logprobs[input_ids[0, -1]]))
+            self._row_logprobs = scores[0].detach().float().log_softmax(-1).cpu()
         if self.reads is not None:
             self.step_reads.append(Reads(self.reads.passes - self._counted.passes,
                                          self.reads.tokens - self._counted.tokens))
@@ -83,6 +91,17 @@ class StepRecorder(LogitsProcessor):
                                top_probs=top.values.tolist()))
         self._previous = (rows, cumulative, scores.detach().float().cpu())
         return scores
+
+    def log_likelihood(self, ids) -> float | None:
+        """The output's log-likelihood under the decoder: the sum of its tokens' log-probs, each
+        at the step that wrote it (``ids``: the tokens after the prompt, an end token included);
+        None where no single row was followed (beam search)."""
+        if self._row_logprobs is None:
+            return None if ids else 0.0
+        values = self.chosen_logprobs[:len(ids)]
+        if len(values) < len(ids):
+            values = values + [float(self._row_logprobs[ids[len(values)]])]
+        return sum(values)
 
 
 def build_trace(lm, record: DecodingRecord | None, recorder: StepRecorder, prompt_ids, generated,

@@ -134,6 +134,7 @@ class Unmasker:
             drawn = torch.randperm(len(positions), generator=self.generator).tolist()
             self.shuffled += [positions[i] for i in drawn]
 
+    @torch.inference_mode()
     def step(self, open_from: int) -> list[int]:
         """One forward pass; write up to ``tokens_per_step`` masks (and, with ``remask``, mask
         again earlier tokens from ``open_from`` on that are now less likely). -> the positions written."""
