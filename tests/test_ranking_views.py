@@ -62,6 +62,28 @@ def test_copies_have_one_row_per_scored_token_and_total_the_ranking(tiny_model, 
         assert shown_score == expected[-1] == summary[score.candidate]
 
 
+@pytest.mark.parametrize("p", [0, 2])
+def test_the_decoders_windows_show_the_text_before_masks_after_nothing_written_yet(tiny_model, p):
+    """Each row of the decoder's likelihood is the window that writes that token: the candidate's
+    tokens before it shown, its own [MASK], p padding masks (past the candidate: in the "after"
+    column), the rest not there yet; the sum is the ranking's score."""
+    lm = tiny_model("bert")
+    [score] = score_candidates(lm, "The show was", ["unbelievably entertaining today."],
+                               ScoringSettings(method="decoder", padding_masks=p))
+    html = copies_view(score, "the decoder", decoder=True)
+    rows, n = _rows(html), len(score.tokens)
+    assert len(rows) == n and "the window the masked LM reads" in html
+    for i, row in enumerate(rows):
+        kinds = CELL.findall(row)[:n]
+        assert kinds[:i] == [""] * i and kinds[i] == "demo-mask-predicted"
+        after = min(p, n - 1 - i)
+        assert kinds[i + 1:i + 1 + after] == ["demo-mask"] * after
+        assert kinds[i + 1 + after:] == ["demo-absent"] * (n - 1 - i - after)
+        past = p - after  # padding masks beyond the candidate's last token
+        assert (f"[MASK]×{past}</span></td>" in row) == (past > 0)
+    assert re.search(r"ranking score: <b>([^<]*)</b>", html)[1] == score_text(score.total)
+
+
 def test_copies_of_a_normalised_ranking_say_its_score_is_the_mean(tiny_model):
     lm = tiny_model("bert")
     score = score_candidates(lm, "The show was", ["super fun."], ScoringSettings(reduction="mean"))[0]

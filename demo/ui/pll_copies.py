@@ -20,6 +20,13 @@ LEGEND = (
     'in that copy. P is the probability the model gave the right token; the running sum adds '
     'the log-probs, and its last value is the candidate\'s score.</p>')
 
+DECODER_LEGEND = (
+    '<p class="demo-copies-legend">Each row is the window the masked LM reads when it writes that token, as in '
+    f'the Prompting tab: the text before it, <span class="demo-tok demo-mask-predicted">{MASK}</span> where it '
+    f'writes, <span class="demo-tok demo-mask">{MASK}</span> padding masks, then the end; '
+    '<span class="demo-tok demo-absent">·</span> marks text not written yet. P is the probability it writes the '
+    "right token there; the sum is the log-probability that its decoding writes the whole candidate.</p>")
+
 
 def _shown(token) -> str:
     """A token as its cell shows it (``␣`` for a token that only marks whitespace)."""
@@ -54,31 +61,44 @@ def _total_line(score) -> str:
     return f'<p class="demo-copies-total">{line} · ranking score: <b>{score_text(score.score)}</b> ({how})</p>'
 
 
-def masked_copies(score, variant: str) -> str:
+def _cell(other, token, masked: set[int], decoder: bool) -> str:
+    """One candidate token's cell in ``token``'s copy: predicted, masked, absent (the decoder's
+    window ends after its masks: the text to the right is not written yet) or shown."""
+    if decoder and other.position > max(masked):
+        return '<td><span class="demo-tok demo-absent">·</span></td>'
+    kind = ("demo-mask-predicted" if other.position == token.position
+            else "demo-mask" if other.position in masked else "")
+    return f'<td><span class="demo-tok {kind}">{MASK if kind else _shown(other)}</span></td>'
+
+
+def masked_copies(score, variant: str, decoder: bool = False) -> str:
     """One row per scored token of ``score`` (a masked LM's ``CandidateScore``): the candidate's
-    tokens with that copy's masked positions as ``[MASK]``, P(token), its log-prob, the running sum."""
+    tokens with that copy's masked positions as ``[MASK]``, P(token), its log-prob, the running
+    sum. ``decoder`` (the decoder's own likelihood): each row is a generation window, whose
+    padding masks past the candidate show after it."""
     positions = [t.position for t in score.tokens]
     head = "".join(f"<th>{i}</th>" for i in range(1, len(positions) + 1))
     rows, running = [], 0.0
     for i, token in enumerate(score.tokens, 1):
         masked = set(token.masked)
         running += token.logprob
-        cells = []
-        for other in score.tokens:
-            kind = ("demo-mask-predicted" if other.position == token.position
-                    else "demo-mask" if other.position in masked else "")
-            shown = MASK if kind else _shown(other)
-            cells.append(f'<td><span class="demo-tok {kind}">{shown}</span></td>')
+        cells = [_cell(other, token, masked, decoder) for other in score.tokens]
         hidden = len(masked - set(positions))
+        if decoder:  # the padding masks after the candidate's last token, then the window's end
+            after = f'<span class="demo-tok demo-mask">{MASK}×{hidden}</span>' if hidden else ""
+            cells.append(f"<td>{after}</td>")
+            hidden = 0
         rows.append(f"<tr><th>{i}</th>{_context_cell(score, hidden)}{''.join(cells)}"
                     f'<td class="demo-num">{_probability(token)}</td>'
                     f'<td class="demo-num">{score_text(token.logprob)}</td>'
                     f'<td class="demo-num">{score_text(running)}</td></tr>')
+    head += "<th>after</th>" if decoder else ""
     table = (f'<table class="demo-copies-table"><thead><tr><th>copy</th><th>context</th>{head}'
              f"<th>P(token)</th><th>log-prob</th><th>running sum</th></tr></thead>"
              f"<tbody>{''.join(rows)}</tbody></table>")
+    what = "windows, one per token written" if decoder else "copies, one per scored token"
     return (f'<div class="demo-copies-title">Masked LM, {escape(variant)}: '
-            f"{len(score.tokens)} copies, one per scored token</div>"
+            f"{len(score.tokens)} {what}</div>"
             f'<div class="demo-copies-scroll">{table}</div>{_total_line(score)}')
 
 
@@ -99,9 +119,10 @@ def causal_pass(score) -> str:
             f"{_total_line(score)}")
 
 
-def copies_view(masked, variant: str, causal=None) -> str:
-    """The whole view for one candidate: its masked copies, then (if given) the causal LM's pass."""
-    parts = [LEGEND, masked_copies(masked, variant)]
+def copies_view(masked, variant: str, causal=None, decoder: bool = False) -> str:
+    """The whole view for one candidate: its masked copies (``decoder``: the decoder's windows),
+    then (if given) the causal LM's pass."""
+    parts = [DECODER_LEGEND if decoder else LEGEND, masked_copies(masked, variant, decoder)]
     if causal is not None:
         parts.append(causal_pass(causal))
     return '<div class="demo-copies">' + "".join(parts) + "</div>"
