@@ -434,6 +434,33 @@ def _generated(**changes):
 
 
 @needs_shared
+def test_the_any_order_lane_writes_what_the_engine_writes_each_token_numbered_by_its_step(standin_mlm):
+    """/generate_mlm_any_order: the engine's block-by-block writing, the step that wrote each
+    token in the playback, its steps and log-likelihood under the output, a Reproduce call that
+    gives the same text; beam search refused in words."""
+    import re
+
+    from demo.engine.generation import generate
+    from demo.settings import GenerationSettings
+    from demo.ui.prompting import generate_any_order
+
+    shown = generate_any_order(**dict(GENERATE, max_new_tokens=8), order="confidence", tokens_per_step=2,
+                               block_length=4, remask=False)
+    core = generate(standin_mlm, FEW_SHOT, GenerationSettings(max_new_tokens=8, window="block", block_length=4,
+                                                              tokens_per_step=2, order="confidence"))
+    assert shown.text == core.text and "demo-error" not in shown.stats
+    assert f"{core.steps_run} steps for {len(core.token_ids)} tokens" in shown.stats
+    assert f"Log-likelihood of this output: <b>{core.log_likelihood:.2f}</b>" in shown.stats
+    frames = shown.trace.split('class="demo-step"')[1:]
+    assert len(frames) == core.steps_run
+    last = [int(n) for n in re.findall(r'demo-step-no">(\d+)<', frames[-1])]
+    assert sorted(last) == sorted(1 + k // 2 for k in range(len(last))) and max(last) == core.steps_run - 1
+    assert "window='block'" in shown.python and "--window block" in shown.shell
+    refused = generate_any_order(**dict(GENERATE, strategy="beam"))
+    assert "does not combine with beam search" in refused.stats and not refused.text
+
+
+@needs_shared
 def test_fast_decoding_refreshed_at_every_token_writes_the_exact_output(standin_mlm):
     from demo.engine.generation import generate
     from demo.settings import GenerationSettings

@@ -43,6 +43,7 @@ LEGEND = (
     + _chip("[MASK]", "demo-mask", "padding masks (keep the end away)")
     + _chip("end", "demo-end", "end token")
     + _chip("?", "demo-next", "next token (causal LM)")
+    + _chip("tok", "demo-remasked", "masked again (any order)")
     + _chip("␣", "", "a space before the token")
     + _chip("##", "", "continues the word")
     + "</div>")
@@ -53,15 +54,18 @@ LEGEND = (
 VISIBLE = str.maketrans({"Ġ": "␣", "▁": "␣", "Ċ": "⏎"})
 
 
-def _token(text: str, kind: str) -> str:
-    return f'<span class="demo-tok {kind}">{escape(text.translate(VISIBLE))}</span>'
+def _token(text: str, kind: str, written_at: int | None = None) -> str:
+    """A window cell; ``written_at``: the step that wrote it (any-order writing shows when each
+    position was filled)."""
+    step = f'<sup class="demo-step-no">{written_at}</sup>' if written_at is not None else ""
+    return f'<span class="demo-tok {kind}">{escape(text.translate(VISIBLE))}{step}</span>'
 
 
-def _kinds(step, blanks: set[int], newest: int | None) -> list[str]:
+def _kinds(step, blanks: set[int], newest: set[int]) -> list[str]:
     """The class of each window position. Generation (``step.predicted`` is None): the prompt, the
-    tokens written so far, the predicted mask (the first), the padding masks, the end. Infilling:
-    the text, the blanks' tokens written so far, the mask predicted this step, the others; [CLS]
-    and [SEP] as ends."""
+    tokens written so far, the predicted mask (the first), the padding masks, the end. Infilling
+    and any-order writing: the text, the masks' tokens written so far, the masks written this
+    step, the others, the tokens masked again this step; [CLS] and [SEP] as ends."""
     window, masks = step.window, step.mask_positions
     if step.predicted is None:
         first = masks[0] if masks else len(window)
@@ -75,16 +79,22 @@ def _kinds(step, blanks: set[int], newest: int | None) -> list[str]:
         return kinds
     kinds = ["demo-end"] + ["demo-prompt"] * (len(window) - 2) + ["demo-end"]
     for i in blanks:
-        kinds[i] = "demo-written demo-new" if i == newest else "demo-written"
+        if i < len(window) - 1:
+            kinds[i] = "demo-written demo-new" if i in newest else "demo-written"
+    predicted = set(step.written or [step.predicted])
     for i in masks:
-        kinds[i] = "demo-mask-predicted" if i == step.predicted else "demo-mask"
+        kinds[i] = "demo-mask-predicted" if i in predicted else "demo-mask"
+    for i in step.remasked or []:
+        kinds[i] = "demo-remasked"
     return kinds
 
 
-def _window(step, blanks: set[int] = frozenset(), newest: int | None = None) -> str:
+def _window(step, blanks: set[int] = frozenset(), newest: frozenset = frozenset(),
+            written_at: dict[int, int] | None = None) -> str:
     """The window's tokens as cells; a run of more than HEAD + TAIL prompt tokens loses its middle
     (its start and its end stay: the end is what the next token continues)."""
     kinds = _kinds(step, blanks, newest)
+    written_at = written_at or {}
     cells, run = [], []
 
     def close_run():
@@ -95,12 +105,12 @@ def _window(step, blanks: set[int] = frozenset(), newest: int | None = None) -> 
             cells.extend(run)
         run.clear()
 
-    for token, kind in zip(step.window, kinds):
+    for i, (token, kind) in enumerate(zip(step.window, kinds)):
         if kind == "demo-prompt":
             run.append(_token(token, kind))
             continue
         close_run()
-        cells.append(_token(token, kind))
+        cells.append(_token(token, kind, written_at.get(i)))
     close_run()
     if not step.mask_positions:  # causal LM: the position it predicts next
         cells.append(_token("?", "demo-next"))
@@ -139,10 +149,35 @@ def _work(steps, k: int) -> str:
             f'up to here: {work_text(so_far)}</div>')
 
 
+def _filled(steps, k: int) -> tuple[set[int], frozenset, dict[int, int]]:
+    """Infilling and any-order writing, at step k: the positions that were masks by then, those
+    written by the step before, and (any-order writing) the step each written position was filled
+    at, counted from 1 (a token masked again loses its number)."""
+    if steps[k].predicted is None:
+        return set(), frozenset(), {}
+    blanks = {p for step in steps[:k + 1] for p in step.mask_positions}
+    newest = frozenset((steps[k - 1].written or [steps[k - 1].predicted]) if k else [])
+    written_at = {}
+    for j, step in enumerate(steps[:k] if steps[k].written is not None else []):
+        written_at.update({p: j + 1 for p in step.written})
+        for p in step.remasked or []:
+            written_at.pop(p, None)
+    return blanks, newest, written_at
+
+
+def _kept_line(step, agrees: str) -> str:
+    """What the step wrote: its token, or (several a step) its tokens, and those masked again."""
+    if not step.written_tokens or len(step.written_tokens) < 2 and not step.remasked:
+        return f'kept <span class="demo-kept">{escape(repr(step.chosen))}</span> ({agrees})'
+    tokens = " ".join(f'<span class="demo-kept">{escape(repr(t))}</span>' for t in step.written_tokens)
+    again = (f' · masked again: {len(step.remasked)} token{"s" if len(step.remasked) > 1 else ""} (struck '
+             "through), surer guesses took their turn" if step.remasked else "")
+    return f"wrote {len(step.written_tokens)}: {tokens} (the top guesses shown are the leftmost one's){again}"
+
+
 def _frame(steps, k: int) -> str:
     step = steps[k]
-    blanks = set(steps[0].mask_positions) if step.predicted is not None else set()  # infilling
-    newest = steps[k - 1].predicted if k and step.predicted is not None else None
+    blanks, newest, written_at = _filled(steps, k)
     top_token = step.top[0][0] if step.top else None
     if top_token == step.chosen:
         agrees = "its top guess"
@@ -159,9 +194,8 @@ def _frame(steps, k: int) -> str:
         beams = '<div class="demo-beams">After the last step, the best beam is the output.</div>'
     hidden = " hidden" if k else ""
     return (f'<div class="demo-step" data-step="{k}"{hidden}><div class="demo-step-head">Step {k + 1} of '
-            f'{len(steps)}{_refresh(step)}</div>{_work(steps, k)}{_window(step, blanks, newest)}<div class="demo-kept-line">kept '
-            f'<span class="demo-kept">{escape(repr(step.chosen))}</span> ({agrees})</div>'
-            f'{_guesses(step)}{beams}</div>')
+            f'{len(steps)}{_refresh(step)}</div>{_work(steps, k)}{_window(step, blanks, newest, written_at)}'
+            f'<div class="demo-kept-line">{_kept_line(step, agrees)}</div>{_guesses(step)}{beams}</div>')
 
 
 def _controls(n: int) -> str:
@@ -180,7 +214,9 @@ def _controls(n: int) -> str:
 LANES = {"masked": ("Masked LM", "appends [MASK], padding masks and the end token; predicts the first mask"),
          "causal": ("Causal LM", "predicts the next token from the text on its left"),
          "infill": ("Masked LM", "fills the blanks one token per step, in the order chosen, reading both sides"),
-         "previous": ("Masked LM, previous run", "the run before this one, step beside step")}
+         "previous": ("Masked LM, previous run", "the run before this one, step beside step"),
+         "any_order": ("Masked LM, any order", "fills a block of masks after the text, several tokens a step, "
+                       "surest first (masked diffusion); a small number marks the step that wrote each token")}
 
 
 def run_id(*parts) -> str:

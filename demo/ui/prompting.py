@@ -31,6 +31,7 @@ from .common import (
     number_or,
     preset_named,
     read_presets,
+    reproduce_block,
     reproduction,
     tab_help,
     with_arguments,
@@ -43,7 +44,8 @@ from .settings_form import settings_of
 from .sides import KIND_NAMES, side_columns, side_pickers
 
 HELP = ("Type a prompt or pick a preset: a **masked LM** and a **causal LM** continue it side by side, "
-        "and the playback below shows every step.")
+        "and the playback below shows every step; tick *any order* to see the masked LM also write the "
+        "masked-diffusion way.")
 
 HOW = """
 The masked LM generates left to right the way the BERTs paper does: it appends `[MASK]` (plus a
@@ -58,6 +60,12 @@ the prompt's internal states between refreshes (approximate, fewer tokens read);
 both and shows where they part. The **playback** shows, step by step, the window each model read
 and what that step read, its top guesses with probabilities, the token kept and, with beam
 search, the beams.
+
+Ticked, **any order** has the same masked LM write the way masked diffusion LMs (LLaDA, Dream, the
+BERT-chat models) do: a block of masks after the prompt, several filled per step, the ones the model
+is surest of first (the others stay masked for a later step); when the block is full, the next block
+follows. Its lane numbers each token with the step that wrote it, so the order is visible; each
+output's **log-likelihood** is the probability that its decoding writes exactly that text.
 """
 
 STRATEGIES = [("greedy", "greedy"), ("beam search", "beam"), ("sampling", "sample")]
@@ -76,6 +84,12 @@ SETTING_NAMES = tuple(SETTING_DEFAULTS)
 # (compare: exact first, then fast, on the same prompt and settings).
 DECODINGS = {"exact": ("exact",), "fast": ("prefix",), "compare": ("exact", "prefix")}
 RUN_NAMES = {"exact": "exact (the paper's method)", "prefix": "fast (prefix cache, approximate)"}
+
+
+# Writing in any order (masked diffusion): the page's defaults, small enough to watch: blocks of
+# 8 masks, 2 tokens a step, surest first.
+ANY_ORDER_DEFAULTS = dict(order="confidence", tokens_per_step=2, block_length=8, remask=False)
+ORDERS = [("most confident first", "confidence"), ("left to right", "left_to_right"), ("random", "random")]
 
 
 def masked_caches(decoding) -> tuple[str, ...]:
@@ -102,8 +116,9 @@ def generation_estimate(arguments: dict, kind: str, parameters: float) -> budget
 
 def _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
               padding_masks, stop_at_newline, seed, trace, cache_refresh=_CORE.cache_refresh,
-              parallel_threshold=0):
-    """The page's widgets (or an API call's values) as the core's settings, which check them."""
+              parallel_threshold=0, **writing):
+    """The page's widgets (or an API call's values) as the core's settings, which check them;
+    ``writing``: any-order writing's fields (window, order, tokens_per_step, ...)."""
     max_new_tokens = whole(max_new_tokens)
     if isinstance(max_new_tokens, int) and max_new_tokens > deployment().settings.max_new_tokens:
         raise ValueError(f"max_new_tokens may be at most {deployment().settings.max_new_tokens} new tokens per request "
@@ -111,7 +126,8 @@ def _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, re
     values = dict(max_new_tokens=max_new_tokens, strategy=strategy, num_beams=num_beams, temperature=temperature,
                   top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty, padding_masks=padding_masks,
                   stop_at_newline=stop_at_newline, seed=seed, cache_refresh=cache_refresh,
-                  parallel_threshold=None if parallel_threshold == 0 else parallel_threshold)  # the slider's 0: off
+                  parallel_threshold=None if parallel_threshold == 0 else parallel_threshold,  # the slider's 0: off
+                  **writing)
     return settings_of(GenerationSettings, values, trace=trace, trace_top_k=5)
 
 
@@ -176,6 +192,8 @@ def how_it_read(result, kind: str) -> str:
     """How a generation's passes read, in words: what its work line's numbers come from."""
     if kind == "causal":
         return "the prompt once, then only the token written last: its key/value cache keeps the rest"
+    if result.steps_run and result.steps_run < len(result.token_ids):
+        return "the whole window re-read at every step, several tokens written per step"
     if result.refreshes is None:
         return "the whole window re-read at every step"
     return ("a refresh re-reads the whole window, the other steps only its last tokens"
@@ -192,10 +210,19 @@ def _stats(lm, result, time_limit: float, refresh: int | None = None) -> str:
     fast = (f"<div>Fast decoding (approximate): {tokens_per_second(result):.1f} tokens/s · "
             f"{_refreshes(result, refresh)}</div>" if result.refreshes is not None else "")
     timed_out = result.stop_reason == "time_limit"
-    return (f"<div>{model_note(lm)}</div><div>{stats}</div>{work}{fast}"
+    return (f"<div>{model_note(lm)}</div><div>{stats}</div>{_likelihood(result)}{work}{fast}"
             + "".join(message(note, "note") for note in result.notes)
             + (message(f"Stopped after {time_limit:.0f} s, the time this generation may take "
                        f"here; the text so far is shown.", "note") if timed_out else ""))
+
+
+def _likelihood(result) -> str:
+    """The output's log-likelihood under the order it was written (none for beam search)."""
+    if result.log_likelihood is None:
+        return ""
+    return (f'<div class="demo-likelihood">Log-likelihood of this output: <b>{result.log_likelihood:.2f}</b> '
+            f"(each token's log-prob at the step that wrote it, summed: how likely this decoding was "
+            f"to write exactly this)</div>")
 
 
 def tokens_per_second(result) -> float:
@@ -306,6 +333,19 @@ class MaskedGenerationOutputs(NamedTuple):
         return cls(stats=message)
 
 
+class AnyOrderOutputs(NamedTuple):
+    """The masked LM's continuation written in any order, as /generate_mlm_any_order gives it."""
+    text: str = ""  # the continuation
+    stats: str = ""  # HTML: model, speed, steps, log-likelihood, the work; or the message shown instead
+    trace: str = ""  # HTML: the playback's frames, one per step (several tokens each)
+    python: str = ""  # Reproduce: the Python call
+    shell: str = ""  # Reproduce: the command line
+
+    @classmethod
+    def showing(cls, message: str) -> "AnyOrderOutputs":
+        return cls(stats=message)
+
+
 class CausalGenerationOutputs(NamedTuple):
     """The causal LM's continuation, as /generate_causal gives it (in this order)."""
     text: str = ""  # the continuation
@@ -368,6 +408,36 @@ def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, tem
                                    compare=compared, python=python, shell=shell,
                                    run=dict(steps=shown.steps, text=shown.text, settings=items, id=run,
                                             prompt=prompt, model=lm.name))
+
+
+ANY_ORDER_ARGUMENTS = """\
+        order: which masks a step writes: confidence (the surest: masked diffusion LMs), left_to_right or random
+        tokens_per_step: tokens written per forward pass
+        block_length: masks per block; the next block is appended when one is full
+        remask: confidence order only: earlier tokens of the block compete with new guesses and may be masked again
+        deberta_head: DeBERTa only: auto (the enhanced mask decoder) or off (the last layer)
+"""
+
+
+@handler(AnyOrderOutputs.showing, estimate=generation_estimate)
+@with_arguments(GENERATION_ARGUMENTS + ANY_ORDER_ARGUMENTS)
+def generate_any_order(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
+                       repetition_penalty, padding_masks, stop_at_newline, seed,
+                       order=ANY_ORDER_DEFAULTS["order"], tokens_per_step=ANY_ORDER_DEFAULTS["tokens_per_step"],
+                       block_length=ANY_ORDER_DEFAULTS["block_length"], remask=ANY_ORDER_DEFAULTS["remask"],
+                       deberta_head="auto", progress=gr.Progress(track_tqdm=True)):
+    """Continue a prompt with a masked LM the masked-diffusion way: a block of masks after the
+    text, filled in any order, several tokens a step; the next block when it is full. Also
+    returns the playback, each token marked with the step that wrote it."""
+    settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
+                         padding_masks, stop_at_newline, seed, trace=True, window="block", order=order,
+                         tokens_per_step=tokens_per_step, block_length=block_length, remask=remask)
+    lm, (result,), time_limit, python, shell = _run(prompt, model_name, "masked", [settings], deberta_head)
+    steps = f"{result.steps_run} steps for {len(result.token_ids)} tokens · "
+    return AnyOrderOutputs(text=result.text, stats=message(steps.rstrip(" ·"), "note") + _stats(lm, result, time_limit),
+                           trace=playback(result.steps, "any_order", run_id(prompt, result.token_ids, result.seconds),
+                                          newline_note(lm, prompt)),
+                           python=python, shell=shell)
 
 
 def previous_run_view(compare: bool, previous: dict | None, current: dict | None) -> str:
@@ -443,6 +513,10 @@ def build(catalog: Catalog) -> TabParts:
             value=False, label="Compare with the previous run", elem_id="gen-compare-previous", scale=1,
             min_width=220, info="The masked LM's last run plays beside this one, step by step, "
                                 "headed by the settings that changed.")
+        any_order = gr.Checkbox(
+            value=False, label="Also write in any order (masked diffusion)", elem_id="gen-any-order", scale=1,
+            min_width=220, info="The same masked LM fills a block of masks after the prompt, several tokens "
+                                "a step, surest first, and plays as a lane of its own.")
     settings_shown = gr.HTML(settings_line(setting_items(*(first[k] for k in SETTING_NAMES))),
                              elem_id="gen-settings-line")
     with gr.Accordion("Decoding settings", open=False):
@@ -484,6 +558,20 @@ def build(catalog: Catalog) -> TabParts:
                 info="End the continuation at the first line break.")
             seed = Number(value=first["seed"], precision=0, label="Seed",
                              info="Sampling seed, for repeatable samples.")
+        with gr.Row():
+            order = Radio(choices=ORDERS, value=ANY_ORDER_DEFAULTS["order"], label="Any order: which masks",
+                          elem_id="gen-order", info="Writing in any order only: the masks a step writes.")
+            tokens_per_step = Slider(1, 8, value=ANY_ORDER_DEFAULTS["tokens_per_step"], step=1,
+                                     label="Any order: tokens per step", elem_id="gen-tokens-per-step",
+                                     info="Several: fewer forward passes; each token guessed without the "
+                                          "others written in the same step.")
+            block_length = Slider(1, 64, value=ANY_ORDER_DEFAULTS["block_length"], step=1,
+                                  label="Any order: block length", elem_id="gen-block-length",
+                                  info="Masks per block; the next block comes when one is full.")
+            remask = gr.Checkbox(value=ANY_ORDER_DEFAULTS["remask"], label="Any order: re-mask",
+                                 elem_id="gen-remask",
+                                 info="Most confident first only: earlier tokens of the block may be masked "
+                                      "again when new guesses are surer.")
         parallel_threshold = Slider(
             0, 1, value=0, step=0.05, label="Parallel unmasking (fast)", elem_id="gen-parallel",
             info="Fast and compare only: after each pass also write the tokens guessed at the padding "
@@ -496,11 +584,18 @@ def build(catalog: Catalog) -> TabParts:
         "stats": lambda kind, elem_id: gr.HTML(elem_id=elem_id),
         "compare": lambda kind, elem_id: (gr.HTML(elem_id=elem_id, elem_classes=["demo-hide-empty"])
                                           if kind == "masked" else None)})
+    with gr.Column(visible=False, elem_id="gen-any-order-output") as any_output:
+        any_text = gr.Textbox(label="Masked LM continuation, written in any order", lines=3,
+                              elem_id="gen-any-text", interactive=False)
+        any_stats = gr.HTML(elem_id="gen-any-stats")
+        any_python, any_shell = reproduce_block("gen-any-reproduce")
     with gr.Accordion("Playback: both models write, step by step", open=True):
         gr.HTML(LEGEND, elem_classes=["demo-legend-block"])
         with gr.Row(elem_id="gen-playback"):
             with gr.Column(min_width=320):
                 trace = gr.HTML(elem_id="gen-trace", js_on_load=PLAYER_JS)
+            with gr.Column(min_width=320, visible=False, elem_id="gen-any-order-column") as any_lane:
+                any_trace = gr.HTML(elem_id="gen-any-trace", js_on_load=PLAYER_JS)
             with gr.Column(min_width=320, elem_id="gen-previous-column"):  # shown when comparing
                 previous_trace = gr.HTML(elem_id="gen-previous-trace", js_on_load=PLAYER_JS)
             with gr.Column(min_width=320):
@@ -528,10 +623,20 @@ def build(catalog: Catalog) -> TabParts:
         api_name="generate_mlm", concurrency_id="generate")
     comparing = [compare_previous, previous_run, last_run]
     masked_event.then(previous_run_view, comparing, previous_trace, **quick)
+    # any order, when asked: a request of its own (its own API), started once the paper's way is done
+    any_request = gr.State(0)
+    masked_event.then(lambda asked, n: n + 1 if asked else gr.update(), [any_order, any_request], any_request, **quick)
+    any_request.change(
+        generate_any_order, [prompt, masked_model] + settings + [order, tokens_per_step, block_length, remask,
+                                                                 deberta_head],
+        components(AnyOrderOutputs, text=any_text, stats=any_stats, trace=any_trace, python=any_python,
+                   shell=any_shell),
+        api_name="generate_mlm_any_order", concurrency_id="generate")
+    any_order.change(lambda asked: [gr.update(visible=asked)] * 2, any_order, [any_output, any_lane], **quick)
     compare_previous.change(previous_run_view, comparing, previous_trace, **quick)
     run.click(generate_causal, [prompt, causal_model] + settings,
               components(CausalGenerationOutputs, **sides["causal"], trace=causal_trace),
               api_name="generate_causal", concurrency_id="generate")
-    return TabParts(lesson_fields=(preset, prompt, paper_output, *settings, compare_previous),
+    return TabParts(lesson_fields=(preset, prompt, paper_output, *settings, compare_previous, any_order),
                     lesson_values=lambda step: [step["preset"], *fill(step["preset"]),
-                                                step.get("compare_previous", False)])
+                                                step.get("compare_previous", False), step.get("any_order", False)])
