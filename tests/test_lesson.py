@@ -12,7 +12,7 @@ pytest.importorskip("gradio")
 from demo.paths import ASSETS  # noqa: E402
 from demo.ui import lesson  # noqa: E402
 
-REQUESTS = {"prompting": ["generate_mlm", "generate_causal"], "infill": ["infill_mlm", "infill_causal"], "ranking": ["rank_mlm", "rank_causal"],
+REQUESTS = {"prompting": ["generate_mlm", "generate_causal", "generate_mlm_any_order"], "infill": ["infill_mlm", "infill_causal"], "ranking": ["rank_mlm", "rank_causal"],
             "length": ["probe_mlm", "probe_second"], "results": ["results"]}
 
 
@@ -32,8 +32,8 @@ def handler(app, name):
 
 def test_the_lesson_has_about_six_steps_each_with_a_question():
     steps = lesson.steps()
-    assert 6 <= len(steps) <= 8 and len({s["title"] for s in steps}) == len(steps)
-    assert [s["tab"] for s in steps] == ["infill"] + ["prompting"] * 2 + ["ranking"] * 2 + ["length", "results"]
+    assert 6 <= len(steps) <= 10 and len({s["title"] for s in steps}) == len(steps)
+    assert [s["tab"] for s in steps] == ["infill"] + ["prompting"] * 3 + ["ranking"] * 3 + ["length", "results"]
     for step in steps:
         assert step["do"] and step["look"] and step["question"].endswith("?")
         if step["tab"] in ("prompting", "infill", "ranking"):
@@ -50,6 +50,7 @@ def test_loading_a_step_opens_its_tab_with_its_inputs(app):
             preset = presets("prompting")[step["preset"]]
             assert loaded["gen-preset"] == step["preset"] and loaded["gen-prompt"] == preset["prompt"]
             assert loaded["gen-max"] == preset["settings"]["max_new_tokens"]
+            assert loaded["gen-any-order"] == step.get("any_order", False)
         elif step["tab"] == "infill":
             assert loaded["fill-preset"] == step["preset"]
             assert loaded["fill-text"] == presets("infill")[step["preset"]]["text"]
@@ -57,6 +58,8 @@ def test_loading_a_step_opens_its_tab_with_its_inputs(app):
             preset = presets("ranking")[step["preset"]]
             assert loaded["rank-context"] == preset["context"]
             assert loaded["rank-candidates"] == "\n".join(preset["candidates"])
+            assert (loaded["rank-variant"], loaded["rank-compare"]) == (step.get("method", "right_masks"),
+                                                                        step.get("compare", "salazar"))
         elif step["tab"] == "length":
             assert (loaded["probe-lengths"], loaded["probe-depths"]) == (step["lengths"], step["depths"])
         else:

@@ -12,7 +12,7 @@
 - ``pll_copies``    one candidate's PLL masked copies as rows, and the causal LM's pass, as HTML
 - ``length_probe``  the Length probe tab: needle grids
 - ``results_tab``   the Results tab: published tables next to our runs
-- ``lesson``        the lesson above the tabs: seven steps, each loads its tab's inputs
+- ``lesson``        the lesson above the tabs: its steps, each loads its tab's inputs
 - ``startup_check`` the start-up check of the default models, above the tabs
 - ``gradio_mends``  the one place that reaches inside Gradio: missing API inputs, MCP tool calls
 """

@@ -1,4 +1,4 @@
-"""The lesson: a guided path through the app in seven steps, in an opener above the tabs.
+"""The lesson: a guided path through the app in a few steps, in an opener above the tabs.
 
 The steps are data (``assets/presets/lesson.json``): each says what to do, what to look at and one
 question for students, and names its tab and what to fill there (a preset, the grid's lengths and

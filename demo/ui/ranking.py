@@ -545,8 +545,10 @@ def build(catalog: Catalog) -> TabParts:
         api_visibility="private")
     for picker in (copies_candidate, copies_variant):  # a redraw from the kept scores: no model run
         picker.input(show_copies, [copies_candidate, copies_variant, *kept], copies, api_visibility="private")
-    return TabParts(lesson_fields=(preset, context, candidates, answer, note),
-                    lesson_values=lambda step: [step["preset"], *fill(step["preset"])])
+    return TabParts(lesson_fields=(preset, context, candidates, answer, note, method, compare_method),
+                    lesson_values=lambda step: [step["preset"], *fill(step["preset"]),
+                                                step.get("method", DEFAULT_MASKED_METHOD),
+                                                step.get("compare", "salazar")])
 
 
 def _answer_of(preset: dict) -> str:
