@@ -653,11 +653,11 @@ def test_the_app_and_the_command_line_switch_the_decoder(checkpoint, monkeypatch
     common.use(None)
     ranking = dict(context="the cat sat on the", candidates="mat\nmoon", model_name=folder.name,
                    method="salazar", right_masks=2, normalize=False, scope="completion", unconditional="")
-    on, off = rank_masked(**ranking, deberta_head="auto"), rank_masked(**ranking, deberta_head="off")
+    on, off = rank_masked(**ranking, emd="auto"), rank_masked(**ranking, emd="off")
     assert "head: enhanced mask decoder" in on.summary and "head: enhanced mask decoder" not in off.summary
     assert [s.score for s in on.scores] != [s.score for s in off.scores]
     assert "emd='off'" in off.python and "--emd off" in off.shell and "emd" not in on.python + on.shell
-    refused = rank_masked(**ranking, deberta_head="maybe")
+    refused = rank_masked(**ranking, emd="maybe")
     assert "The DeBERTa head is" in html.unescape(refused.summary) and refused.scores is None
 
     items = tmp_path / "items.jsonl"

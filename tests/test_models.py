@@ -96,7 +96,7 @@ def _assert_logits_equal_transformers(lm, reference):
 @pytest.mark.floats
 @pytest.mark.parametrize("legacy", [True, False], ids=["cls.predictions", "lm_predictions"])
 @pytest.mark.parametrize("version", ["v1", "v2"])
-def test_either_deberta_head_layout_loads_with_its_trained_head(tmp_path, family_folder, version, legacy):
+def test_either_emd_layout_loads_with_its_trained_head(tmp_path, family_folder, version, legacy):
     """transformers' default layout (cls.predictions.*, how fine-tuned DeBERTas are saved) and
     Microsoft's (lm_predictions.lm_head.*) both load, with the head their weights hold."""
     folder = _deberta_checkpoint(tmp_path, family_folder, legacy, version)

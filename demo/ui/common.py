@@ -267,17 +267,17 @@ def handler(error_outputs, runs=None, estimate=None):
         _first(_counts_runs(runs))(_first(_core_imported)(on_gpu(fn, runs, estimate))))
 
 
-def load(name: str, kind: str | None, deberta_head: str = "auto"):
+def load(name: str, kind: str | None, emd: str = "auto"):
     """Load a model from the picker's value (a catalog entry or what the user typed); ``kind``
-    "masked" or "causal", or None for the model's natural kind; ``deberta_head`` as the
-    :func:`deberta_head_radio` says. The deployment says which names the page may load
+    "masked" or "causal", or None for the model's natural kind; ``emd`` as the
+    :func:`emd_radio` says. The deployment says which names the page may load
     (``demo.app.deployment``)."""
-    if deberta_head not in ("auto", "off"):
+    if emd not in ("auto", "off"):
         raise ValueError("The DeBERTa head is 'auto' (the enhanced mask decoder, where the checkpoint "
                          "holds what it needs) or 'off' (the last layer, as transformers reads it).")
     shown = _Loading(str(name).strip())
     try:
-        return deployment().load(name, kind, emd=deberta_head, loading=shown.start)
+        return deployment().load(name, kind, emd=emd, loading=shown.start)
     finally:
         shown.stop()
 
@@ -301,7 +301,7 @@ class _Loading:
             self.progress.close(self.mark)  # (Progress.close takes the mark its tqdm was given)
 
 
-def deberta_head_radio(elem_id: str):
+def emd_radio(elem_id: str):
     """What a DeBERTa masked LM's head reads (``ModelSettings.emd``); other families ignore it."""
     return Radio(choices=[("enhanced mask decoder (the paper)", "auto"), ("last layer (transformers)", "off")],
                  value="auto", label="DeBERTa head", elem_id=elem_id,

@@ -20,8 +20,8 @@ from .common import (
     Radio,
     Slider,
     TabParts,
-    deberta_head_radio,
     deployment,
+    emd_radio,
     escape,
     handler,
     load,
@@ -143,8 +143,8 @@ def fills_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work
 
 
 @handler(InfillOutputs.showing, estimate=infill_estimate)
-@with_arguments(INFILL_ARGUMENTS + "        deberta_head: DeBERTa only: auto (the enhanced mask decoder) or off (the last layer)\n")
-def infill_masked(text, model_name, order, blank_tokens, seed, deberta_head="auto",
+@with_arguments(INFILL_ARGUMENTS + "        emd: DeBERTa only: auto (the enhanced mask decoder) or off (the last layer)\n")
+def infill_masked(text, model_name, order, blank_tokens, seed, emd="auto",
                   progress=gr.Progress(track_tqdm=True)):
     """Fill the blanks of a text with a masked LM, one token per step in the chosen order,
     reading the words on both sides. Also returns the playback of the steps."""
@@ -152,10 +152,10 @@ def infill_masked(text, model_name, order, blank_tokens, seed, deberta_head="aut
     from ..engine.infill import infill
 
     text, settings = _text(text), _settings(order, blank_tokens, seed, trace=True)
-    lm = load(model_name, "masked", deberta_head)
+    lm = load(model_name, "masked", emd)
     infill_work(lm, text, settings).check(deployment().settings)
     result = infill(lm, text, settings)
-    python, shell = reproduction("infill", model_name, "masked", settings, deberta_head, text=text)
+    python, shell = reproduction("infill", model_name, "masked", settings, emd, text=text)
     extra = f"order: {dict((v, k) for k, v in ORDERS)[settings.order]}"
     how = "one pass per masked token, each over the whole text" + (
         ", then each length tried scored whole" if result.tries else "")
@@ -192,7 +192,7 @@ def infill_causal(text, model_name, order, blank_tokens, seed, progress=gr.Progr
 
 
 @handler(lambda text: text, estimate=fills_estimate)
-def rank_both(masked_text, causal_text, masked_name, causal_name, deberta_head="auto"):
+def rank_both(masked_text, causal_text, masked_name, causal_name, emd="auto"):
     """Both filled texts scored whole by both models (their own measures): which fill does each
     model like better? Its own step, with its own budget: when scoring is too big, the fills
     above stay and this says why it was skipped."""
@@ -202,7 +202,7 @@ def rank_both(masked_text, causal_text, masked_name, causal_name, deberta_head="
     texts = [t for t in (masked_text, causal_text) if t]
     if len(texts) < 2 or not causal_name:
         return ""
-    models = [load(masked_name, "masked", deberta_head), load(causal_name, "causal")]
+    models = [load(masked_name, "masked", emd), load(causal_name, "causal")]
     app = deployment().settings
     too_big = next((w for w in (filled_texts_work(lm, texts) for lm in models) if not w.fits(app)), None)
     if too_big:
@@ -245,7 +245,7 @@ def build(catalog: Catalog) -> TabParts:
                               elem_id="fill-tokens", info="For a [blank] or ____ without a count.")
         seed = Number(value=_CORE.seed, precision=0, label="Seed", elem_id="fill-seed",
                       info="Seed of the random order.")
-    deberta_head = deberta_head_radio("fill-deberta-head")
+    emd = emd_radio("fill-deberta-head")
     run = gr.Button("Fill the blanks with both models", variant="primary", elem_id="fill-run")
     sides = side_columns("fill", {"filled": lambda kind, elem_id: gr.HTML(elem_id=elem_id),
                                   "stats": lambda kind, elem_id: gr.HTML(elem_id=elem_id)})
@@ -265,13 +265,13 @@ def build(catalog: Catalog) -> TabParts:
     preset.select(fill, preset, [text, note], api_visibility="private")
     inputs = [text, masked_model, order, blank_tokens, seed]
     masked_event = run.click(
-        infill_masked, inputs + [deberta_head],
+        infill_masked, inputs + [emd],
         components(InfillOutputs, **sides["masked"], trace=trace, filled_text=masked_text),
         api_name="infill_mlm", concurrency_id="generate")
     causal_event = masked_event.then(
         infill_causal, [text, causal_model, order, blank_tokens, seed],
         components(CausalInfillOutputs, **sides["causal"], filled_text=causal_text, trace=causal_trace),
         api_name="infill_causal", concurrency_id="generate")
-    causal_event.then(rank_both, [masked_text, causal_text, masked_model, causal_model, deberta_head], ranking,
+    causal_event.then(rank_both, [masked_text, causal_text, masked_model, causal_model, emd], ranking,
                       api_visibility="private", concurrency_id="score")
     return TabParts(lesson_fields=(preset, text, note), lesson_values=lambda step: [step["preset"], *fill(step["preset"])])

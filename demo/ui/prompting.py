@@ -21,8 +21,8 @@ from .common import (
     Radio,
     Slider,
     TabParts,
-    deberta_head_radio,
     deployment,
+    emd_radio,
     escape,
     handler,
     load,
@@ -280,7 +280,7 @@ def comparison(exact, fast, refresh: int) -> str:
             + message(speedup, "note") + message(difference_line(exact, fast), "note") + "</div>")
 
 
-def _run(prompt, model_name, kind, runs: list[GenerationSettings], deberta_head: str = "auto"):
+def _run(prompt, model_name, kind, runs: list[GenerationSettings], emd: str = "auto"):
     """(model, one result per settings in ``runs``, their Python calls, their command lines).
     The work of all runs together is checked before the first starts; they share the time one
     request may take."""
@@ -289,7 +289,7 @@ def _run(prompt, model_name, kind, runs: list[GenerationSettings], deberta_head:
     from ..engine.prefix_cache import encoder_of
 
     prompt = check_text(prompt, "prompt", deployment().settings.max_prompt_chars)
-    lm = load(model_name, kind, deberta_head)
+    lm = load(model_name, kind, emd)
     work = generation_work(lm, prompt, runs[0])  # (the exact method's: the prefix cache reads less)
     if len(runs) > 1:
         work = replace(work, tokens=work.tokens * len(runs), passes=work.passes * len(runs),
@@ -303,13 +303,13 @@ def _run(prompt, model_name, kind, runs: list[GenerationSettings], deberta_head:
                              f"cache).") from None
     time_limit = deployment().settings.max_request_seconds / len(runs)
     results = [generate(lm, prompt, s, progress=True, time_limit=time_limit) for s in runs]
-    return (lm, results, time_limit, *_reproductions(model_name, kind, runs, prompt, deberta_head))
+    return (lm, results, time_limit, *_reproductions(model_name, kind, runs, prompt, emd))
 
 
-def _reproductions(model_name, kind, runs, prompt, deberta_head="auto") -> tuple[str, str]:
+def _reproductions(model_name, kind, runs, prompt, emd="auto") -> tuple[str, str]:
     """The Python call and the command line of each run, one after the other, each headed by its
     name when there are several (compare)."""
-    codes = [reproduction("generate", model_name, kind, s, deberta_head, prompt=prompt) for s in runs]
+    codes = [reproduction("generate", model_name, kind, s, emd, prompt=prompt) for s in runs]
     if len(codes) == 1:
         return codes[0]
     heads = [f"# {RUN_NAMES[s.cache]}\n" for s in runs]
@@ -379,7 +379,7 @@ MASKED_DECODING_ARGUMENTS = """\
         decoding: exact (the paper's method, re-reads the whole prompt at every token), fast (reuses the prompt's internal states between refreshes: faster, approximate) or compare (both, exact first, side by side; counts as two generations)
         cache_refresh: fast decoding only: re-read the whole prompt every N new tokens (1 = every token, the exact method's output)
         parallel_threshold: fast decoding only: also write the next tokens guessed at the padding masks whose probability is at least this (0 = off)
-        deberta_head: DeBERTa only: auto (the enhanced mask decoder the paper's model reads, where the checkpoint holds its position table) or off (the last layer, as transformers reads it)
+        emd: DeBERTa only: auto (the enhanced mask decoder the paper's model reads, where the checkpoint holds its position table) or off (the last layer, as transformers reads it)
 """
 
 
@@ -387,7 +387,7 @@ MASKED_DECODING_ARGUMENTS = """\
 @with_arguments(GENERATION_ARGUMENTS + MASKED_DECODING_ARGUMENTS)
 def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                     repetition_penalty, padding_masks, stop_at_newline, seed, decoding="exact",
-                    cache_refresh=_CORE.cache_refresh, deberta_head="auto", parallel_threshold=0,
+                    cache_refresh=_CORE.cache_refresh, emd="auto", parallel_threshold=0,
                     progress=gr.Progress(track_tqdm=True)):
     """Continue a prompt with a masked LM, the BERTs paper's way: append [MASK] (and padding
     masks) and [SEP], predict the first mask, keep it, repeat. Decoding exact, fast (the
@@ -397,7 +397,7 @@ def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, tem
                          repetition_penalty, padding_masks, stop_at_newline, seed, trace=True,
                          cache_refresh=cache_refresh, parallel_threshold=parallel_threshold)
     runs = [_with_cache(settings, cache) for cache in masked_caches(decoding)]
-    lm, results, time_limit, python, shell = _run(prompt, model_name, "masked", runs, deberta_head)
+    lm, results, time_limit, python, shell = _run(prompt, model_name, "masked", runs, emd)
     shown = results[0]  # compare: the exact run (the paper's method) fills the usual outputs
     compared = comparison(*results, settings.cache_refresh) if len(results) == 2 else ""
     run = run_id(prompt, shown.token_ids, shown.seconds)
@@ -415,7 +415,7 @@ ANY_ORDER_ARGUMENTS = """\
         tokens_per_step: tokens written per forward pass
         block_length: masks per block; the next block is appended when one is full
         remask: confidence order only: earlier tokens of the block compete with new guesses and may be masked again
-        deberta_head: DeBERTa only: auto (the enhanced mask decoder) or off (the last layer)
+        emd: DeBERTa only: auto (the enhanced mask decoder) or off (the last layer)
 """
 
 
@@ -425,14 +425,14 @@ def generate_any_order(prompt, model_name, strategy, max_new_tokens, num_beams, 
                        repetition_penalty, padding_masks, stop_at_newline, seed,
                        order=ANY_ORDER_DEFAULTS["order"], tokens_per_step=ANY_ORDER_DEFAULTS["tokens_per_step"],
                        block_length=ANY_ORDER_DEFAULTS["block_length"], remask=ANY_ORDER_DEFAULTS["remask"],
-                       deberta_head="auto", progress=gr.Progress(track_tqdm=True)):
+                       emd="auto", progress=gr.Progress(track_tqdm=True)):
     """Continue a prompt with a masked LM the masked-diffusion way: a block of masks after the
     text, filled in any order, several tokens a step; the next block when it is full. Also
     returns the playback, each token marked with the step that wrote it."""
     settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
                          padding_masks, stop_at_newline, seed, trace=True, window="block", order=order,
                          tokens_per_step=tokens_per_step, block_length=block_length, remask=remask)
-    lm, (result,), time_limit, python, shell = _run(prompt, model_name, "masked", [settings], deberta_head)
+    lm, (result,), time_limit, python, shell = _run(prompt, model_name, "masked", [settings], emd)
     steps = f"{result.steps_run} steps for {len(result.token_ids)} tokens · "
     return AnyOrderOutputs(text=result.text, stats=message(steps.rstrip(" ·"), "note") + _stats(lm, result, time_limit),
                            trace=playback(result.steps, "any_order", run_id(prompt, result.token_ids, result.seconds),
@@ -520,7 +520,7 @@ def build(catalog: Catalog) -> TabParts:
     settings_shown = gr.HTML(settings_line(setting_items(*(first[k] for k in SETTING_NAMES))),
                              elem_id="gen-settings-line")
     with gr.Accordion("Decoding settings", open=False):
-        deberta_head = deberta_head_radio("gen-deberta-head")
+        emd = emd_radio("gen-deberta-head")
         with gr.Row():
             strategy = Radio(
                 choices=STRATEGIES, value=first["strategy"], label="Strategy", elem_id="gen-strategy",
@@ -617,7 +617,7 @@ def build(catalog: Catalog) -> TabParts:
     # the last run becomes the previous one as the button is pressed (a failed run keeps it)
     started = run.click(lambda last, previous: last or previous, [last_run, previous_run], previous_run, **quick)
     masked_event = started.then(
-        generate_masked, [prompt, masked_model] + settings + [decoding, cache_refresh, deberta_head,
+        generate_masked, [prompt, masked_model] + settings + [decoding, cache_refresh, emd,
                                                              parallel_threshold],
         components(MaskedGenerationOutputs, **sides["masked"], trace=trace, run=last_run),
         api_name="generate_mlm", concurrency_id="generate")
@@ -628,7 +628,7 @@ def build(catalog: Catalog) -> TabParts:
     masked_event.then(lambda asked, n: n + 1 if asked else gr.update(), [any_order, any_request], any_request, **quick)
     any_request.change(
         generate_any_order, [prompt, masked_model] + settings + [order, tokens_per_step, block_length, remask,
-                                                                 deberta_head],
+                                                                 emd],
         components(AnyOrderOutputs, text=any_text, stats=any_stats, trace=any_trace, python=any_python,
                    shell=any_shell),
         api_name="generate_mlm_any_order", concurrency_id="generate")

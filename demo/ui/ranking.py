@@ -20,8 +20,8 @@ from .common import (
     Radio,
     Slider,
     TabParts,
-    deberta_head_radio,
     deployment,
+    emd_radio,
     escape,
     handler,
     load,
@@ -105,7 +105,7 @@ def _scoring_settings(method, right_masks, normalize, scope, unconditional) -> S
         unconditional_context=unconditional.strip() or None)
 
 
-def _score(model_name, kind, context, candidates_text, settings: ScoringSettings, deberta_head="auto"):
+def _score(model_name, kind, context, candidates_text, settings: ScoringSettings, emd="auto"):
     """(model, scores, the work line: what the scoring's passes read, as the engine counted)"""
     from ..app.budget import ranking_work
     from ..engine.counting import counting
@@ -113,7 +113,7 @@ def _score(model_name, kind, context, candidates_text, settings: ScoringSettings
 
     context = check_text(context, "context", deployment().settings.max_prompt_chars, allow_empty=True)
     candidates = parse_candidates(candidates_text, deployment().settings)
-    lm = load(model_name, kind, deberta_head)
+    lm = load(model_name, kind, emd)
     ranking_work(lm, context, candidates, settings).check(deployment().settings)  # refused before it runs
     start = time.perf_counter()
     with counting() as reads:
@@ -234,7 +234,7 @@ def _newline_note(lm, scores) -> str:
 
 
 def _outputs(title, lm, kind, model_name, context, candidates, settings, scores, work, what,
-             answer, deberta_head="auto", variant="") -> RankingOutputs:
+             answer, emd="auto", variant="") -> RankingOutputs:
     """A side's outputs, from its scores."""
     from ..app.downloads import download
     from ..evaluation.exports import figure_download, score_table
@@ -245,7 +245,7 @@ def _outputs(title, lm, kind, model_name, context, candidates, settings, scores,
     csv = download(score_table([(context, typed)], [scores]).assign(model=model_name),
                    "ranking", model_name, kind)
     files = [csv, figure_download(figure, csv, "ranking-heatmap", model_name, kind)]
-    python, shell = reproduction("score", model_name, kind, settings, deberta_head, context=context,
+    python, shell = reproduction("score", model_name, kind, settings, emd, context=context,
                                  candidates=typed)
     return RankingOutputs(summary=summary + _typed_specials(lm, context, candidates) + _newline_note(lm, scores),
                           table=ranking_table(scores), plot=figure, scores=scores, files=files,
@@ -260,7 +260,7 @@ def ranking_estimate(arguments: dict, kind: str, parameters: float) -> budget.Wo
 
 @handler(RankingOutputs.showing, estimate=ranking_estimate)
 def rank_masked(context, candidates, model_name, method, right_masks, normalize, scope, unconditional,
-                answer="", deberta_head="auto", progress=gr.Progress(track_tqdm=True)):
+                answer="", emd="auto", progress=gr.Progress(track_tqdm=True)):
     """Rank candidate completions of a context with a masked LM's pseudo-log-likelihood (PLL).
 
     Args:
@@ -273,13 +273,13 @@ def rank_masked(context, candidates, model_name, method, right_masks, normalize,
         scope: completion (score the candidate only) or full (context + candidate)
         unconditional: optional neutral context (e.g. "Answer:") whose score is subtracted
         answer: optional correct candidate, marked in the ranking
-        deberta_head: DeBERTa only: auto (the enhanced mask decoder the paper's model reads, where the checkpoint holds its position table) or off (the last layer, as transformers reads it)
+        emd: DeBERTa only: auto (the enhanced mask decoder the paper's model reads, where the checkpoint holds its position table) or off (the last layer, as transformers reads it)
     """
     settings = _scoring_settings(method, right_masks, normalize, scope, unconditional)
-    lm, scores, work = _score(model_name, "masked", context, candidates, settings, deberta_head)
+    lm, scores, work = _score(model_name, "masked", context, candidates, settings, emd)
     what = _what(method, settings.right_masks, normalize, scope, unconditional)
     return _outputs("Masked LM", lm, "masked", model_name, context, candidates, settings, scores, work, what, answer,
-                    deberta_head, variant_name(method, settings.right_masks))
+                    emd, variant_name(method, settings.right_masks))
 
 
 @handler(RankingOutputs.showing, estimate=ranking_estimate)
@@ -307,7 +307,7 @@ def rank_causal(context, candidates, model_name, normalize, scope, unconditional
 
 @handler(DifferenceOutputs.showing, estimate=ranking_estimate)
 def compare_variants(context, candidates, model_name, method, compare_method, right_masks, normalize,
-                     scope, unconditional, first_scores, deberta_head="auto", progress=gr.Progress(track_tqdm=True)):
+                     scope, unconditional, first_scores, emd="auto", progress=gr.Progress(track_tqdm=True)):
     """The difference view: the same MLM and texts under a second PLL variant."""
     from ..evaluation.plots import pll_difference
 
@@ -315,7 +315,7 @@ def compare_variants(context, candidates, model_name, method, compare_method, ri
         return DifferenceOutputs.showing(message("Pick a second PLL variant, different from the first, "
                                                  "to see where they disagree.", "note") if first_scores else "")
     settings = _scoring_settings(compare_method, right_masks, normalize, scope, unconditional)
-    _, second_scores, _ = _score(model_name, "masked", context, candidates, settings, deberta_head)
+    _, second_scores, _ = _score(model_name, "masked", context, candidates, settings, emd)
     first_label = variant_name(method, settings.right_masks)
     second_label = variant_name(compare_method, settings.right_masks)
     figure = pll_difference(first_scores, second_scores, first_label, second_label)
@@ -440,7 +440,7 @@ def build(catalog: Catalog) -> TabParts:
                 label="Difference view: compare with", elem_id="rank-compare",
                 info="A second PLL variant for the same masked LM; the view shows, token by "
                      "token, where the two disagree.")
-            deberta_head = deberta_head_radio("rank-deberta-head")
+            emd = emd_radio("rank-deberta-head")
     with gr.Accordion("Scoring options", open=False):
         with gr.Row():
             normalize = gr.Checkbox(
@@ -525,7 +525,7 @@ def build(catalog: Catalog) -> TabParts:
     # the causal pass) run once both have, never on one side's new scores and the other's old.
     masked_event = run.click(
         rank_masked, [context, candidates, masked_model, method, right_masks, normalize, scope,
-                      unconditional, answer, deberta_head],
+                      unconditional, answer, emd],
         masked_outputs, api_name="rank_mlm", concurrency_id="score")
     causal_event = masked_event.then(
         rank_causal, [context, candidates, causal_model, normalize, scope, unconditional, answer],
@@ -533,7 +533,7 @@ def build(catalog: Catalog) -> TabParts:
     difference_event = causal_event.then(
         compare_variants,
         [context, candidates, masked_model, method, compare_method, right_masks, normalize, scope,
-         unconditional, masked_scores, deberta_head],
+         unconditional, masked_scores, emd],
         components(DifferenceOutputs, plot=difference_plot, note=difference_note, scores=compare_scores,
                    variant=compare_variant),
         api_visibility="private", concurrency_id="score")
