@@ -954,6 +954,39 @@ def test_lesson_step_3_compares_one_setting_with_step_2(page, server):
         previous.wait_for(state="detached")
 
 
+@pytest.mark.parametrize("width", [1400, 400])
+def test_the_same_masked_lm_writes_two_ways_beside_the_causal_lm(page, server, width):
+    """Lesson step 4: one prompt, three lanes of one playback: the paper's way, the any-order way
+    (its tokens numbered by the step that wrote them) and the causal LM, moving together; the
+    any-order text with its steps and log-likelihood; nothing wider than the screen."""
+    with _fresh_view(page, width) as view:
+        view.goto(server)
+        view.get_by_role("button", name="Lesson:").click()
+        view.get_by_label("4. The same model writes two ways").check()
+        view.locator("#lesson-card").filter(has_text="Prompting tab").wait_for()
+        view.locator("#lesson-load").click()
+        view.locator("#gen-any-order-output").wait_for()  # the step ticks it: the lane's boxes show
+        assert view.locator("#gen-any-order input").is_checked()
+        view.click("#gen-run")
+        lanes = ["#gen-trace", "#gen-any-trace", "#gen-causal-trace"]
+        view.wait_for_function("(lanes) => lanes.every(l => document.querySelectorAll(l + ' .demo-step').length > 1)",
+                               arg=lanes, timeout=MODEL_WAIT_MS)
+        assert [view.locator(f"{lane} .demo-player").get_attribute("data-group") for lane in lanes] == ["gen"] * 3
+        stats = view.locator("#gen-any-stats").inner_text()
+        assert "steps for" in stats and "Log-likelihood of this output" in stats
+        assert "Log-likelihood of this output" in view.locator("#gen-mlm-stats").inner_text()
+        view.locator("#gen-trace [data-action=next]").click()
+        for lane in lanes:
+            assert view.locator(f"{lane} .demo-player-pos").inner_text().startswith("step 2 of"), lane
+        numbered = view.locator('#gen-any-trace .demo-step:not([hidden]) .demo-step-no')
+        assert numbered.count() >= 1 and numbered.first.inner_text() == "1"
+        _screenshot(view, f"two-ways-three-lanes-{width}")
+        boxes = view.evaluate(FIT_JS, [".demo-player", "#gen-playback"])
+        assert boxes[0]["scroll"] <= boxes[0]["client"] + 1, boxes[0]
+        for box in boxes[1:]:
+            assert box["scroll"] <= box["client"] + 1 or box["overflow"] in ("auto", "scroll"), box
+
+
 # ---------------------------------------------------------------- every figure fits
 
 
