@@ -15,28 +15,24 @@ A BERT has no token for "the blank ends here", so a blank of unknown length (``[
 is filled at every length 1..``max_blank_tokens`` and the fill whose whole text the model itself
 scores best (its PLL, ``demo.engine.pll``) is kept; all the tries come back with their scores.
 
-The loop is written here rather than handed to transformers' ``generate()``: that decodes left to
-right, one position after the text, and has no way to fill masks inside a text in another order.
-The causal LM's side of the same text is ``demo.engine.infill_causal``.
+The steps are the unmasking loop that any-order generation runs too (``demo.engine.unmasking``),
+one token a step over a window that does not grow. The causal LM's side of the same text is
+``demo.engine.infill_causal``.
 """
 
 import re
 import time
 from dataclasses import dataclass, field
 
-import torch
-from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
-
 from ..settings import InfillSettings, ScoringSettings
 from .constraints import continuation
 from .counting import Reads, counting
 from .decoding import suppressed_ids
-from .heads import mlm_head
 from .mlm_decoder import WindowSpecials
 from .pll import score_batch
-from .reading import hidden_at
 from .text import check_readable, decode_newlines, encode_newlines, quoted, special_token_note
-from .trace import StepTrace, piece_or_name
+from .trace import StepTrace
+from .unmasking import Unmasking, fill
 
 # ---------------------------------------------------------------- blanks
 
@@ -173,90 +169,12 @@ def fill_window(lm, segments: list[str], lengths: list[int]) -> tuple[list[int],
     return window, blanks
 
 
-def _warpers(s: InfillSettings) -> list:
-    """transformers' own temperature, top-k and top-p, in generate()'s order: same semantics."""
-    if s.strategy != "sample":
-        return []
-    warpers = [TemperatureLogitsWarper(s.temperature)]
-    if s.top_k:
-        warpers.append(TopKLogitsWarper(s.top_k))
-    if s.top_p < 1:
-        warpers.append(TopPLogitsWarper(s.top_p))
-    return warpers
-
-
-@torch.inference_mode()
 def _fill(lm, segments: list[str], lengths: list[int], s: InfillSettings) -> _Fill:
-    """Fill every mask of the window, one per forward pass, in the settings' order."""
+    """Fill every mask of the window, one per forward pass, in the settings' order (the
+    unmasking loop every any-order writer shares: ``demo.engine.unmasking``)."""
     window, blanks = fill_window(lm, segments, lengths)
-    head, tokenizer = mlm_head(lm.model), lm.tokenizer
-    banned = torch.tensor(suppressed_ids(lm, end_ids=[]), dtype=torch.long)
-    warpers = _warpers(s)
-    generator = torch.Generator()
-    if s.seed is not None:
-        generator.manual_seed(s.seed)
-    else:
-        generator.seed()
-    remaining = [p for positions in blanks for p in positions]
-    # the random order is drawn before any token, so a seed gives the same order greedy or sampled
-    shuffled = [remaining[i] for i in torch.randperm(len(remaining), generator=generator).tolist()]
-    order, steps = [], []
-    for step in range(len(remaining)):
-        # Positions read this step: the one the order names, or every mask to find the surest.
-        if s.order == "left_to_right":
-            read = [remaining[0]]
-        elif s.order == "random":
-            read = [shuffled[step]]
-        else:
-            read = list(remaining)
-        # What the head reads (the last layer, or DeBERTa's enhanced mask decoder) and the
-        # vocabulary projection, only at the positions read (docs/method.md, section 2)
-        ids = torch.tensor([window], device=lm.device)
-        with counting() as reads:
-            logits = head(hidden_at(lm.model, ids, None, [0] * len(read), read))
-        logits = logits.float().cpu()
-        logits[:, banned] = float("-inf")
-        pick = _pick(logits, read, warpers, generator)
-        if s.trace:
-            steps.append(_step(tokenizer, window, step, remaining, pick, s.trace_top_k, reads))
-        window[pick.position] = pick.token
-        remaining.remove(pick.position)
-        order.append(pick.position)
-    return _Fill(window, blanks, order, steps)
-
-
-@dataclass(frozen=True)
-class _Pick:
-    """A step's choice: the position filled, its token, and the distribution there."""
-    position: int
-    token: int
-    probs: torch.Tensor  # (vocab,) before temperature & co.: what "confidence" and the trace read
-
-
-def _pick(logits: torch.Tensor, read: list[int], warpers: list, generator: torch.Generator) -> _Pick:
-    """A token at each position read (the likeliest, or a sample through the warpers), and the
-    position whose token is likeliest (ties: the leftmost)."""
-    probs = logits.softmax(-1)
-    if warpers:
-        warped = logits
-        for warper in warpers:
-            warped = warper(None, warped)
-        tokens = torch.multinomial(warped.softmax(-1), 1, generator=generator)[:, 0]
-    else:
-        tokens = logits.argmax(-1)
-    confidence = probs.gather(1, tokens[:, None])[:, 0].tolist()
-    best = max(range(len(read)), key=lambda i: (confidence[i], -read[i]))  # ties: leftmost
-    return _Pick(read[best], int(tokens[best]), probs[best])
-
-
-def _step(tokenizer, window, step, remaining, pick: _Pick, top_k, reads: Reads) -> StepTrace:
-    context = window[1:pick.position]  # what the token follows, for its text's leading space
-    top = pick.probs.topk(min(top_k, pick.probs.shape[-1]))
-    return StepTrace(step=step, window=tokenizer.convert_ids_to_tokens(window), mask_positions=list(remaining),
-                     top=[(piece_or_name(tokenizer, context, int(i), []), float(p))
-                          for i, p in zip(top.indices, top.values)],
-                     chosen=piece_or_name(tokenizer, context, pick.token, []), beams=None, prompt_length=0,
-                     predicted=pick.position, reads=reads)
+    written = fill(lm, window, Unmasking.of(s), suppressed_ids(lm, end_ids=[]))
+    return _Fill(written.ids, blanks, [p for step in written.order for p in step], written.steps)
 
 
 def _fills(lm, fill: _Fill) -> list[str]:
