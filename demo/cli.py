@@ -146,9 +146,10 @@ def _generate(args, model: ModelSettings, generation: GenerationSettings) -> int
         if _show_side(args, len(sides) > 1, lm, side, result, generation.trace):
             continue
         print(result.text)
-        print(f"[{result.stop_reason}; {len(result.tokens)} tokens; prompt {result.prompt_tokens} "
-              f"tokens; {result.seconds:.2f} s, {result.seconds_per_step * 1000:.0f} ms/step]",
-              file=sys.stderr)
+        likelihood = f"; log-likelihood {result.log_likelihood:.2f}" if result.log_likelihood is not None else ""
+        print(f"[{result.stop_reason}; {len(result.tokens)} tokens in {result.steps_run} steps; prompt "
+              f"{result.prompt_tokens} tokens; {result.seconds:.2f} s, {result.seconds_per_step * 1000:.0f} "
+              f"ms/step{likelihood}]", file=sys.stderr)
     return 0
 
 

@@ -324,6 +324,23 @@ def test_generate_until_is_generate(standin, tasks):
     assert model.generate_until([request]) == [expected.text]
 
 
+@needs_shared
+def test_generate_until_writes_in_any_order_where_model_args_say():
+    """window=block, order=confidence, tokens_per_step=2 in --model_args: generate_until writes as
+    generate() does with those settings (the unmasking loop), not the paper's way."""
+    model = MaskedLMEval(pretrained=str(STANDIN_MLM), device="cpu", window="block", block_length=4,
+                         tokens_per_step=2, order="confidence")
+    prompt = "Q: What is the capital of France?\nA: Paris\n\nQ: What is the capital of Italy?\nA:"
+    request = Instance("generate_until", {}, (prompt, {"until": ["\n\n"], "max_gen_toks": 8}), 0)
+    writing = dict(window="block", block_length=4, tokens_per_step=2, order="confidence")
+    expected = generate(model.lm, prompt, GenerationSettings(max_new_tokens=8, stop_strings=["\n\n"], **writing))
+    paper = generate(model.lm, prompt, GenerationSettings(max_new_tokens=8, stop_strings=["\n\n"]))
+    assert expected.steps_run < paper.steps_run
+    assert model.generate_until([request]) == [expected.text]
+    with pytest.raises(ValueError, match="tokens_per_step"):
+        MaskedLMEval(pretrained=str(STANDIN_MLM), device="cpu", tokens_per_step=0)
+
+
 def test_generation_kwargs_read_as_lm_eval_means_them():
     greedy = generation_settings({"until": "\n", "max_gen_toks": 5, "temperature": 0.0})
     assert (greedy.strategy, greedy.stop_strings, greedy.max_new_tokens) == ("greedy", ["\n"], 5)

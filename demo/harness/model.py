@@ -56,7 +56,8 @@ logger = logging.getLogger(__name__)
 # Each key of --model_args belongs to one settings dataclass, which validates it.
 MODEL_KEYS = {"pretrained": "model", **{f.name: f.name for f in fields(ModelSettings) if f.name != "model"}}
 SCORING_KEYS = ("method", "right_masks", "reduction", "token_budget")
-GENERATION_KEYS = ("padding_masks",)
+WRITING_KEYS = ("window", "block_length", "tokens_per_step", "order", "remask")  # any-order writing
+GENERATION_KEYS = ("padding_masks", *WRITING_KEYS)
 TOKENIZER_KEYS = ("add_bos_token",)  # HFLM's key, same meaning (causal LMs)
 PARALLEL_KEYS = ("parallelize", "device_map")
 # lm-eval's command line passes these to every model; our sub-batches are sized by token_budget.
@@ -71,7 +72,7 @@ NOT_HERE = {
                              "acc_mutual_info)",
     "word_level": "lm-eval's answers have no per-word scores",
 }
-MASKED_ONLY = ("right_masks", "padding_masks")
+MASKED_ONLY = ("right_masks", "padding_masks", *WRITING_KEYS)
 CAUSAL_ONLY = ("add_bos_token",)
 
 
@@ -81,6 +82,7 @@ class EvalSettings:
     model: ModelSettings
     scoring: ScoringSettings
     padding_masks: int | None = None  # masked LMs' generation and method=decoder (None: the family's)
+    writing: tuple[tuple[str, object], ...] = ()  # masked LMs' any-order writing (GenerationSettings fields)
     add_bos_token: bool | None = None  # causal LMs: BOS before every text, or none (None: the tokenizer's)
     device_map: str | None = None  # model parallel: "auto" (parallelize=True) or a transformers map
     given: tuple[str, ...] = ()  # the keys the user set (to refuse masked-only ones on causal LMs)
@@ -100,6 +102,8 @@ def parse_model_args(args: dict) -> EvalSettings:
                          ".gguf file>.")
     model = ModelSettings(**{MODEL_KEYS[k]: v for k, v in args.items() if k in MODEL_KEYS})
     padding_masks = GenerationSettings(padding_masks=args.get("padding_masks")).padding_masks
+    writing = tuple((k, args[k]) for k in WRITING_KEYS if k in args)
+    GenerationSettings(**dict(writing))  # checked once here, in words
     # one decoder: method=decoder scores with the windows generate_until writes with
     scoring = ScoringSettings(**{k: v for k, v in args.items() if k in SCORING_KEYS},
                               padding_masks=padding_masks)
@@ -113,7 +117,7 @@ def parse_model_args(args: dict) -> EvalSettings:
         raise ValueError("parallelize=true means device_map=auto; give one of the two.")
     if "right_masks" in args and scoring.method not in (None, "right_masks"):
         raise ValueError(f"right_masks only applies to method=right_masks, not method={scoring.method}.")
-    return EvalSettings(model=model, scoring=scoring, padding_masks=padding_masks,
+    return EvalSettings(model=model, scoring=scoring, padding_masks=padding_masks, writing=writing,
                         add_bos_token=add_bos_token, device_map="auto" if parallelize else device_map,
                         given=tuple(args))
 
@@ -255,10 +259,11 @@ class HarnessGenerationSettings(GenerationSettings):
     max_new_tokens_cap = None
 
 
-def generation_settings(gen_kwargs: dict, padding_masks: int | None = None) -> GenerationSettings:
+def generation_settings(gen_kwargs: dict, padding_masks: int | None = None, writing=()) -> GenerationSettings:
     """lm-eval's generation kwargs as our settings, read as HFLM reads them: greedy unless
     do_sample (temperature 0 means greedy); ``until`` strings are stop strings. Sampling draws from
-    torch's generator, which lm-eval seeds (``--seed``), so repeats of a request differ."""
+    torch's generator, which lm-eval seeds (``--seed``), so repeats of a request differ.
+    ``writing``: the model's any-order writing settings (``EvalSettings.writing``)."""
     unknown = sorted(set(gen_kwargs) - set(GEN_KWARGS))
     if unknown:
         raise ValueError(f"Unsupported generation kwargs {', '.join(unknown)} (in {gen_kwargs}); the "
@@ -275,7 +280,7 @@ def generation_settings(gen_kwargs: dict, padding_masks: int | None = None) -> G
         return HarnessGenerationSettings(
             max_new_tokens=g.pop("max_gen_toks", DEFAULT_MAX_GEN_TOKS), strategy=strategy,
             stop_strings=[until] if isinstance(until, str) else list(until),
-            padding_masks=padding_masks, seed=None if sample else 0, **g)
+            padding_masks=padding_masks, seed=None if sample else 0, **g, **dict(writing))
     except ValueError as err:
         raise ValueError(f"Generation kwargs {gen_kwargs}: {err}") from err
 
@@ -484,7 +489,7 @@ class MaskedLMEval(LM):
         outputs, changes = [], []
         for req in tqdm(requests, desc="generate_until", disable=not self._progress(disable_tqdm)):
             context, gen_kwargs = req.args
-            settings = generation_settings(gen_kwargs, self.settings.padding_masks)
+            settings = generation_settings(gen_kwargs, self.settings.padding_masks, self.settings.writing)
             prompt, settings, change = fit_generation(self.lm, context, settings)
             text = "" if SKIPPED in change else generate(self.lm, prompt, settings).text
             self.cache_hook.add_partial("generate_until", req.args, text)
