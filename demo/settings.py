@@ -11,6 +11,7 @@ never wait for torch.
 - :class:`InfillSettings`: how blanks in a text are filled (``demo.engine.infill``).
 - :class:`RunSettings`: how a task is evaluated (``demo.evaluation.evaluate``).
 - :class:`GridSettings`: the needle-in-a-haystack grid (``demo.evaluation.haystack``).
+- :class:`SweepSettings`: how many masks? one task at each number of masks (``demo.evaluation.mask_sweep``).
 - :class:`AppSettings`: what a deployment sets through ``DEMO_*`` environment variables; the
   only place they are read (``spaces_config/settings.env`` lists them, a test keeps both equal).
 """
@@ -47,6 +48,9 @@ FIM_MODES = ("auto", "on", "off")  # a causal LM's fill-in-the-middle tokens: de
 KINDS = ("masked", "causal")
 DTYPES = ("float32", "bfloat16", "float16")
 DEPTHS = tuple(round(0.1 * i, 1) for i in range(11))
+# What the mask sweep varies: generation's padding masks (on a generated task) or the PLL's
+# right masks (on a ranked task); demo.evaluation.mask_sweep
+SWEEPS = ("padding_masks", "right_masks")
 
 
 def _help(text: str, **extra) -> dict:
@@ -476,6 +480,51 @@ class GridSettings:
         return len(self.lengths) * len(self.depths) * self.repetitions
 
 
+# ---------------------------------------------------------------- how many masks?
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """The mask sweep of ``demo.evaluation.mask_sweep``: one task evaluated at each number of masks."""
+    sweep: Literal[SWEEPS] | None = field(default=None, metadata=_help(
+        "mlm-icl probe: instead of the needle grid, sweep a masked LM's padding masks (generation, "
+        "on a generated task) or right masks (the PLL, on a ranked task)"))
+    values: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4], metadata=_help(
+        "the numbers of masks evaluated"))
+    task: str | None = field(default=None, metadata=_help(
+        "the task evaluated at every value (default: ii_singular_to_plural for padding masks, "
+        "copa for right masks)"))
+    shots: int | None = field(default=None, metadata=_help("demonstrations (default: the task's)"))
+    limit: int = field(default=20, metadata=_help(
+        "items evaluated at every value (the evaluator's fixed random sample)"))
+    max_new_tokens: int | None = field(default=None, metadata=_help(
+        "generated tasks: token limit (default: the task's)"))
+    demos_seed: int = field(default=0, metadata=_help("seed of the demonstrations drawn for each item"))
+    data_root: str | None = field(default=None, metadata=_help(
+        "folder with the datasets (default: $DEMO_DATA_ROOT, else ../shared/data)"))
+
+    def __post_init__(self):
+        _choice(self.sweep, "sweep", SWEEPS, optional=True)
+        values = self.values
+        if isinstance(values, str):  # a page's text box: "0, 1, 2"
+            values = values.replace(",", " ").split()
+            values = [int(v) if v.lstrip("-").isdigit() else v for v in values]
+        elif not isinstance(values, (list, tuple)):
+            values = [values]
+        if not values:
+            raise ValueError("Give at least one number of masks to evaluate.")
+        high = MAX_RIGHT_MASKS if self.sweep == "right_masks" else MAX_PADDING_MASKS
+        for v in values:
+            _whole(v, "Each number of masks", 0, high)
+        object.__setattr__(self, "values", sorted(set(values)))
+        if self.task is not None and (not isinstance(self.task, str) or not self.task.strip()):
+            raise ValueError(f"The task must be a task's name (mlm-icl evaluate --list), not {self.task!r}.")
+        _whole(self.shots, "shots", 0, optional=True)
+        _whole(self.limit, "limit", 1)
+        _whole(self.max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS_CAP, optional=True)
+        _whole(self.demos_seed, "demos_seed", 0)
+
+
 # ---------------------------------------------------------------- published and our results
 
 
@@ -521,6 +570,7 @@ class AppSettings:
     max_new_tokens: int = field(default=128, metadata=_help("new tokens per generation"))
     max_grid_cells: int = field(default=24, metadata=_help("needle-grid runs per request"))
     max_grid_tokens: int = field(default=2048, metadata=_help("longest needle-grid length"))
+    max_sweep_items: int = field(default=40, metadata=_help("mask sweep: items evaluated at each value"))
     max_request_tflop: float = field(default=4.0, metadata=_help(
         "work one request may do, in trillions of operations (demo.app.budget); refused beyond"))
     assumed_gflops: float = field(default=50.0, metadata=_help(
