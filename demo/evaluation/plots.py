@@ -153,6 +153,53 @@ def needle_heatmaps_side_by_side(grid_a, grid_b, *, models: tuple = (None, None)
     return _needle_layout(fig, title, width, tables[0]["depth"].nunique())
 
 
+# ---------------------------------------------------------------- how many masks?
+
+SWEEP_AXES = {"padding_masks": "padding masks after the predicted [MASK] (p)",
+              "right_masks": "extra masks right of each scored token (N)"}
+SWEEP_SYMBOLS = {"padding_masks": "p", "right_masks": "N"}
+PAPER_COLOUR = "#d62728"
+
+
+def mask_sweep_plot(table: pd.DataFrame, title: str | None = None) -> go.Figure:
+    """Score (y) against the number of masks (x) from a mask sweep's tidy table
+    (``demo.evaluation.mask_sweep``): a line with points per model, the task's first metric,
+    its standard error as error bars; the paper's choice (``paper_value``) a star and a dashed line."""
+    missing = {"model", "task", "setting", "value", "metric", "score", "stderr", "paper_value"} - set(table.columns)
+    if missing:
+        raise ValueError(f"Not a mask sweep table: missing columns {sorted(missing)}.")
+    if table.empty:
+        raise ValueError("The mask sweep table is empty.")
+    setting, metric = table["setting"].iloc[0], table["metric"].iloc[0]
+    rows = table[(table["setting"] == setting) & (table["metric"] == metric)].sort_values("value")
+    fig = go.Figure()
+    for model, line in rows.groupby("model", sort=False):
+        name = _model_name(line)
+        fig.add_trace(go.Scatter(
+            x=line["value"], y=line["score"], mode="lines+markers", name=name, marker=dict(size=9),
+            error_y=dict(type="data", array=line["stderr"].fillna(0), visible=True),
+            customdata=line[["n"]].values if "n" in line else None,
+            hovertemplate=f"{name}<br>%{{x}} masks: %{{y:.1f}} over %{{customdata[0]}} items<extra></extra>"))
+        chosen = line[line["value"] == line["paper_value"]]
+        fig.add_trace(go.Scatter(
+            x=chosen["value"], y=chosen["score"], mode="markers", name=f"the paper's choice ({name})",
+            marker=dict(symbol="star", size=18, color=PAPER_COLOUR, line=dict(width=1, color="white")),
+            hovertemplate="the paper's choice: %{x} masks, %{y:.1f}<extra></extra>"))
+    symbol = SWEEP_SYMBOLS.get(setting, "")
+    for value in sorted(set(rows["paper_value"])):
+        fig.add_vline(x=value, line=dict(color=PAPER_COLOUR, dash="dash", width=1),
+                      annotation_text=f"the paper's {symbol} = {value}", annotation_position="top")
+    fig.update_layout(
+        title=title or f"How many masks? {_model_name(rows)} on {rows['task'].iloc[0]}", height=420,
+        plot_bgcolor="white", margin=dict(t=90, l=70, r=20, b=60),
+        legend=dict(orientation="h", x=0, xanchor="left", y=-0.2, yanchor="top"))
+    fig.update_xaxes(title_text=SWEEP_AXES.get(setting, setting), tickvals=sorted(set(rows["value"])),
+                     showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(title_text=f"{str(metric).replace('_', ' ')} (%)", rangemode="tozero",
+                     showgrid=True, gridcolor="#eee")
+    return fig
+
+
 # ---------------------------------------------------------------- saving
 
 
