@@ -18,7 +18,8 @@ work of a request is 2 x parameters x the tokens all its forward passes read:
   tries, and each try's text scored whole. Scoring the filled texts afterwards (the Infill page's
   last step) is its own request;
 - a needle grid: per cell, the answer's steps over the whole prompt (masked) or the prompt once
-  (causal); cells beyond the model's limit cost nothing.
+  (causal); cells beyond the model's limit cost nothing;
+- a mask sweep: every item of the task at every value, ranked or generated as above.
 
 Counts use the model's own tokenizer on the text it will read (``demo.engine.text``), so they are exact
 in tokens: the engine counts what its passes read as they run (``demo.engine.counting``), and for a
@@ -33,7 +34,14 @@ from dataclasses import dataclass, replace
 
 from ..engine.mask_window import padding_masks_of, window_length
 from ..engine.text import encode_newlines, join, model_pair, prompt_ids_of
-from ..settings import AppSettings, GenerationSettings, GridSettings, InfillSettings, ScoringSettings
+from ..settings import (
+    AppSettings,
+    GenerationSettings,
+    GridSettings,
+    InfillSettings,
+    ScoringSettings,
+    SweepSettings,
+)
 
 
 @dataclass(frozen=True)
@@ -121,11 +129,8 @@ def _scored(lm, context: str, completion: str, scope: str) -> tuple[int, int, bo
     return total, scored, first_scored
 
 
-def ranking_work(lm, context: str, candidates: list[str], settings: ScoringSettings) -> Work:
-    pairs = [(context, join(context, c)) for c in candidates]
-    if settings.unconditional_context is not None:
-        neutral = settings.unconditional_context
-        pairs += [(neutral, join(neutral, c.strip())) for c in candidates]
+def _pairs_work(lm, pairs: list[tuple[str, str]], settings: ScoringSettings) -> tuple[int, int]:
+    """(tokens, passes) of scoring each (context, completion) pair as ``settings`` say."""
     decoder = settings.method_for(lm) == "decoder"
     tokens = passes = 0
     for pair in pairs:
@@ -136,6 +141,16 @@ def ranking_work(lm, context: str, candidates: list[str], settings: ScoringSetti
         else:
             tokens += ranking_tokens(lm.kind, total, scored, starts)
         passes += ranking_passes(lm.kind, scored)
+    return tokens, passes
+
+
+def ranking_work(lm, context: str, candidates: list[str], settings: ScoringSettings) -> Work:
+    pairs = [(context, join(context, c)) for c in candidates]
+    if settings.unconditional_context is not None:
+        neutral = settings.unconditional_context
+        pairs += [(neutral, join(neutral, c.strip())) for c in candidates]
+    tokens, passes = _pairs_work(lm, pairs, settings)
+    decoder = settings.method_for(lm) == "decoder"
     each = ", one generation window per scored token" if decoder else ", one masked copy per scored token"
     what = (f"{len(candidates)} candidates" + (" twice (with the unconditional context)"
                                                if settings.unconditional_context is not None else "")
@@ -212,6 +227,29 @@ def filled_texts_work(lm, texts: list[str]) -> Work:
                    + (", one masked copy per token" if lm.kind == "masked" else ""))
 
 
+def sweep_work(lm, sweep: SweepSettings) -> Work:
+    """A mask sweep: the evaluator's items at every value, each as its engine reads it
+    (``demo.evaluation.mask_sweep.point_inputs``): a ranked item's candidates (and their
+    unconditional copies), a generated item's every step (more padding masks: longer windows)."""
+    from ..evaluation.mask_sweep import point_inputs
+    tokens = passes = items = 0
+    for value in sweep.values:
+        for read, settings in point_inputs(lm, sweep, value):
+            items += 1
+            if isinstance(read, str):  # a generated item's prompt
+                work = generation_work(lm, read, settings)
+                tokens, passes = tokens + work.tokens, passes + work.passes
+                continue
+            pairs = [(choice.context, choice.completion) for choice in read]
+            if settings.unconditional_context is not None:
+                neutral = settings.unconditional_context
+                pairs += [(neutral, join(neutral, choice.candidate.strip())) for choice in read]
+            more_tokens, more_passes = _pairs_work(lm, pairs, settings)
+            tokens, passes = tokens + more_tokens, passes + more_passes
+    what = f"{len(sweep.values)} values x {items // max(len(sweep.values), 1)} items of the task"
+    return Work(tokens, lm.n_parameters, what, passes)
+
+
 def grid_work(lm, grid: GridSettings) -> Work:
     fits = [n for n in grid.lengths if lm.max_length is None or n <= lm.max_length]
     runs = len(grid.depths) * grid.repetitions
@@ -239,6 +277,20 @@ def estimated_ranking_work(kind: str, parameters: float, context: str, candidate
 def estimated_generation_work(kind: str, parameters: float, prompt: str, steps: int, rows: int) -> Work:
     tokens = generation_tokens(kind, estimated_tokens(prompt), steps, rows, MOST_PADDING_MASKS)
     return Work(tokens, int(parameters), f"{steps} steps x {rows} beam(s) (estimated from characters)")
+
+
+SWEEP_ITEM_TOKENS = 256  # a few-shot item, demonstrations included, taken as typical
+SWEEP_SCORED_TOKENS = 16  # a ranked item's scored tokens, its candidates together
+SWEEP_STEPS = 16  # a generated item's new tokens (the instruction tasks' limit)
+
+
+def estimated_sweep_work(kind: str, parameters: float, setting: str, values: int, items: int) -> Work:
+    """A mask sweep of ``values`` x ``items`` evaluations of a typical few-shot item."""
+    if setting == "padding_masks":
+        each = generation_tokens(kind, SWEEP_ITEM_TOKENS, SWEEP_STEPS, 1, MOST_PADDING_MASKS)
+    else:
+        each = ranking_tokens(kind, SWEEP_ITEM_TOKENS, SWEEP_SCORED_TOKENS)
+    return Work(values * items * each, int(parameters), f"{values} values x {items} items (estimated)")
 
 
 def estimated_grid_work(kind: str, parameters: float, lengths: list[int], runs: int) -> Work:

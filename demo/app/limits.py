@@ -13,7 +13,7 @@ import time
 from collections import defaultdict, deque
 
 from ..engine.text import check_readable
-from ..settings import AppSettings, GridSettings
+from ..settings import AppSettings, GridSettings, SweepSettings
 
 MIN_CANDIDATES, MAX_CANDIDATES = 2, 8
 
@@ -91,6 +91,13 @@ def check_grid(grid: GridSettings, limits: AppSettings) -> None:
     if max(grid.lengths) > limits.max_grid_tokens:
         raise ValueError(f"Lengths above {limits.max_grid_tokens:,} tokens are not run live here; see the "
                          f"precomputed grids below, or run `mlm-icl probe` locally.")
+
+
+def check_sweep(sweep: SweepSettings, limits: AppSettings) -> None:
+    if sweep.limit > limits.max_sweep_items:
+        raise ValueError(f"{sweep.limit} items at each number of masks is more than this app evaluates "
+                         f"per request ({limits.max_sweep_items}); lower the item limit, or run "
+                         f"`mlm-icl probe --sweep` locally.")
 
 
 class RunsPerVisitor:

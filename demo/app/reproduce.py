@@ -54,6 +54,7 @@ ENGINES = {
     "score": ("demo.engine.pll", "score_candidates",
               'for s in result:\n    print(f"{s.score:.4f}  {s.candidate}")'),
     "probe": ("demo.evaluation.haystack", "run_grid", "print(result)"),
+    "sweep": ("demo.evaluation.mask_sweep", "run_sweep", "print(result)"),  # mlm-icl probe --sweep
     "results": ("demo.evaluation.results", "filter_results", "print(result.to_string())"),  # no model
     "infill": ("demo.engine.infill", "infill", "print(result.filled)"),
 }
@@ -124,7 +125,8 @@ def command_line(command: str, model: str, kind: str | None, settings, emd: str 
     if local is not None:
         model = local.name
         setup = _needs(local) + "\n" + (f"export {LOCAL_MODELS_VAR}={shlex.quote(local.path)}\n" if local.path else "")
-    head = (["mlm-icl", command] + (["--model", model] if model else []) + (["--kind", kind] if kind else [])
+    subcommand = "probe" if command == "sweep" else command  # the mask sweep is a probe
+    head = (["mlm-icl", subcommand] + (["--model", model] if model else []) + (["--kind", kind] if kind else [])
             + (["--emd", emd] if emd != "auto" else []))
     prepare = ""
     if command == "generate":
@@ -138,6 +140,8 @@ def command_line(command: str, model: str, kind: str | None, settings, emd: str 
         head += ["--input", "items.jsonl", "--output", "scores.csv", "--overwrite"]
     elif command == "probe":
         head += ["--output", "grid.csv"]
+    elif command == "sweep":
+        head += ["--output", "sweep.csv", "--plot", "sweep.html"]
     elif command == "results":
         head += ["show"]
     return setup + prepare + shlex.join(head + options(settings)) + "\n"
