@@ -4,6 +4,7 @@
     mlm-icl infill   --model M --text "The [blank] is the capital of France." [--order confidence --trace]
     mlm-icl score    --model M --input items.jsonl --output scores.csv [--method salazar]
     mlm-icl probe    --model M --lengths 256 512 --output grid.csv [--plot grid.html]
+    mlm-icl probe    --model M --sweep padding_masks --values 0 1 2 3 --output sweep.csv   (how many masks?)
     mlm-icl evaluate --model M --task copa:100 --shots 1 [--tasks-dir my_tasks/]
     mlm-icl results  show | add-runs runs/eval/summary.csv | import-published DIR
     mlm-icl export-tasks --model M --task copa --shots 4 --output-dir DIR   (lm-eval's --include_path)
@@ -39,6 +40,7 @@ from .settings import (
     ResultsFilter,
     RunSettings,
     ScoringSettings,
+    SweepSettings,
 )
 
 PROG = "mlm-icl"
@@ -76,8 +78,9 @@ def _load(model: ModelSettings, progress: bool = True):
 
 
 def _with_data_root(settings):
-    """A RunSettings without --data-root gets the deployment's (``DEMO_DATA_ROOT``), if set."""
-    if isinstance(settings, RunSettings) and settings.data_root is None:
+    """Settings that read tasks (RunSettings, SweepSettings) without --data-root get the
+    deployment's (``DEMO_DATA_ROOT``), if set."""
+    if isinstance(settings, (RunSettings, SweepSettings)) and settings.data_root is None:
         return dataclasses.replace(settings, data_root=_deployment().settings.data_root or None)
     return settings
 
@@ -215,15 +218,30 @@ def _score(args, model: ModelSettings, scoring: ScoringSettings) -> int:
 
 
 def _probe_arguments(parser):
-    parser.add_argument("--output", required=True, type=Path, help="CSV file (resumed if it exists)")
+    parser.add_argument("--output", required=True, type=Path,
+                        help="CSV file (the grid: resumed if it exists; the sweep: its rows replace the "
+                             "model's earlier sweep of that setting, an interrupted one resumed)")
     parser.add_argument("--label", help="model name to write in the table (default: --model)")
-    parser.add_argument("--plot", help="also write the heatmap (.html, or .png with kaleido)")
+    parser.add_argument("--plot", help="also write the heatmap, or the sweep's curve (.html, or .png with kaleido)")
 
 
-def _probe(args, model: ModelSettings, grid: GridSettings) -> int:
-    from .evaluation.runs import ProbeFiles, probe_file
-    probe_file(ProbeFiles(args.output, args.label, args.plot), _sides(model), grid, _load,
-               progress=not args.no_progress)
+def _probe(args, model: ModelSettings, grid: GridSettings, sweep: SweepSettings) -> int:
+    """The needle grid, or with --sweep the mask sweep; the other's options are refused, not ignored."""
+    from .app.reproduce import non_defaults
+    from .evaluation.runs import ProbeFiles, probe_file, sweep_file
+    files = ProbeFiles(args.output, args.label, args.plot)
+    if sweep.sweep is None:
+        given = [name for name in non_defaults(sweep) if name != "data_root"]
+        if given:
+            raise ValueError(f"--{given[0].replace('_', '-')} is an option of the mask sweep: add --sweep "
+                             f"padding_masks or --sweep right_masks (without it, probe runs the needle grid).")
+        probe_file(files, _sides(model), grid, _load, progress=not args.no_progress)
+        return 0
+    if non_defaults(grid):
+        name = next(iter(non_defaults(grid)))
+        raise ValueError(f"--{name.replace('_', '-')} is an option of the needle grid, not of the mask "
+                         f"sweep (--sweep {sweep.sweep}), which takes --values, --task, --shots and --limit.")
+    sweep_file(files, _sides(model), sweep, _load, progress=not args.no_progress)
     return 0
 
 
@@ -421,8 +439,9 @@ COMMANDS = {
                       [ModelSettings, InfillSettings], _infill_arguments, _infill),
     "score": Command("rank candidate completions by PLL (masked LMs) or log-likelihood (causal LMs)",
                      [ModelSettings, ScoringSettings], _score_arguments, _score),
-    "probe": Command("needle-in-a-haystack grid of lengths x depths (resumable CSV)",
-                     [ModelSettings, GridSettings], _probe_arguments, _probe),
+    "probe": Command("needle-in-a-haystack grid of lengths x depths, or with --sweep how many masks: a "
+                     "task at each number of padding or right masks (resumable CSV)",
+                     [ModelSettings, GridSettings, SweepSettings], _probe_arguments, _probe),
     "evaluate": Command("few-shot evaluation on the papers' tasks or your own (resumable)",
                         [ModelSettings, RunSettings, ScoringSettings], _evaluate_arguments, _evaluate),
     "results": Command("the papers' published tables next to our runs", [ResultsFilter], _results_arguments,

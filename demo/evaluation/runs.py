@@ -1,4 +1,5 @@
-"""The runs behind ``mlm-icl score``, ``probe`` and ``evaluate``: settings in, output files out.
+"""The runs behind ``mlm-icl score``, ``probe`` (the needle grid, or the mask sweep) and
+``evaluate``: settings in, output files out.
 
 Each run takes the settings objects the command line built, the models ``--model`` names (one,
 or a pair's two sides: the deployment finds them) and a way to load one (``load(side,
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..engine.text import special_token_note
-from ..settings import GridSettings, ModelSettings, ScoringSettings
+from ..settings import GridSettings, ModelSettings, ScoringSettings, SweepSettings
 from . import data_parallel
 from .resumable import ChunkParts, chunks, fingerprint, parts_folder, run_chunks
 
@@ -146,10 +147,11 @@ def _write_scores(output: Path, model: ModelSettings, scoring: ScoringSettings, 
 
 @dataclass(frozen=True)
 class ProbeFiles:
-    """What ``probe`` writes: the grid's CSV file (resumed if it exists) and its heatmap."""
+    """What ``probe`` writes: the grid's CSV file (resumed if it exists) and its heatmap, or the
+    mask sweep's CSV file and its curve."""
     output: Path
     label: str | None = None  # the model's name in the table (one model; a pair's are their names)
-    plot: Path | None = None  # .html, or .png with kaleido; a pair's: one per side
+    plot: Path | None = None  # .html, or .png with kaleido; a pair's grids: one per side
 
 
 def probe_file(files: ProbeFiles, sides: list[ModelSettings], grid: GridSettings, load: Load,
@@ -182,6 +184,41 @@ def _report_grid(files: ProbeFiles, lm, table, suffix: str, say) -> None:
             say(f"plot -> {save_figure(figure, path)}")
         except ValueError as err:
             raise ValueError(f"{err} (the grid itself is saved in {files.output})") from None
+
+
+def sweep_file(files: ProbeFiles, sides: list[ModelSettings], sweep: SweepSettings, load: Load,
+               progress: bool = True, say=to_stdout) -> None:
+    """The mask sweep of the masked LM (a pair's causal side reads no masks: skipped, said) into
+    one CSV file, by this process alone or by every process of a launch, each its share of the
+    values; rank 0 reports the curve and draws it."""
+    from .mask_sweep import run_sweep
+    processes = data_parallel.start(sides[0].device)
+    progress = progress and processes.main
+    for side in sides:
+        if len(sides) > 1 and side.kind == "causal":
+            if processes.main:
+                say(f"{side.model} is the pair's causal LM, which reads no masks: the sweep runs its masked LM.")
+            continue
+        lm = load(dataclasses.replace(side, device=processes.device), progress)
+        table = run_sweep(lm, sweep, output=files.output, model_name=files.label if len(sides) == 1 else side.model,
+                          progress=progress, processes=processes)
+        if table is not None:  # rank 0
+            _report_sweep(files, table, say)
+
+
+def _report_sweep(files: ProbeFiles, table, say) -> None:
+    symbol = {"padding_masks": "p", "right_masks": "N"}[table["setting"].iloc[0]]
+    for row in table.itertuples():
+        mark = "  (the paper's choice)" if row.value == row.paper_value else ""
+        say(f"{symbol} = {row.value:<2d} {row.metric:16s} {row.score:6.2f} ± {row.stderr} "
+            f"(n={row.n}, {row.seconds:.0f} s){mark}")
+    say(f"-> {files.output}")
+    if files.plot:
+        from .plots import mask_sweep_plot, save_figure
+        try:
+            say(f"plot -> {save_figure(mask_sweep_plot(table), Path(files.plot))}")
+        except ValueError as err:
+            raise ValueError(f"{err} (the sweep itself is saved in {files.output})") from None
 
 
 # ---------------------------------------------------------------- evaluate
