@@ -69,6 +69,7 @@ VALID = {
                           decoding="exact", cache_refresh=16),
     "/probe_mlm": dict(model_name=MLM, lengths="128", depths="0.5", repetitions=1, seed=0),
     "/probe_second": dict(model_name=MLM, lengths="128", depths="0.5", repetitions=1, seed=0),
+    "/sweep_masks": dict(model_name=MLM, setting="right_masks", task="copa", values="1, 2", shots=0, limit=2),
     "/results": dict(papers=[], groups=[], models=["GPT-3 1.3B"], shots=[], tasks=[]),
     "/infill_mlm": dict(text="The [blank] said that she would be late.", model_name=MLM, order="left_to_right",
                         blank_tokens=1, seed=0),
@@ -132,6 +133,15 @@ def bad_cases() -> list[tuple[str, dict, str]]:
     vary(probe, "seed", [-1, "abc", 10**30], "seed")
     cases.append((probe, dict(VALID[probe], lengths="128, 256", depths="0, 0.1, 0.2, 0.3, 0.4, 0.5",
                               repetitions=3), "runs"))
+    sweep = "/sweep_masks"
+    vary(sweep, "model_name", ["/etc", "not a/valid id!", 42], "model")
+    vary(sweep, "model_name", [SMOLLM2], "masked LM")
+    vary(sweep, "setting", CHOICES, "sweep")
+    vary(sweep, "task", ["no such task", 7, "ii_singular_to_plural"], "task")
+    vary(sweep, "values", ["", "abc", "-1", "1.5", "99", None], "masks")
+    vary(sweep, "shots", [-1, "abc", 10**30], "shots")
+    vary(sweep, "limit", [0, -1, "abc", None, 10**30], "limit")
+    vary(sweep, "limit", [41], "items")
     for field in ("papers", "groups", "models", "shots", "tasks"):
         vary("/results", field, ["not a list", 5, [3], ["no such " + field]], "filter")
     for fill in ("/infill_mlm", "/infill_causal"):
@@ -265,6 +275,7 @@ def test_a_request_over_budget_is_refused_before_it_starts(client):
 def test_not_a_number_anywhere(value):
     """NaN and infinities (which a raw HTTP client can send) meet the same checks, in words."""
     from demo.ui.length_probe import probe_masked
+    from demo.ui.mask_sweep import sweep_masks
     from demo.ui.prompting import generate_masked
     from demo.ui.ranking import rank_masked
 
@@ -279,6 +290,9 @@ def test_not_a_number_anywhere(value):
     assert "right_masks" in shown and not PYTHON_TEXT.search(shown)
     for field in ("repetitions", "seed"):
         shown = list(probe_masked(**dict(VALID["/probe_mlm"], **{field: value})))[-1].summary
+        assert field in shown and not PYTHON_TEXT.search(shown), (field, shown)
+    for field in ("shots", "limit"):
+        shown = list(sweep_masks(**dict(VALID["/sweep_masks"], **{field: value})))[-1].summary
         assert field in shown and not PYTHON_TEXT.search(shown), (field, shown)
 
 
@@ -307,7 +321,8 @@ def test_agents_find_the_tools_and_rank_like_the_core_api(app, client):
     with urllib.request.urlopen(app.url + "gradio_api/mcp/schema", timeout=30) as response:
         tools = {tool["name"]: tool for tool in json.load(response)}
     assert set(tools) == {"rank_masked", "rank_causal", "generate_masked", "generate_causal",
-                          "probe_masked", "probe_second", "lookup_results", "infill_masked", "infill_causal"}
+                          "probe_masked", "probe_second", "lookup_results", "infill_masked", "infill_causal",
+                          "sweep_masks"}
     decoding = tools["generate_masked"]["inputSchema"]["properties"]["decoding"]["description"]
     assert all(word in decoding for word in ("exact", "fast", "compare", "approximate"))
     assert "cache_refresh" in tools["generate_masked"]["inputSchema"]["properties"]
@@ -366,6 +381,8 @@ MCP_CALLS = {
     "lookup_results": (dict(papers=[], groups=[], models=["GPT-3 1.3B"], shots=[], tasks=[]), "/results"),
     "infill_masked": (dict(FILL, model_name=STANDIN_NAME), "/infill_mlm"),
     "infill_causal": (dict(FILL, model_name=SMOLLM2), "/infill_causal"),
+    "sweep_masks": (dict(model_name=STANDIN_NAME, setting="right_masks", task="copa", values="1, 2", shots=0,
+                         limit=2), "/sweep_masks"),
 }
 
 
@@ -420,7 +437,7 @@ def _python_value(text: str):
 
 
 def test_every_mcp_tool_answers_a_plain_call_one_part_per_output(app, client):
-    """Each of the nine tools, called with the mcp client and no progress callback, answers with
+    """Each of the ten tools, called with the mcp client and no progress callback, answers with
     one typed content part per documented output; the rankings' tables equal gradio_client's; model
     names are free text in the schema (the app's models as examples), so a typed name reaches the
     app's own check and comes back as a sentence."""

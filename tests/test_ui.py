@@ -366,6 +366,8 @@ API_OUTPUTS = {
                   "probe-mlm-reproduce-python", "probe-mlm-reproduce-shell"],
     "probe_second": ["probe-causal-plot", "probe-causal-summary", "Compared model runs", "probe-causal-files",
                      "probe-causal-reproduce-python", "probe-causal-reproduce-shell"],
+    "sweep_masks": ["sweep-plot", "sweep-summary", "sweep-table", "sweep-files", "sweep-reproduce-python",
+                    "sweep-reproduce-shell"],
     "results": ["results-count", "results-table", "results-size-plot", "results-shots-plot", "results-csv",
                 "results-reproduce-python", "results-reproduce-shell"],
 }

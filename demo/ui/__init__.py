@@ -11,6 +11,7 @@
 - ``ranking``       the Ranking tab: PLL and causal scores, heatmaps
 - ``pll_copies``    one candidate's PLL masked copies as rows, and the causal LM's pass, as HTML
 - ``length_probe``  the Length probe tab: needle grids
+- ``mask_sweep``    how many masks? in the Length probe tab: a task at each number of masks
 - ``results_tab``   the Results tab: published tables next to our runs
 - ``lesson``        the lesson above the tabs: its steps, each loads its tab's inputs
 - ``startup_check`` the start-up check of the default models, above the tabs

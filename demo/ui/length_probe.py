@@ -1,4 +1,5 @@
-"""Length probe tab: the BERTs paper's needle in a haystack, run live on a small grid, two models.
+"""Length probe tab: the BERTs paper's needle in a haystack, run live on a small grid, two models;
+below it, how many masks? (``demo.ui.mask_sweep``).
 
 Wiring only: ``demo.evaluation.haystack.run_grid`` runs the grid, ``demo.evaluation.plots.needle_heatmap`` draws it;
 precomputed grids are the CSV files in ``assets/needle_grids/``.
@@ -15,6 +16,7 @@ from ..app import budget
 from ..app.catalog import Catalog, standin_note
 from ..app.limits import check_grid, parse_numbers, whole
 from ..settings import GridSettings
+from . import mask_sweep
 from .common import (
     ASSETS,
     Number,
@@ -293,6 +295,8 @@ def build(catalog: Catalog):
     run.click(probe_second, [causal_model] + inputs,
               components(GridOutputs, **sides["causal"]),
               api_name="probe_second", concurrency_id="probe")
+
+    mask_sweep.build(catalog)  # how many masks? below the needle grids
 
     def first_view():  # computed when a page loads, not when the app starts
         return [part for d in defaults for part in (show_precomputed(d) if d else PrecomputedGridOutputs())]

@@ -1,0 +1,186 @@
+"""How many masks? In the Length probe tab, below the needle grid: a masked LM evaluated on one
+task at each number of padding masks (generation) or right masks (ranking).
+
+Wiring only: ``demo.evaluation.mask_sweep`` runs the sweep (the evaluator at each value),
+``demo.evaluation.plots.mask_sweep_plot`` draws it, ``demo.app.budget.sweep_work`` counts it.
+"""
+
+from dataclasses import replace
+from typing import Any, NamedTuple
+
+import gradio as gr
+import pandas as pd
+
+from ..app import budget
+from ..app.catalog import Catalog
+from ..app.limits import check_sweep
+from ..settings import SweepSettings
+from .common import (
+    Dropdown,
+    Radio,
+    Slider,
+    deployment,
+    escape,
+    handler,
+    load,
+    message,
+    model_note,
+    model_picker,
+    number_or,
+    reproduce_block,
+    reproduction,
+    with_arguments,
+)
+from .outputs import components
+from .settings_form import settings_of
+
+WHAT = [("padding masks: generation (a generated task)", "padding_masks"),
+        ("right masks: ranking (a ranked task)", "right_masks")]
+SYMBOLS = {"padding_masks": "p", "right_masks": "N"}
+SHOWN = ["value", "metric", "score", "stderr", "n", "seconds"]  # the table's columns in the page
+
+HOW = """
+The paper fixes two numbers of masks by hand. **Padding masks** (p) follow the predicted
+`[MASK]` when the model generates, so the end token does not sit right after it; the paper uses
+its family's default (p = 2 for DeBERTa, pretrained to fill spans of up to 3 tokens).
+**Right masks** (N) hide the tokens right of each scored token of the PLL; the paper ranks with
+N = 2 (its Table 5). Each point below is the evaluator's score on the same items and
+demonstrations at one number of masks; the star is the paper's choice. "Masks Can Be
+Distracting" (arXiv 2511.21338) finds that more appended masks hurt masked diffusion LMs.
+"""
+
+
+class SweepOutputs(NamedTuple):
+    """The mask sweep, as /sweep_masks gives it (in this order)."""
+    plot: Any = None  # Plotly figure: the score at each number of masks, the paper's choice marked
+    summary: str = ""  # HTML: model, task, the best value and the paper's; or the message shown instead
+    table: pd.DataFrame | None = None  # a row per value: metric, score, stderr, items, seconds
+    files: list[str] | None = None  # the sweep as CSV and its plot as an HTML page
+    python: str | None = None  # Reproduce: the Python call
+    shell: str | None = None  # Reproduce: the command line
+
+    @classmethod
+    def showing(cls, message: str) -> "SweepOutputs":
+        return cls(summary=message)
+
+
+def task_choices(setting: str) -> list[tuple[str, str]]:
+    """(label, name) of the few-shot tasks ``setting`` acts in whose data are on this machine."""
+    from ..evaluation.mask_sweep import sweep_tasks
+    tasks = sweep_tasks(setting, deployment().settings.data_root or None)
+    return [(f"{t.title} ({t.name})", t.name) for t in tasks if t.max_shots != 0]
+
+
+def _default_task(setting: str, choices: list[tuple[str, str]]) -> str | None:
+    from ..evaluation.mask_sweep import DEFAULT_TASKS
+    default = DEFAULT_TASKS.get(setting)
+    return default if any(name == default for _, name in choices) else None
+
+
+def _settings(setting, task, values, shots, limit) -> SweepSettings:
+    sweep = settings_of(SweepSettings, dict(sweep=setting, task=task or None, values=values, shots=shots,
+                                            limit=limit), data_root=deployment().settings.data_root or None)
+    check_sweep(sweep, deployment().settings)
+    return sweep
+
+
+def _summary(lm, table: pd.DataFrame, sweep: SweepSettings) -> str:
+    metric = table[table["metric"] == table["metric"].iloc[0]]
+    best = metric.loc[metric["score"].idxmax()]
+    symbol, paper = SYMBOLS[sweep.sweep], int(table["paper_value"].iloc[0])
+    at_paper = metric[metric["value"] == paper]
+    paper_text = (f"{at_paper['score'].iloc[0]:.1f}" if len(at_paper) else "not run")
+    line = (f"{escape(table['task'].iloc[0])}, {int(table['shots'].iloc[0])}-shot, {int(best['n'])} items · "
+            f"best {escape(best['metric'])} {best['score']:.1f} at {symbol} = {int(best['value'])} · the "
+            f"paper's choice {symbol} = {paper}: {paper_text}")
+    return f"<div>{model_note(lm)}</div><div>{line}</div>"
+
+
+def _downloads(table, figure, model_name) -> list[str]:
+    from ..app.downloads import download
+    from ..evaluation.exports import figure_download
+    csv = download(table, "mask-sweep", model_name)
+    return [csv, figure_download(figure, csv, "mask-sweep", model_name)]
+
+
+def sweep_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work:
+    """A sweep's work from its unchecked arguments (``common.handler``'s ``estimate``)."""
+    values = len(str(arguments.get("values") or "").replace(",", " ").split()) or 1
+    items = int(number_or(arguments.get("limit"), 1))
+    return budget.estimated_sweep_work(kind, parameters, str(arguments.get("setting")), values, items)
+
+
+@handler(SweepOutputs.showing, estimate=sweep_estimate)
+# (one line per argument: Gradio's docstring parser keeps only an argument's first line)
+@with_arguments("""\
+        model_name: the masked LM: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)
+        setting: what to sweep: "padding_masks" (generation, on a generated task) or "right_masks" (ranking, on a ranked task)
+        task: the task's name (its data must be on the server), e.g. "copa" (ranked) or "ii_singular_to_plural" (generated)
+        values: the numbers of masks, e.g. "0, 1, 2, 3, 4"
+        shots: demonstrations per item
+        limit: items evaluated at each number of masks
+""")
+def sweep_masks(model_name, setting, task, values, shots, limit, progress=gr.Progress(track_tqdm=True)):
+    """How many masks? A masked LM evaluated on one task at each number of padding masks
+    (generation) or right masks (ranking), the paper's choice marked. Streams the curve value by value."""
+    from ..evaluation.mask_sweep import iter_sweep
+    from ..evaluation.plots import mask_sweep_plot
+
+    sweep = _settings(setting, task, values, shots, limit)
+    lm = load(model_name, "masked")
+    budget.sweep_work(lm, sweep).check(deployment().settings)  # refused before it runs
+    python, shell = reproduction("sweep", model_name, "masked", replace(sweep, data_root=None))
+    seconds = deployment().settings.max_request_seconds
+    table = None
+    for table in iter_sweep(lm, sweep, model_name=lm.label, progress=True, time_limit=seconds):
+        figure = mask_sweep_plot(table)
+        yield SweepOutputs(plot=figure, summary=_summary(lm, table, sweep), table=table[SHOWN],
+                           files=_downloads(table, figure, model_name), python=python, shell=shell)
+    done = 0 if table is None else table["value"].nunique()
+    if done < len(sweep.values):
+        stopped = message(f"Stopped after {seconds:.0f} s, the time one request may take here: {done} of "
+                          f"{len(sweep.values)} values are shown. Evaluate fewer items or values, or the "
+                          f"whole sweep on your own machine with mlm-icl probe --sweep.", "note")
+        yield SweepOutputs(plot=mask_sweep_plot(table) if done else None,
+                           summary=(_summary(lm, table, sweep) if done else "") + stopped,
+                           table=table[SHOWN] if done else None, python=python, shell=shell)
+
+
+def build(catalog: Catalog) -> None:
+    """The "How many masks?" accordion (call inside the Length probe tab)."""
+    with gr.Accordion("How many masks?", open=False, elem_id="sweep"):
+        gr.Markdown("What do the paper's extra masks do? One task, evaluated at each number of masks.")
+        with gr.Accordion("How does this work?", open=False):
+            gr.Markdown(HOW)
+        model = model_picker(catalog, "masked", "Masked LM", "sweep-mlm")
+        with gr.Row():
+            setting = Radio(choices=WHAT, value="right_masks", label="What to sweep", elem_id="sweep-what",
+                            info="Padding masks change how the model writes; right masks how it scores "
+                                 "candidates.")
+            choices = task_choices("right_masks")
+            task = Dropdown(choices=choices, value=_default_task("right_masks", choices), label="Task",
+                            elem_id="sweep-task", info="Tasks of that kind whose data are on this server.")
+        with gr.Row():
+            values = gr.Textbox(value="0, 1, 2, 3, 4", label="Numbers of masks", elem_id="sweep-values",
+                                info="Separated by commas, each from 0 to 16.")
+            shots = Slider(0, 16, value=4, step=1, label="Shots", elem_id="sweep-shots",
+                           info="Demonstrations before each item (the same at every number of masks).")
+            most = deployment().settings.max_sweep_items
+            limit = Slider(1, most, value=min(20, most), step=1, label="Items", elem_id="sweep-limit",
+                           info="Items evaluated at each number of masks (a fixed sample of the task).")
+        run = gr.Button("Run the sweep", variant="primary", elem_id="sweep-run")
+        plot = gr.Plot(label="Score at each number of masks", elem_id="sweep-plot")
+        summary = gr.HTML(elem_id="sweep-summary")
+        table = gr.Dataframe(label="Each number of masks", interactive=False, elem_id="sweep-table")
+        files = gr.File(label="The sweep (CSV) and its plot (HTML)", file_count="multiple", elem_id="sweep-files")
+        python, shell = reproduce_block("sweep-reproduce")
+
+    def tasks_of(chosen):  # the task list follows what is swept
+        names = task_choices(chosen) if chosen in SYMBOLS else []
+        return gr.update(choices=names, value=_default_task(chosen, names))
+
+    setting.change(tasks_of, setting, task, api_visibility="private")
+    run.click(sweep_masks, [model, setting, task, values, shots, limit],
+              components(SweepOutputs, plot=plot, summary=summary, table=table, files=files, python=python,
+                         shell=shell),
+              api_name="sweep_masks", concurrency_id="probe")
