@@ -554,11 +554,11 @@ def test_the_infill_tab_fills_a_blank_in_both_orders(page, server, width):
 # ---------------------------------------------------------------- the lesson
 
 
-def _load_lesson_step_6(view, server: str) -> None:
-    """A fresh page, the lesson opened, step 6 picked and loaded: its grid lengths in the Length probe tab."""
+def _load_the_grid_step(view, server: str) -> None:
+    """A fresh page, the lesson opened, the grid step picked and loaded: its grid lengths in the Length probe tab."""
     view.goto(server)
     view.get_by_role("button", name="Lesson:").click()
-    view.get_by_label("6. Length generalisation").check()
+    view.get_by_label("8. Length generalisation").check()
     view.locator("#lesson-card").filter(has_text="Length probe tab").wait_for()
     view.locator("#lesson-load").click()
     view.wait_for_function("() => document.querySelector('#probe-lengths textarea')?.value === '128, 512, 768'")
@@ -569,9 +569,9 @@ def test_the_lesson_loads_a_step_into_its_tab(page, server, width):
     """The opener above the tabs: pick a step, load it, and its tab opens with its inputs; "Next
     step" moves on."""
     with _fresh_view(page, width) as view:
-        _load_lesson_step_6(view, server)
+        _load_the_grid_step(view, server)
         assert view.get_by_role("tab", name="Length probe").get_attribute("aria-selected") == "true"
-        _screenshot(view, f"lesson-step-6-{width}")
+        _screenshot(view, f"lesson-grid-step-{width}")
         view.get_by_label("1. Fill a blank").check()
         view.locator("#lesson-next").click()
         view.locator("#lesson-card").filter(has_text="then Play").wait_for()
@@ -814,7 +814,7 @@ def test_a_link_reopens_the_tab_in_use_with_its_results(page, server, width):
 def test_a_link_after_a_lesson_step_opens_the_tab_picked_since(page, server, width):
     """A lesson step opens its tab; a person then opens another: the link opens that one."""
     with _fresh_view(page, width) as view:
-        _load_lesson_step_6(view, server)
+        _load_the_grid_step(view, server)
         _open_tab(view, "Ranking")
         fresh = view.context.new_page()
         fresh.goto(_copy_link(view, server))

@@ -33,7 +33,7 @@ def handler(app, name):
 def test_the_lesson_has_about_six_steps_each_with_a_question():
     steps = lesson.steps()
     assert 6 <= len(steps) <= 10 and len({s["title"] for s in steps}) == len(steps)
-    assert [s["tab"] for s in steps] == ["infill"] + ["prompting"] * 3 + ["ranking"] * 3 + ["length", "results"]
+    assert [s["tab"] for s in steps] == ["infill"] + ["prompting"] * 3 + ["ranking"] * 3 + ["length"] * 2 + ["results"]
     for step in steps:
         assert step["do"] and step["look"] and step["question"].endswith("?")
         if step["tab"] in ("prompting", "infill", "ranking"):
@@ -60,6 +60,11 @@ def test_loading_a_step_opens_its_tab_with_its_inputs(app):
             assert loaded["rank-candidates"] == "\n".join(preset["candidates"])
             assert (loaded["rank-variant"], loaded["rank-compare"]) == (step.get("method", "right_masks"),
                                                                         step.get("compare", "salazar"))
+        elif step["tab"] == "length" and "sweep" in step:
+            sweep = step["sweep"]
+            assert loaded["sweep"] == {"__type__": "update", "open": True}
+            assert [loaded[f"sweep-{k}"] for k in ("task", "values", "shots", "limit")] == \
+                [sweep[k] for k in ("task", "values", "shots", "limit")]
         elif step["tab"] == "length":
             assert (loaded["probe-lengths"], loaded["probe-depths"]) == (step["lengths"], step["depths"])
         else:
@@ -86,7 +91,7 @@ def test_every_step_runs_on_the_offline_models(app):
     for step in lesson.steps():
         _, *values = load.fn(step["title"])
         loaded = {c: v for c, v in zip(load.outputs[1:], values) if not _skipped(v)}
-        for name in REQUESTS[step["tab"]]:
+        for name in ["sweep_masks"] if "sweep" in step else REQUESTS[step["tab"]]:
             request = handler(app, name)
             arguments = [loaded.get(c, c.value) for c in request.inputs]
             outputs = request.fn(*arguments)

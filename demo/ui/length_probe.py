@@ -296,10 +296,18 @@ def build(catalog: Catalog):
               components(GridOutputs, **sides["causal"]),
               api_name="probe_second", concurrency_id="probe")
 
-    mask_sweep.build(catalog)  # how many masks? below the needle grids
+    sweep = mask_sweep.build(catalog)  # how many masks? below the needle grids
 
     def first_view():  # computed when a page loads, not when the app starts
         return [part for d in defaults for part in (show_precomputed(d) if d else PrecomputedGridOutputs())]
 
-    return TabParts(first_view=(first_view, [], shown), lesson_fields=(lengths, depths),
-                    lesson_values=lambda step: [step["lengths"], step["depths"]])
+    def lesson_values(step: dict) -> list:
+        """A grid step fills the lengths and depths; a sweep step opens the sweep with its task,
+        numbers of masks, shots and items."""
+        if "sweep" not in step:
+            return [step["lengths"], step["depths"]] + [gr.update()] * len(sweep)
+        s = step["sweep"]
+        return [gr.update(), gr.update(), gr.update(open=True), s["task"], s["values"], s["shots"], s["limit"]]
+
+    return TabParts(first_view=(first_view, [], shown), lesson_fields=(lengths, depths, *sweep),
+                    lesson_values=lesson_values)

@@ -146,9 +146,10 @@ def sweep_masks(model_name, setting, task, values, shots, limit, progress=gr.Pro
                            table=table[SHOWN] if done else None, python=python, shell=shell)
 
 
-def build(catalog: Catalog) -> None:
-    """The "How many masks?" accordion (call inside the Length probe tab)."""
-    with gr.Accordion("How many masks?", open=False, elem_id="sweep"):
+def build(catalog: Catalog) -> tuple:
+    """The "How many masks?" accordion (call inside the Length probe tab); returns what a lesson
+    step fills: the accordion (to open it), the task, the numbers of masks, the shots, the items."""
+    with gr.Accordion("How many masks?", open=False, elem_id="sweep") as opener:
         gr.Markdown("What do the paper's extra masks do? One task, evaluated at each number of masks.")
         with gr.Accordion("How does this work?", open=False):
             gr.Markdown(HOW)
@@ -184,3 +185,4 @@ def build(catalog: Catalog) -> None:
               components(SweepOutputs, plot=plot, summary=summary, table=table, files=files, python=python,
                          shell=shell),
               api_name="sweep_masks", concurrency_id="probe")
+    return opener, task, values, shots, limit
