@@ -17,10 +17,14 @@ from demo.evaluation.results import (
     GROUP_JOIN,
     OURS,
     SAMUEL,
+    ablation_table,
     filter_choices,
     filter_results,
     group_parts,
+    load_ours,
+    load_published,
     load_results,
+    ranking_ablation,
 )
 from demo.settings import ResultsFilter
 from demo.tasks import TASKS
@@ -198,3 +202,49 @@ def test_a_model_has_one_colour_in_every_figure_and_view():
     _, _, size, shots, *_ = lookup([SAMUEL], [], [], [], [])
     default = {model: next(iter(seen[model])) for model in _colours_by_model(shots)}
     assert len(set(default.values())) == len(default) == 5
+
+
+# ---------------------------------------------------------------- ranking methods (Table 5)
+
+METHOD_TAGS = ["salazar", "right_masks1", "right_masks2", "right_masks3", "decoder1"]
+SHORT_NAMES = ["1 mask", "+1 right mask", "+2 right masks (paper's)", "+3 right masks", "decoder's likelihood"]
+
+
+def _run(task, title, tag, value, score="example", n=100):
+    method = re.sub(r"\d.*$", "", tag)  # as evaluate's summary names it: right_masks, decoder
+    return dict(run=f"{task}__m__0shot__{tag}__{score}__seed0", task=task, title=title, group="g",
+                model="m", model_kind="masked", model_size=1e6, shots=0, metric="accuracy",
+                value=value, n=n, method=method, score=score)
+
+
+def test_the_ranking_ablation_puts_our_runs_by_method_beside_table_5(tmp_path):
+    runs = ([_run("copa", "COPA", tag, 50 + i) for i, tag in enumerate(METHOD_TAGS)]
+            + [_run("piqa", "PIQA", tag, 60 + 2 * i, n=200) for i, tag in enumerate(METHOD_TAGS)]
+            + [_run("wsc", "WSC", tag, 40.0) for tag in ("salazar", "right_masks2")]  # two methods
+            + [_run("winograd", "Winograd", "right_masks2", 51.0, score="suffix"),  # one method only
+               _run("arc_easy", "ARC (easy)", "right_masks2-mean", 30.0),  # another reduction
+               _run("arc_easy", "ARC (easy)", "right_masks2", 31.0)]
+            + [dict(_run("ii_sum", "II Sum", "x", 0.0), run="ii_sum__m__0shot__generate__seed0",
+                    method="generate", score=None)])
+    pd.DataFrame(runs).to_csv(tmp_path / "ours.csv", index=False)
+    ours = load_ours(tmp_path / "ours.csv")
+    # a ranked run's variant names its masks, so that its methods tell apart
+    assert set(ours["variant"]) >= {"salazar / example", "right_masks3 / example", "decoder1 / example",
+                                    "right_masks2-mean / example", "generate"}
+    rows = ranking_ablation(pd.concat([load_published(), ours], ignore_index=True))
+    paper = rows[rows["source"] == "published"]
+    assert list(paper.loc[paper["metric"] == "exact_match", "value"]) == [80.9, 86.0, 87.1, 86.9, 77.2]
+    mine = rows[rows["source"] == "ours"]
+    assert set(mine["task_label"]) == {"COPA", "PIQA", "WSC", "mean over 2 tasks"}  # not one-method tasks
+    copa = mine[mine["task_label"] == "COPA"]
+    assert list(copa["method_label"]) == SHORT_NAMES and list(copa["value"]) == [50, 51, 52, 53, 54]
+    mean = mine[mine["task_label"] == "mean over 2 tasks"]
+    assert list(mean["value"]) == [55.0, 56.5, 58.0, 59.5, 61.0]
+    table = ablation_table(rows)
+    assert list(table["method"]) == SHORT_NAMES
+    assert list(table.columns[1:3]) == ["paper: ReCoRD EM (DeBERTa 1.4B, 0-shot)",
+                                        "paper: ReCoRD F1 (DeBERTa 1.4B, 0-shot)"]
+    assert list(table["ours: PIQA acc. (m, 0-shot, n=200)"]) == [60, 62, 64, 66, 68]
+    wsc = table["ours: WSC acc. (m, 0-shot, n=100)"]
+    assert list(wsc.isna()) == [False, True, False, True, True]
+

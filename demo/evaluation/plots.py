@@ -517,3 +517,39 @@ def accuracy_vs_shots(frame: pd.DataFrame, title: str = "Score vs number of shot
 
 def _symbol(shots_label: str) -> str:
     return {"0-shot": "circle-open", "1-shot": "circle", "few-shot": "diamond"}.get(shots_label, "square")
+
+
+# ---------------------------------------------------------------- ranking methods (Table 5)
+
+ABLATION_SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "star", "cross", "hexagon"]
+
+
+def ranking_ablation_figure(rows: pd.DataFrame, title: str = "Score by ranking method",
+                            colours: dict[str, str] | None = None) -> go.Figure:
+    """The BERTs paper's Table 5 beside our runs: x = ranking method (1 mask ... the decoder's
+    likelihood, the table's order), y = score, one line per source, task, model, shots and metric
+    of ``rows`` (``demo.evaluation.results.ranking_ablation``), in its model's colour: the paper's
+    and our mean over tasks bold, each of our tasks thin, each in a marker of its own."""
+    colours = colours or model_colours(rows)
+    methods = list(dict.fromkeys(rows["method_label"]))
+    lines = list(rows.groupby(["source", "model", "task_label", "shots_label", "metric"], sort=False))
+    fig = go.Figure()
+    symbols = itertools.cycle(ABLATION_SYMBOLS)
+    for (source, model, task, shots, metric), line in lines:
+        bold = source == "published" or str(task).startswith("mean ")
+        who = "paper" if source == "published" else "ours"
+        name = f"{who}: {task} {metric}, {model} {shots}"
+        fig.add_trace(go.Scatter(
+            x=line["method_label"], y=line["value"], mode="lines+markers", name=_plain(name),
+            line=dict(color=colours.get(model, "#555"), width=3.5 if bold else 1.5,
+                      dash="dash" if metric == "token_f1" else "solid"),
+            marker=dict(symbol=next(symbols), size=10 if bold else 7, color=colours.get(model, "#555")),
+            opacity=1.0 if bold else 0.6,
+            hovertemplate=_plain(name) + "<br>%{x}: %{y:.1f}<extra></extra>"))
+    bottom = 60 + LEGEND_ROW_PX * len(lines)  # one entry a row: the names run long
+    fig.update_layout(title=title, height=TOP_PX + 2 * PANEL_PX + bottom, plot_bgcolor="white",
+                      margin=dict(t=TOP_PX, l=60, r=20, b=bottom),
+                      legend=dict(orientation="h", x=0, xanchor="left", y=-0.18, yanchor="top"))
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=methods, title_text="ranking method")
+    fig.update_yaxes(title_text="score (%)", rangemode="tozero")
+    return fig

@@ -21,6 +21,7 @@ Published averages are kept as printed (the papers' averages are not always plai
 task "average".
 """
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -283,11 +284,24 @@ def load_ours(path: str | Path = OURS) -> pd.DataFrame:
     fast = frame.get("cache", pd.Series("exact", index=frame.index)).eq("prefix")
     frame = frame.assign(paper="ours", table=SHIPPED_TABLE, task_label=frame["title"],
                          shots_label=frame["shots"].astype(str) + "-shot",
-                         value=frame["value"], variant=frame["method"].fillna("") + (
+                         value=frame["value"], variant=_scoring(frame) + (
                              " / " + frame["score"].fillna("")).where(frame["score"].notna(), "")
                          + pd.Series(" / prefix cache", index=frame.index).where(fast, ""),
                          source="ours")
     return _columns(frame)
+
+
+def _scoring(frame: pd.DataFrame) -> pd.Series:
+    """How each run ranked or wrote: a ranked run's scoring as its run id names it (the method
+    with its masks, ``right_masks2``, ``decoder1``, and what else differs from the task's own:
+    ``-mean``, ``-stride8``), so that runs of one method with other masks tell apart; else the
+    method (``generate``, a table without run ids)."""
+    method = frame["method"].fillna("")
+    if "run" not in frame.columns:
+        return method
+    # a ranked run's id: task__model__Kshot__<scoring>__<score>__seedS
+    tag = frame["run"].astype(str).str.rsplit("__", n=3).str[1]
+    return tag.where(frame["score"].notna() & tag.notna(), method)
 
 
 SUMMARY_COLUMNS = {"run", "task", "model", "shots", "metric", "value", "n"}
@@ -333,6 +347,93 @@ def _read_summary(path: Path) -> pd.DataFrame:
         raise ValueError(f"{path} is not a summary of mlm-icl evaluate: it lacks the column(s) "
                          f"{', '.join(sorted(missing))}.")
     return table
+
+
+# ---------------------------------------------------------------- ranking methods (Table 5)
+
+# The BERTs paper's Table 5 (ReCoRD, DeBERTa 1.4B, 0-shot) ranks candidates five ways; each row's
+# label as the table prints it -> the same method in our runs (its scoring as the run id names
+# it, ``_scoring``; the decoder's with the family's padding masks, whatever their number) and a
+# short name for figures and tables
+TABLE5 = "Table 5"
+RANKING_METHODS = {
+    "Pseudo log-likelihood; 1 mask (Salazar et al., 2020)": ("salazar", "1 mask"),
+    "Pseudo log-likelihood; 2 masks": ("right_masks1", "+1 right mask"),
+    "Pseudo log-likelihood; 3 masks (paper's method)": ("right_masks2", "+2 right masks (paper's)"),
+    "Pseudo log-likelihood; 4 masks": ("right_masks3", "+3 right masks"),
+    "Exact log-likelihood": ("decoder", "decoder's likelihood"),
+}
+ABLATION_COLUMNS = ["method", "method_label", "source", "model", "model_size", "task_label", "shots_label",
+                    "metric", "value", "n"]
+
+
+def _ranking_method(scoring: str) -> str | None:
+    """The Table 5 row (its printed label) of one of our runs' scoring, or None."""
+    plain = re.sub(r"^decoder\d+$", "decoder", scoring)
+    return next((label for label, (ours, _) in RANKING_METHODS.items() if ours == plain), None)
+
+
+def ranking_ablation(frame: pd.DataFrame) -> pd.DataFrame:
+    """The paper's Table 5 and our runs ranked by the same methods, one row per number
+    (``ABLATION_COLUMNS``), the methods in the table's order: ``method`` is the paper's label,
+    ``method_label`` its short name. Our runs count when their scoring is exactly one of the five
+    (the sum of log-probs, the task's own scope and normalisation, exact) and their task, model
+    and shots were ranked by two methods or more; then, per model and shots, the mean over the
+    tasks ranked by all five (task "mean over K tasks")."""
+    paper = frame[(frame["paper"] == SAMUEL) & (frame["table"] == TABLE5)]
+    ours = frame[frame["source"] == "ours"]
+    ours = ours.assign(method=ours["variant"].astype(str).str.split(" / ").str[0].map(_ranking_method))
+    ours = ours[ours["method"].notna()].drop_duplicates(["model", "task", "shots_label", "metric", "method"])
+    keys = ["model", "task_label", "shots_label", "metric"]
+    ours = ours[ours.groupby(keys)["method"].transform("nunique") >= 2]
+    rows = pd.concat([paper.assign(method=paper["variant"]), ours, _ablation_means(ours)], ignore_index=True)
+    rows = rows[rows["method"].isin(RANKING_METHODS)]
+    order = {label: i for i, label in enumerate(RANKING_METHODS)}
+    rows = rows.assign(method_label=rows["method"].map(lambda m: RANKING_METHODS[m][1]),
+                       rank=rows["method"].map(order), mean=rows["task_label"].astype(str).str.startswith("mean "))
+    return rows.sort_values(["source", "model", "shots_label", "mean", "task_label", "rank"],
+                            key=lambda c: c.ne("published") if c.name == "source" else c,
+                            kind="stable")[ABLATION_COLUMNS].reset_index(drop=True)
+
+
+def _ablation_means(ours: pd.DataFrame) -> pd.DataFrame:
+    """Per model, shots and metric: the mean over the tasks ranked by all five methods."""
+    complete = ours[ours.groupby(["model", "task_label", "shots_label", "metric"])["method"]
+                    .transform("nunique") == len(RANKING_METHODS)]
+    if complete.empty:
+        return complete
+    means = (complete.groupby(["model", "model_size", "shots_label", "metric", "method"], as_index=False,
+                              dropna=False)
+             .agg(value=("value", "mean"), tasks=("task_label", "nunique")))
+    return means.assign(source="ours", task_label="mean over " + means["tasks"].astype(str) + " tasks",
+                        value=means["value"].round(2), n=None).drop(columns="tasks")
+
+
+METRIC_SHORT = {"exact_match": "EM", "token_f1": "F1", "accuracy": "acc."}
+
+
+def ablation_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """``ranking_ablation``'s rows side by side: one row per method (the table's order), one
+    column per source, task, metric, model and shots in ``rows``' order (the paper's first), n in
+    the name where it is known (several n: each)."""
+    if rows.empty:
+        return pd.DataFrame(columns=["method"])
+    rows = rows.assign(column=[_ablation_column(r, rows) for r in rows.to_dict("records")])
+    table = rows.pivot_table(index="method_label", columns="column", values="value", aggfunc="first",
+                             sort=False)
+    methods = [short for _, short in RANKING_METHODS.values() if short in table.index]
+    columns = list(dict.fromkeys(rows["column"]))
+    return table.reindex(index=methods, columns=columns).rename_axis(index="method", columns=None).reset_index()
+
+
+def _ablation_column(row: dict, rows: pd.DataFrame) -> str:
+    same = rows[(rows["model"] == row["model"]) & (rows["task_label"] == row["task_label"])
+                & (rows["shots_label"] == row["shots_label"]) & (rows["metric"] == row["metric"])]
+    ns = sorted({int(n) for n in same["n"].dropna()})
+    counted = f", n={'/'.join(map(str, ns))}" if ns else ""
+    who = "paper" if row["source"] == "published" else "ours"
+    metric = METRIC_SHORT.get(row["metric"], row["metric"])
+    return f"{who}: {row['task_label']} {metric} ({row['model']}, {row['shots_label']}{counted})"
 
 
 FILTER_COLUMNS = {"papers": "paper", "groups": "group", "models": "model", "shots": "shots_label",

@@ -85,6 +85,33 @@ def _column_widths(frame: pd.DataFrame) -> list[str]:
     return widths
 
 
+ABLATION_NOTE = """
+The BERTs paper's Table 5 ranks ReCoRD's candidates five ways (DeBERTa 1.4B, 0-shot): the
+pseudo-log-likelihood with 1 mask, with 1, 2 (the paper's) or 3 more masks to the right of the
+scored token, and the exact left-to-right likelihood, which is the decoder's own (`--method
+decoder`). Beside it, our runs of `mlm-icl evaluate` ranked by the same methods (every task, model
+and shots ranked by two or more), and their mean over the tasks ranked by all five. Our ranked
+tasks are not ReCoRD, whose data needs the Hub; `docs/method.md` (section 3) gives the command
+that runs the same ablation on it.
+"""
+
+
+def _ranking_ablation(frame: pd.DataFrame, colours: dict[str, str]) -> None:
+    """The paper's Table 5 beside our runs by ranking method: a table and a figure, drawn once
+    from every row (the filters above leave it as it is)."""
+    from ..evaluation.plots import ranking_ablation_figure
+    from ..evaluation.results import ablation_table, ranking_ablation
+
+    rows = ranking_ablation(frame)
+    with gr.Accordion("Ranking methods: the paper's Table 5 beside our runs", open=False,
+                      elem_id="results-ablation"):
+        gr.Markdown(ABLATION_NOTE)
+        gr.Dataframe(value=ablation_table(rows), label="Score by ranking method (%)", interactive=False,
+                     wrap=True, elem_id="results-ablation-table")
+        gr.Plot(value=ranking_ablation_figure(rows, colours=colours), label="Score by ranking method",
+                elem_id="results-ablation-plot")
+
+
 def build() -> TabParts:
     """The Results tab's components and events (call inside a gr.Blocks/gr.Tab context).
 
@@ -175,6 +202,7 @@ def build() -> TabParts:
     csv = gr.File(label="These results (CSV, every column) and both figures (HTML)",
                   file_count="multiple", elem_id="results-csv")
     python, shell = reproduce_block("results-reproduce")
+    _ranking_ablation(frame, colours)  # the filters' view above, this fixed view under it
     outputs = components(ResultsOutputs, count=count, table=table, size_plot=size_plot, shots_plot=shots_plot,
                          files=csv, python=python, shell=shell)
     gr.on([control.change for control in filters], lookup_results, filters, outputs, api_name="results",
