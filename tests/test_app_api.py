@@ -67,6 +67,11 @@ VALID = {
                           max_new_tokens=3, num_beams=2, temperature=1.0, top_k=0, top_p=1.0,
                           repetition_penalty=1.0, padding_masks="default", stop_at_newline=True, seed=0,
                           decoding="exact", cache_refresh=16),
+    "/generate_mlm_any_order": dict(prompt="The capital of France is", model_name=MLM, strategy="greedy",
+                                    max_new_tokens=3, num_beams=2, temperature=1.0, top_k=0, top_p=1.0,
+                                    repetition_penalty=1.0, padding_masks="default", stop_at_newline=True,
+                                    seed=0, order="confidence", tokens_per_step=2, block_length=4, remask=False,
+                                    emd="auto"),
     "/probe_mlm": dict(model_name=MLM, lengths="128", depths="0.5", repetitions=1, seed=0),
     "/probe_second": dict(model_name=MLM, lengths="128", depths="0.5", repetitions=1, seed=0),
     "/sweep_masks": dict(model_name=MLM, setting="right_masks", task="copa", values="1, 2", shots=0, limit=2),
@@ -322,7 +327,7 @@ def test_agents_find_the_tools_and_rank_like_the_core_api(app, client):
         tools = {tool["name"]: tool for tool in json.load(response)}
     assert set(tools) == {"rank_masked", "rank_causal", "generate_masked", "generate_causal",
                           "probe_masked", "probe_second", "lookup_results", "infill_masked", "infill_causal",
-                          "sweep_masks"}
+                          "sweep_masks", "generate_any_order"}
     decoding = tools["generate_masked"]["inputSchema"]["properties"]["decoding"]["description"]
     assert all(word in decoding for word in ("exact", "fast", "compare", "approximate"))
     assert "cache_refresh" in tools["generate_masked"]["inputSchema"]["properties"]
@@ -383,6 +388,8 @@ MCP_CALLS = {
     "infill_causal": (dict(FILL, model_name=SMOLLM2), "/infill_causal"),
     "sweep_masks": (dict(model_name=STANDIN_NAME, setting="right_masks", task="copa", values="1, 2", shots=0,
                          limit=2), "/sweep_masks"),
+    "generate_any_order": (dict(GENERATION, model_name=STANDIN_NAME, order="confidence", tokens_per_step=2,
+                                block_length=4, remask=False), "/generate_mlm_any_order"),
 }
 
 
