@@ -248,3 +248,22 @@ def test_the_ranking_ablation_puts_our_runs_by_method_beside_table_5(tmp_path):
     wsc = table["ours: WSC acc. (m, 0-shot, n=100)"]
     assert list(wsc.isna()) == [False, True, False, True, True]
 
+
+
+def test_the_results_tab_shows_the_shipped_ablation_beside_table_5():
+    import gradio as gr
+
+    from demo.evaluation.plots import ranking_ablation_figure
+    from demo.ui.results_tab import build
+    rows = ranking_ablation(load_results())
+    standin = rows[rows["model"] == "minilm-l6-mlm-standin"]
+    # the shipped run: the stand-in ranked by all five methods, on the ranked tasks offline
+    complete = standin.groupby("task_label")["method"].nunique()
+    assert set(complete[complete == 5].index) >= {"COPA", "PIQA", "HellaSwag", "ARC (easy)", "WSC"}
+    figure = ranking_ablation_figure(rows)
+    assert list(figure.layout.xaxis.categoryarray) == SHORT_NAMES
+    assert {trace.name for trace in figure.data} >= {"paper: ReCoRD exact_match, DeBERTa 1.4B 0-shot"}
+    with gr.Blocks() as page:
+        build()
+    shown = next(b for b in page.blocks.values() if getattr(b, "elem_id", None) == "results-ablation-table")
+    assert shown.value["data"][0][0] == "1 mask" and len(shown.value["data"]) == 5

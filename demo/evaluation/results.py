@@ -279,8 +279,8 @@ def load_ours(path: str | Path = OURS) -> pd.DataFrame:
     if not path.is_file():
         return _columns(pd.DataFrame(columns=COLUMNS))
     frame = pd.read_csv(path)
-    # a run of the approximate prefix cache says so (a table without the cache column, as the
-    # shipped one, holds runs of the exact method)
+    # a run of the approximate prefix cache says so (a row without a cache, as the shipped table's
+    # first ones, or a table without the column, is a run of the exact method)
     fast = frame.get("cache", pd.Series("exact", index=frame.index)).eq("prefix")
     frame = frame.assign(paper="ours", table=SHIPPED_TABLE, task_label=frame["title"],
                          shots_label=frame["shots"].astype(str) + "-shot",
