@@ -7,8 +7,8 @@ The stand-in MLM (../shared/models/minilm-l6-mlm-standin) on a generated task wh
 ../shared/data. Default: instruction induction's Sentence Similarity, the in-context check (5
 Input/Output demonstrations, then the input; greedy, stop at the newline, 16 new tokens at most,
 exact match of the first sentence, lower-cased). It is the one offline generated task on which
-the stand-in's paper decoder scores above 0 (10 items of 12 instruction-induction tasks tried;
-the closed-book QA sets are Hub only): it writes "2. 2. 2. ...", whose first sentence "2" is the
+the stand-in's paper decoder scores above 0 (16 instruction-induction tasks tried on 4 to 10
+items each; the closed-book QA sets are Hub only): it writes "2. 2. 2. ...", whose first sentence "2" is the
 answer of the items rated "2 - possibly". A weak model's score, then, but a score to keep. The
 prompts are the evaluator's (``demo.tasks.fewshot``: the first ``--items``
 of the task's fixed sample, demonstrations drawn from (seed 0, item), as ``mlm-icl evaluate``
