@@ -464,7 +464,7 @@ def test_the_playback_plays_to_the_end_and_scrubs_to_any_step(page, server, widt
     """One frame at a time, both models at the same step; play runs to the last step; the
     scrubber shows step k with its predicted [MASK] and end token on screen; with reduced motion
     nothing plays or slides, and the step buttons reach every frame. The page, after one
-    generation at 1400 px, stays under 2,500 px tall."""
+    generation at 1400 px, stays under 2,600 px tall."""
     with _fresh_view(page, width, reduced_motion=motion) as view:
         view.goto(server)
         view.locator("#gen-prompt textarea").fill("Input: sane\nOutput: insane\n\nInput: happy\nOutput:")
@@ -478,7 +478,7 @@ def test_the_playback_plays_to_the_end_and_scrubs_to_any_step(page, server, widt
         assert _frame_shown(masked) == 0 and _frame_shown(causal) == 0
         if width == 1400 and motion == "no-preference":
             height = view.evaluate("() => document.documentElement.scrollHeight")
-            assert height < 2500, height
+            assert height < 2600, height  # (with the log-likelihood line and the any-order option)
 
         k = n // 2
         masked.locator(".demo-scrub").fill(str(k))

@@ -4,7 +4,7 @@ counted by the engine as its passes run (demo.engine.counting).
 Three counts of the same request must agree: the engine's, the work budget's formula for the
 request before it runs (demo.app.budget), and a count taken apart from both at the model's input
 embeddings (tests.conftest.tokens_read). Then the page shows the engine's numbers, for both models
-of the lesson's steps: a generation (step 2), a fill (step 1) and a ranking (step 4).
+of the lesson's steps: a generation (step 2), a fill (step 1) and a ranking (step 5).
 """
 
 import dataclasses
@@ -178,7 +178,7 @@ def test_a_step_1_fill_reads_what_the_budget_counts(model, request):
             assert [s.reads for s in result.steps] == [Reads(1, len(s.window)) for s in result.steps]
 
 
-# ---------------------------------------------------------------- ranking: lesson step 4
+# ---------------------------------------------------------------- ranking: lesson step 5
 
 
 @needs_shared
@@ -192,7 +192,7 @@ def test_a_step_4_ranking_reads_what_the_budget_counts(model, scoring, request):
     from demo.engine.pll import score_candidates
 
     lm = request.getfixturevalue(model)
-    chosen = preset("ranking", lesson_step(4)["preset"])
+    chosen = preset("ranking", lesson_step(5)["preset"])
     settings = ScoringSettings(**scoring)
     with counting() as reads:
         embedded = tokens_read(lm, lambda: score_candidates(lm, chosen["context"], chosen["candidates"], settings))
@@ -208,7 +208,7 @@ def test_the_decoders_likelihood_reads_what_the_budget_counts(standin_mlm, scori
     [MASK], the padding masks and two specials."""
     from demo.engine.pll import score_candidates
 
-    chosen = preset("ranking", lesson_step(4)["preset"])
+    chosen = preset("ranking", lesson_step(5)["preset"])
     settings = ScoringSettings(**scoring)
     with counting() as reads:
         embedded = tokens_read(standin_mlm, lambda: score_candidates(standin_mlm, chosen["context"],
@@ -288,7 +288,7 @@ def test_the_infill_tab_shows_the_work_of_both_fills(standin_mlm, smollm2, names
 def test_the_ranking_tab_shows_the_work_of_both_rankings(standin_mlm, smollm2, names):
     from demo.ui import ranking
 
-    chosen = preset("ranking", lesson_step(4)["preset"])
+    chosen = preset("ranking", lesson_step(5)["preset"])
     candidates = "\n".join(chosen["candidates"])
     masked, causal = names
     page = ranking.rank_masked(chosen["context"], candidates, masked, "right_masks", 2, False, "completion", "")

@@ -44,8 +44,7 @@ from .settings_form import settings_of
 from .sides import KIND_NAMES, side_columns, side_pickers
 
 HELP = ("Type a prompt or pick a preset: a **masked LM** and a **causal LM** continue it side by side, "
-        "and the playback below shows every step; tick *any order* to see the masked LM also write the "
-        "masked-diffusion way.")
+        "and the playback below shows every step.")
 
 HOW = """
 The masked LM generates left to right the way the BERTs paper does: it appends `[MASK]` (plus a
@@ -220,9 +219,8 @@ def _likelihood(result) -> str:
     """The output's log-likelihood under the order it was written (none for beam search)."""
     if result.log_likelihood is None:
         return ""
-    return (f'<div class="demo-likelihood">Log-likelihood of this output: <b>{result.log_likelihood:.2f}</b> '
-            f"(each token's log-prob at the step that wrote it, summed: how likely this decoding was "
-            f"to write exactly this)</div>")
+    return (f'<div class="demo-likelihood" title="each token\'s log-prob at the step that wrote it, summed">'
+            f"Log-likelihood of this output: <b>{result.log_likelihood:.2f}</b> (how likely it was written)</div>")
 
 
 def tokens_per_second(result) -> float:
@@ -515,8 +513,7 @@ def build(catalog: Catalog) -> TabParts:
                                 "headed by the settings that changed.")
         any_order = gr.Checkbox(
             value=False, label="Also write in any order (masked diffusion)", elem_id="gen-any-order", scale=1,
-            min_width=220, info="The same masked LM fills a block of masks after the prompt, several tokens "
-                                "a step, surest first, and plays as a lane of its own.")
+            min_width=220, info="Masked diffusion's way: a block of masks, surest first.")
     settings_shown = gr.HTML(settings_line(setting_items(*(first[k] for k in SETTING_NAMES))),
                              elem_id="gen-settings-line")
     with gr.Accordion("Decoding settings", open=False):
