@@ -259,7 +259,7 @@ def _evaluate_arguments(parser):
 
 
 def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSettings) -> int:
-    from .evaluation.runs import evaluate_tasks
+    from .evaluation.runs import check_task_data, evaluate_tasks
     from .tasks import add_task_dir, get_task
     for folder in args.tasks_dir:
         add_task_dir(folder)
@@ -272,6 +272,7 @@ def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSett
         if limit and not limit.isdigit():
             raise ValueError(f"In --task {spec!r}, what follows ':' must be a number of items.")
         tasks.append((get_task(name), dataclasses.replace(run, limit=int(limit)) if limit else run))
+    check_task_data(tasks)  # the data before the model: a missing file is said at once
     evaluate_tasks(tasks, _sides(model), scoring, _load, args.output_dir,
                    recorded_command(args.argv, args.model), progress=not args.no_progress)
     return 0

@@ -224,17 +224,23 @@ def _report_sweep(files: ProbeFiles, table, say) -> None:
 # ---------------------------------------------------------------- evaluate
 
 
+def check_task_data(tasks: list) -> None:
+    """Every split ``tasks`` (a task and its RunSettings each) read, so a missing file is said
+    before any model is looked for or loaded (minutes)."""
+    from ..tasks import load_examples
+    for task, run in tasks:
+        load_examples(task, "data", run.data_root)
+        if run.shots_for(task) and task.demos is not None:
+            load_examples(task, "demos", run.data_root)
+
+
 def evaluate_tasks(tasks: list, sides: list[ModelSettings], scoring: ScoringSettings, load: Load,
                    output_dir: Path, command: str = "", progress: bool = True, say=to_stdout) -> None:
     """Each side on each of ``tasks`` (a task and its RunSettings each) into ``output_dir``
     (``demo.evaluation.evaluate``), by this process alone or by every process of a launch; rank 0
     says each summary row. Every split is read and checked before a model loads (minutes)."""
-    from ..tasks import load_examples
     from .evaluate import evaluate
-    for task, run in tasks:
-        load_examples(task, "data", run.data_root)
-        if run.shots_for(task) and task.demos is not None:
-            load_examples(task, "demos", run.data_root)
+    check_task_data(tasks)
     processes = data_parallel.start(sides[0].device)
     progress = progress and processes.main
     for side in sides:
