@@ -771,7 +771,9 @@ def test_a_link_reopens_the_tab_in_use_with_its_results(page, server, width):
 
         _open_tab(view, "Infill")
         _choose(view, "fill-preset", "Two blanks")
-        _new_run(view, ["#fill-trace"], lambda: view.click("#fill-run"))
+        _new_run(view, ["#fill-trace", "#fill-causal-trace"], lambda: view.click("#fill-run"))
+        # the last step of the run: at 400 px its table lands above the player and moves the button
+        view.wait_for_function("() => document.querySelector('#fill-ranking')?.innerText.trim()")
         view.locator("#fill-trace [data-action=next]").click()
         _rests_at(view, "fill", 1)
         filled = view.locator("#fill-mlm-filled").inner_text()
