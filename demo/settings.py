@@ -259,6 +259,14 @@ class GenerationSettings:
         "masked LMs, order='confidence': earlier tokens not yet final compete with each step's "
         "new guesses at the probability they were written with, and a mask goes back where one "
         "loses (Mask-Predict's re-masking)"))
+    masks_ahead: bool = field(default=False, metadata=_help(
+        "masked LMs, window='block': all max_new_tokens masks follow the prompt from the first step "
+        "and are filled one block at a time (the samplers of LLaDA and of dLLM's chat models: the "
+        "model sees how much room is left); off, a block's masks come once the block before is full"))
+    chat: bool = field(default=False, metadata=_help(
+        "the prompt is one user turn of the tokenizer's chat template, its answer to follow (chat "
+        "models); a masked LM's text then ends at its tokenizer's end-of-sequence token, or its "
+        "padding token where it has none, as dLLM trains its chat models to end an answer"))
     stop_at_newline: bool = field(default=False, metadata=_help("stop at the first newline"))
     stop_strings: list[str] = field(default_factory=list, metadata=_help(
         "stop strings (removed from the output)", aliases=["--stop"]))
@@ -289,6 +297,7 @@ class GenerationSettings:
         _whole(self.trace_top_k, "trace_top_k", 1)
         _flag(self.stop_at_newline, "stop_at_newline")
         _flag(self.trace, "trace")
+        _flag(self.chat, "chat")
         _check_padding_masks(self.padding_masks)
         _choice(self.cache, "cache", CACHE_MODES)
         _whole(self.cache_refresh, "cache_refresh", 1, MAX_NEW_TOKENS_CAP)
@@ -325,6 +334,9 @@ class GenerationSettings:
         _whole(self.tokens_per_step, "tokens_per_step", 1, MAX_TOKENS_PER_STEP)
         _choice(self.order, "order", UNMASKING_ORDERS)
         _flag(self.remask, "remask")
+        _flag(self.masks_ahead, "masks_ahead")
+        if self.masks_ahead and self.window != "block":
+            raise ValueError("masks_ahead lays out the masks of every block at once: it needs window='block'.")
         if self.remask and self.order != "confidence":
             raise ValueError("remask weighs earlier tokens against new guesses by their probability: it "
                              "needs order='confidence'.")

@@ -160,7 +160,7 @@ def ranking_work(lm, context: str, candidates: list[str], settings: ScoringSetti
 
 def generation_work(lm, prompt: str, settings: GenerationSettings) -> Work:
     """Every step ``max_new_tokens`` allows: a generation that stops early reads less."""
-    n = len(prompt_ids_of(lm, prompt))  # the prompt's tokens as generate() reads them
+    n = len(prompt_ids_of(lm, prompt, settings.chat))  # the prompt's tokens as generate() reads them
     steps, rows = settings.max_new_tokens, settings.num_beams if settings.strategy == "beam" else 1
     tokens = generation_tokens(lm.kind, n, steps, rows, padding_masks_of(lm, settings.padding_masks))
     what = (f"{steps} steps x {rows} beam(s), each re-reading a window of {n}+ tokens" if lm.kind == "masked"

@@ -71,10 +71,20 @@ class ProgressBar(StoppingCriteria):
         return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
 
-def end_ids(lm) -> list[int]:
+def end_ids(lm, chat: bool = False) -> list[int]:
     """The ids that end a text: a masked LM's [SEP] (predicting it says "the text ends here"), a
-    causal LM's end-of-sequence ids (its generation config's and its tokenizer's)."""
+    causal LM's end-of-sequence ids (its generation config's and its tokenizer's). A masked LM
+    answering a chat turn ends where its chat training ended an answer: dLLM's chat models are
+    trained on answers padded with the tokenizer's end-of-sequence token, its padding token where
+    it has none (ModernBERT's), and their sampler ends the text at the first one."""
     if lm.kind == "masked":
+        if chat:
+            tokenizer = lm.tokenizer
+            end = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.pad_token_id
+            if end is None:
+                raise ValueError(f"{lm.label}'s tokenizer has neither an end-of-sequence nor a padding token, "
+                                 f"so nothing ends a chat answer: turn chat off.")
+            return [end]
         return [WindowSpecials.of(lm.tokenizer).end]
     ids = lm.model.generation_config.eos_token_id
     ids = list(ids) if isinstance(ids, (list, tuple)) else ([ids] if ids is not None else [])
@@ -133,7 +143,7 @@ def _unmask(lm, s: GenerationSettings, prompt_ids: list[int], ends: list[int], *
     as the settings say (sliding: 1 + padding masks; block: block_length), until the end token,
     a stop string or ``max_new_tokens`` decided tokens."""
     masks = 1 + padding_masks_of(lm, s.padding_masks) if s.window == "slide" else s.block_length
-    growth = Growth(s.window, masks, s.max_new_tokens, ends[0])
+    growth = Growth(s.window, masks, s.max_new_tokens, ends[0], s.masks_ahead)
     bar = tqdm(total=s.max_new_tokens, desc="generating", unit="token", leave=False) if progress else None
     start = time.perf_counter()
     deadline = start + time_limit if time_limit is not None else None

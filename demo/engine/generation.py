@@ -28,7 +28,7 @@ from .decoding import Decoded, decode, end_ids
 from .mask_window import padding_masks_of, window_length
 from .models import InputTooLong
 from .prefix_cache import encoder_of
-from .text import decode_newlines, prompt_as_read, prompt_ids_of, special_token_note
+from .text import decode_newlines, model_prompt, prompt_ids_of, special_token_note
 from .trace import StepTrace, build_trace
 
 STOP_REASONS = ("max_new_tokens", "stop_string", "newline", "eos", "digits", "choice", "time_limit")
@@ -101,7 +101,7 @@ def _validate(lm, prompt, s: GenerationSettings) -> None:
 def check_prompt(lm, prompt: str, settings: GenerationSettings) -> None:
     """Raise what ``generate`` would raise for this prompt's length (InputTooLong when the last
     step would not fit), without generating: for callers that filter inputs first."""
-    _check_room(lm, len(prompt_ids_of(lm, prompt)), settings.max_new_tokens,
+    _check_room(lm, len(prompt_ids_of(lm, prompt, settings.chat)), settings.max_new_tokens,
                 padding_masks_of(lm, settings.padding_masks))
 
 
@@ -155,10 +155,10 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
     """
     s = _settings(settings, overrides)
     _validate(lm, prompt, s)
-    prompt_ids = prompt_ids_of(lm, prompt)
+    prompt_ids = prompt_ids_of(lm, prompt, s.chat)
     _check_room(lm, len(prompt_ids), s.max_new_tokens, padding_masks_of(lm, s.padding_masks))
-    ends = end_ids(lm)
-    rules = constraints(lm, s, prompt_as_read(prompt, lm.newline_survives), prompt_ids, ends)
+    ends = end_ids(lm, s.chat)
+    rules = constraints(lm, s, model_prompt(lm, prompt, s.chat), prompt_ids, ends)
     run = decode(lm, s, prompt_ids, ends, rules, progress=progress, time_limit=time_limit)
 
     text_ids = run.text_ids

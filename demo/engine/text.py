@@ -19,6 +19,9 @@ score or continue different texts for the same input:
   reads a prompt as given (newline markers only), and its ``choices`` follow the prompt by
   :func:`join`.
 
+- **Chat turns.** A chat model reads its prompt as its chat template wraps one user turn
+  (``GenerationSettings.chat``, :func:`chat_turn`), the tokens as ``apply_chat_template`` makes them.
+
 - **Text a tokenizer cannot read.** A lone half of a surrogate pair (what a program leaves when
   it splits an emoji) is no text any encoding holds, and a text of only invisible characters has
   nothing to read: :func:`check_readable` refuses both in words before a tokenizer sees them, and
@@ -50,18 +53,37 @@ def prompt_as_read(prompt: str, newline_survives: bool) -> str:
     return encode_newlines(prompt, newline_survives)
 
 
-def prompt_ids_of(lm, prompt: str) -> list[int]:
-    """The prompt's token ids as ``generate()`` gives them to the model (:func:`prompt_as_read`):
+def chat_turn(tokenizer, prompt: str) -> str:
+    """``prompt`` as one user turn of the tokenizer's chat template, followed by what opens the
+    answer (``add_generation_prompt``): the text a chat model was trained to answer. The prompt
+    goes in as typed, without newline markers: the template renders it as the model's training
+    data was rendered. ValueError in words for a tokenizer without a template."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError("This model's tokenizer has no chat template, so the prompt cannot be written "
+                         "as a chat turn: turn chat off to have the model continue the prompt as typed.")
+    return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                         tokenize=False)
+
+
+def model_prompt(lm, prompt: str, chat: bool = False) -> str:
+    """The text ``generate()`` tokenizes for ``prompt``: as read (:func:`prompt_as_read`), or with
+    ``chat`` the chat turn around it (:func:`chat_turn`)."""
+    return chat_turn(lm.tokenizer, prompt) if chat else prompt_as_read(prompt, lm.newline_survives)
+
+
+def prompt_ids_of(lm, prompt: str, chat: bool = False) -> list[int]:
+    """The prompt's token ids as ``generate()`` gives them to the model (:func:`model_prompt`):
     no special tokens for a masked LM (the decoder adds its window's); the tokenizer's own at the
-    start for a causal LM, none at the end (it continues the text). The work budget
+    start for a causal LM, none at the end (it continues the text). A chat turn has none added:
+    its template writes those it wants, as ``apply_chat_template`` tokenizes it. The work budget
     (``demo.app.budget``) counts the same ids."""
     tokenizer = lm.tokenizer
     masked = lm.kind == "masked"
     check_readable(prompt, "prompt")
     # verbose=False: the length check is the engine's (with a clearer message)
-    ids = tokenizer(prompt_as_read(prompt, lm.newline_survives), add_special_tokens=not masked,
+    ids = tokenizer(model_prompt(lm, prompt, chat), add_special_tokens=not (masked or chat),
                     verbose=False)["input_ids"]
-    if not masked:  # a causal LM continues the text: drop an end token the tokenizer appends
+    if not (masked or chat):  # a causal LM continues the text: drop an end token the tokenizer appends
         while len(ids) > 1 and ids[-1] in (tokenizer.sep_token_id, tokenizer.eos_token_id):
             ids = ids[:-1]  # (ModernBERT-style tokenizers add [SEP], as Ettin's decoders' do)
     if not ids:

@@ -5,7 +5,9 @@ order (docs/method.md, section 9). One loop for every way a masked LM writes by 
 - generation (``demo.engine.generation``): the masks follow the prompt. ``slide`` keeps M masks
   after the text, appending one for each token written (the BERTs paper: M = 1 + p padding
   masks, one token a step, left to right); ``block`` fills a block of M masks, then appends the
-  next block (masked diffusion LMs' semi-autoregressive blocks).
+  next block (masked diffusion LMs' semi-autoregressive blocks); with ``masks_ahead`` every
+  block's masks follow the prompt from the first step and a step writes in the first unfinished
+  block only (LLaDA's and dLLM's samplers: the model reads how much room is left).
 
 A step reads the window once (one forward pass), proposes a token at the masks it reads and writes
 ``tokens_per_step`` of them, chosen by the order: the leftmost (``left_to_right``), the likeliest
@@ -135,10 +137,11 @@ class Unmasker:
             self.shuffled += [positions[i] for i in drawn]
 
     @torch.inference_mode()
-    def step(self, open_from: int) -> list[int]:
-        """One forward pass; write up to ``tokens_per_step`` masks (and, with ``remask``, mask
-        again earlier tokens from ``open_from`` on that are now less likely). -> the positions written."""
-        masks = self.masks()
+    def step(self, open_from: int, upto: int | None = None) -> list[int]:
+        """One forward pass; write up to ``tokens_per_step`` of the masks before ``upto`` (all when
+        None) and, with ``remask``, mask again earlier tokens from ``open_from`` on that are now
+        less likely. -> the positions written."""
+        masks = [p for p in self.masks() if upto is None or p < upto]
         k = min(self.how.tokens_per_step, len(masks))
         read = self._read(masks, k)
         with counting() as reads:
@@ -184,17 +187,18 @@ class Unmasker:
         order that may re-mask), else only the k the order names next."""
         if self.how.order == "confidence":
             return masks
-        if self.how.order == "random":
-            return sorted(self.shuffled[:k])
+        if self.how.order == "random":  # the next k of the drawn order among the masks open
+            open_masks = set(masks)
+            return sorted([p for p in self.shuffled if p in open_masks][:k])
         return masks[:k]
 
     def _choose(self, read: list[int], n_masks: int, sure: list[float], k: int) -> list[int]:
         """The positions that hold a token after this step (``read``: the masks read, then with
         ``remask`` the earlier tokens): the k masks the order names, or, most confident first,
         the k + (earlier tokens) surest of all."""
-        if self.how.order == "random":
-            picked = self.shuffled[:k]
-            del self.shuffled[:k]
+        if self.how.order == "random":  # the masks read, in their drawn order
+            picked = [p for p in self.shuffled if p in read]
+            self.shuffled = [p for p in self.shuffled if p not in read]
             return picked
         if self.how.order == "left_to_right":
             return read[:k]
@@ -236,14 +240,18 @@ class Growth:
     masks: int  # M
     max_new_tokens: int
     end_id: int  # the token that ends the text (a masked LM's [SEP])
+    # block: every block's masks follow the prompt from the first step, filled one block at a time
+    # (LLaDA's and dLLM's samplers), so the model reads how much room the text has
+    ahead: bool = False
 
 
 def write(lm, prompt_ids: list[int], how: Unmasking, growth: Growth, banned: list[int],
           stop=None, deadline: float | None = None, progress=None) -> tuple[Written, int]:
     """Generate after ``prompt_ids`` by unmasking ``[CLS] prompt [MASK]*M [SEP]``, the masks
-    growing as ``growth`` says, until the end token is written with no mask before it,
-    ``max_new_tokens`` tokens of text are decided (no mask before them), ``stop(the text decided
-    so far)`` says it is done, or the ``deadline`` (``time.perf_counter()``) passes.
+    growing as ``growth`` says (``ahead``: all the blocks' masks from the start, a step writing in
+    its block only), until the end token is written with no mask before it, ``max_new_tokens``
+    tokens of text are decided (no mask before them), ``stop(the text decided so far)`` says it
+    is done, or the ``deadline`` (``time.perf_counter()``) passes.
     ``progress(n)`` hears of each step's tokens. A block never reaches past ``max_new_tokens``;
     sliding keeps M masks, as the paper's window does to its last step. -> (the window, where the
     text starts in it: the text is what precedes its first mask, at most ``max_new_tokens``)."""
@@ -265,13 +273,13 @@ def write(lm, prompt_ids: list[int], how: Unmasking, growth: Growth, banned: lis
         lm.check_length(len(unmasker.ids), what="prompt with its masks")
         unmasker.add_masks(list(range(at, at + n)))
 
-    append(growth.masks)
+    append(growth.max_new_tokens if growth.ahead else growth.masks)
     decided: list[int] = []
     while unmasker.masks() and len(decided) < growth.max_new_tokens:
         masks = unmasker.masks()
         slide = growth.window == "slide"
         open_from = masks[0] if slide else begin + (masks[0] - begin) // growth.masks * growth.masks
-        written = unmasker.step(open_from)
+        written = unmasker.step(open_from, None if slide else open_from + growth.masks)
         if progress:
             progress(len(written))
         end = next((p for p in written if unmasker.ids[p] == growth.end_id), None)
