@@ -166,6 +166,26 @@ def test_catalog_without_local_models_defaults_to_hub_models(monkeypatch):
             "facebook/opt-1.3b"} <= {m.name for m in HUB_MODELS}
 
 
+def test_catalog_gives_the_chat_checkpoints_the_decoding_they_were_trained_for(monkeypatch):
+    """dLLM's BERT-Chat models: masked ModernBERTs whose entry carries dLLM's decoding (its chat
+    turn, 128 masks in blocks of 32, surest first, one a step, greedy, ending at "[/Answer]"),
+    which the page applies when one is picked; every other model carries none."""
+    from demo.settings import GenerationSettings
+
+    monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: None)
+    catalog = build_catalog(AppSettings())
+    chat = [m for m in HUB_MODELS if m.generation]
+    assert [m.name for m in chat] == ["dllm-hub/ModernBERT-base-chat-v0.1", "dllm-hub/ModernBERT-large-chat-v0.1"]
+    for entry in chat:
+        assert (entry.kind, entry.family) == ("masked", "modernbert") and "not confirmed offline" in entry.note.lower()
+        s = GenerationSettings(**catalog.generation_defaults(entry.name))
+        assert s.any_order and s.chat and s.masks_ahead and not s.remask
+        assert (s.window, s.block_length, s.order, s.tokens_per_step, s.strategy) == ("block", 32, "confidence", 1,
+                                                                                      "greedy")
+        assert (s.max_new_tokens, s.stop_strings) == (128, ["[/Answer]"])
+    assert catalog.generation_defaults("answerdotai/ModernBERT-base") == {} == catalog.generation_defaults("nope")
+
+
 def test_a_request_that_loads_its_model_says_so_until_it_is_loaded(tmp_path, monkeypatch):
     """The first request on a model shows "loading <model> (first use)" as its progress while the
     weights load (and not after); a request on a model in memory shows nothing of the kind."""

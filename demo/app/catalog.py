@@ -45,6 +45,9 @@ class ModelEntry:
     context: str = ""  # tokens it reads: the position limit, or the pretraining length ("8k")
     path: str = ""  # a local model's folder or .gguf file (what ``demo.engine.models.load_model`` takes)
     package: str = ""  # the pip package that carries a local model found without a setting
+    # GenerationSettings fields the model was trained to write with, (name, value) pairs: the page
+    # applies them when the model is picked (a model trained to chat answers a chat turn)
+    generation: tuple[tuple[str, object], ...] = ()
 
     @property
     def choice(self) -> tuple[str, str]:
@@ -62,14 +65,30 @@ class ModelPair:
     why: str  # one sentence: why the comparison is fair
 
 
-def _hub(name, kind, size, family, licence, context, note=""):
+def _hub(name, kind, size, family, licence, context, note="", generation=()):
     return ModelEntry(name=name, kind=kind, label=f"{name} · {size}", size=size, note=note,
-                      family=family, licence=licence, context=context)
+                      family=family, licence=licence, context=context, generation=generation)
 
 
 ETTIN_SIZES = ("17m", "32m", "68m", "150m", "400m", "1b")
 ETTIN_WHY = ("Ettin (JHU CLSP, 2025) trained this encoder and this decoder on the same 2T tokens, "
              "with the same recipe and the same size; only the objective differs (masked vs next token).")
+
+# dLLM's BERT-Chat checkpoints (dllm-hub/bert-chat): ModernBERT fine-tuned on chat data (Tulu 3 SFT
+# and SmolTalk) as a masked diffusion LM, every share of the answer masked, plain
+# ModernBertForMaskedLM weights. Their decoding as dLLM runs them (github.com/ZHZisZZ/dllm:
+# examples/bert/chat.py and sample.py, the MDLM sampler, get_tokenizer): the user turn in their
+# [Question]/[Answer] template, max_new_tokens masks after it filled in blocks of 32, the surest
+# token of the block first, one per step (128 steps for 128 tokens), greedy (temperature 0), the
+# answer ending at the first [PAD] (the tokenizer's end token where it has one) and at "[/Answer]".
+DLLM_CHAT_DEFAULTS = (("chat", True), ("window", "block"), ("masks_ahead", True), ("block_length", 32),
+                      ("order", "confidence"), ("tokens_per_step", 1), ("remask", False),
+                      ("strategy", "greedy"), ("max_new_tokens", 128), ("stop_strings", ("[/Answer]",)))
+DLLM_CHAT_NOTE = ("dLLM's BERT-Chat: ModernBERT fine-tuned as a masked diffusion chat model; it answers a chat "
+                  "turn, writing blocks of 32 masks, the surest token first. Not confirmed offline: the chat "
+                  "template in its Hub tokenizer, its licence, a commit to pin")
+DLLM_CHAT_LICENCE = "unconfirmed (base: Apache-2.0)"
+DLLM_CHAT_CONTEXT = "8k (chat-tuned at 1024)"
 
 # Curated Hub models. Ettin pairs first: the fair comparison (same data, size and recipe). The
 # DeBERTa checkpoints are the BERTs paper's (Samuel 2024): Microsoft's originals, which load with
@@ -89,6 +108,9 @@ HUB_MODELS = [
          "rotary positions, 8k context"),
     _hub("answerdotai/ModernBERT-Large-Instruct", "masked", "395M", "modernbert", "Apache-2.0", "8k",
          "instruction-tuned to answer through its MLM head"),
+    *[_hub(f"dllm-hub/ModernBERT-{size}-chat-v0.1", "masked", params, "modernbert", DLLM_CHAT_LICENCE,
+           DLLM_CHAT_CONTEXT, DLLM_CHAT_NOTE, DLLM_CHAT_DEFAULTS)
+      for size, params in (("base", "149M"), ("large", "395M"))],
     _hub("microsoft/deberta-large", "masked", "0.4B", "deberta", "MIT", "512 (relative)",
          "DeBERTa 0.4B of the paper: Microsoft's checkpoint with its enhanced mask decoder"),
     _hub("microsoft/deberta-v2-xxlarge", "masked", "1.5B", "deberta-v2", "MIT", "512 (relative)",
@@ -220,6 +242,13 @@ class Catalog:
 
     def entry(self, name: str) -> ModelEntry | None:
         return next((m for m in self.models if m.name == name), None)
+
+    def generation_defaults(self, name: str) -> dict:
+        """The GenerationSettings fields a listed model was trained to write with (``{}`` for
+        others): ``GenerationSettings(**defaults)``, or ``replace(settings, **defaults)``."""
+        entry = self.entry(name)
+        return {key: list(value) if isinstance(value, tuple) else value
+                for key, value in (entry.generation if entry else ())}
 
     def local_entry(self, name: str) -> ModelEntry | None:
         """The listed local model a name means (its short name, or its path), or None."""
