@@ -136,3 +136,15 @@ def test_the_work_budget_counts_the_chat_turns_tokens(chat_model):
     plain, chat = (generation_work(chat_model, QUESTION, GenerationSettings(max_new_tokens=4, chat=c))
                    for c in (False, True))
     assert f"{len(CHAT_IDS)}+ tokens" in chat.what and f"{len(prompt_ids_of(chat_model, QUESTION))}+" in plain.what
+
+
+@needs_shared
+def test_the_work_budget_counts_every_mask_ahead_at_every_step(chat_model):
+    """[CLS] prompt, all 4 masks, [SEP]: n + 6 tokens read at each of 4 steps (counted by hand),
+    more than the sliding window's, whose masks come one at a time."""
+    n = len(prompt_ids_of(chat_model, QUESTION))
+    ahead = generation_work(chat_model, QUESTION, GenerationSettings(max_new_tokens=4, window="block", block_length=2,
+                                                                     masks_ahead=True))
+    assert ahead.tokens == 4 * (n + 6)
+    sliding = generation_work(chat_model, QUESTION, GenerationSettings(max_new_tokens=4, padding_masks=0))
+    assert sliding.tokens == sum(n + 3 + t for t in range(4)) < ahead.tokens

@@ -483,6 +483,38 @@ def test_the_any_order_lane_writes_what_the_engine_writes_each_token_numbered_by
 
 
 @needs_shared
+def test_the_any_order_lane_writes_all_masks_ahead_and_refuses_chat_without_a_template(standin_mlm):
+    """masks_ahead reaches the engine (the text a naive call of it writes); chat on the stand-in,
+    whose tokenizer has no chat template, is refused in words, on both masked lanes."""
+    from demo.engine.generation import generate
+    from demo.settings import GenerationSettings
+    from demo.ui.prompting import generate_any_order
+
+    shown = generate_any_order(**dict(GENERATE, max_new_tokens=8), order="confidence", tokens_per_step=1,
+                               block_length=4, remask=False, masks_ahead=True)
+    core = generate(standin_mlm, FEW_SHOT, GenerationSettings(max_new_tokens=8, window="block", block_length=4,
+                                                              masks_ahead=True, order="confidence"))
+    assert shown.text == core.text and "masks_ahead=True" in shown.python
+    for refused in (generate_any_order(**GENERATE, chat=True), _generated(chat=True)):
+        assert "no chat template" in refused.stats and not refused.text
+
+
+def test_picking_a_chat_model_sets_the_decoding_it_was_trained_with(monkeypatch):
+    """dLLM's BERT-Chat: chat, masks ahead, any order, block of 32, surest first, one token a
+    step, greedy, at most this app's token cap, not stopped at a line break; any other model
+    turns chat and masks ahead off and leaves the rest as the person set it."""
+    from demo.ui.prompting import trained_decoding
+
+    monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: None)
+    catalog = build_catalog(AppSettings())
+    cap = AppSettings().max_new_tokens
+    assert trained_decoding(catalog, "dllm-hub/ModernBERT-base-chat-v0.1") == [
+        True, True, True, "confidence", 1, 32, False, "greedy", min(128, cap), False]
+    plain = trained_decoding(catalog, "answerdotai/ModernBERT-base")
+    assert plain[:2] == [False, False] and all(v == gr.update() for v in plain[2:]) and len(plain) == 10
+
+
+@needs_shared
 def test_fast_decoding_refreshed_at_every_token_writes_the_exact_output(standin_mlm):
     from demo.engine.generation import generate
     from demo.settings import GenerationSettings

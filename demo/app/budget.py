@@ -100,8 +100,13 @@ def ranking_passes(kind: str, scored: int) -> int:
     return 1 if kind == "causal" else max(scored, 1)
 
 
-def generation_tokens(kind: str, prompt_tokens: int, steps: int, rows: int, padding_masks: int) -> int:
-    """``steps`` new tokens on ``rows`` beams after a prompt of ``prompt_tokens``."""
+def generation_tokens(kind: str, prompt_tokens: int, steps: int, rows: int, padding_masks: int,
+                      masks_ahead: bool = False) -> int:
+    """``steps`` new tokens on ``rows`` beams after a prompt of ``prompt_tokens``; a masked LM's
+    window holds 1 + ``padding_masks`` masks after its text, or with ``masks_ahead`` all
+    ``steps`` of them from the first step."""
+    if kind == "masked" and masks_ahead:  # every step reads the prompt and every mask
+        return rows * steps * window_length(prompt_tokens + steps - 1, 0)
     if kind == "masked":  # step t re-reads a window of n + t text tokens: window_length(n, .) + t
         return rows * (steps * window_length(prompt_tokens, padding_masks) + steps * (steps - 1) // 2)
     # step 1 reads the prompt, step t > 1 the token step t - 1 wrote; every beam its own
@@ -162,7 +167,9 @@ def generation_work(lm, prompt: str, settings: GenerationSettings) -> Work:
     """Every step ``max_new_tokens`` allows: a generation that stops early reads less."""
     n = len(prompt_ids_of(lm, prompt, settings.chat))  # the prompt's tokens as generate() reads them
     steps, rows = settings.max_new_tokens, settings.num_beams if settings.strategy == "beam" else 1
-    tokens = generation_tokens(lm.kind, n, steps, rows, padding_masks_of(lm, settings.padding_masks))
+    # a block's masks stand where the sliding window's padding masks do
+    extra = settings.block_length - 1 if settings.window == "block" else padding_masks_of(lm, settings.padding_masks)
+    tokens = generation_tokens(lm.kind, n, steps, rows, extra, settings.masks_ahead)
     what = (f"{steps} steps x {rows} beam(s), each re-reading a window of {n}+ tokens" if lm.kind == "masked"
             else f"a {n}-token prompt, then {steps} steps x {rows} beam(s)")
     return Work(tokens, lm.n_parameters, what, steps * rows)
@@ -274,8 +281,9 @@ def estimated_ranking_work(kind: str, parameters: float, context: str, candidate
     return Work(tokens, int(parameters), f"{len(candidates)} candidates (estimated from characters)")
 
 
-def estimated_generation_work(kind: str, parameters: float, prompt: str, steps: int, rows: int) -> Work:
-    tokens = generation_tokens(kind, estimated_tokens(prompt), steps, rows, MOST_PADDING_MASKS)
+def estimated_generation_work(kind: str, parameters: float, prompt: str, steps: int, rows: int,
+                              masks_ahead: bool = False) -> Work:
+    tokens = generation_tokens(kind, estimated_tokens(prompt), steps, rows, MOST_PADDING_MASKS, masks_ahead)
     return Work(tokens, int(parameters), f"{steps} steps x {rows} beam(s) (estimated from characters)")
 
 

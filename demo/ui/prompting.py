@@ -65,6 +65,11 @@ BERT-chat models) do: a block of masks after the prompt, several filled per step
 is surest of first (the others stay masked for a later step); when the block is full, the next block
 follows. Its lane numbers each token with the step that wrote it, so the order is visible; each
 output's **log-likelihood** is the probability that its decoding writes exactly that text.
+
+Some masked LMs were trained to write: dLLM's **BERT-Chat** models (ModernBERT fine-tuned as masked
+diffusion chat models) answer a *chat turn*. Picking one sets the decoding it was trained with:
+the prompt as a question in its chat template, every mask of the answer laid out at once and filled
+block by block, the surest token first.
 """
 
 STRATEGIES = [("greedy", "greedy"), ("beam search", "beam"), ("sampling", "sample")]
@@ -110,7 +115,8 @@ def generation_estimate(arguments: dict, kind: str, parameters: float) -> budget
     """One generation's work, from its unchecked arguments (``common.handler``'s ``estimate``)."""
     beams = int(number_or(arguments.get("num_beams"), 1)) if arguments.get("strategy") == "beam" else 1
     steps = int(number_or(arguments.get("max_new_tokens"), SETTING_DEFAULTS["max_new_tokens"]))
-    return budget.estimated_generation_work(kind, parameters, str(arguments.get("prompt") or ""), steps, beams)
+    return budget.estimated_generation_work(kind, parameters, str(arguments.get("prompt") or ""), steps, beams,
+                                            arguments.get("masks_ahead") is True)
 
 
 def _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
@@ -378,6 +384,7 @@ MASKED_DECODING_ARGUMENTS = """\
         cache_refresh: fast decoding only: re-read the whole prompt every N new tokens (1 = every token, the exact method's output)
         parallel_threshold: fast decoding only: also write the next tokens guessed at the padding masks whose probability is at least this (0 = off)
         emd: DeBERTa only: auto (the enhanced mask decoder the paper's model reads, where the checkpoint holds its position table) or off (the last layer, as transformers reads it)
+        chat: the prompt as one user turn of the model's chat template, answered (chat models such as dLLM's BERT-Chat)
 """
 
 
@@ -385,7 +392,7 @@ MASKED_DECODING_ARGUMENTS = """\
 @with_arguments(GENERATION_ARGUMENTS + MASKED_DECODING_ARGUMENTS)
 def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                     repetition_penalty, padding_masks, stop_at_newline, seed, decoding="exact",
-                    cache_refresh=_CORE.cache_refresh, emd="auto", parallel_threshold=0,
+                    cache_refresh=_CORE.cache_refresh, emd="auto", parallel_threshold=0, chat=False,
                     progress=gr.Progress(track_tqdm=True)):
     """Continue a prompt with a masked LM, the BERTs paper's way: append [MASK] (and padding
     masks) and [SEP], predict the first mask, keep it, repeat. Decoding exact, fast (the
@@ -393,7 +400,7 @@ def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, tem
     (of the exact run when comparing)."""
     settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                          repetition_penalty, padding_masks, stop_at_newline, seed, trace=True,
-                         cache_refresh=cache_refresh, parallel_threshold=parallel_threshold)
+                         cache_refresh=cache_refresh, parallel_threshold=parallel_threshold, chat=chat)
     runs = [_with_cache(settings, cache) for cache in masked_caches(decoding)]
     lm, results, time_limit, python, shell = _run(prompt, model_name, "masked", runs, emd)
     shown = results[0]  # compare: the exact run (the paper's method) fills the usual outputs
@@ -414,6 +421,8 @@ ANY_ORDER_ARGUMENTS = """\
         block_length: masks per block; the next block is appended when one is full
         remask: confidence order only: earlier tokens of the block compete with new guesses and may be masked again
         emd: DeBERTa only: auto (the enhanced mask decoder) or off (the last layer)
+        chat: the prompt as one user turn of the model's chat template, answered (chat models such as dLLM's BERT-Chat)
+        masks_ahead: every block's masks follow the prompt from the first step, filled one block at a time (LLaDA's and dLLM's samplers)
 """
 
 
@@ -423,13 +432,14 @@ def generate_any_order(prompt, model_name, strategy, max_new_tokens, num_beams, 
                        repetition_penalty, padding_masks, stop_at_newline, seed,
                        order=ANY_ORDER_DEFAULTS["order"], tokens_per_step=ANY_ORDER_DEFAULTS["tokens_per_step"],
                        block_length=ANY_ORDER_DEFAULTS["block_length"], remask=ANY_ORDER_DEFAULTS["remask"],
-                       emd="auto", progress=gr.Progress(track_tqdm=True)):
+                       emd="auto", chat=False, masks_ahead=False, progress=gr.Progress(track_tqdm=True)):
     """Continue a prompt with a masked LM the masked-diffusion way: a block of masks after the
     text, filled in any order, several tokens a step; the next block when it is full. Also
     returns the playback, each token marked with the step that wrote it."""
     settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
                          padding_masks, stop_at_newline, seed, trace=True, window="block", order=order,
-                         tokens_per_step=tokens_per_step, block_length=block_length, remask=remask)
+                         tokens_per_step=tokens_per_step, block_length=block_length, remask=remask, chat=chat,
+                         masks_ahead=masks_ahead)
     lm, (result,), time_limit, python, shell = _run(prompt, model_name, "masked", [settings], emd)
     steps = f"{result.steps_run} steps for {len(result.token_ids)} tokens · "
     return AnyOrderOutputs(text=result.text, stats=message(steps.rstrip(" ·"), "note") + _stats(lm, result, time_limit),
@@ -471,6 +481,21 @@ def generate_causal(prompt, model_name, strategy, max_new_tokens, num_beams, tem
     return CausalGenerationOutputs(text=result.text, stats=_stats(lm, result, time_limit), python=python,
                                    shell=shell, trace=playback(result.steps, "causal", run_id(prompt, result.token_ids, result.seconds),
                                                                newline_note(lm, prompt)))
+
+
+def trained_decoding(catalog: Catalog, name: str) -> list:
+    """The widgets a picked masked LM sets (chat, masks ahead, any order and its settings,
+    strategy, max new tokens, stop at newline): a model trained to write
+    (``Catalog.generation_defaults``) gets its decoding, within this app's token cap, its answer
+    not cut at a line break; another turns chat and masks ahead off and keeps the rest."""
+    trained = catalog.generation_defaults(name)
+    if not trained:
+        return [False, False] + [gr.update()] * 8
+    cap = deployment().settings.max_new_tokens
+    return [trained.get("chat", False), trained.get("masks_ahead", False), trained.get("window") == "block",
+            *(trained.get(key, ANY_ORDER_DEFAULTS[key]) for key in ("order", "tokens_per_step", "block_length",
+                                                                   "remask")),
+            trained.get("strategy", gr.update()), min(trained.get("max_new_tokens", cap), cap), False]
 
 
 def build(catalog: Catalog) -> TabParts:
@@ -569,6 +594,13 @@ def build(catalog: Catalog) -> TabParts:
                                  elem_id="gen-remask",
                                  info="Most confident first only: earlier tokens of the block may be masked "
                                       "again when new guesses are surer.")
+        with gr.Row():
+            chat = gr.Checkbox(value=False, label="Chat turn (masked LM)", elem_id="gen-chat",
+                               info="Chat models: the prompt is a question in the model's chat template, and "
+                                    "the model answers it. Set when a chat model is picked.")
+            masks_ahead = gr.Checkbox(value=False, label="Any order: all masks ahead", elem_id="gen-masks-ahead",
+                                      info="Every block's masks follow the prompt from the first step, so the "
+                                           "model sees how much room is left (LLaDA's and dLLM's samplers).")
         parallel_threshold = Slider(
             0, 1, value=0, step=0.05, label="Parallel unmasking (fast)", elem_id="gen-parallel",
             info="Fast and compare only: after each pass also write the tokens guessed at the padding "
@@ -615,7 +647,7 @@ def build(catalog: Catalog) -> TabParts:
     started = run.click(lambda last, previous: last or previous, [last_run, previous_run], previous_run, **quick)
     masked_event = started.then(
         generate_masked, [prompt, masked_model] + settings + [decoding, cache_refresh, emd,
-                                                             parallel_threshold],
+                                                             parallel_threshold, chat],
         components(MaskedGenerationOutputs, **sides["masked"], trace=trace, run=last_run),
         api_name="generate_mlm", concurrency_id="generate")
     comparing = [compare_previous, previous_run, last_run]
@@ -625,11 +657,14 @@ def build(catalog: Catalog) -> TabParts:
     masked_event.then(lambda asked, n: n + 1 if asked else gr.update(), [any_order, any_request], any_request, **quick)
     any_request.change(
         generate_any_order, [prompt, masked_model] + settings + [order, tokens_per_step, block_length, remask,
-                                                                 emd],
+                                                                 emd, chat, masks_ahead],
         components(AnyOrderOutputs, text=any_text, stats=any_stats, trace=any_trace, python=any_python,
                    shell=any_shell),
         api_name="generate_mlm_any_order", concurrency_id="generate")
     any_order.change(lambda asked: [gr.update(visible=asked)] * 2, any_order, [any_output, any_lane], **quick)
+    trained = [chat, masks_ahead, any_order, order, tokens_per_step, block_length, remask, strategy, max_new_tokens,
+               stop_at_newline]
+    masked_model.change(lambda name: trained_decoding(catalog, name), masked_model, trained, **quick)
     compare_previous.change(previous_run_view, comparing, previous_trace, **quick)
     run.click(generate_causal, [prompt, causal_model] + settings,
               components(CausalGenerationOutputs, **sides["causal"], trace=causal_trace),
