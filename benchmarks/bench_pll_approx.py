@@ -29,6 +29,9 @@ What is measured, and why this way:
   pass is charged at the chunk's exact seconds per token read, times the near-ties' tokens.
 - Tokens read: ``demo.engine.pll.tokens_read`` (every masked copy's length), plus the near-ties'
   exact copies; the share of the exact run's.
+- Per scored-span length (the scored tokens of a ranking's longest candidate: short < 16, medium
+  16-63, long >= 64): each band's own frontier, bands set on its own other half, and the fastest
+  setting whose agreement's lower Wilson bound is at least 0.95 there.
 - Other architectures, for speed only (random weights: their rankings mean nothing): ModernBERT-base
   and DeBERTa-v3-base shapes (``benchmarks/random_deberta.py``), exact vs strides 8 and 16, on
   ``--speed-items`` items per task, taking turns the same way.
@@ -88,15 +91,18 @@ def task_items(lm, name: str, items: int) -> tuple[list[list], object]:
     task = get_task(name)
     run = plan(lm, task, RunSettings(shots=0, limit=items), ScoringSettings())
     sets = [[Choice(context, completion, candidate) for (context, completion), candidate in
-             zip(choice_items(task, e, [], run["score"]), e.candidates)] for e in run["examples"]]
-    return sets, run["scoring"]
+             zip(choice_items(task, e, [], run.score), e.candidates)] for e in run.examples]
+    return sets, run.scoring
 
 
-def timed(lm, sets, settings) -> tuple[list[list[float]], float]:
+def timed(lm, sets, settings) -> tuple[list[list[float]], float, list[int]]:
+    """(scores, seconds, per ranking the scored tokens of its longest candidate)."""
     from demo.engine.pll import score_choices
     start = time.perf_counter()
     results = score_choices(lm, sets, settings)
-    return [[r.score for r in ranking] for ranking in results], time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    return ([[r.score for r in ranking] for ranking in results], seconds,
+            [max(len(r.tokens) for r in ranking) for ranking in results])
 
 
 def run_chunks(lm, tasks: dict, strides, what: str) -> list[dict]:
@@ -110,17 +116,17 @@ def run_chunks(lm, tasks: dict, strides, what: str) -> list[dict]:
     for turn, (name, chunk, scoring) in enumerate(tqdm(chunks, desc=what)):
         runs = [1, *strides]
         runs = runs[turn % len(runs):] + runs[:turn % len(runs)]  # a rotating order
-        scores, seconds, tokens = {}, {}, {}
+        scores, seconds, tokens, scored = {}, {}, {}, {}
         for s in runs:
             settings = replace(scoring, stride=s)
-            scores[s], seconds[s] = timed(lm, chunk, settings)
+            scores[s], seconds[s], scored[s] = timed(lm, chunk, settings)
             tokens[s] = tokens_read(lm, chunk, settings)
         weights = [tokens_read(lm, [ranking], scoring) for ranking in chunk]  # a chunk's time, shared
         for k, ranking in enumerate(chunk):
             share = weights[k] / sum(weights)
             position = sum(r["task"] == name for r in records)  # in the task's sample
             records.append(dict(
-                task=name, position=position, half=position % 2,
+                task=name, position=position, half=position % 2, span=scored[1][k],
                 scores={s: scores[s][k] for s in runs}, seconds={s: seconds[s] * share for s in runs},
                 tokens={s: tokens[s] * share for s in runs},
                 exact_per_token=seconds[1] / tokens[1],
@@ -171,6 +177,27 @@ def rows(records: list[dict], strides) -> list[dict]:
                 tokens=sum(j[2] for j in judged) / sum(r["tokens"][1] for r in records),
                 by_task={t: sum(v) / len(v) for t, v in by_task.items()}))
     return out
+
+
+# Scored-span length bands (tokens scored in a ranking's longest candidate): where the time goes
+SPAN_BANDS = (("short (< 16)", 0, 15), ("medium (16-63)", 16, 63), ("long (>= 64)", 64, 10**9))
+
+
+def band_frontiers(records: list[dict], strides) -> None:
+    """Per span band, the settings on its own frontier (bands set on its own other half)."""
+    for label, low, high in SPAN_BANDS:
+        inside = [r for r in records if low <= r["span"] <= high]
+        if len(inside) < 4:
+            print(f"{label}: {len(inside)} item(s), too few for a frontier")
+            continue
+        table = rows(inside, strides)
+        kept = [r for r in table if r["interval"][0] >= 0.95]
+        print(f"{label}: {len(inside)} items; frontier:", "; ".join(
+            f"{r['name']} {r['speedup']:.2f}x at {r['agreement']:.3f} [{r['interval'][0]:.3f}, {r['interval'][1]:.3f}]"
+            for r in sorted(table, key=lambda r: -r["speedup"]) if on_frontier(r, table)))
+        fastest = max(kept, key=lambda r: r["speedup"]) if kept else None
+        print("  fastest with a lower bound >= 0.95: "
+              + (f"{fastest['name']} {fastest['speedup']:.2f}x" if fastest else "none"))
 
 
 def on_frontier(row: dict, table: list[dict]) -> bool:
@@ -257,6 +284,8 @@ def main():
           f"load average {os.getloadavg()[0]:.1f}. tokens = share of the exact run's tokens read; "
           f"* = on the frontier (nothing both faster and as close to exact).")
     print_table(table)
+    print("\nPer scored-span length (the longest candidate's scored tokens):")
+    band_frontiers(records, strides)
     if args.speed_items:
         print()
         speed_rows(tasks, args.speed_items, strides if args.quick else SPEED_STRIDES, records)
