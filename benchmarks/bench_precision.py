@@ -1,0 +1,182 @@
+"""Benchmark: reduced precision against float32, one run: ranking agreement, greedy token
+agreement, speed-up, per family.
+
+    python benchmarks/bench_precision.py                 # 8 ranked items a task, 12 generated (about 15 min)
+    python benchmarks/bench_precision.py --quick         # 2 and 3: a smoke test
+
+What is measured, and why this way:
+- Dtypes: float32 (the reference), bfloat16 and float16, the weights cast as ``load_model(dtype=)``
+  casts them (``ModelSettings.dtype``); the engine computes in the weights' dtype and takes the
+  log-softmax in float32.
+- Ranking: the shipped ranked tasks (COPA, PIQA, HellaSwag, WSC, Winograd, ARC-Easy and
+  ARC-Challenge), 0-shot, each task's own scoring, the evaluator's texts and fixed sample
+  (``bench_pll_approx.task_items``), scored by ``score_choices`` exactly. Agreement: the dtype's
+  top candidate is float32's, with a Wilson 95% interval. Also the largest change of a score (nats)
+  and how many scores are not finite (an overflow).
+- Generation: instruction induction's Sentence Similarity, the evaluator's 5-shot prompts
+  (``bench_decoding.prompts``), greedy, the task's decoding. Token agreement: the share of
+  float32's tokens that the dtype writes at the same place; identical: the share of outputs equal
+  to float32's.
+- Speed-up: float32 seconds / the dtype's seconds over the same items; per chunk of items the
+  dtypes take turns in a rotating order, so a change in the machine's load hits all alike.
+- Families: the offline stand-in (real MiniLM weights: the only one whose rankings mean
+  something), and random weights at real size for ModernBERT-base, DeBERTa-v3-base (DeBERTa-v2
+  code, its last layer) and DeBERTa-base with its enhanced mask decoder (the BERTs paper's head):
+  their agreement measures only how far a dtype moves the arithmetic (random models rank by
+  near-ties, so it is a lower bound), their speed is what trained weights cost.
+Last line: ``bench_precision bf16_rank_agreement=... bf16_speedup=... fp16_rank_agreement=...
+fp16_speedup=...`` for the stand-in's ranking, then its greedy token agreement per dtype.
+"""
+
+import argparse
+import copy
+import dataclasses
+import math
+import os
+import time
+from pathlib import Path
+
+import torch
+from bench_decoding import prompts  # benchmarks/bench_decoding.py
+from bench_pll_approx import TASKS, task_items, wilson  # benchmarks/bench_pll_approx.py
+
+from demo.engine.generation import generate
+from demo.engine.models import load_model
+from demo.engine.pll import score_choices
+from demo.settings import GenerationSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+STANDIN = SHARED / "models" / "minilm-l6-mlm-standin"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+SHORT = {"bfloat16": "bf16", "float16": "fp16"}
+GENERATED_TASK = "ii_sentence_similarity"
+CHUNK = 4
+
+
+def cast(lm, dtype: torch.dtype):
+    """``lm`` with its weights in ``dtype`` (a copy): what ``load_model(dtype=)`` loads."""
+    return dataclasses.replace(lm, model=copy.deepcopy(lm.model).to(dtype))
+
+
+def families(quick: bool) -> dict:
+    """{family label: (float32 model, whether its weights are trained)}."""
+    from random_deberta import deberta_base, deberta_v3_base  # benchmarks/random_deberta.py
+    from transformers import AutoConfig
+
+    from demo.engine.models import random_model
+    out = {"stand-in (MiniLM, trained)": (load_model(str(STANDIN), device="cpu"), True)}
+    if quick:
+        return out
+    modernbert = SHARED / "tokenizers" / "answerdotai-ModernBERT-large"
+    layers = 22  # ModernBERT-base's shape, from ModernBERT-large's config (the base one is not here)
+    types = getattr(AutoConfig.from_pretrained(modernbert), "layer_types", None)
+    out["ModernBERT-base (random)"] = (random_model(
+        modernbert, shrink=False, seed=0, hidden_size=768, num_hidden_layers=layers, num_attention_heads=12,
+        intermediate_size=1152, **({"layer_types": types[:layers]} if types else {})), False)
+    out["DeBERTa-v3-base (random)"] = (deberta_v3_base(), False)
+    out["DeBERTa-base + EMD (random)"] = (deberta_base(emd=True), False)
+    return out
+
+
+def timed(fn):
+    start = time.perf_counter()
+    value = fn()
+    return value, time.perf_counter() - start
+
+
+def rotating(n_chunks: int):
+    """Each chunk's order of the dtypes (a rotation, so no dtype always runs first)."""
+    names = list(DTYPES)
+    for turn in range(n_chunks):
+        yield names[turn % len(names):] + names[:turn % len(names)]
+
+
+def ranking(models: dict, tasks: dict) -> dict:
+    """{dtype: dict(agree, n, seconds, largest change, not finite)} over every task's items."""
+    items = [(sets[k:k + CHUNK], scoring) for sets, scoring in tasks.values() for k in range(0, len(sets), CHUNK)]
+    out = {name: dict(agree=0, n=0, seconds=0.0, moved=0.0, infinite=0) for name in DTYPES}
+    for (chunk, scoring), order in zip(items, rotating(len(items))):
+        scores = {}
+        for name in order:
+            results, seconds = timed(lambda: score_choices(models[name], chunk, scoring))
+            scores[name] = [[r.score for r in ranked] for ranked in results]
+            out[name]["seconds"] += seconds
+        for name in DTYPES:
+            for got, reference in zip(scores[name], scores["float32"]):
+                top = max(range(len(reference)), key=reference.__getitem__)
+                finite = [s for s in got if math.isfinite(s)]
+                out[name]["infinite"] += len(got) - len(finite)
+                out[name]["agree"] += len(finite) == len(got) and max(range(len(got)), key=got.__getitem__) == top
+                out[name]["n"] += 1
+                out[name]["moved"] = max(out[name]["moved"], *(abs(a - b) if math.isfinite(a) else math.inf
+                                                              for a, b in zip(got, reference)))
+    return out
+
+
+def generation(models: dict, items: list, settings: GenerationSettings) -> dict:
+    """{dtype: dict(tokens agreeing, float32's tokens, identical outputs, n, seconds)}."""
+    out = {name: dict(same_tokens=0, tokens=0, identical=0, n=0, seconds=0.0) for name in DTYPES}
+    for (prompt, _), order in zip(items, rotating(len(items))):
+        written = {}
+        for name in order:
+            result, seconds = timed(lambda: generate(models[name], prompt, settings))
+            written[name] = result.token_ids
+            out[name]["seconds"] += seconds
+        reference = written["float32"]
+        for name in DTYPES:
+            out[name]["same_tokens"] += sum(a == b for a, b in zip(written[name], reference))
+            out[name]["tokens"] += len(reference)
+            out[name]["identical"] += written[name] == reference
+            out[name]["n"] += 1
+    return out
+
+
+def print_family(label: str, ranked: dict, written: dict) -> None:
+    print(f"{label}")
+    print(f"  {'dtype':<9} {'rank agreement':>14} {'95% interval':>14} {'largest change':>14} {'not finite':>10} "
+          f"{'speed-up':>8} | {'token agreement':>15} {'identical':>9} {'speed-up':>8}")
+    for name in DTYPES:
+        r, g = ranked[name], written[name]
+        low, high = wilson(r["agree"], r["n"])
+        print(f"  {name:<9} {r['agree'] / r['n']:>14.3f} [{low:.3f}, {high:.3f}] {r['moved']:>14.3g} "
+              f"{r['infinite']:>10} {ranked['float32']['seconds'] / r['seconds']:>7.2f}x | "
+              f"{g['same_tokens'] / max(g['tokens'], 1):>15.3f} {g['identical'] / g['n']:>9.3f} "
+              f"{written['float32']['seconds'] / g['seconds']:>7.2f}x", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, default=8, help="ranked items per task, the stand-in")
+    parser.add_argument("--family-items", type=int, default=2, help="ranked items per task, random families")
+    parser.add_argument("--gen-items", type=int, default=12, help="generated items")
+    parser.add_argument("--quick", action="store_true", help="the stand-in only, 2 ranked items a task, 3 generated")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    items, gen_items = (2, 3) if args.quick else (args.items, args.gen_items)
+    task, prompted = prompts(GENERATED_TASK, gen_items, None, SHARED / "data")
+    greedy = GenerationSettings(**task.generation)
+    print(f"{len(TASKS)} ranked tasks, 0-shot; {task.name} generated ({len(prompted)} items, greedy); "
+          f"{torch.get_num_threads()} threads; load average {os.getloadavg()[0]:.1f}\n", flush=True)
+    stand_in = None
+    for label, (lm, trained) in families(args.quick).items():
+        models = {name: lm if dtype == torch.float32 else cast(lm, dtype) for name, dtype in DTYPES.items()}
+        tasks = {name: task_items(lm, name, items if trained else args.family_items) for name in TASKS}
+        ranked = ranking(models, tasks)
+        written = generation(models, prompted if trained else prompted[:2], greedy)
+        print_family(label, ranked, written)
+        stand_in = stand_in or (ranked, written)
+    ranked, written = stand_in
+    print(f"\nload average {os.getloadavg()[0]:.1f}")
+    print("bench_precision " + " ".join(
+        f"{SHORT[name]}_rank_agreement={ranked[name]['agree'] / ranked[name]['n']:.3f} "
+        f"{SHORT[name]}_speedup={ranked['float32']['seconds'] / ranked[name]['seconds']:.2f}" for name in SHORT)
+        + " " + " ".join(f"{SHORT[name]}_token_agreement="
+                         f"{written[name]['same_tokens'] / max(written[name]['tokens'], 1):.3f}" for name in SHORT))
+
+
+if __name__ == "__main__":
+    main()
