@@ -38,7 +38,7 @@ from pathlib import Path
 
 import torch
 from bench_decoding import prompts  # benchmarks/bench_decoding.py
-from bench_pll_approx import TASKS, task_items, wilson  # benchmarks/bench_pll_approx.py
+from bench_pll_approx import TASKS, speed_models, task_items, wilson  # benchmarks/bench_pll_approx.py
 
 from demo.engine.generation import generate
 from demo.engine.models import load_model
@@ -61,20 +61,12 @@ def cast(lm, dtype: torch.dtype):
 
 def families(quick: bool) -> dict:
     """{family label: (float32 model, whether its weights are trained)}."""
-    from random_deberta import deberta_base, deberta_v3_base  # benchmarks/random_deberta.py
-    from transformers import AutoConfig
+    from random_deberta import deberta_base  # benchmarks/random_deberta.py
 
-    from demo.engine.models import random_model
     out = {"stand-in (MiniLM, trained)": (load_model(str(STANDIN), device="cpu"), True)}
     if quick:
         return out
-    modernbert = SHARED / "tokenizers" / "answerdotai-ModernBERT-large"
-    layers = 22  # ModernBERT-base's shape, from ModernBERT-large's config (the base one is not here)
-    types = getattr(AutoConfig.from_pretrained(modernbert), "layer_types", None)
-    out["ModernBERT-base (random)"] = (random_model(
-        modernbert, shrink=False, seed=0, hidden_size=768, num_hidden_layers=layers, num_attention_heads=12,
-        intermediate_size=1152, **({"layer_types": types[:layers]} if types else {})), False)
-    out["DeBERTa-v3-base (random)"] = (deberta_v3_base(), False)
+    out.update({label: (lm, False) for label, lm in speed_models().items()})
     out["DeBERTa-base + EMD (random)"] = (deberta_base(emd=True), False)
     return out
 
