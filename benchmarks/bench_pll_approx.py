@@ -40,6 +40,7 @@ What is measured, and why this way:
 """
 
 import argparse
+import json
 import math
 import os
 import time
@@ -155,17 +156,24 @@ def banded(record: dict, s: int, band: float) -> tuple[bool, float, float]:
             record["tokens"][s] + extra)
 
 
-def rows(records: list[dict], strides) -> list[dict]:
+# How a band grows with the ranking's scored span n (its longest candidate's scored tokens): a
+# constant (nats), or nats per square root of n (each approximated token adds its own error)
+SCALES = {"": lambda n: 1.0, "/sqrt(n)": lambda n: math.sqrt(n)}
+
+
+def rows(records: list[dict], strides, scales=SCALES) -> list[dict]:
     """Every setting: each stride alone, and with bands set on the other half at each level."""
     out = []
     for s in strides:
-        settings = [(f"stride{s}", {0: 0.0, 1: 0.0})]
-        for level in LEVELS:
-            bands = {h: round(quantile([deficit(r, s) for r in records if r["half"] != h], level) + 0.005, 2)
-                     for h in (0, 1)}  # set on the other half (+ half a rounding step, kept inside)
-            settings.append((f"stride{s}+band@q{level:g}", bands))
-        for name, bands in settings:
-            judged = [banded(r, s, bands[r["half"]]) for r in records]
+        settings = [(f"stride{s}", {0: 0.0, 1: 0.0}, SCALES[""])]
+        for unit, scale in scales.items():
+            for level in LEVELS:
+                bands = {h: round(quantile([deficit(r, s) / scale(r["span"]) for r in records if r["half"] != h],
+                                           level) + 0.005, 2)
+                         for h in (0, 1)}  # set on the other half (+ half a rounding step, kept inside)
+                settings.append((f"stride{s}+band{unit}@q{level:g}", bands, scale))
+        for name, bands, scale in settings:
+            judged = [banded(r, s, bands[r["half"]] * scale(r["span"])) for r in records]
             agree = sum(j[0] for j in judged)
             by_task = {}
             for r, j in zip(records, judged):
@@ -207,13 +215,13 @@ def on_frontier(row: dict, table: list[dict]) -> bool:
 
 def print_table(table: list[dict]) -> None:
     tasks = list(table[0]["by_task"])
-    print(f"{'setting':<24} {'bands (half 0/1)':>16} {'tokens':>7} {'speed-up':>8} {'agreement':>9} "
+    print(f"{'setting':<31} {'bands (half 0/1)':>16} {'tokens':>7} {'speed-up':>8} {'agreement':>9} "
           f"{'95% interval':>14}  " + " ".join(f"{t[:9]:>9}" for t in tasks))
     for row in sorted(table, key=lambda r: -r["speedup"]):
         bands = "-" if not any(row["bands"].values()) else f"{row['bands'][0]:g}/{row['bands'][1]:g}"
         mark = "*" if on_frontier(row, table) else " "
         low, high = row["interval"]
-        print(f"{mark}{row['name']:<23} {bands:>16} {row['tokens']:>7.2f} {row['speedup']:>7.2f}x "
+        print(f"{mark}{row['name']:<30} {bands:>16} {row['tokens']:>7.2f} {row['speedup']:>7.2f}x "
               f"{row['agreement']:>9.3f} [{low:.3f}, {high:.3f}]  "
               + " ".join(f"{row['by_task'][t]:>9.3f}" for t in tasks))
 
@@ -255,13 +263,28 @@ def speed_rows(tasks: dict, items: int, strides, standin_records: list[dict]) ->
 # ---------------------------------------------------------------- main
 
 
+def load_records(path: Path) -> list[dict]:
+    """Records as ``run_chunks`` made them (JSON keeps the strides as strings)."""
+    records = json.loads(path.read_text())
+    for r in records:
+        for key in ("scores", "seconds", "tokens"):
+            r[key] = {int(s): v for s, v in r[key].items()}
+    return records
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=16, help="items per task (a fixed sample)")
+    parser.add_argument("--task-items", nargs="+", default=[], metavar="TASK=N",
+                        help="items for some tasks instead of --items (e.g. more of the long-span ones)")
     parser.add_argument("--speed-items", type=int, default=1,
                         help="items per task for the random-weight architectures' speed (0: none)")
     parser.add_argument("--quick", action="store_true", help="2 items per task, stride 8: a smoke test")
+    parser.add_argument("--strides", type=int, nargs="+", default=list(STRIDES), help="strides to measure")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--records", type=Path, default=None,
+                        help="a JSON file of the runs' per-item records: read when it exists (no model is "
+                             "run), else written, so the tables can be remade without the runs")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
@@ -269,16 +292,23 @@ def main():
     from demo.engine.models import load_model
     if args.threads:
         torch.set_num_threads(args.threads)
-    items, strides = (2, (8,)) if args.quick else (args.items, STRIDES)
+    items, strides = (2, (8,)) if args.quick else (args.items, tuple(args.strides))
     lm = load_model(str(STANDIN), device="cpu")
-    tasks = {name: task_items(lm, name, items) for name in TASKS}
+    counts = {name: items for name in TASKS} | {k: int(v) for k, v in (a.split("=") for a in args.task_items)}
+    tasks = {name: task_items(lm, name, counts[name]) for name in TASKS}
     print(f"{sum(len(s) for s, _ in tasks.values())} items ("
           + ", ".join(f"{name} {len(s)}" for name, (s, _) in tasks.items())
           + f"), 0-shot; the stand-in MLM; {torch.get_num_threads()} threads; "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
 
     start = time.perf_counter()
-    records = run_chunks(lm, tasks, strides, "chunks (exact and strides, taking turns)")
+    if args.records and args.records.exists():
+        records = load_records(args.records)
+        strides = tuple(sorted(set(records[0]["scores"]) - {1}))
+    else:
+        records = run_chunks(lm, tasks, strides, "chunks (exact and strides, taking turns)")
+        if args.records:
+            args.records.write_text(json.dumps(records))
     table = rows(records, strides)
     print(f"\nExact: {sum(r['seconds'][1] for r in records):.1f} s; all runs {time.perf_counter() - start:.0f} s; "
           f"load average {os.getloadavg()[0]:.1f}. tokens = share of the exact run's tokens read; "

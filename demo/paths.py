@@ -16,5 +16,6 @@ _PACKAGED_ASSETS = PACKAGE / "assets"  # a wheel's copy
 ASSETS = _PACKAGED_ASSETS if _PACKAGED_ASSETS.is_dir() else PACKAGE.parent / "assets"
 SPECS = PACKAGE / "tasks" / "specs"  # the papers' tasks (demo.tasks.registry)
 STYLE = PACKAGE / "ui" / "style.css"  # the page's style sheet
+FAST_PLL = ASSETS / "scoring" / "fast_pll.csv"  # the approximate PLL's measured settings (demo.engine.pll_approx)
 # The offline datasets, in shared/data beside the clone (where a task's data_root is not given).
 SHARED_DATA = PACKAGE.parent.parent / "shared" / "data"

@@ -185,6 +185,11 @@ class ScoringSettings:
         "with stride > 1, rankings (several candidates): the candidates whose approximate score is "
         "within this much of the best (nats; per token with reduction=mean) are scored again, "
         "exactly, so that near-ties are ranked as the exact PLL ranks them. 0 = none"))
+    fast: bool = field(default=False, metadata=_help(
+        "the PLL methods: score a ranking with the approximate PLL setting (stride and band) measured "
+        "to keep its rankings for candidates of its length (assets/scoring/fast_pll.csv, "
+        "benchmarks/bench_pll_approx.py), exactly where none was: lengths outside every measured "
+        "band, single candidates"))
 
     def __post_init__(self):
         _choice(self.method, "scoring method", METHODS, optional=True)
@@ -199,6 +204,10 @@ class ScoringSettings:
         _flag(self.word_level, "word_level")
         _whole(self.stride, "stride", 1, MAX_STRIDE)
         _number(self.rescore_band, "rescore_band", lambda v: v >= 0, "a number >= 0 (nats)")
+        _flag(self.fast, "fast")
+        if self.fast and (self.stride > 1 or self.rescore_band):
+            raise ValueError("fast scoring picks its own stride and band per ranking: leave stride at 1 "
+                             "and rescore_band at 0, or set them yourself without fast.")
 
     def method_for(self, lm) -> str:
         """The method used for ``lm``: its natural one when unset, checked against its kind."""

@@ -151,6 +151,25 @@ def test_the_decoders_likelihood_goes_through_the_same_evaluator(bert, tmp_path)
 
 
 @needs_shared
+def test_fast_scoring_runs_each_ranking_as_its_band_says_and_the_run_id_names_the_table(
+        bert, tmp_path, monkeypatch):
+    from demo.engine import pll_approx
+    table = tmp_path / "fast_pll.csv"
+    table.write_text("span_min,span_max,stride,rescore_band,rankings,agreement,low,high,speedup,model\n"
+                     "1,1000000000,2,0,100,0.99,0.95,1.0,2.0,a model\n")
+    monkeypatch.setattr(pll_approx, "FAST_PLL", table)
+    pll_approx.fast_bands.cache_clear()
+    settings = RunSettings(shots=0, limit=2, data_root=DATA)
+    fast = E.evaluate(bert, "copa", tmp_path / "fast", settings, ScoringSettings(fast=True))
+    E.evaluate(bert, "copa", tmp_path / "strided", settings, ScoringSettings(stride=2))
+    exact = E.evaluate(bert, "copa", tmp_path / "exact", settings)
+    pll_approx.fast_bands.cache_clear()
+    assert fast[0]["run"] == exact[0]["run"].replace("right_masks2", f"right_masks2-fast{pll_approx.fast_table_id()}")
+    assert [r["scores"] for r in _records(tmp_path / "fast")] == [r["scores"] for r in _records(tmp_path / "strided")]
+    assert [r["scores"] for r in _records(tmp_path / "fast")] != [r["scores"] for r in _records(tmp_path / "exact")]
+
+
+@needs_shared
 def test_generation_task_scores_the_generated_text(bert, tmp_path):
     rows = E.evaluate(bert, "ii_sum", tmp_path, RunSettings(shots=2, limit=2, max_new_tokens=3, data_root=DATA))
     for r in _records(tmp_path):

@@ -236,7 +236,87 @@ def test_a_band_that_covers_every_candidate_gives_the_exact_ranking(tiny_model, 
     (dict(stride=1.5), "stride"),
     (dict(stride=65), "stride"),
     (dict(stride=True), "stride"),
+    (dict(fast="yes"), "fast"),
+    (dict(fast=True, stride=4), "fast scoring picks its own stride"),
+    (dict(fast=True, rescore_band=1.0), "fast scoring picks its own stride"),
 ])
 def test_bad_approximation_settings_are_refused(values, message):
     with pytest.raises(ValueError, match=message):
         ScoringSettings(**values)
+
+
+# ---------------------------------------------------------------- fast scoring: a setting per length band
+
+FAST_TABLE = """span_min,span_max,stride,rescore_band,rankings,agreement,low,high,speedup,model
+5,8,2,0.5,100,0.99,0.95,1.0,2.0,a model
+9,1000000000,3,0,100,0.99,0.95,1.0,3.0,a model
+"""
+
+
+@pytest.fixture
+def fast_table(tmp_path, monkeypatch):
+    """A made-up table of two bands: 5-8 scored tokens get stride 2 and a band, 9+ stride 3."""
+    from demo.engine import pll_approx
+    path = tmp_path / "fast_pll.csv"
+    path.write_text(FAST_TABLE)
+    monkeypatch.setattr(pll_approx, "FAST_PLL", path)
+    pll_approx.fast_bands.cache_clear()
+    yield path
+    pll_approx.fast_bands.cache_clear()
+
+
+def test_fast_scoring_gives_each_ranking_its_bands_setting(tiny_model, fast_table):
+    """Rankings of three lengths, scored together with fast: each equals the ranking scored alone
+    with its band's stride and band (the shortest, below every band, exactly); a single candidate
+    is scored exactly whatever its length."""
+    lm = tiny_model("bert")
+    sets = [pll.choices_for("The cat", [" sat.", " ran."]),  # below every band
+            pll.choices_for("The cat", [" sat on the old mat", " ran under a table"]),
+            pll.choices_for("The cat", [" sat on the old mat by the door today, as cats do every day",
+                                        " ran"]),
+            pll.choices_for("The cat", [" sat on the old mat by the door today"])]  # one candidate
+    spans = [pll.scored_span(lm, choices, ScoringSettings()) for choices in sets]
+    assert spans[0] < 5 and 5 <= spans[1] <= 8 and spans[2] >= 9 and spans[3] >= 9
+    fast = ScoringSettings(fast=True)
+    assert [b and b.stride for b in pll.fast_plan(lm, sets, fast)] == [None, 2, 3, None]
+    expected = [score_choices(lm, [sets[0]])[0],
+                score_choices(lm, [sets[1]], ScoringSettings(stride=2, rescore_band=0.5))[0],
+                score_choices(lm, [sets[2]], ScoringSettings(stride=3))[0],
+                score_choices(lm, [sets[3]])[0]]
+    got = score_choices(lm, sets, fast)
+    for ranking, reference in zip(got, expected):
+        for a, b in zip(ranking, reference):
+            assert [t.masked for t in a.tokens] == [t.masked for t in b.tokens]
+            assert [t.logprob for t in a.tokens] == floats.logprobs([t.logprob for t in b.tokens], lm)
+    assert pll.tokens_read(lm, sets, fast) == sum(
+        pll.tokens_read(lm, [choices], s) for choices, s in zip(sets, [
+            ScoringSettings(), ScoringSettings(stride=2), ScoringSettings(stride=3), ScoringSettings()]))
+
+
+def test_scored_span_is_the_longest_candidates_scored_tokens(tiny_model):
+    lm = tiny_model("bert")
+    choices = pll.choices_for("Once upon a time", [" a cat", " three small dogs barked loudly"])
+    for scope in ("completion", "full"):
+        settings = ScoringSettings(scope=scope)
+        assert pll.scored_span(lm, choices, settings) == max(
+            len(r.tokens) for r in score_choices(lm, [choices], settings)[0])
+
+
+def test_fast_without_a_table_is_exact(tiny_model, tmp_path, monkeypatch):
+    from demo.engine import pll_approx
+    monkeypatch.setattr(pll_approx, "FAST_PLL", tmp_path / "absent.csv")
+    pll_approx.fast_bands.cache_clear()
+    lm = tiny_model("bert")
+    sets = [pll.choices_for("The cat", [" sat on the old mat by the door today", " ran"])]
+    assert pll.fast_plan(lm, sets, ScoringSettings(fast=True)) == [None]
+    assert score_choices(lm, sets, ScoringSettings(fast=True)) == score_choices(lm, sets)
+    pll_approx.fast_bands.cache_clear()
+
+
+def test_the_shipped_fast_table_reads_and_its_bands_do_not_overlap():
+    from demo.engine.pll_approx import fast_bands
+    bands = sorted(fast_bands(), key=lambda b: b.span_min)
+    for band in bands:
+        assert 1 <= band.span_min <= band.span_max and band.stride > 1 and band.rescore_band >= 0
+        assert band.low >= 0.95 and band.agreement >= 0.98  # the bar a band must pass to ship
+    assert all(a.span_max < b.span_min for a, b in zip(bands, bands[1:]))

@@ -30,6 +30,8 @@ The approximate PLL (``ScoringSettings.stride`` s > 1, any PLL method; off by de
 s-th copy of a text merged into one, so s copies score it instead of one per token; in a ranking,
 the tokens its candidates share and the others are merged apart, and ``rescore_band`` re-scores
 the near-ties exactly (``demo.engine.pll_approx``). :func:`tokens_read` counts what it saves.
+Fast scoring (``ScoringSettings.fast``) gives each ranking the setting measured for its length
+(:func:`fast_plan`), exact where none was.
 
 Every public function takes raw text and one :class:`ScoringSettings`; the text conventions
 (newline marker, junction space: ``demo.engine.text``) and GPT-3's unconditional normalisation are
@@ -46,7 +48,7 @@ from .batching import logprobs_and_ranks, padded, sub_batches
 from .counting import count_pass
 from .heads import causal_head, mlm_head
 from .mask_window import padding_masks_of, window_length
-from .pll_approx import near_ties, shared_tokens
+from .pll_approx import FastBand, fast_band, near_ties, shared_tokens
 from .pll_decoder import check_room, decoder_scores, windows
 from .reading import hidden_at
 from .text import check_readable, encode_newlines, join, model_pair, quoted
@@ -440,6 +442,9 @@ def score_choices(lm, choice_sets: list[list[Choice]], settings: ScoringSettings
     normalisation for ARC and OpenBookQA, computed here and nowhere else.
     """
     settings = settings or ScoringSettings()
+    if settings.fast:
+        return _in_groups(lm, choice_sets, settings, lambda group, chosen: score_choices(
+            lm, group, chosen, progress=progress))
     flat, sets = _flatten(choice_sets)
     results = _score_flat(lm, flat, sets, settings, progress)
     if settings.stride > 1 and settings.rescore_band > 0 and settings.method_for(lm) in PLL_METHODS:
@@ -454,6 +459,36 @@ def score_choices(lm, choice_sets: list[list[Choice]], settings: ScoringSettings
                 results[k] = result
     remaining = iter(results)
     return [[next(remaining) for _ in choices] for choices in choice_sets]
+
+
+def scored_span(lm, choices: list[Choice], settings: ScoringSettings) -> int:
+    """Tokens scored in the longest candidate of a ranking (what fast scoring's bands are set by)."""
+    return max(len(_tokenize(lm, *model_pair(c.context, c.completion, lm.newline_survives), settings.scope,
+                             {}).scored) for c in choices)
+
+
+def fast_plan(lm, choice_sets: list[list[Choice]], settings: ScoringSettings) -> list[FastBand | None]:
+    """Per ranking, the approximate PLL setting fast scoring gives it (``demo.engine.pll_approx``),
+    or None where it is scored exactly: fast off, not a PLL method, one candidate, no band measured
+    for its length."""
+    if not settings.fast or settings.method_for(lm) not in PLL_METHODS:
+        return [None] * len(choice_sets)
+    return [fast_band(scored_span(lm, choices, settings)) if len(choices) > 1 else None
+            for choices in choice_sets]
+
+
+def _in_groups(lm, choice_sets: list[list[Choice]], settings: ScoringSettings, run) -> list:
+    """``run(rankings, settings)`` once per setting of ``fast_plan``, on the rankings it covers;
+    the results back in the rankings' order."""
+    plan = fast_plan(lm, choice_sets, settings)
+    results: list = [None] * len(choice_sets)
+    for band in dict.fromkeys(plan):
+        which = [k for k, b in enumerate(plan) if b == band]
+        chosen = replace(settings, fast=False) if band is None else replace(
+            settings, fast=False, stride=band.stride, rescore_band=band.rescore_band)
+        for k, result in zip(which, run([choice_sets[k] for k in which], chosen)):
+            results[k] = result
+    return results
 
 
 def _score_flat(lm, flat: list[Choice], sets: list[range], settings: ScoringSettings,
@@ -498,6 +533,9 @@ def tokens_read(lm, choice_sets: list[list[Choice]], settings: ScoringSettings |
     text's length; the decoder: every window's length), counted without running it: the cost the
     approximate PLL cuts."""
     settings = settings or ScoringSettings()
+    if settings.fast:
+        return sum(_in_groups(lm, choice_sets, settings, lambda group, chosen: [
+            tokens_read(lm, [ranking], chosen) for ranking in group]))
     flat, sets = _flatten(choice_sets)
     items, rankings = _choice_items(flat, sets, settings.unconditional_context)
     _, _, texts, copies = _prepare(lm, items, settings, rankings)

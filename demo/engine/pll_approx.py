@@ -12,8 +12,62 @@ scores; the copies and the scoring are ``demo.engine.pll``'s.
   whose approximate score lies within ``rescore_band`` of its best: when the exact winner is
   among them, the top of the ranking is the exact one.
 
+- Fast scoring (``ScoringSettings.fast``): which setting a ranking gets, by the scored length of
+  its longest candidate, from the bands where ``benchmarks/bench_pll_approx.py`` measured one that
+  keeps the exact ranking (``FAST_PLL``, a table that benchmark writes); no band: exact.
+
 How much each keeps, at what cost: ``benchmarks/bench_pll_approx.py``, docs/method.md section 3.
 """
+
+import csv
+import hashlib
+from dataclasses import dataclass, fields
+from functools import cache
+
+from ..paths import FAST_PLL
+
+
+@dataclass(frozen=True)
+class FastBand:
+    """A band of scored lengths and the approximate PLL setting measured to keep its rankings
+    (one row of ``FAST_PLL``)."""
+    span_min: int  # the longest candidate's scored tokens, from span_min to span_max
+    span_max: int
+    stride: int
+    rescore_band: float  # nats
+    rankings: int  # measured on this many rankings of the shipped ranked tasks
+    agreement: float  # share whose top candidate was the exact PLL's
+    low: float  # its 95% Wilson interval
+    high: float
+    speedup: float  # wall clock, exact / this setting
+    model: str  # the model measured
+
+    def describe(self) -> str:
+        """The band in a sentence, for a page or a log."""
+        return (f"stride {self.stride}, near-ties within {self.rescore_band:g} nats scored again exactly: "
+                f"kept the exact ranking in {self.agreement:.1%} (95% interval {self.low:.1%} to "
+                f"{self.high:.1%}) of {self.rankings} rankings of {self.model} at {self.speedup:.1f}x")
+
+
+@cache
+def fast_bands() -> tuple[FastBand, ...]:
+    """The measured bands (none where the table has no row: fast scoring is then exact)."""
+    if not FAST_PLL.is_file():
+        return ()
+    with FAST_PLL.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    return tuple(FastBand(**{x.name: x.type(row[x.name]) for x in fields(FastBand)}) for row in rows)
+
+
+def fast_table_id() -> str:
+    """A short digest of the measured table: runs with fast scoring name it, so a run made with
+    another table never resumes into one made with this."""
+    return hashlib.sha1(FAST_PLL.read_bytes() if FAST_PLL.is_file() else b"").hexdigest()[:6]
+
+
+def fast_band(span: int) -> FastBand | None:
+    """The band for a ranking whose longest candidate scores ``span`` tokens, if one was measured."""
+    return next((b for b in fast_bands() if b.span_min <= span <= b.span_max), None)
 
 
 def near_ties(scores: list[float], band: float) -> list[int]:

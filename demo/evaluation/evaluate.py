@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..engine.mask_window import padding_masks_of  # (no torch: listing tasks needs none)
+from ..engine.pll_approx import fast_table_id  # (no torch either)
 from ..settings import PLL_METHODS, GenerationSettings, RunSettings, ScoringSettings, cache_used
 from ..tasks import Example, Task, get_task, load_examples, render_query
 from ..tasks import metrics as M
@@ -204,6 +205,8 @@ def _scoring_tag(lm, scoring: ScoringSettings, task_default: ScoringSettings) ->
         tag += "-uncond" + re.sub(r"\W+", "", scoring.unconditional_context or "none")[:16]
     if scoring.stride > 1 and method in PLL_METHODS:  # the approximate PLL (demo.engine.pll_approx)
         tag += f"-stride{scoring.stride}" + (f"-band{scoring.rescore_band:g}" if scoring.rescore_band else "")
+    if scoring.fast and method in PLL_METHODS:  # a setting per length band, from the measured table
+        tag += f"-fast{fast_table_id()}"
     return tag
 
 
