@@ -4,6 +4,9 @@ ranking agreement, tokens read, wall-clock speed-up.
     python benchmarks/bench_pll_approx.py                # 16 items per task (about 7 min on 2 cores)
     python benchmarks/bench_pll_approx.py --items 48    # docs/method.md's frontier, 324 items (about 25 min)
     python benchmarks/bench_pll_approx.py --quick        # 2 items per task, one stride: a smoke test
+    python benchmarks/bench_pll_approx.py --items 48 --task-items arc_easy=144 arc_challenge=144 \
+        --strides 8 12 16 24 --speed-items 0 --records runs/pll_approx.json \
+        --fast-table assets/scoring/fast_pll.csv           # fast scoring's table (about 35 min)
 
 The approximate PLL is ``ScoringSettings(stride=s, rescore_band=b)`` (``demo.engine.pll``,
 ``demo.engine.pll_approx``): s masked copies score a text instead of one per token, a ranking's
@@ -30,8 +33,12 @@ What is measured, and why this way:
 - Tokens read: ``demo.engine.pll.tokens_read`` (every masked copy's length), plus the near-ties'
   exact copies; the share of the exact run's.
 - Per scored-span length (the scored tokens of a ranking's longest candidate: short < 16, medium
-  16-63, long >= 64): each band's own frontier, bands set on its own other half, and the fastest
-  setting whose agreement's lower Wilson bound is at least 0.95 there.
+  16-63, long >= 64): each band's own frontier, bands set on its own other half, and fast
+  scoring's setting there: the fastest that keeps >= 0.98 of the band's rankings with a lower
+  Wilson bound >= 0.95 (so at least 73 rankings). ``--fast-table`` writes them as the table fast
+  scoring reads (``ScoringSettings.fast``; the app's is ``assets/scoring/fast_pll.csv``).
+- Bands that grow with the span ("band/sqrt(n)": nats per square root of the scored span), set
+  the same way, against bands in nats: whether a longer text's larger errors need a wider band.
 - Other architectures, for speed only (random weights: their rankings mean nothing): ModernBERT-base
   and DeBERTa-v3-base shapes (``benchmarks/random_deberta.py``), exact vs strides 8 and 16, on
   ``--speed-items`` items per task, taking turns the same way.
@@ -40,6 +47,8 @@ What is measured, and why this way:
 """
 
 import argparse
+import csv
+import dataclasses
 import json
 import math
 import os
@@ -59,6 +68,8 @@ SPEED_STRIDES = (8, 16)  # the random-weight architectures' (each costs minutes 
 LEVELS = (0.9, 0.95, 0.98, 0.99)  # held-out quantiles the bands are set at
 CHUNK = 16
 TARGET_AGREEMENT, TARGET_SPEEDUP = 0.98, 3.0
+FAST_LOWER_BOUND = 0.95  # fast scoring's bar for a span band: this lower Wilson bound too
+FAST_MODEL = "the offline stand-in MLM (MiniLM-L6)"
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -165,21 +176,21 @@ def rows(records: list[dict], strides, scales=SCALES) -> list[dict]:
     """Every setting: each stride alone, and with bands set on the other half at each level."""
     out = []
     for s in strides:
-        settings = [(f"stride{s}", {0: 0.0, 1: 0.0}, SCALES[""])]
+        settings = [(f"stride{s}", {0: 0.0, 1: 0.0}, "")]
         for unit, scale in scales.items():
             for level in LEVELS:
                 bands = {h: round(quantile([deficit(r, s) / scale(r["span"]) for r in records if r["half"] != h],
                                            level) + 0.005, 2)
                          for h in (0, 1)}  # set on the other half (+ half a rounding step, kept inside)
-                settings.append((f"stride{s}+band{unit}@q{level:g}", bands, scale))
-        for name, bands, scale in settings:
-            judged = [banded(r, s, bands[r["half"]] * scale(r["span"])) for r in records]
+                settings.append((f"stride{s}+band{unit}@q{level:g}", bands, unit))
+        for name, bands, unit in settings:
+            judged = [banded(r, s, bands[r["half"]] * SCALES[unit](r["span"])) for r in records]
             agree = sum(j[0] for j in judged)
             by_task = {}
             for r, j in zip(records, judged):
                 by_task.setdefault(r["task"], []).append(j[0])
             out.append(dict(
-                name=name, stride=s, bands=bands, n=len(records), agree=agree,
+                name=name, stride=s, bands=bands, unit=unit, n=len(records), agree=agree,
                 agreement=agree / len(records), interval=wilson(agree, len(records)),
                 speedup=sum(r["seconds"][1] for r in records) / sum(j[1] for j in judged),
                 tokens=sum(j[2] for j in judged) / sum(r["tokens"][1] for r in records),
@@ -191,21 +202,45 @@ def rows(records: list[dict], strides, scales=SCALES) -> list[dict]:
 SPAN_BANDS = (("short (< 16)", 0, 15), ("medium (16-63)", 16, 63), ("long (>= 64)", 64, 10**9))
 
 
-def band_frontiers(records: list[dict], strides) -> None:
-    """Per span band, the settings on its own frontier (bands set on its own other half)."""
+def band_frontiers(records: list[dict], strides) -> list[dict]:
+    """Per span band, the settings on its own frontier (bands set on its own other half); returns
+    the rows of fast scoring's table (``demo.engine.pll_approx.FastBand``): per band, the fastest
+    setting with a band in nats that keeps >= TARGET_AGREEMENT of its rankings with a lower Wilson
+    bound >= FAST_LOWER_BOUND, its band the wider of the two halves' (so at least as close)."""
+    fast = []
     for label, low, high in SPAN_BANDS:
         inside = [r for r in records if low <= r["span"] <= high]
         if len(inside) < 4:
             print(f"{label}: {len(inside)} item(s), too few for a frontier")
             continue
         table = rows(inside, strides)
-        kept = [r for r in table if r["interval"][0] >= 0.95]
         print(f"{label}: {len(inside)} items; frontier:", "; ".join(
             f"{r['name']} {r['speedup']:.2f}x at {r['agreement']:.3f} [{r['interval'][0]:.3f}, {r['interval'][1]:.3f}]"
             for r in sorted(table, key=lambda r: -r["speedup"]) if on_frontier(r, table)))
-        fastest = max(kept, key=lambda r: r["speedup"]) if kept else None
-        print("  fastest with a lower bound >= 0.95: "
-              + (f"{fastest['name']} {fastest['speedup']:.2f}x" if fastest else "none"))
+        kept = [r for r in table if r["unit"] == "" and r["speedup"] > 1 and r["agreement"] >= TARGET_AGREEMENT
+                and r["interval"][0] >= FAST_LOWER_BOUND]
+        chosen = max(kept, key=lambda r: r["speedup"]) if kept else None
+        print(f"  fast scoring (>= {TARGET_AGREEMENT} kept, lower bound >= {FAST_LOWER_BOUND}): "
+              + (f"{chosen['name']} {chosen['speedup']:.2f}x" if chosen else "none: exact"))
+        if chosen:
+            fast.append(dict(span_min=max(low, 1), span_max=high, stride=chosen["stride"],
+                             rescore_band=max(chosen["bands"].values()), rankings=chosen["n"],
+                             agreement=round(chosen["agreement"], 4), low=round(chosen["interval"][0], 4),
+                             high=round(chosen["interval"][1], 4), speedup=round(chosen["speedup"], 2),
+                             model=FAST_MODEL))
+    return fast
+
+
+def write_fast_table(path: Path, fast: list[dict]) -> None:
+    """Fast scoring's table (``demo.paths.FAST_PLL``): one row per band that qualified."""
+    from demo.engine.pll_approx import FastBand
+    columns = [f.name for f in dataclasses.fields(FastBand)]
+    replacing = path.exists()
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, columns)
+        writer.writeheader()
+        writer.writerows(fast)
+    print(f"wrote {path} ({len(fast)} band(s){', replacing the table there' if replacing else ''})")
 
 
 def on_frontier(row: dict, table: list[dict]) -> bool:
@@ -282,6 +317,8 @@ def main():
     parser.add_argument("--quick", action="store_true", help="2 items per task, stride 8: a smoke test")
     parser.add_argument("--strides", type=int, nargs="+", default=list(STRIDES), help="strides to measure")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--fast-table", type=Path, default=None,
+                        help="write fast scoring's table of span bands here (the app's: assets/scoring/fast_pll.csv)")
     parser.add_argument("--records", type=Path, default=None,
                         help="a JSON file of the runs' per-item records: read when it exists (no model is "
                              "run), else written, so the tables can be remade without the runs")
@@ -315,7 +352,9 @@ def main():
           f"* = on the frontier (nothing both faster and as close to exact).")
     print_table(table)
     print("\nPer scored-span length (the longest candidate's scored tokens):")
-    band_frontiers(records, strides)
+    fast = band_frontiers(records, strides)
+    if args.fast_table:
+        write_fast_table(args.fast_table, fast)
     if args.speed_items:
         print()
         speed_rows(tasks, args.speed_items, strides if args.quick else SPEED_STRIDES, records)

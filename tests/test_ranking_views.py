@@ -207,3 +207,38 @@ def test_results_name_a_local_model_as_the_picker_does(tmp_path, monkeypatch):
     assert catalog.shown_name(str(gguf), local=True) == "smollm2"  # not the file's name
     assert catalog.shown_name("openai-community/gpt2", local=False) == "openai-community/gpt2"
     assert catalog.shown_name(str(tmp_path / "elsewhere"), local=True) == "elsewhere"  # never a path
+
+
+@needs_shared
+def test_fast_scoring_says_how_each_ranking_was_scored(monkeypatch, tmp_path):
+    """With a made-up table (candidates of 5+ scored tokens: stride 3), a long ranking is scored as
+    the engine scores it with stride 3 and says so; a short one is scored exactly and says why."""
+    from demo.engine import pll_approx
+    from demo.ui.ranking import fast_help
+    table = tmp_path / "fast_pll.csv"
+    table.write_text("span_min,span_max,stride,rescore_band,rankings,agreement,low,high,speedup,model\n"
+                     "5,1000000000,3,0,120,0.99,0.955,0.998,3.5,the made-up model\n")
+    monkeypatch.setattr(pll_approx, "FAST_PLL", table)
+    monkeypatch.setenv(LOCAL_MODELS_VAR, str(STANDIN_MLM))
+    pll_approx.fast_bands.cache_clear()
+    try:
+        assert "5 or more scored tokens: stride 3" in fast_help() and "99.0%" in fast_help()
+        long = ["sat quietly on the old red mat by the door.", "ran off under the big kitchen table at once."]
+        ranked = rank_masked("The cat", "\n".join(long), STANDIN_MLM.name, "right_masks", 2, False, "completion", "",
+                             fast=True)
+        assert "Fast scoring: stride 3" in ranked.summary and "120 rankings of the made-up model" in ranked.summary
+        assert "3 masked copies per text" in ranked.summary
+        from demo.engine.models import load_model
+        reference = score_candidates(load_model(str(STANDIN_MLM)), "The cat", long, ScoringSettings(stride=3))
+        assert [s.total for s in ranked.scores] == [s.total for s in reference]
+        short = rank_masked("The cat", "sat.\nran.", STANDIN_MLM.name, "right_masks", 2, False, "completion", "",
+                            fast=True)
+        assert "exact scoring used: its longest candidate scores 2 tokens" in short.summary
+        off = rank_masked("The cat", "\n".join(long), STANDIN_MLM.name, "right_masks", 2, False, "completion", "")
+        assert "Fast scoring" not in off.summary and [s.total for s in off.scores] != [s.total for s in reference]
+        monkeypatch.setattr(pll_approx, "FAST_PLL", tmp_path / "no table.csv")
+        pll_approx.fast_bands.cache_clear()
+        assert fast_help() == "" and "no length of candidate was measured" in rank_masked(
+            "The cat", "\n".join(long), STANDIN_MLM.name, "right_masks", 2, False, "completion", "", fast=True).summary
+    finally:
+        pll_approx.fast_bands.cache_clear()

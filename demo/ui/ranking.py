@@ -93,7 +93,7 @@ def task_presets() -> list[dict]:
     return presets
 
 
-def _scoring_settings(method, right_masks, normalize, scope, unconditional) -> ScoringSettings:
+def _scoring_settings(method, right_masks, normalize, scope, unconditional, fast=False) -> ScoringSettings:
     """The page's widgets as the core's settings (a causal LM's method is left unset)."""
     unconditional = check_text(unconditional, "unconditional context", deployment().settings.max_prompt_chars,
                                allow_empty=True)
@@ -102,25 +102,64 @@ def _scoring_settings(method, right_masks, normalize, scope, unconditional) -> S
     return ScoringSettings(
         method=method or None, right_masks=whole(right_masks), scope=scope,
         reduction="mean" if normalize else "sum",
-        unconditional_context=unconditional.strip() or None)
+        unconditional_context=unconditional.strip() or None, fast=fast)
+
+
+def fast_help() -> str:
+    """What fast scoring does, from the measured table (empty when no band qualified)."""
+    from ..engine.pll_approx import fast_bands
+    bands = fast_bands()
+    if not bands:
+        return ""
+    return ("Scores long candidates with an approximate PLL (fewer masked copies; near-ties scored "
+            "again exactly), where it was measured to keep the exact ranking: " + "; ".join(
+                f"{_span_text(b)}: {b.describe()}" for b in bands) + ". Other rankings are scored exactly.")
+
+
+def _span_text(band) -> str:
+    top = "or more" if band.span_max >= 10**6 else f"to {band.span_max}"
+    return f"longest candidate {band.span_min} {top} scored tokens"
+
+
+def fast_note(lm, choices, settings: ScoringSettings, band) -> str:
+    """With fast scoring: how this ranking was scored (``band``: its ``fast_plan``), and why (HTML);
+    empty without it."""
+    from ..engine.pll import scored_span
+    from ..engine.pll_approx import fast_bands
+    if not settings.fast:
+        return ""
+    if band is not None:
+        return message(f"Fast scoring: {band.describe()}.", "note")
+    if settings.method_for(lm) == "decoder":
+        why = "the decoder's likelihood has no approximation"
+    elif not fast_bands():
+        why = "no length of candidate was measured to keep rankings with it"
+    else:
+        why = (f"its longest candidate scores {scored_span(lm, choices, settings)} tokens, outside the measured "
+               f"bands (" + "; ".join(_span_text(b) for b in fast_bands()) + ")")
+    return message(f"Fast scoring asked, exact scoring used: {why}.", "note")
 
 
 def _score(model_name, kind, context, candidates_text, settings: ScoringSettings, emd="auto"):
     """(model, scores, the work line: what the scoring's passes read, as the engine counted)"""
     from ..app.budget import ranking_work
     from ..engine.counting import counting
-    from ..engine.pll import score_candidates  # torch: imported on first use
+    from ..engine.pll import choices_for, fast_plan, score_candidates  # torch: imported on first use
 
     context = check_text(context, "context", deployment().settings.max_prompt_chars, allow_empty=True)
     candidates = parse_candidates(candidates_text, deployment().settings)
     lm = load(model_name, kind, emd)
     ranking_work(lm, context, candidates, settings).check(deployment().settings)  # refused before it runs
     start = time.perf_counter()
+    choices = choices_for(context, candidates)
+    band = fast_plan(lm, [choices], settings)[0]
     with counting() as reads:
         scores = score_candidates(lm, context, candidates, settings, progress=True)
-    how = ("one masked copy per scored token, each the whole text" if kind == "masked"
-           else "one pass per text, every token read once")
-    return lm, scores, work_line(reads, how, time.perf_counter() - start)
+    how = ("one pass per text, every token read once" if kind == "causal"
+           else "one masked copy per scored token, each the whole text" if band is None
+           else f"{band.stride} masked copies per text, each scoring every {band.stride}th token, then the "
+                f"near-ties' exact copies")
+    return lm, scores, work_line(reads, how, time.perf_counter() - start) + fast_note(lm, choices, settings, band)
 
 
 def _typed_specials(lm, context: str, candidates: str) -> str:
@@ -260,7 +299,7 @@ def ranking_estimate(arguments: dict, kind: str, parameters: float) -> budget.Wo
 
 @handler(RankingOutputs.showing, estimate=ranking_estimate)
 def rank_masked(context, candidates, model_name, method, right_masks, normalize, scope, unconditional,
-                answer="", emd="auto", progress=gr.Progress(track_tqdm=True)):
+                answer="", emd="auto", fast=False, progress=gr.Progress(track_tqdm=True)):
     """Rank candidate completions of a context with a masked LM's pseudo-log-likelihood (PLL).
 
     Args:
@@ -274,8 +313,9 @@ def rank_masked(context, candidates, model_name, method, right_masks, normalize,
         unconditional: optional neutral context (e.g. "Answer:") whose score is subtracted
         answer: optional correct candidate, marked in the ranking
         emd: DeBERTa only: auto (the enhanced mask decoder the paper's model reads, where the checkpoint holds its position table) or off (the last layer, as transformers reads it)
+        fast: score with the approximate PLL where it was measured to keep rankings (long candidates), exactly elsewhere
     """
-    settings = _scoring_settings(method, right_masks, normalize, scope, unconditional)
+    settings = _scoring_settings(method, right_masks, normalize, scope, unconditional, fast)
     lm, scores, work = _score(model_name, "masked", context, candidates, settings, emd)
     what = _what(method, settings.right_masks, normalize, scope, unconditional)
     return _outputs("Masked LM", lm, "masked", model_name, context, candidates, settings, scores, work, what, answer,
@@ -307,14 +347,15 @@ def rank_causal(context, candidates, model_name, normalize, scope, unconditional
 
 @handler(DifferenceOutputs.showing, estimate=ranking_estimate)
 def compare_variants(context, candidates, model_name, method, compare_method, right_masks, normalize,
-                     scope, unconditional, first_scores, emd="auto", progress=gr.Progress(track_tqdm=True)):
-    """The difference view: the same MLM and texts under a second PLL variant."""
+                     scope, unconditional, first_scores, emd="auto", fast=False,
+                     progress=gr.Progress(track_tqdm=True)):
+    """The difference view: the same MLM and texts under a second PLL variant (fast as the first)."""
     from ..evaluation.plots import pll_difference
 
     if not compare_method or compare_method == method or not first_scores:
         return DifferenceOutputs.showing(message("Pick a second PLL variant, different from the first, "
                                                  "to see where they disagree.", "note") if first_scores else "")
-    settings = _scoring_settings(compare_method, right_masks, normalize, scope, unconditional)
+    settings = _scoring_settings(compare_method, right_masks, normalize, scope, unconditional, fast)
     _, second_scores, _ = _score(model_name, "masked", context, candidates, settings, emd)
     first_label = variant_name(method, settings.right_masks)
     second_label = variant_name(compare_method, settings.right_masks)
@@ -434,6 +475,8 @@ def build(catalog: Catalog) -> TabParts:
                 1, 4, value=ScoringSettings().right_masks, step=1, label="Right masks",
                 info="How many tokens to the right are masked too (the paper: 2; its ablation "
                      "on ReCoRD: 1 mask 80.9, 2 masks 86.0, 3 masks 87.1 EM).")
+            fast = gr.Checkbox(value=ScoringSettings().fast, label="Fast scoring (approximate PLL)",
+                               info=fast_help(), visible=bool(fast_help()), elem_id="rank-fast")
         with gr.Column():
             compare_method = Dropdown(
                 choices=[("(no difference view)", "")] + VARIANTS, value="salazar",
@@ -525,7 +568,7 @@ def build(catalog: Catalog) -> TabParts:
     # the causal pass) run once both have, never on one side's new scores and the other's old.
     masked_event = run.click(
         rank_masked, [context, candidates, masked_model, method, right_masks, normalize, scope,
-                      unconditional, answer, emd],
+                      unconditional, answer, emd, fast],
         masked_outputs, api_name="rank_mlm", concurrency_id="score")
     causal_event = masked_event.then(
         rank_causal, [context, candidates, causal_model, normalize, scope, unconditional, answer],
@@ -533,7 +576,7 @@ def build(catalog: Catalog) -> TabParts:
     difference_event = causal_event.then(
         compare_variants,
         [context, candidates, masked_model, method, compare_method, right_masks, normalize, scope,
-         unconditional, masked_scores, emd],
+         unconditional, masked_scores, emd, fast],
         components(DifferenceOutputs, plot=difference_plot, note=difference_note, scores=compare_scores,
                    variant=compare_variant),
         api_visibility="private", concurrency_id="score")
