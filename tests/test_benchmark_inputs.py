@@ -35,3 +35,28 @@ def test_the_generated_prompts_end_with_the_evaluated_input():
     for (prompt, answers), example in zip(items, examples):
         head = render_parts(task, example, "")[0].rstrip(" ")
         assert prompt.endswith(head) and len(prompt) > len(head) and answers == list(example.answers or [example.target])
+
+
+def _record(span, half, exact, approximate, exact_seconds=10.0, approximate_seconds=2.0):
+    """One item as bench_pll_approx records it: exact scores (stride 1) and stride 4's."""
+    return dict(task="t", position=0, half=half, span=span, scores={1: exact, 4: approximate},
+                seconds={1: exact_seconds, 4: approximate_seconds}, tokens={1: 100.0, 4: 25.0},
+                exact_per_token=exact_seconds / 100, candidate_tokens=[50, 50])
+
+
+def test_fast_scoring_pooled_by_hand():
+    """Two long items in the chosen band, two short ones outside it: the short ones count as exact
+    (agreeing, at exact cost); of the long ones, the item whose exact winner lies within its
+    half's band is re-scored and agrees, the other is judged as approximated."""
+    from benchmarks.bench_pll_approx import fast_pooled, fast_table_rows
+    records = [_record(100, 0, [-1.0, -2.0], [-1.5, -1.2]),  # winner 0.3 below: within half 0's band 0.5
+               _record(100, 1, [-1.0, -2.0], [-3.0, -1.0]),  # 2 nats below: outside half 1's band 0.5
+               _record(5, 0, [-1.0, -2.0], [-9.0, -1.0]),  # outside the band: exact, whatever stride 4 says
+               _record(5, 1, [-1.0, -2.0], [-9.0, -1.0])]
+    chosen = dict(stride=4, bands={0: 0.5, 1: 0.25}, n=2, agreement=0.5, interval=(0.1, 0.9), speedup=3.0)
+    pooled = fast_pooled(records, [(64, 10**9, chosen)])
+    assert pooled["agreement"] == 3 / 4
+    # seconds: item 1 its 2 s plus both candidates' 50 exact tokens at 0.1 s; item 2 its 2 s; 10 + 10 exact
+    assert pooled["speedup"] == 40 / (2 + 100 * 0.1 + 2 + 10 + 10)
+    row, = fast_table_rows([(64, 10**9, chosen)])
+    assert (row["span_min"], row["stride"], row["rescore_band"], row["rankings"]) == (64, 4, 0.5, 2)
