@@ -3,6 +3,7 @@ agreement, speed-up, per family.
 
     python benchmarks/bench_precision.py                 # 8 ranked items a task, 12 generated (about 15 min)
     python benchmarks/bench_precision.py --quick         # 2 and 3: a smoke test
+    python benchmarks/bench_precision.py --device cuda   # every model on the GPU (default: cpu)
 
 What is measured, and why this way:
 - Dtypes: float32 (the reference), bfloat16 and float16, the weights cast as ``load_model(dtype=)``
@@ -19,6 +20,7 @@ What is measured, and why this way:
   to float32's.
 - Speed-up: float32 seconds / the dtype's seconds over the same items; per chunk of items the
   dtypes take turns in a rotating order, so a change in the machine's load hits all alike.
+  On a GPU after an untimed first pass of the same work (bf16/fp16 pay ~0.3 s at each shape's first call).
 - Families: the offline stand-in (real MiniLM weights: the only one whose rankings mean
   something), and random weights at real size for ModernBERT-base, DeBERTa-v3-base (DeBERTa-v2
   code, its last layer) and DeBERTa-base with its enhanced mask decoder (the BERTs paper's head):
@@ -59,21 +61,34 @@ def cast(lm, dtype: torch.dtype):
     return dataclasses.replace(lm, model=copy.deepcopy(lm.model).to(dtype))
 
 
-def families(quick: bool) -> dict:
-    """{family label: (float32 model, whether its weights are trained)}."""
+def moved(lm, device: str):
+    """``lm`` with its model on ``device`` (the random families are built on the CPU)."""
+    return dataclasses.replace(lm, model=lm.model.to(device))
+
+
+def families(quick: bool, device: str) -> dict:
+    """{family label: (float32 model on ``device``, whether its weights are trained)}."""
     from random_deberta import deberta_base  # benchmarks/random_deberta.py
 
-    out = {"stand-in (MiniLM, trained)": (load_model(str(STANDIN), device="cpu"), True)}
+    out = {"stand-in (MiniLM, trained)": (load_model(str(STANDIN), device=device), True)}
     if quick:
         return out
-    out.update({label: (lm, False) for label, lm in speed_models().items()})
-    out["DeBERTa-base + EMD (random)"] = (deberta_base(emd=True), False)
+    out.update({label: (moved(lm, device), False) for label, lm in speed_models().items()})
+    out["DeBERTa-base + EMD (random)"] = (moved(deberta_base(emd=True), device), False)
     return out
 
 
+def synchronize() -> None:
+    """Wait for the GPU's queued work (a no-op on the CPU), so the clock reads finished work."""
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 def timed(fn):
+    synchronize()
     start = time.perf_counter()
     value = fn()
+    synchronize()
     return value, time.perf_counter() - start
 
 
@@ -124,6 +139,13 @@ def generation(models: dict, items: list, settings: GenerationSettings) -> dict:
     return out
 
 
+def warm_up(models: dict, tasks: dict, prompted: list, settings: GenerationSettings) -> None:
+    """On a GPU, an untimed first pass of the same work (a kernel's first call at a shape costs far more)."""
+    if models["float32"].device.type == "cuda":
+        ranking(models, tasks)
+        generation(models, prompted, settings)
+
+
 def print_family(label: str, ranked: dict, written: dict) -> None:
     print(f"{label}")
     print(f"  {'dtype':<9} {'rank agreement':>14} {'95% interval':>14} {'largest change':>14} {'not finite':>10} "
@@ -144,6 +166,7 @@ def main() -> None:
     parser.add_argument("--gen-items", type=int, default=12, help="generated items")
     parser.add_argument("--quick", action="store_true", help="the stand-in only, 2 ranked items a task, 3 generated")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--device", default="cpu", help='where every model runs: "cpu" or "cuda"')
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.threads:
@@ -151,14 +174,17 @@ def main() -> None:
     items, gen_items = (2, 3) if args.quick else (args.items, args.gen_items)
     task, prompted = prompts(GENERATED_TASK, gen_items, None, SHARED / "data")
     greedy = GenerationSettings(**task.generation)
+    gpu = f"{torch.cuda.get_device_name(args.device)}; " if args.device.startswith("cuda") else ""
     print(f"{len(TASKS)} ranked tasks, 0-shot; {task.name} generated ({len(prompted)} items, greedy); "
-          f"{torch.get_num_threads()} threads; load average {os.getloadavg()[0]:.1f}\n", flush=True)
+          f"{gpu}{torch.get_num_threads()} threads; load average {os.getloadavg()[0]:.1f}\n", flush=True)
     stand_in = None
-    for label, (lm, trained) in families(args.quick).items():
+    for label, (lm, trained) in families(args.quick, args.device).items():
         models = {name: lm if dtype == torch.float32 else cast(lm, dtype) for name, dtype in DTYPES.items()}
         tasks = {name: task_items(lm, name, items if trained else args.family_items) for name in TASKS}
+        gen = prompted if trained else prompted[:2]
+        warm_up(models, tasks, gen, greedy)
         ranked = ranking(models, tasks)
-        written = generation(models, prompted if trained else prompted[:2], greedy)
+        written = generation(models, gen, greedy)
         print_family(label, ranked, written)
         stand_in = stand_in or (ranked, written)
     ranked, written = stand_in
