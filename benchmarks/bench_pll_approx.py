@@ -392,7 +392,8 @@ def main():
              if close else f"no setting meets it, none reaches {TARGET_AGREEMENT} agreement; the "
              f"closest is {chosen['name']}"))
     print(f"bench_pll_approx setting={name if meets else 'none'} speedup={chosen['speedup']:.2f} "
-          f"agreement={chosen['agreement']:.3f} lower_bound={chosen['interval'][0]:.3f}" + ("" if meets else f" nearest={name}")
+          f"agreement={chosen['agreement']:.3f} lower_bound={chosen['interval'][0]:.3f}"
+          + ("" if meets else f" nearest={name}")
           + f" fast_speedup={pooled['speedup']:.2f} fast_agreement={pooled['agreement']:.3f} "
           f"fast_lower_bound={pooled['interval'][0]:.3f}")
 

@@ -20,7 +20,7 @@ What is measured, and why this way:
   to float32's.
 - Speed-up: float32 seconds / the dtype's seconds over the same items; per chunk of items the
   dtypes take turns in a rotating order, so a change in the machine's load hits all alike.
-  On a GPU after an untimed first pass of the same work (bf16/fp16 pay ~0.3 s at each shape's first call).
+  On a GPU after an untimed first pass of the same work (bf16/fp16 pay far more at each shape's first call).
 - Families: the offline stand-in (real MiniLM weights: the only one whose rankings mean
   something), and random weights at real size for ModernBERT-base, DeBERTa-v3-base (DeBERTa-v2
   code, its last layer) and DeBERTa-base with its enhanced mask decoder (the BERTs paper's head):
