@@ -588,6 +588,10 @@ class AppSettings:
     queue_size: int = field(default=64, metadata=_help(
         "requests waiting before new ones are refused (a class of 30, each with a request or two)"))
     max_models: int = field(default=3, metadata=_help("models kept loaded (least recently used dropped)"))
+    gpu_dtype: str = field(default="float16", metadata=_help(
+        "weights' precision where the app runs on a GPU (float32 on a CPU). float16 kept every "
+        "ranking and greedy output of float32 and scored 1.2-2.5x faster on an H100, scores moved by "
+        "at most 0.07 nats (benchmarks/bench_precision.py --device cuda, docs/method.md section 3)"))
     max_model_gb: float = field(default=8.0, metadata=_help("their total parameter memory"))
     max_prompt_chars: int = field(default=6000, metadata=_help("characters of a prompt or context"))
     max_candidate_chars: int = field(default=400, metadata=_help("characters per candidate"))
@@ -641,6 +645,7 @@ class AppSettings:
         return cls(**values)
 
     def __post_init__(self):
+        _choice(self.gpu_dtype, self.variable("gpu_dtype"), DTYPES)
         for f in fields(self):
             if f.type is int:
                 high = MAX_NEW_TOKENS_CAP if f.name == "max_new_tokens" else None

@@ -31,6 +31,25 @@ def test_app_settings_read_from_the_environment():
         AppSettings.from_env({"DEMO_QUEUE_SIZE": "0"})
 
 
+def test_the_app_loads_float32_on_a_cpu_and_its_gpu_dtype_on_a_gpu(monkeypatch, tmp_path):
+    import torch
+
+    import demo.engine.models as models
+    from demo.app.deployment import Deployment
+    asked = []
+    monkeypatch.setattr(models, "load_model", lambda location, **options: asked.append(options["dtype"]))
+    deployment = Deployment.of(AppSettings())
+    (tmp_path / "config.json").write_text("{}")  # a local model folder (load_model is replaced)
+    for gpu, expected in ((False, "float32"), (True, "float16")):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda gpu=gpu: gpu)
+        deployment.load(str(tmp_path), paths=True)
+        assert asked[-1] == expected
+    deployment.load(str(tmp_path), paths=True, dtype="bfloat16")  # a caller's own choice stays
+    assert asked[-1] == "bfloat16"
+    with pytest.raises(ValueError, match="DEMO_GPU_DTYPE"):
+        AppSettings(gpu_dtype="float64")
+
+
 def test_pyproject_and_requirements_pin_the_same_runtime():
     """The Space installs requirements.txt, pip install -e . reads pyproject.toml: same lines."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

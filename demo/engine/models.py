@@ -372,6 +372,11 @@ def load_model(name: str, options: LoadOptions | None = None, *,
     """
     o = replace(options or LoadOptions(), **keywords)  # checked by LoadOptions
     dev = _pick_device(o.device)
+    if dev.type == "cuda" and o.dtype != "float32":
+        # cuDNN's attention builds a plan at each new input shape, which in half precision cost
+        # seconds per shape (every new text length) and gained nothing once built; PyTorch's other
+        # attention kernels need no plan (docs/method.md section 3, measured on an H100)
+        torch.backends.cuda.enable_cudnn_sdp(False)
     source = resolve(name)
     # Keyed on where the weights are, not on the spelling ("m" and "m/" are one model), and on
     # the kind the files tell when the caller leaves it to the model.

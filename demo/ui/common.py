@@ -386,7 +386,7 @@ def model_note(lm) -> str:
     name = deployment().catalog.shown_name(lm.name, lm.local)
     line = (f"<code>{escape(name)}</code> · {lm.kind} · "
             f"{escape(lm.family.name)} · {lm.n_parameters / 1e6:,.0f}M parameters · {where} · "
-            f"{lm.device.type}")
+            f"{lm.device.type} · {str(lm.dtype).removeprefix('torch.')}")
     if getattr(lm, "emd", False):
         line += " · head: enhanced mask decoder"
     caveat = standin_note(lm.name)
