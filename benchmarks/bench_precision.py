@@ -43,7 +43,7 @@ from bench_decoding import prompts  # benchmarks/bench_decoding.py
 from bench_pll_approx import TASKS, speed_models, task_items, wilson  # benchmarks/bench_pll_approx.py
 
 from demo.engine.generation import generate
-from demo.engine.models import load_model
+from demo.engine.models import load_model, prepare_attention
 from demo.engine.pll import score_choices
 from demo.settings import GenerationSettings
 
@@ -57,7 +57,9 @@ CHUNK = 4
 
 
 def cast(lm, dtype: torch.dtype):
-    """``lm`` with its weights in ``dtype`` (a copy): what ``load_model(dtype=)`` loads."""
+    """``lm`` with its weights in ``dtype`` (a copy): what ``load_model(dtype=)`` loads, attention
+    kernels included."""
+    prepare_attention(lm.device, str(dtype).removeprefix("torch."))
     return dataclasses.replace(lm, model=copy.deepcopy(lm.model).to(dtype))
 
 

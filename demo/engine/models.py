@@ -128,6 +128,14 @@ class LoadOptions:
 # ---------------------------------------------------------------- loading
 
 
+def prepare_attention(device: torch.device, dtype: str) -> None:
+    """Half precision on CUDA turns cuDNN's attention off: it builds a plan at each new input
+    shape, which cost seconds per shape (every new text length) and gained nothing once built;
+    PyTorch's other attention kernels need no plan (docs/method.md section 3, measured on an H100)."""
+    if device.type == "cuda" and dtype != "float32":
+        torch.backends.cuda.enable_cudnn_sdp(False)
+
+
 def _pick_device(device: str | None) -> torch.device:
     if device in (None, "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -372,11 +380,7 @@ def load_model(name: str, options: LoadOptions | None = None, *,
     """
     o = replace(options or LoadOptions(), **keywords)  # checked by LoadOptions
     dev = _pick_device(o.device)
-    if dev.type == "cuda" and o.dtype != "float32":
-        # cuDNN's attention builds a plan at each new input shape, which in half precision cost
-        # seconds per shape (every new text length) and gained nothing once built; PyTorch's other
-        # attention kernels need no plan (docs/method.md section 3, measured on an H100)
-        torch.backends.cuda.enable_cudnn_sdp(False)
+    prepare_attention(dev, o.dtype)
     source = resolve(name)
     # Keyed on where the weights are, not on the spelling ("m" and "m/" are one model), and on
     # the kind the files tell when the caller leaves it to the model.
