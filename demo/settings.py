@@ -126,7 +126,8 @@ class ModelSettings:
         "weights' precision. float32: exact. float16: scores moved by at most 0.09 nats, every "
         "ranking and greedy output kept, no faster on a CPU. bfloat16: 1.6-2.3x faster scoring on "
         "an AVX-512 CPU, scores moved by up to 0.5 nats, near-ties can flip, 2 of 12 greedy "
-        "outputs changed (benchmarks/bench_precision.py, docs/method.md section 3)"))
+        "outputs changed. On an H100 float16 kept everything and scored 1.3-2.5x faster "
+        "(benchmarks/bench_precision.py, docs/method.md section 3)"))
     trust_remote_code: bool = field(default=False, metadata=_help(
         "allow Hub code for the allowlisted models, at their pinned commits (demo.engine.models)"))
     revision: str | None = field(default=None, metadata=_help("Hub branch, tag or commit to load"))
