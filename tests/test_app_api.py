@@ -111,6 +111,7 @@ def bad_cases() -> list[tuple[str, dict, str]]:
     vary("/rank_mlm", "right_masks", [-1, 10**30, "abc", 3.5, True, None], "right_masks")
     vary("/rank_mlm", "context", ["x " * 2900], "512 tokens")
     vary("/rank_mlm", "normalize", ["maybe", 3], "normalize")  # BERT's positions, said in words
+    vary("/rank_mlm", "fast", ["yes", 3], "fast")
     for gen in ("/generate_causal", "/generate_mlm"):  # (the last one stays `gen` below)
         vary(gen, "prompt", TEXTS, "prompt")
         vary(gen, "strategy", CHOICES, "strategy")

@@ -290,6 +290,38 @@ def test_ranking_tab_shows_order_and_token_heatmaps(page):
     assert page.locator("#rank-mlm-summary li").count() == 2
 
 
+def test_fast_scoring_is_offered_with_its_measured_agreement_and_says_what_it_did(page):
+    """Where the measured table has a band, the Ranking tab offers fast scoring with the band's
+    agreement beside it; a ranking in the band says it was scored fast, one outside says exact."""
+    from transformers import AutoTokenizer
+
+    from demo.engine.pll_approx import fast_bands
+
+    _open_tab(page, "Ranking")
+    bands = fast_bands()
+    if not bands:
+        assert page.locator("#rank-fast").is_hidden()  # nothing measured to keep rankings: not offered
+        return
+    band = min(bands, key=lambda b: b.span_min)
+    assert f"{band.agreement:.1%}" in page.locator("#rank-fast").inner_text()
+    tokenizer = AutoTokenizer.from_pretrained(STANDIN_MLM)
+    words = "the old grey cat slept all day long by the warm kitchen stove while rain fell outside".split()
+    long = " ".join(words * 4)
+    while len(tokenizer.tokenize(long)) > min(band.span_max, band.span_min + 10):
+        long = long.rsplit(" ", 1)[0]
+    assert band.span_min <= len(tokenizer.tokenize(long))  # a candidate inside the band
+    page.locator("#rank-fast input").check()
+    summary = page.locator("#rank-mlm-summary")
+    for candidates, said in (([long, long.replace("cat", "dog")], f"Fast scoring: stride {band.stride}"),
+                             (["yes.", "no."], "exact scoring used")):
+        page.locator("#rank-context textarea").fill("A story:")
+        page.locator("#rank-candidates textarea").fill("\n".join(candidates))
+        page.click("#rank-run")
+        summary.filter(has_text=said).wait_for(timeout=MODEL_WAIT_MS)
+    _screenshot(page, "ranking-fast")
+    page.locator("#rank-fast input").uncheck()
+
+
 def test_editing_the_candidates_away_from_the_answer_clears_it(page):
     """A preset's correct answer that the edited candidates no longer hold is not kept (it would be
     reported as "not one of the candidates"); an edit that keeps it keeps it."""

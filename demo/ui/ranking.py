@@ -65,6 +65,11 @@ is scored unless *Score* says *full text*.
 Prompting tab: the text before it, `[MASK]` and the padding masks, nothing after. It is the
 exact probability that the masked LM's greedy or sampled decoding writes the candidate; the
 paper's Table 5 ranks ReCoRD with it at 77.2 EM, below the PLL with 2 right masks (86.0).
+
+*Fast scoring*, where offered, masks several tokens per copy, far apart, so a candidate
+needs a few copies instead of one per token, and scores the close calls again exactly. It is
+offered only for the candidate lengths where it was measured to keep the exact ranking; the
+box says how often it did, and each ranking says whether it was used.
 """
 
 
@@ -111,8 +116,8 @@ def fast_help() -> str:
     bands = fast_bands()
     if not bands:
         return ""
-    return ("Scores long candidates with an approximate PLL (fewer masked copies; near-ties scored "
-            "again exactly), where it was measured to keep the exact ranking: " + "; ".join(
+    return ("Scores with an approximate PLL (fewer masked copies; near-ties scored again exactly) "
+            "the rankings whose length it was measured to keep: " + "; ".join(
                 f"{_span_text(b)}: {b.describe()}" for b in bands) + ". Other rankings are scored exactly.")
 
 
@@ -313,7 +318,7 @@ def rank_masked(context, candidates, model_name, method, right_masks, normalize,
         unconditional: optional neutral context (e.g. "Answer:") whose score is subtracted
         answer: optional correct candidate, marked in the ranking
         emd: DeBERTa only: auto (the enhanced mask decoder the paper's model reads, where the checkpoint holds its position table) or off (the last layer, as transformers reads it)
-        fast: score with the approximate PLL where it was measured to keep rankings (long candidates), exactly elsewhere
+        fast: score with the approximate PLL where it was measured to keep rankings (by the candidates' length), exactly elsewhere
     """
     settings = _scoring_settings(method, right_masks, normalize, scope, unconditional, fast)
     lm, scores, work = _score(model_name, "masked", context, candidates, settings, emd)
