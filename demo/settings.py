@@ -589,11 +589,11 @@ class AppSettings:
     queue_size: int = field(default=64, metadata=_help(
         "requests waiting before new ones are refused (a class of 30, each with a request or two)"))
     max_models: int = field(default=3, metadata=_help("models kept loaded (least recently used dropped)"))
+    max_model_gb: float = field(default=8.0, metadata=_help("their total parameter memory"))
     gpu_dtype: str = field(default="float16", metadata=_help(
         "weights' precision where the app runs on a GPU (float32 on a CPU). float16 kept every "
         "ranking and greedy output of float32 and scored 1.2-2.5x faster on an H100, scores moved by "
         "at most 0.07 nats (benchmarks/bench_precision.py --device cuda, docs/method.md section 3)"))
-    max_model_gb: float = field(default=8.0, metadata=_help("their total parameter memory"))
     max_prompt_chars: int = field(default=6000, metadata=_help("characters of a prompt or context"))
     max_candidate_chars: int = field(default=400, metadata=_help("characters per candidate"))
     max_new_tokens: int = field(default=128, metadata=_help("new tokens per generation"))
