@@ -802,7 +802,7 @@ def test_a_link_reopens_the_tab_in_use_with_its_results(page, server, width):
         fresh.close()
 
         _open_tab(view, "Infill")
-        _choose(view, "fill-preset", "Two blanks")
+        _pick_two_blanks(view)
         _new_run(view, ["#fill-trace", "#fill-causal-trace"], lambda: view.click("#fill-run"))
         # the last step of the run: at 400 px its table lands above the player and moves the button
         view.wait_for_function("() => document.querySelector('#fill-ranking')?.innerText.trim()")
@@ -861,6 +861,13 @@ def test_a_link_after_a_lesson_step_opens_the_tab_picked_since(page, server, wid
 # ---------------------------------------------------------------- playback across runs
 
 
+def _pick_two_blanks(view) -> None:
+    """Infill's two-blank preset, and wait until its text is in the box (a run started before
+    the preset's round trip lands would fill the text shown before it)."""
+    _choose(view, "fill-preset", "Two blanks")
+    view.wait_for_function("() => document.querySelector('#fill-text textarea')?.value.includes('[blank] [blank]')")
+
+
 def _new_run(view, traces, act) -> None:
     """``act`` (a click that runs), then wait until each player in ``traces`` shows a new run."""
     before = {t: (view.locator(f"{t} .demo-player").get_attribute("data-run")
@@ -890,7 +897,7 @@ def test_play_after_a_second_run_starts_at_its_first_step_and_plays(page, server
     with _fresh_view(page, width) as view:
         view.goto(server)
         _open_tab(view, "Infill")
-        _choose(view, "fill-preset", "Two blanks")
+        _pick_two_blanks(view)
         _new_run(view, ["#fill-trace"], lambda: view.click("#fill-run"))
         view.locator("#fill-trace [data-action=next]").click()
         assert _player_at(view, "#fill-trace") == ("step 2 of 2", "1")
