@@ -116,14 +116,14 @@ def fast_help() -> str:
     bands = fast_bands()
     if not bands:
         return ""
-    return ("Scores with an approximate PLL (fewer masked copies; near-ties scored again exactly) "
-            "the rankings whose length it was measured to keep: " + "; ".join(
+    return ("Uses an approximate PLL (fewer masked copies; near-ties scored again exactly) for "
+            "rankings of a length where it was measured to keep the exact ranking. " + "; ".join(
                 f"{_span_text(b)}: {b.describe()}" for b in bands) + ". Other rankings are scored exactly.")
 
 
 def _span_text(band) -> str:
     top = "or more" if band.span_max >= 10**6 else f"to {band.span_max}"
-    return f"longest candidate {band.span_min} {top} scored tokens"
+    return f"Longest candidate {band.span_min} {top} scored tokens"
 
 
 def fast_note(lm, choices, settings: ScoringSettings, band) -> str:
@@ -141,7 +141,7 @@ def fast_note(lm, choices, settings: ScoringSettings, band) -> str:
         why = "no length of candidate was measured to keep rankings with it"
     else:
         why = (f"its longest candidate scores {scored_span(lm, choices, settings)} tokens, outside the measured "
-               f"bands (" + "; ".join(_span_text(b) for b in fast_bands()) + ")")
+               f"bands (" + "; ".join(_span_text(b).lower() for b in fast_bands()) + ")")
     return message(f"Fast scoring asked, exact scoring used: {why}.", "note")
 
 
