@@ -6,7 +6,7 @@ ranking agreement, tokens read, wall-clock speed-up.
     python benchmarks/bench_pll_approx.py --quick        # 2 items per task, one stride: a smoke test
     python benchmarks/bench_pll_approx.py --items 48 --task-items arc_easy=144 arc_challenge=144 \
         --strides 8 12 16 24 --speed-items 0 --records runs/pll_approx.json \
-        --fast-table assets/scoring/fast_pll.csv           # fast scoring's table (about 35 min)
+        --fast-table assets/scoring/fast_pll.csv           # fast scoring's table (about 25 min)
 
 The approximate PLL is ``ScoringSettings(stride=s, rescore_band=b)`` (``demo.engine.pll``,
 ``demo.engine.pll_approx``): s masked copies score a text instead of one per token, a ranking's
@@ -175,12 +175,12 @@ def banded(record: dict, s: int, band: float) -> tuple[bool, float, float]:
 SCALES = {"": lambda n: 1.0, "/sqrt(n)": lambda n: math.sqrt(n)}
 
 
-def rows(records: list[dict], strides, scales=SCALES) -> list[dict]:
+def rows(records: list[dict], strides) -> list[dict]:
     """Every setting: each stride alone, and with bands set on the other half at each level."""
     out = []
     for s in strides:
         settings = [(f"stride{s}", {0: 0.0, 1: 0.0}, "")]
-        for unit, scale in scales.items():
+        for unit, scale in SCALES.items():
             for level in LEVELS:
                 bands = {h: round(quantile([deficit(r, s) / scale(r["span"]) for r in records if r["half"] != h],
                                            level) + 0.005, 2)
@@ -369,6 +369,7 @@ def main():
               f"load average {os.getloadavg()[0]:.1f}", flush=True)
         records = run_chunks(lm, tasks, strides, "chunks (exact and strides, taking turns)")
         if args.records:
+            args.records.parent.mkdir(parents=True, exist_ok=True)
             args.records.write_text(json.dumps(records))
     table = rows(records, strides)
     print(f"\nExact: {sum(r['seconds'][1] for r in records):.1f} s; all runs {time.perf_counter() - start:.0f} s"
