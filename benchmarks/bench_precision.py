@@ -43,24 +43,23 @@ from bench_decoding import prompts  # benchmarks/bench_decoding.py
 from bench_pll_approx import TASKS, speed_models, task_items, wilson  # benchmarks/bench_pll_approx.py
 
 from demo.engine.generation import generate
-from demo.engine.models import load_model, prepare_attention
+from demo.engine.models import DTYPES, load_model, prepare_attention
 from demo.engine.pll import score_choices
 from demo.settings import GenerationSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 STANDIN = SHARED / "models" / "minilm-l6-mlm-standin"
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 SHORT = {"bfloat16": "bf16", "float16": "fp16"}
 GENERATED_TASK = "ii_sentence_similarity"
 CHUNK = 4
 
 
-def cast(lm, dtype: torch.dtype):
-    """``lm`` with its weights in ``dtype`` (a copy): what ``load_model(dtype=)`` loads, attention
-    kernels included."""
-    prepare_attention(lm.device, str(dtype).removeprefix("torch."))
-    return dataclasses.replace(lm, model=copy.deepcopy(lm.model).to(dtype))
+def cast(lm, name: str):
+    """``lm`` with its weights in the dtype ``name`` (a copy): what ``load_model(dtype=name)``
+    loads, attention kernels included."""
+    prepare_attention(lm.device, name)
+    return dataclasses.replace(lm, model=copy.deepcopy(lm.model).to(DTYPES[name]))
 
 
 def moved(lm, device: str):
@@ -181,7 +180,7 @@ def main() -> None:
           f"{gpu}{torch.get_num_threads()} threads; load average {os.getloadavg()[0]:.1f}\n", flush=True)
     stand_in = None
     for label, (lm, trained) in families(args.quick, args.device).items():
-        models = {name: lm if dtype == torch.float32 else cast(lm, dtype) for name, dtype in DTYPES.items()}
+        models = {name: lm if name == "float32" else cast(lm, name) for name in DTYPES}
         tasks = {name: task_items(lm, name, items if trained else args.family_items) for name in TASKS}
         gen = prompted if trained else prompted[:2]
         warm_up(models, tasks, gen, greedy)
