@@ -21,7 +21,8 @@ import torch
 from demo.cli import main
 from demo.evaluation.data_parallel import Processes, share
 from demo.evaluation.haystack import grid_cells, run_grid
-from demo.evaluation.resumable import ChunkParts, chunks, fingerprint, in_input_order, run_chunks
+from demo.evaluation.identity import digest
+from demo.evaluation.resumable import ChunkParts, chunks, in_input_order, run_chunks
 from demo.settings import GridSettings
 from tests.conftest import STANDIN_MLM
 
@@ -136,7 +137,7 @@ def test_an_interrupted_run_resumes_each_item_once(items, one_process, tmp_path)
 
 def test_parts_of_another_run_are_refused_before_the_model_loads(items, tmp_path, capsys, monkeypatch):
     out = tmp_path / "scores.csv"
-    parts = ChunkParts(tmp_path / "scores.csv.parts", "model-0", fingerprint("another model"))
+    parts = ChunkParts(tmp_path / "scores.csv.parts", "model-0", digest("another model"))
     with parts.open(0) as handle:
         handle.write(json.dumps({"chunk": 0, "results": []}) + "\n")
     monkeypatch.setattr("demo.cli._load", lambda *args: pytest.fail("a model was loaded"))
@@ -240,7 +241,7 @@ def test_merge_restores_input_order_and_keeps_each_item_once():
 
 
 def test_run_chunks_writes_a_chunk_per_line_and_resumes(tmp_path):
-    parts = ChunkParts(tmp_path / "out.csv.parts", "model-0", fingerprint("run", 1))
+    parts = ChunkParts(tmp_path / "out.csv.parts", "model-0", digest(["run", 1]))
     calls = []
 
     def square(items):
@@ -268,7 +269,7 @@ def test_rank_zero_merges_every_ranks_parts_in_chunk_order_each_chunk_once(tmp_p
     run in the same folder (another model into the same output) are neither read nor removed."""
     folder = tmp_path / "g.csv.parts"
     cells = [(100, 0.0, 0), (100, 1.0, 0), (200, 0.0, 0), (200, 1.0, 0)]
-    parts, other = ChunkParts(folder, "grid-m-exact", fingerprint("m")), ChunkParts(folder, "grid-other-exact", fingerprint("o"))
+    parts, other = ChunkParts(folder, "grid-m-exact", digest("m")), ChunkParts(folder, "grid-other-exact", digest("o"))
     for rank, done in ((0, [cells[0], cells[2]]), (1, [cells[3], cells[1], cells[0]])):
         with parts.open(rank) as handle:
             handle.writelines(json.dumps({"chunk": cell, "results": [f"{rank}: {cell}"]}) + "\n" for cell in done)

@@ -23,6 +23,13 @@ def bert(tiny_model):
     return tiny_model("bert")
 
 
+def _named(run: str) -> str:
+    """A run id less its identity's digest (8 hex digits, always there): what the run id spells out."""
+    named, digest = run.rsplit("__", 1)
+    assert re.fullmatch(r"[0-9a-f]{8}", digest), run
+    return named
+
+
 def _records(folder, pattern="*.jsonl"):
     files = sorted(folder.glob(pattern))
     assert len(files) == 1, files
@@ -138,7 +145,7 @@ def test_the_decoders_likelihood_goes_through_the_same_evaluator(bert, tmp_path)
     settings = RunSettings(shots=1, limit=2, data_root=DATA)
     rows = E.evaluate(bert, "copa", tmp_path, settings, ScoringSettings(method="decoder"))
     assert rows[0]["method"] == "decoder"
-    assert rows[0]["run"] == f"copa__{E.model_slug(bert)}__1shot__decoder{bert.padding_masks}__example__seed0"
+    assert _named(rows[0]["run"]) == f"copa__{E.model_slug(bert)}__1shot__decoder{bert.padding_masks}__example__seed0"
     record = _records(tmp_path)[0]
     item = T.load_examples("copa", "data", DATA)[record["index"]]
     demo = T.load_examples("copa", "demos", DATA)[record["demos"][0]]
@@ -147,7 +154,7 @@ def test_the_decoders_likelihood_goes_through_the_same_evaluator(bert, tmp_path)
                                ScoringSettings(method="decoder"))
     assert record["scores"] == [floats.total(x.total, len(x.tokens), bert) for x in expected]
     three = E.evaluate(bert, "copa", tmp_path / "p3", settings, ScoringSettings(method="decoder", padding_masks=3))
-    assert three[0]["run"] == rows[0]["run"].replace(f"decoder{bert.padding_masks}", "decoder3")
+    assert _named(three[0]["run"]) == _named(rows[0]["run"]).replace(f"decoder{bert.padding_masks}", "decoder3")
 
 
 @needs_shared
@@ -164,7 +171,8 @@ def test_fast_scoring_runs_each_ranking_as_its_band_says_and_the_run_id_names_th
     E.evaluate(bert, "copa", tmp_path / "strided", settings, ScoringSettings(stride=2))
     exact = E.evaluate(bert, "copa", tmp_path / "exact", settings)
     pll_approx.fast_bands.cache_clear()
-    assert fast[0]["run"] == exact[0]["run"].replace("right_masks2", f"right_masks2-fast{pll_approx.fast_table_id()}")
+    assert _named(fast[0]["run"]) == _named(exact[0]["run"]).replace(
+        "right_masks2", f"right_masks2-fast{pll_approx.fast_table_id()}")
     assert [r["scores"] for r in _records(tmp_path / "fast")] == [r["scores"] for r in _records(tmp_path / "strided")]
     assert [r["scores"] for r in _records(tmp_path / "fast")] != [r["scores"] for r in _records(tmp_path / "exact")]
 
@@ -236,8 +244,8 @@ def test_cache_mode_is_part_of_a_run_where_it_applies(bert, tiny_model, tmp_path
     exact = E.evaluate(bert, "copa_generate", tmp_path, settings)[0]
     fast = E.evaluate(bert, "copa_generate", tmp_path, replace(settings, cache="prefix"))[0]
     slug = E.model_slug(bert)
-    assert exact["run"] == f"copa_generate__{slug}__1shot__generate__seed0"
-    assert fast["run"] == f"copa_generate__{slug}__1shot__generate-prefix-r32-m0.1__seed0"
+    assert _named(exact["run"]) == f"copa_generate__{slug}__1shot__generate__seed0"
+    assert _named(fast["run"]) == f"copa_generate__{slug}__1shot__generate-prefix-r32-m0.1__seed0"
     assert len(list(tmp_path.glob("copa_generate*.jsonl"))) == 2  # never one resume file
     assert list(pd.read_csv(tmp_path / "summary.csv")["cache"]) == ["exact", "prefix"]
 
@@ -249,7 +257,7 @@ def test_cache_mode_is_part_of_a_run_where_it_applies(bert, tiny_model, tmp_path
     gpt2 = tiny_model("gpt2")
     with caplog.at_level("WARNING", logger="demo.evaluation.evaluate"):
         causal = E.evaluate(gpt2, "copa_generate", tmp_path, replace(settings, cache="prefix"))[0]
-    assert causal["cache"] == "exact" and causal["run"].endswith("__generate__seed0")
+    assert causal["cache"] == "exact" and _named(causal["run"]).endswith("__generate__seed0")
     assert "is a causal LM, which decodes with its own exact KV cache" in caplog.text
 
     add_runs(tmp_path / "summary.csv", tmp_path / "ours.csv")

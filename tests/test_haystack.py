@@ -195,11 +195,15 @@ def test_interrupted_run_resumes_without_repeating_cells(tiny_model, tmp_path):
     assert len(table) == 4
     saved = pd.read_csv(output)
     assert len(saved) == 4 and not saved.duplicated(["length", "depth", "repetition"]).any()
-    # a rerun has nothing left to do; another seed into the same file is refused
+    # a rerun has nothing left to do; another seed into the same file is another run, beside it
     run_grid(lm, GridSettings(lengths=[150, 250], depths=[0.0, 1.0], repetitions=1), output=output, generate_fn=counting)
     assert len(resumed) == 2
-    with pytest.raises(ValueError, match="another seed"):
-        run_grid(lm, GridSettings(lengths=[150, 250], depths=[0.0, 1.0], repetitions=1, seed=9), output=output)
+    other = run_grid(lm, GridSettings(lengths=[150, 250], depths=[0.0, 1.0], repetitions=1, seed=9), output=output,
+                     generate_fn=counting)
+    assert len(resumed) == 6 and len(other) == 4 and other["run"].nunique() == 1
+    saved = pd.read_csv(output, dtype={"needle": str})
+    assert len(saved) == 8 and set(saved["run"]) == {table["run"].iloc[0], other["run"].iloc[0]}
+    assert saved[saved["run"] == table["run"].iloc[0]]["needle"].tolist() == table["needle"].tolist()
 
 
 def test_prefix_cache_cell_is_generate_with_the_prefix_cache_by_hand(tiny_model):
@@ -226,9 +230,9 @@ def test_prefix_cache_cell_is_generate_with_the_prefix_cache_by_hand(tiny_model)
 
 
 def test_exact_and_fast_grids_share_a_file_without_mixing(tiny_model, tmp_path):
-    """The mode identifies a cell: a fast grid into an exact grid's file runs every cell anew and
+    """The mode is part of a run: a fast grid into an exact grid's file runs every cell anew and
     returns only its own rows; a causal LM is recorded as exact whatever was asked; a file without
-    the cache column is refused, untouched, with what to do."""
+    the run column is refused, untouched, with what to do."""
     lm, output, calls = tiny_model("bert"), tmp_path / "grid.csv", []
 
     def counting(lm_, prompt, settings):
@@ -245,11 +249,11 @@ def test_exact_and_fast_grids_share_a_file_without_mixing(tiny_model, tmp_path):
     run_grid(lm, replace(grid, cache="prefix"), output=output, generate_fn=counting)
     assert len(calls) == 4  # resumed: nothing left in either mode
 
-    old = tmp_path / "old.csv"  # a grid file without the cache column
-    saved[saved["cache"] == "exact"].drop(columns="cache").to_csv(old, index=False)
+    old = tmp_path / "old.csv"  # a grid file written before rows named their run
+    saved[saved["cache"] == "exact"].drop(columns=["run", "dtype"]).to_csv(old, index=False)
     before = old.read_bytes()
-    with pytest.raises(ValueError, match=r"old\.csv has no 'cache' column, so how its rows were decoded is "
-                                         r"unknown: add the column \(\"exact\" in every row of a grid run"):
+    with pytest.raises(ValueError, match=r"old\.csv has no 'run' column, so the settings its rows were made "
+                                         r"with \(precision, masks, decoding, revision\) are unknown"):
         run_grid(lm, grid, output=old, generate_fn=counting)
     assert len(calls) == 4 and old.read_bytes() == before  # nothing run, nothing rewritten
     gpt2 = run_grid(tiny_model("gpt2"), replace(grid, cache="prefix"),

@@ -17,7 +17,7 @@ from demo.engine.families import family_of, max_positions, pretrained_length
 from demo.engine.heads import mlm_head
 from demo.engine.models import load_model
 from demo.engine.reading import hidden_at
-from tests.conftest import MASKED_FAMILIES, TOKENIZERS, padded_batch
+from tests.conftest import MASKED_FAMILIES, STANDIN_MLM, TOKENIZERS, needs_shared, padded_batch
 from tests.test_emd import VERSIONS, perturb
 
 
@@ -268,3 +268,12 @@ def test_the_app_bounds_the_model_cache_with_its_settings():
         assert (models.CACHE.max_models, models.CACHE.max_bytes) == (1, 2 * 2**30)
     finally:
         models.CACHE.max_models, models.CACHE.max_bytes = before
+
+
+@needs_shared
+def test_a_revision_for_a_local_model_is_refused_in_words():
+    """A local folder has only its files: a revision (which names a Hub commit) is refused, not ignored."""
+    from demo.engine.models import load_model
+    with pytest.raises(ValueError, match=r"'minilm-l6-mlm-standin' is a local model, which has only the files in "
+                                         r"its folder: a revision \('no-such-branch'\) names a Hub branch"):
+        load_model(str(STANDIN_MLM), device="cpu", revision="no-such-branch")

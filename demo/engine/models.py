@@ -73,6 +73,8 @@ class LoadedModel:
     # Why a DeBERTa masked LM runs without the decoder under emd="auto", in one sentence; None
     # when it runs with it, when it was switched off, and for other families
     emd_note: str | None = None
+    # The Hub commit its files came from (what a branch or tag resolved to); None for a local model
+    revision: str | None = None
 
     @property
     def label(self) -> str:
@@ -199,6 +201,9 @@ def _load_uncached(source: ModelSource, o: LoadOptions, device: torch.device) ->
     def said(err: Exception) -> str:
         return str(err).splitlines()[0].replace(location, shown)
     remote_code = bool(o.trust_remote_code)
+    if local and o.revision is not None:
+        raise ValueError(f"'{shown}' is a local model, which has only the files in its folder: a revision "
+                         f"({o.revision!r}) names a Hub branch, tag or commit. Leave it unset, or give a Hub id.")
     extra.update(_revision(name, remote_code, o.revision))
     if not local:
         sources.check_hub_model(name, extra.get("revision"))
@@ -314,7 +319,7 @@ def _wrap(name, kind, model, tokenizer, config, family, local, emd_note=None) ->
                        pretrained_length=pretrained_length(config, family),
                        newline_survives=newline_survives(tokenizer), local=local,
                        emd=deberta.table_of(model) is not None if kind == "masked" else False,
-                       emd_note=emd_note)
+                       emd_note=emd_note, revision=None if local else getattr(config, "_commit_hash", None))
 
 
 class _ModelCache:

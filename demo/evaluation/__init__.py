@@ -8,6 +8,7 @@
 - ``plots``          plotly figures shared by the app and the command line
 - ``exports``        downloads: tidy tables, file names that say model, what and date
 - ``runs``           what ``mlm-icl score``, ``probe`` and ``evaluate`` run: settings in, files out
+- ``identity``       what a run's numbers depend on: names its files, part files and rows
 - ``resumable``      a run in chunks saved as they finish (part files, fingerprint), resumed,
                      merged by rank 0 into the output (``score``, ``probe``, the mask sweep, ``evaluate``)
 - ``data_parallel``  several processes (accelerate, torchrun): which process this is, whose share is what

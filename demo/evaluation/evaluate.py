@@ -13,15 +13,19 @@ exact method (``demo.engine.prefix_cache``). It does not apply to ranked tasks (
 to causal LMs (their own KV cache is exact): such a run is the exact one, said in a warning and in
 the summary's ``cache`` column, which records the mode each run used (see ``_cache_mode``).
 
-Outputs in ``--output-dir``, per run (task, model, shots, method, scored span, cache mode, seed):
+Outputs in ``--output-dir``, per run. A run is named by its task, model, shots, scoring (or cache
+mode) and seed, and by the digest of its identity: everything its numbers depend on, the model's
+precision, revision and head, every setting, the task and its items included
+(``demo.evaluation.identity``). A rerun with any of them changed is another run, written beside
+the first, never resumed into it:
 - ``<run>.jsonl``: one line per evaluated example and repetition. Its chunks are saved in
   ``<run>.jsonl.parts/`` as they finish and added to it once all are done
   (``demo.evaluation.resumable``, also for a data-parallel launch); a rerun of the same command
   skips what is there (resume after an interruption);
 - ``<run>.summary.json`` and a row per metric in ``summary.csv``: task, model, shots, metric,
   value (percent), stderr, std over repetitions, n (items evaluated), skipped (items too long
-  for the model), max_tokens (its position limit), cache (exact or prefix), seconds, date,
-  command.
+  for the model), max_tokens (its position limit), cache (exact or prefix), dtype, seconds, date,
+  command, and the identity itself (one line of JSON: what a rerun must match).
 
 ``--limit N`` evaluates a fixed random sample of N items (the first N of one seeded
 permutation, the same for every model and seed, so a larger limit extends a smaller one).
@@ -38,7 +42,7 @@ import math
 import random
 import re
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..engine.mask_window import padding_masks_of  # (no torch: listing tasks needs none)
@@ -48,7 +52,8 @@ from ..tasks import Example, Task, get_task, load_examples, render_query
 from ..tasks import metrics as M
 from ..tasks.fewshot import choice_items, generation_prompt, mean_std, sample_demonstrations
 from .data_parallel import Processes
-from .resumable import ChunkParts, drop_cut_line, fingerprint, parts_folder, run_chunks
+from .identity import Identity, data_digest, model_slug, task_identity
+from .resumable import ChunkParts, drop_cut_line, parts_folder, run_chunks
 
 SUBSET_SEED = 0  # the --limit sample does not depend on --seed: models and seeds see the same items
 log = logging.getLogger(__name__)
@@ -80,8 +85,7 @@ def evaluate(lm, task: Task | str, output_dir: str | Path, settings: RunSettings
     predictions = out / f"{run.id}.jsonl"
     processes.wait()  # rank 0 may still be adding an earlier run's records
     done = _read_records(predictions)
-    parts = ChunkParts(parts_folder(predictions), "records",
-                       fingerprint(run.id, lm.name, asdict(s), asdict(run.scoring)))
+    parts = ChunkParts(parts_folder(predictions), "records", run.identity.digest)
     records = run_chunks(processes, parts, _chunks(run, s, done),
                          lambda chunk: _evaluate_chunk(lm, task, run, s, chunk), progress,
                          f"{task.name} {run.shots}-shot")
@@ -115,7 +119,9 @@ def _chunks(run, s: RunSettings, done: dict) -> dict[tuple, list]:
 @dataclass(frozen=True)
 class RunPlan:
     """Everything a run's results depend on, fixed before it starts (``plan``)."""
-    id: str  # names its predictions and summary files: task, model, shots, scoring, seed
+    id: str  # names its files: task, model, shots, scoring, seed, and its identity's digest
+    identity: Identity  # everything its numbers depend on (demo.evaluation.identity)
+    tag: str  # how it ranked (the scoring, ``_scoring_tag``) or wrote (``generate``, the cache)
     shots: int
     examples: list[Example]  # the items scored: the --limit sample, less those too long to read
     pool: list[Example]  # where demonstrations are drawn from
@@ -157,16 +163,31 @@ def plan(lm, task: Task, s: RunSettings, scoring: ScoringSettings) -> RunPlan:
         scoring = _task_scoring(lm, task, scoring)
         method = scoring.method_for(lm)
         score = s.score or task.score
-        tag = f"{_scoring_tag(lm, scoring, _task_scoring(lm, task, ScoringSettings()))}__{score}"
+        tag = _scoring_tag(lm, scoring, _task_scoring(lm, task, ScoringSettings()))
     else:
         method, score, tag = "generate", None, "generate" + _cache_tag(task, s, cache)
     repetitions = 1 if shots == 0 else s.repetitions  # no sampling to repeat at 0 shots
-    run_id = f"{task.name}__{model_slug(lm)}__{shots}shot__{tag}__seed{s.seed}"
-    run = RunPlan(id=run_id, shots=shots, examples=examples, pool=pool, same_split=same_split,
-                  method=method, scoring=scoring, score=score, repetitions=repetitions,
-                  n_total=n_total, cache=cache)
+    identity = _identity(lm, task, replace(s, shots=shots, score=score, repetitions=repetitions, cache=cache),
+                         scoring, examples, pool)
+    how = f"{tag}__{score}" if score else tag
+    run_id = f"{task.name}__{model_slug(lm)}__{shots}shot__{how}__seed{s.seed}__{identity.digest}"
+    run = RunPlan(id=run_id, identity=identity, tag=tag, shots=shots, examples=examples, pool=pool,
+                  same_split=same_split, method=method, scoring=scoring, score=score,
+                  repetitions=repetitions, n_total=n_total, cache=cache)
     kept, skipped = _drop_too_long(lm, task, run, s)
     return replace(run, examples=kept, skipped=skipped)
+
+
+def _identity(lm, task: Task, s: RunSettings, scoring: ScoringSettings, examples: list[Example],
+              pool: list[Example]) -> Identity:
+    """The run's identity: the model, the run's settings (shots, span, cache resolved), how it ranks
+    (with the fast table's digest where it scores fast) or writes, the task and the items it reads."""
+    if task.kind == "choice":
+        how = {"scoring": scoring, "fast_table": fast_table_id() if scoring.fast else None}
+    else:
+        how = {"generation": _generation_settings(task, s)}
+    return Identity.of(lm, run=s, **how, task=task_identity(task), data=data_digest(examples),
+                       demos=data_digest(pool))
 
 
 def fixed_sample(examples: list[Example], limit: int | None) -> list[Example]:
@@ -242,15 +263,6 @@ def demonstrations(run, s: RunSettings, rep: int, e: Example) -> list[Example]:
         run.demos[key] = sample_demonstrations(run.pool, run.shots, seed=s.seed,
                                                   repetition=rep, item=e, same_split=run.same_split)
     return run.demos[key]
-
-
-def model_slug(lm) -> str:
-    """A short, file-safe model name: folder or file name of a local model, else the Hub id."""
-    name = str(lm.name)
-    path = Path(name)
-    if lm.local or path.exists():
-        name = path.stem if path.suffix == ".gguf" else path.name
-    return name.replace("/", "--").replace(" ", "_")
 
 
 # ---------------------------------------------------------------- items too long for the model
@@ -436,7 +448,8 @@ def _summarise(lm, task, run, s, done: dict, command: str) -> list[dict]:
             stderr=round(100 * sum(stderr) / len(stderr), 2) if stderr else None,
             std=round(100 * std, 2), repetitions=run.repetitions, n=len(per_rep[0]),
             n_total=run.n_total, skipped=run.skipped, max_tokens=lm.max_length,
-            method=run.method, score=run.score, cache=run.cache, seed=s.seed,
+            method=run.method, score=run.score, scoring=run.tag, cache=run.cache, seed=s.seed,
+            dtype=run.identity.parts["model"]["dtype"], identity=run.identity.describe(),
             seconds=round(seconds, 1), date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"),
             command=command))
     return rows

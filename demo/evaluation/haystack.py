@@ -38,11 +38,14 @@ The grid runner saves every finished cell in ``<output>.parts/`` and, once the g
 the rows to the output CSV in grid order (``demo.evaluation.resumable``, also for a
 data-parallel launch), so an interrupted run resumes where it stopped:
 ``mlm-icl probe --model M --lengths 256 512 --output grid.csv``. ``--cache prefix``
-answers with a masked LM's approximate prefix cache (``demo.engine.prefix_cache``); every row records
-the decoding it used (``cache``: exact or prefix; a causal LM is always exact), and a cell is
-identified by model, mode, length, depth and repetition, so exact and fast runs of the same model,
-and the two sides of a pair, can share a file without being confused. An output file without the
-``cache`` column is refused, not guessed at.
+answers with a masked LM's approximate prefix cache (``demo.engine.prefix_cache``). Every row
+records its run (the digest of everything its answer depends on but the cell: model, precision,
+revision, head, padding masks, decoding, seed, filler; ``demo.evaluation.identity``), the
+decoding it used (``cache``: exact or prefix; a causal LM is always exact) and the precision, and
+a cell is identified by run, length, depth and repetition: runs with other settings, and the two
+sides of a pair, share a file without being confused, and a rerun with another setting adds its
+own rows beside the first run's. An output file without the ``run`` column is refused, not
+guessed at.
 """
 
 import bisect
@@ -50,7 +53,7 @@ import csv
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -63,7 +66,8 @@ from ..engine.text import newline_survives, prompt_as_read
 from ..paths import ASSETS
 from ..settings import GenerationSettings, GridSettings, cache_used
 from .data_parallel import Processes
-from .resumable import ChunkParts, fingerprint, parts_folder, run_chunks
+from .identity import Identity, digest
+from .resumable import ChunkParts, parts_folder, run_chunks
 
 HEADER = ("> Some special magic number is hidden within the following articles. "
           "Make sure to memorize it. I will quiz you about the magic number afterwards.")
@@ -78,9 +82,9 @@ DEFAULT_FILLER = ASSETS / "haystack" / "persuasion.txt"
 # Long sentences would make depth coarse in short haystacks (a 256-token prompt holds ~10 of the
 # median sentence); skipping the longest 3% keeps every sentence a small step of the haystack.
 MAX_SENTENCE_CHARS = 400
-COLUMNS = ["model", "cache", "length", "depth", "repetition", "needle", "answer", "correct", "seconds",
-           "status"]
-CELL = ["model", "cache", "length", "depth", "repetition"]  # what identifies a cell's row
+COLUMNS = ["run", "model", "cache", "dtype", "length", "depth", "repetition", "needle", "answer", "correct",
+           "seconds", "status"]
+CELL = ["run", "length", "depth", "repetition"]  # what identifies a cell's row
 
 
 # ---------------------------------------------------------------- filler text
@@ -344,13 +348,15 @@ class GridRun:
     reader: Reader
     settings: GenerationSettings  # how every answer is generated
     generate_fn: Callable
+    identity: Identity  # what every row depends on, the cell aside (demo.evaluation.identity)
 
     def row(self, cell: tuple[int, float, int]) -> dict:
         """The cell's row: the needle, the answer and whether it is right, or "beyond_limit"."""
         length, depth, repetition = cell
         began = time.perf_counter()
         needle, start = cell_needle_and_start(self.grid.seed, length, depth, repetition, len(self.sentences))
-        row = dict(model=self.model_name, cache=self.cache, length=length, depth=depth,
+        row = dict(run=self.identity.digest, model=self.model_name, cache=self.cache,
+                   dtype=self.identity.parts["model"]["dtype"], length=length, depth=depth,
                    repetition=repetition, needle=needle)
         if self.lm.max_length is not None and length > self.lm.max_length:
             row.update(answer="", correct="", status="beyond_limit")
@@ -369,13 +375,8 @@ class GridRun:
                                                   len(self.sentences))
             build_needle_prompt(self.reader, fits[0], self.grid.depths[0], needle, self.sentences, start)
 
-    def fingerprint(self) -> str:
-        """What the rows depend on, the cells aside (each cell is saved under its own key)."""
-        return fingerprint(self.model_name, self.lm.name, self.lm.kind, self.cache, self.grid.seed,
-                           self.grid.padding_masks, self.sentences)
-
     def key(self, cell) -> tuple:
-        return _cell_key(self.model_name, self.cache, *cell)
+        return _cell_key(self.identity.digest, *cell)
 
 
 def grid_run(lm, grid: GridSettings | None = None, sentences: list[str] | None = None,
@@ -392,8 +393,12 @@ def grid_run(lm, grid: GridSettings | None = None, sentences: list[str] | None =
     cache = cache_used(grid.cache, lm.kind)  # what the rows record: the decoding really used
     settings = GenerationSettings(max_new_tokens=ANSWER_TOKENS, strategy="greedy", digits=DIGITS,
                                   padding_masks=grid.padding_masks, seed=grid.seed, cache=cache)
-    return GridRun(lm, grid, tuple(sentences), model_name or lm.name, cache,
-                   reader_of(lm, grid.padding_masks), settings, generate_fn or generate)
+    model_name = model_name or lm.name
+    # the grid's cells are keys of their own: a longer grid extends a shorter one of the same run
+    identity = Identity.of(lm, label=model_name, filler=digest(sentences), answer=replace(
+        settings, padding_masks=padding_masks_of(lm, grid.padding_masks)))
+    return GridRun(lm, grid, tuple(sentences), model_name, cache, reader_of(lm, grid.padding_masks), settings,
+                   generate_fn or generate, identity)
 
 
 def iter_grid(lm, grid: GridSettings | None = None, *, sentences: list[str] | None = None,
@@ -444,10 +449,9 @@ def _run_into(run: GridRun, output: Path, processes: Processes, progress: bool) 
     done = _read_finished(output)
     finished = _finished_cells(done)
     cells = grid_cells(run.grid)
-    _check_same_run(finished, cells, run, output)
     todo = [cell for cell in cells if run.key(cell) not in finished]
     run.check_first(todo)
-    parts = ChunkParts(parts_folder(output), _parts_name(run), run.fingerprint())
+    parts = ChunkParts(parts_folder(output), _parts_name(run), run.identity.digest)
     rows = run_chunks(processes, parts, {cell: [cell] for cell in todo},
                       lambda chunk: [run.row(cell) for cell in chunk], progress, f"needle grid {run.model_name}")
     if rows is None:  # not rank 0
@@ -458,8 +462,8 @@ def _run_into(run: GridRun, output: Path, processes: Processes, progress: bool) 
 
 
 def _parts_name(run: GridRun) -> str:
-    """The name of a grid's parts: one per model and decoding, which may share an output."""
-    return "grid-" + re.sub(r"[^\w.\-]+", "-", f"{run.model_name}-{run.cache}")
+    """The name of a grid's parts: one per run, and runs may share an output."""
+    return "grid-" + re.sub(r"[^\w.\-]+", "-", f"{run.model_name}-{run.identity.digest}")
 
 
 # ---------------------------------------------------------------- the output file
@@ -468,12 +472,13 @@ def _parts_name(run: GridRun) -> str:
 def _read_finished(output: Path) -> pd.DataFrame:
     if not output.is_file() or output.stat().st_size == 0:
         return pd.DataFrame(columns=COLUMNS)
-    done = pd.read_csv(output, dtype={"needle": str, "answer": str, "model": str, "cache": str})
+    done = pd.read_csv(output, dtype={"run": str, "needle": str, "answer": str, "model": str, "cache": str})
     missing = set(COLUMNS) - set(done.columns)
-    if missing == {"cache"}:
+    if "run" in missing and not missing - {"run", "cache", "dtype"}:
         raise ValueError(
-            f"{output} has no 'cache' column, so how its rows were decoded is unknown: add the column "
-            f"(\"exact\" in every row of a grid run without --cache prefix) or give another --output file.")
+            f"{output} has no 'run' column, so the settings its rows were made with (precision, masks, "
+            f"decoding, revision) are unknown and a rerun cannot tell whether they match: give another "
+            f"--output file.")
     if missing:
         raise ValueError(f"{output} is not a needle grid file (missing columns: {sorted(missing)}).")
     done["answer"] = done["answer"].fillna("")
@@ -489,24 +494,14 @@ def _append_rows(output: Path, rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
-def _cell_key(model: str, cache: str, length, depth, repetition) -> tuple:
-    return (str(model), str(cache), int(length), round(float(depth), 6), int(repetition))
+def _cell_key(run: str, length, depth, repetition) -> tuple:
+    return (str(run), int(length), round(float(depth), 6), int(repetition))
 
 
 def _finished_cells(done: pd.DataFrame) -> dict[tuple, dict]:
     """Cell key -> its row, of the rows of a grid file."""
     return {_cell_key(*key): row for key, row in zip(
         done[CELL].itertuples(index=False, name=None), done.to_dict("records"))}
-
-
-def _check_same_run(finished: dict, cells: list, run: GridRun, output: Path) -> None:
-    """Refuse finished rows of this grid's cells with other needles: another seed's run."""
-    for cell in cells:
-        row = finished.get(run.key(cell))
-        if row is not None and str(row["needle"]) != cell_needle_and_start(
-                run.grid.seed, *cell, len(run.sentences))[0]:
-            raise ValueError(f"{output} already holds a different run of {run.model_name} (another "
-                             f"seed): use a new output file or the same seed.")
 
 
 def _grid_table(rows: list[dict], done: pd.DataFrame | None = None, wanted: set | None = None) -> pd.DataFrame:

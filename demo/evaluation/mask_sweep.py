@@ -15,9 +15,10 @@ padding masks as the task's own generation setting, right masks as the scoring's
 differ by the masks alone. The table is tidy: a row per value and metric (``COLUMNS``).
 
 Resumable and data parallel as the needle grid (``demo.evaluation.resumable``): a chunk per value,
-saved in ``<output>.parts/`` as it finishes; rank 0 writes the output, replacing that model's
-earlier rows of the same setting and keeping any other rows (a pair's other side, the other
-setting).
+saved in ``<output>.parts/`` as it finishes; rank 0 writes the output, replacing the same run's
+earlier rows and keeping any other rows (a pair's other side, the other setting, a rerun with
+another precision: every row names its run, the digest of what it depends on but the value,
+``demo.evaluation.identity``, and its precision).
 """
 
 import re
@@ -32,14 +33,15 @@ import pandas as pd
 from ..settings import GenerationSettings, RunSettings, ScoringSettings, SweepSettings
 from ..tasks import Task, data_root, get_task, load_examples
 from .data_parallel import Processes
-from .resumable import ChunkParts, fingerprint, parts_folder, run_chunks
+from .identity import Identity, data_digest, settings_identity, task_identity
+from .resumable import ChunkParts, parts_folder, run_chunks
 
 DEFAULT_TASKS = {"padding_masks": "ii_singular_to_plural", "right_masks": "copa"}
 KINDS = {"padding_masks": "generate", "right_masks": "choice"}  # the task kind each setting acts in
 KIND_WORDS = {"generate": "generated", "choice": "ranked", "induce": "an instruction induction task"}
 PAPER_RIGHT_MASKS = 2  # the BERTs paper's "+2 right masks" (its Table 5)
-COLUMNS = ["model", "task", "shots", "setting", "value", "metric", "score", "stderr", "n", "seconds",
-           "paper_value"]
+COLUMNS = ["run", "model", "dtype", "task", "shots", "setting", "value", "metric", "score", "stderr", "n",
+           "seconds", "paper_value"]
 
 
 def paper_value(lm, setting: str) -> int:
@@ -84,6 +86,7 @@ class Sweep:
     settings: SweepSettings
     task: Task
     model_name: str
+    identity: Identity  # what every row depends on, the value aside (demo.evaluation.identity)
 
     def rows(self, value: int, progress: bool = False) -> list[dict]:
         """The evaluator's summary at ``value``, a row per metric of the task. Its files go to a
@@ -93,16 +96,11 @@ class Sweep:
         with tempfile.TemporaryDirectory(prefix="mask-sweep-") as folder:
             summary = evaluate(self.lm, point_task(self.task, setting, value), folder,
                                run_settings(self.settings), point_scoring(setting, value), progress=progress)
-        return [dict(model=self.model_name, task=self.task.name, shots=row["shots"], setting=setting,
-                     value=value, metric=row["metric"], score=row["value"], stderr=row["stderr"],
-                     n=row["n"], seconds=row["seconds"], paper_value=paper_value(self.lm, setting))
+        return [dict(run=self.identity.digest, model=self.model_name, dtype=row["dtype"], task=self.task.name,
+                     shots=row["shots"], setting=setting, value=value, metric=row["metric"], score=row["value"],
+                     stderr=row["stderr"], n=row["n"], seconds=row["seconds"],
+                     paper_value=paper_value(self.lm, setting))
                 for row in summary]
-
-    def fingerprint(self) -> str:
-        """What the rows depend on, the values aside (each value is a chunk of its own)."""
-        s = self.settings
-        return fingerprint(self.model_name, self.lm.name, s.sweep, repr(self.task), s.shots, s.limit,
-                           s.max_new_tokens, s.demos_seed)
 
 
 def sweep_of(lm, settings: SweepSettings, model_name: str | None = None) -> Sweep:
@@ -119,8 +117,13 @@ def sweep_of(lm, settings: SweepSettings, model_name: str | None = None) -> Swee
         raise ValueError(f"{settings.sweep.replace('_', ' ').capitalize()} act on a {what} task, and "
                          f"{task.name!r} is {KIND_WORDS[task.kind]}: pick a {what} task (e.g. "
                          f"{DEFAULT_TASKS[settings.sweep]}; mlm-icl evaluate --list shows each task's kind).")
-    load_examples(task, "data", settings.data_root)  # a missing file refused before any work
-    return Sweep(lm, settings, task, model_name or lm.name)
+    examples = load_examples(task, "data", settings.data_root)  # a missing file refused before any work
+    model_name = model_name or lm.name
+    # each value is a chunk of its own: a sweep over more values extends one over fewer
+    swept = {k: v for k, v in settings_identity(settings).items() if k != "values"}
+    identity = Identity.of(lm, label=model_name, sweep=swept, task=task_identity(task),
+                           data=data_digest(examples))
+    return Sweep(lm, settings, task, model_name, identity)
 
 
 def point_inputs(lm, settings: SweepSettings, value: int) -> list[tuple]:
@@ -180,8 +183,8 @@ def run_sweep(lm, settings: SweepSettings, *, output: str | Path | None = None, 
         return table_of([row for value in settings.values for row in sweep.rows(value, progress)])
     output, processes = Path(output), processes or Processes()
     processes.wait()  # rank 0 may still be writing an earlier sweep (a pair's other side)
-    name = "sweep-" + re.sub(r"[^\w.\-]+", "-", f"{sweep.model_name}-{settings.sweep}")
-    parts = ChunkParts(parts_folder(output), name, sweep.fingerprint())
+    name = "sweep-" + re.sub(r"[^\w.\-]+", "-", f"{sweep.model_name}-{sweep.identity.digest}")
+    parts = ChunkParts(parts_folder(output), name, sweep.identity.digest)
     results = run_chunks(processes, parts, {value: [value] for value in settings.values},
                          lambda values: [sweep.rows(v, progress) for v in values], progress, "mask sweep")
     if results is None:  # not rank 0
@@ -193,12 +196,17 @@ def run_sweep(lm, settings: SweepSettings, *, output: str | Path | None = None, 
 
 
 def _write(output: Path, table: pd.DataFrame) -> None:
-    """``table`` into ``output``, in place of that model's earlier rows of the same setting."""
+    """``table`` into ``output``, in place of the same run's earlier rows at the same values: other
+    runs' rows stay (another model, a pair's other side, the other setting, a rerun with another
+    precision or task)."""
     if output.is_file() and output.stat().st_size:
-        kept = pd.read_csv(output, dtype={"model": str})
-        if set(COLUMNS) - set(kept.columns):
-            raise ValueError(f"{output} is not a mask sweep file (it lacks the columns "
-                             f"{sorted(set(COLUMNS) - set(kept.columns))}); give another --output file.")
-        same = (kept["model"] == table["model"].iloc[0]) & (kept["setting"] == table["setting"].iloc[0])
+        kept = pd.read_csv(output, dtype={"model": str, "run": str})
+        missing = set(COLUMNS) - set(kept.columns)
+        if missing:
+            why = ("it has no 'run' column, so the settings its rows were made with are unknown"
+                   if "run" in missing else f"it lacks the columns {sorted(missing)}")
+            raise ValueError(f"{output} is not a mask sweep file of this version ({why}); give another "
+                             f"--output file.")
+        same = kept["run"].isin(table["run"]) & kept["value"].isin(table["value"])
         table = pd.concat([kept[~same], table], ignore_index=True)
     table[COLUMNS].to_csv(output, index=False)

@@ -29,6 +29,7 @@ import pandas as pd
 from ..paths import ASSETS
 from ..settings import ResultsFilter
 from ..tasks import TASKS
+from .identity import differences
 
 RESULTS_DIR = ASSETS / "results"
 OURS = RESULTS_DIR / "ours.csv"  # shipped runs
@@ -288,19 +289,36 @@ def load_ours(path: str | Path = OURS) -> pd.DataFrame:
                              " / " + frame["score"].fillna("")).where(frame["score"].notna(), "")
                          + pd.Series(" / prefix cache", index=frame.index).where(fast, ""),
                          source="ours")
-    return _columns(frame)
+    return _columns(frame.assign(variant=_told_apart(frame)))
+
+
+def _told_apart(frame: pd.DataFrame) -> pd.Series:
+    """The variant of each run, with what sets it apart (``model.dtype=bfloat16``) where runs share
+    task, model, shots, metric and variant but not their identity (``demo.evaluation.identity``)."""
+    variant = frame["variant"].copy()
+    if "identity" not in frame.columns:
+        return variant
+    for _, group in frame.groupby(["task", "model", "shots", "metric", "variant"], dropna=False):
+        if group["identity"].nunique() > 1:
+            for index, differs in zip(group.index, differences(group["identity"].tolist())):
+                if differs:
+                    variant[index] = f"{variant[index]} / {differs}".removeprefix(" / ")
+    return variant
 
 
 def _scoring(frame: pd.DataFrame) -> pd.Series:
     """How each run ranked or wrote: a ranked run's scoring as its run id names it (the method
     with its masks, ``right_masks2``, ``decoder1``, and what else differs from the task's own:
-    ``-mean``, ``-stride8``), so that runs of one method with other masks tell apart; else the
-    method (``generate``, a table without run ids)."""
+    ``-mean``, ``-stride8``; its ``scoring`` column, or read from the id of a table written before
+    that column), so that runs of one method with other masks tell apart; else the method
+    (``generate``, a table without run ids)."""
     method = frame["method"].fillna("")
     if "run" not in frame.columns:
         return method
-    # a ranked run's id: task__model__Kshot__<scoring>__<score>__seedS
+    # an older ranked run's id: task__model__Kshot__<scoring>__<score>__seedS
     tag = frame["run"].astype(str).str.rsplit("__", n=3).str[1]
+    if "scoring" in frame.columns:
+        tag = frame["scoring"].where(frame["scoring"].notna(), tag)
     return tag.where(frame["score"].notna() & tag.notna(), method)
 
 

@@ -13,30 +13,23 @@ output is too: a score depends (in its last bits) on what else shares its batch,
 process computes it (bit for bit on CPUs: ``tests/test_data_parallel.py``).
 
 The parts: each process appends every chunk it finishes as one JSON line to its own part file,
-``<output>.parts/<name>.rank-<K>.jsonl``, whose first line is the run's fingerprint (a hash of
-what the numbers depend on: model, settings, input). An interruption loses at most the chunk each
-process was computing. Run again, with any number of processes, every process reads every part
-file, skips the chunks already there and shares out the rest; parts with another fingerprint are
-refused rather than mixed in.
+``<output>.parts/<name>.rank-<K>.jsonl``, whose first line is the run's fingerprint (the digest
+of its identity: everything its numbers depend on, ``demo.evaluation.identity``). An
+interruption loses at most the chunk each process was computing. Run again, with any number of
+processes, every process reads every part file, skips the chunks already there and shares out the
+rest; parts with another fingerprint are refused rather than mixed in.
 
 The merge: when every process is done, rank 0 has every chunk's results in chunk order
 (:func:`run_chunks`), writes the output in its command's format, then removes the parts
 (:meth:`ChunkParts.remove`): the parts stay until the output holds what they held.
 """
 
-import hashlib
 import json
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm.auto import tqdm
-
-
-def fingerprint(*what) -> str:
-    """A short hash of what makes a run's results what they are (JSON-able values)."""
-    text = json.dumps(what, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def chunks(n_items: int, size: int) -> list[range]:

@@ -15,10 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..engine.pll_approx import fast_table_id
 from ..engine.text import special_token_note
 from ..settings import GridSettings, ModelSettings, ScoringSettings, SweepSettings
 from . import data_parallel
-from .resumable import ChunkParts, chunks, fingerprint, parts_folder, run_chunks
+from .identity import Identity, digest
+from .resumable import ChunkParts, chunks, parts_folder, run_chunks
 
 Load = Callable[[ModelSettings, bool], object]  # a side's settings, progress bars -> LoadedModel
 
@@ -79,21 +81,17 @@ def score_file(files: ScoreFiles, model: ModelSettings, sides: list[ModelSetting
     if Path(files.output).exists() and not files.overwrite:
         raise ValueError(f"{files.output} exists; pass --overwrite to replace it, or pick another file.")
     requests = read_requests(files.input)
-    all_parts = []
-    for number, side in enumerate(sides):
-        # what the numbers depend on (not the device: each process of a launch has its own)
-        depends = {k: v for k, v in dataclasses.asdict(side).items() if k not in ("device", "threads")}
-        all_parts.append(ChunkParts(parts_folder(Path(files.output)), f"model-{number}", fingerprint(
-            depends, dataclasses.asdict(scoring), requests, files.chunk_size)))
-        all_parts[-1].check()  # before a model loads
     processes = data_parallel.start(model.device)
     progress = progress and processes.main
-    scored = []
-    for side, parts in zip(sides, all_parts):
+    scored, all_parts = [], []
+    for number, side in enumerate(sides):
         lm = load(dataclasses.replace(side, device=processes.device), progress)
+        identity = Identity.of(lm, scoring=scoring, input=digest(requests),
+                               fast_table=fast_table_id() if scoring.fast else None)
+        all_parts.append(ChunkParts(parts_folder(Path(files.output)), f"model-{number}", identity.digest))
         if processes.main:
             _special_token_notes(lm, files.input, requests, say)
-        results = run_chunks(processes, parts, dict(enumerate(chunks(len(requests), files.chunk_size))),
+        results = run_chunks(processes, all_parts[-1], dict(enumerate(chunks(len(requests), files.chunk_size))),
                              lambda items, lm=lm: _score_chunk(lm, [requests[k] for k in items], scoring),
                              progress)
         if results is not None:  # rank 0
