@@ -209,6 +209,10 @@ class ScoringSettings:
         if self.fast and (self.stride > 1 or self.rescore_band):
             raise ValueError("fast scoring picks its own stride and band per ranking: leave stride at 1 "
                              "and rescore_band at 0, or set them yourself without fast.")
+        if self.method == "decoder" and (self.stride > 1 or self.rescore_band or self.fast):
+            raise ValueError("stride, rescore_band and fast are the approximate PLL's (the PLL methods'); the "
+                             "decoder's likelihood reads one generation window per token, exactly: leave them "
+                             "at 1, 0 and off, or pick a PLL method.")
 
     def method_for(self, lm) -> str:
         """The method used for ``lm``: its natural one when unset, checked against its kind."""
@@ -350,6 +354,10 @@ class GenerationSettings:
         _flag(self.masks_ahead, "masks_ahead")
         if self.masks_ahead and self.window != "block":
             raise ValueError("masks_ahead lays out the masks of every block at once: it needs window='block'.")
+        if self.window == "block" and self.tokens_per_step > self.block_length:
+            raise ValueError(f"tokens_per_step ({self.tokens_per_step}) is more than a block holds (block_length "
+                             f"{self.block_length}): a step writes in one block. Lower tokens_per_step to "
+                             f"{self.block_length} or lengthen the blocks.")
         if self.remask and self.order != "confidence":
             raise ValueError("remask weighs earlier tokens against new guesses by their probability: it "
                              "needs order='confidence'.")

@@ -114,6 +114,36 @@ def test_a_step_2_generation_reads_what_the_budget_counts(model, request):
         assert result.reads.tokens == result.prompt_tokens + 9
 
 
+TYPED_MASKS = "[MASK] " * 480 + "\nThe capital of France is"  # (the stand-in reads 512 tokens)
+ANY_ORDER = {  # the app's any-order defaults, LLaDA's masks ahead, one token a step, a shorter last block, sliding
+    "blocks of 8, 2 a step": dict(window="block", order="confidence", tokens_per_step=2, block_length=8),
+    "masks ahead": dict(window="block", masks_ahead=True, order="confidence", tokens_per_step=1, block_length=2),
+    "a last block of 1": dict(window="block", order="random", tokens_per_step=2, block_length=3, max_new_tokens=4),
+    "re-masking": dict(window="block", order="confidence", remask=True, tokens_per_step=1, block_length=4),
+    "sliding": dict(window="slide", order="left_to_right", tokens_per_step=2),
+}
+
+
+@needs_shared
+@pytest.mark.parametrize("writing", ANY_ORDER.values(), ids=ANY_ORDER.keys())
+def test_masks_typed_into_a_prompt_are_read_and_the_budget_counts_the_steps(standin_mlm, writing):
+    """480 masks typed into the prompt are text the model reads, as in the paper's decoder: any-order
+    writing of 4 tokens takes its own few steps, not one per typed mask, and the engine's count, the
+    budget's and the embeddings' agree."""
+    from demo.engine.generation import generate
+
+    settings = GenerationSettings(**{"max_new_tokens": 4, **writing})
+    results = []
+    embedded = tokens_read(standin_mlm, lambda: results.append(generate(standin_mlm, TYPED_MASKS, settings)))
+    result, work = results[0], generation_work(standin_mlm, TYPED_MASKS, settings)
+    assert prompt_ids_of(standin_mlm, TYPED_MASKS).count(standin_mlm.tokenizer.mask_token_id) == 480
+    assert len(result.token_ids) == settings.max_new_tokens  # (else the budget counts steps never run)
+    assert result.reads == budget_of(work) == Reads(*embedded)
+    assert result.steps_run == work.passes <= settings.max_new_tokens
+    paper = generate(standin_mlm, TYPED_MASKS, GenerationSettings(max_new_tokens=4))
+    assert paper.reads.passes == 4
+
+
 @needs_shared
 @pytest.mark.parametrize("model", ["standin_mlm", "smollm2"])
 def test_beams_read_as_the_budget_counts(model, request):

@@ -372,6 +372,13 @@ def test_length_limit_says_how_many_tokens_fit(tiny_model):
     assert len(spy.windows[-1][0]) <= 512 and len(result.token_ids) <= 9
     with pytest.raises(ValueError, match="already fills"):
         generate(lm, " ".join(["word"] * 509))
+    # blocks have no padding masks: [CLS] + 500 + the blocks' 10 tokens + [SEP] is 512 long
+    block = dict(window="block", block_length=4, tokens_per_step=4)
+    with pytest.raises(ValueError, match=r"room for 10 new token\(s\), not 11"):
+        generate(lm, prompt, max_new_tokens=11, **block)
+    with WindowSpy(lm.model) as spy:
+        generate(lm, prompt, max_new_tokens=10, **block)
+    assert max(len(window[0]) for window in spy.windows) <= 512
     long_gpt2 = tiny_model("gpt2")
     with pytest.raises(ValueError, match="room for 24 new token"):
         generate(long_gpt2, " hello" * 1000, max_new_tokens=32)

@@ -41,7 +41,7 @@ def naive_confidence(model, tok, prompt_ids, block, k, remask, new, banned):
         window[first:first] = [mask] * n
         appended += n
         block_positions = range(first, first + n)
-        while mask in window:
+        while any(window[i] == mask for i in block_positions):  # (masks typed in the prompt are read)
             with torch.no_grad():
                 logits = model(torch.tensor([window])).logits[0].float()
             logits[:, banned] = float("-inf")
@@ -66,11 +66,11 @@ def naive_confidence(model, tok, prompt_ids, block, k, remask, new, banned):
     return window, logprob
 
 
-def _check_against_naive(lm, reference_model, k, remask, block=4, new=8):
+def _check_against_naive(lm, reference_model, k, remask, block=4, new=8, prompt=PROMPT):
     tok = lm.tokenizer
-    out, begin = _write(lm, "block", block, k, "confidence", remask, new)
+    out, begin = _write(lm, "block", block, k, "confidence", remask, new, prompt)
     banned = suppressed_ids(lm, [tok.sep_token_id])
-    window, logprob = naive_confidence(reference_model, tok, prompt_ids_of(lm, PROMPT), block, k, remask, new, banned)
+    window, logprob = naive_confidence(reference_model, tok, prompt_ids_of(lm, prompt), block, k, remask, new, banned)
     assert out.ids == window
     assert sorted(out.logprobs) == sorted(logprob)
     assert [out.logprobs[i] for i in sorted(logprob)] == floats.logprobs([logprob[i] for i in sorted(logprob)], lm)
@@ -116,6 +116,18 @@ def test_re_masking_puts_masks_back_and_still_equals_the_naive_loop(standin_mlm)
     prompt has some), and the loop still writes what the naive loop writes."""
     out = _check_against_naive(standin_mlm, standin_mlm.model, k=1, remask=True, block=8, new=16)
     assert any(out.remasked)
+
+
+@needs_shared
+@pytest.mark.parametrize("remask", [False, True])
+def test_masks_typed_into_the_prompt_are_read_never_written(standin_mlm, remask):
+    """The model's own mask token typed into the prompt is text it reads: the loop writes only the
+    masks it lays out (the naive loop writes its blocks only), and the typed ones stay masks."""
+    prompt = "The capital of France is [MASK]. The capital of [MASK] is Rome. The capital of Italy is"
+    out = _check_against_naive(standin_mlm, standin_mlm.model, k=2, remask=remask, prompt=prompt)
+    mask, typed = standin_mlm.tokenizer.mask_token_id, prompt_ids_of(standin_mlm, prompt)
+    assert typed.count(mask) == 2 and out.ids[1:1 + len(typed)] == typed
+    assert sum(len(step) for step in out.order) - sum(len(step) for step in out.remasked) <= 8
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -32,7 +32,7 @@ tokens estimated from characters and the catalog's parameter count (the ``estima
 import math
 from dataclasses import dataclass, replace
 
-from ..engine.mask_window import padding_masks_of, window_length
+from ..engine.mask_window import padding_masks_of, unmasking_windows, window_length
 from ..engine.text import encode_newlines, join, model_pair, prompt_ids_of
 from ..settings import (
     AppSettings,
@@ -100,13 +100,9 @@ def ranking_passes(kind: str, scored: int) -> int:
     return 1 if kind == "causal" else max(scored, 1)
 
 
-def generation_tokens(kind: str, prompt_tokens: int, steps: int, rows: int, padding_masks: int,
-                      masks_ahead: bool = False) -> int:
-    """``steps`` new tokens on ``rows`` beams after a prompt of ``prompt_tokens``; a masked LM's
-    window holds 1 + ``padding_masks`` masks after its text, or with ``masks_ahead`` all
-    ``steps`` of them from the first step."""
-    if kind == "masked" and masks_ahead:  # every step reads the prompt and every mask
-        return rows * steps * window_length(prompt_tokens + steps - 1, 0)
+def generation_tokens(kind: str, prompt_tokens: int, steps: int, rows: int, padding_masks: int) -> int:
+    """``steps`` new tokens on ``rows`` beams after a prompt of ``prompt_tokens``, one a step; a
+    masked LM's window holds 1 + ``padding_masks`` masks after its text."""
     if kind == "masked":  # step t re-reads a window of n + t text tokens: window_length(n, .) + t
         return rows * (steps * window_length(prompt_tokens, padding_masks) + steps * (steps - 1) // 2)
     # step 1 reads the prompt, step t > 1 the token step t - 1 wrote; every beam its own
@@ -167,9 +163,14 @@ def generation_work(lm, prompt: str, settings: GenerationSettings) -> Work:
     """Every step ``max_new_tokens`` allows: a generation that stops early reads less."""
     n = len(prompt_ids_of(lm, prompt, settings.chat))  # the prompt's tokens as generate() reads them
     steps, rows = settings.max_new_tokens, settings.num_beams if settings.strategy == "beam" else 1
-    # a block's masks stand where the sliding window's padding masks do
-    extra = settings.block_length - 1 if settings.window == "block" else padding_masks_of(lm, settings.padding_masks)
-    tokens = generation_tokens(lm.kind, n, steps, rows, extra, settings.masks_ahead)
+    padding_masks = padding_masks_of(lm, settings.padding_masks)
+    if lm.kind == "masked" and settings.any_order:  # the unmasking loop's steps (typed masks are read, not written)
+        s = settings
+        windows = unmasking_windows(n, s.max_new_tokens, s.block_length if s.window == "block" else 1 + padding_masks,
+                                    s.tokens_per_step, s.window, s.order, s.masks_ahead)
+        return Work(sum(windows), lm.n_parameters, f"up to {len(windows)} steps for {steps} tokens, each re-reading "
+                    f"a window of {n}+ tokens", len(windows))
+    tokens = generation_tokens(lm.kind, n, steps, rows, padding_masks)
     what = (f"{steps} steps x {rows} beam(s), each re-reading a window of {n}+ tokens" if lm.kind == "masked"
             else f"a {n}-token prompt, then {steps} steps x {rows} beam(s)")
     return Work(tokens, lm.n_parameters, what, steps * rows)
@@ -283,7 +284,11 @@ def estimated_ranking_work(kind: str, parameters: float, context: str, candidate
 
 def estimated_generation_work(kind: str, parameters: float, prompt: str, steps: int, rows: int,
                               masks_ahead: bool = False) -> Work:
-    tokens = generation_tokens(kind, estimated_tokens(prompt), steps, rows, MOST_PADDING_MASKS, masks_ahead)
+    n = estimated_tokens(prompt)
+    if kind == "masked" and masks_ahead:  # every step reads the prompt and all the masks, one token a step at most
+        tokens = rows * sum(unmasking_windows(n, steps, steps, window="block", masks_ahead=True))
+    else:
+        tokens = generation_tokens(kind, n, steps, rows, MOST_PADDING_MASKS)
     return Work(tokens, int(parameters), f"{steps} steps x {rows} beam(s) (estimated from characters)")
 
 

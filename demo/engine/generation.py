@@ -25,7 +25,7 @@ from ..settings import GenerationSettings
 from .constraints import Constraints, constraints, pieces
 from .counting import Reads
 from .decoding import Decoded, decode, end_ids
-from .mask_window import padding_masks_of, window_length
+from .mask_window import last_window, padding_masks_of, window_length
 from .models import InputTooLong
 from .prefix_cache import encoder_of
 from .text import decode_newlines, model_prompt, prompt_ids_of, special_token_note
@@ -101,17 +101,20 @@ def _validate(lm, prompt, s: GenerationSettings) -> None:
 def check_prompt(lm, prompt: str, settings: GenerationSettings) -> None:
     """Raise what ``generate`` would raise for this prompt's length (InputTooLong when the last
     step would not fit), without generating: for callers that filter inputs first."""
-    _check_room(lm, len(prompt_ids_of(lm, prompt, settings.chat)), settings.max_new_tokens,
-                padding_masks_of(lm, settings.padding_masks))
+    _check_room(lm, len(prompt_ids_of(lm, prompt, settings.chat)), settings)
 
 
-def _check_room(lm, n_prompt: int, max_new_tokens: int, padding_masks: int) -> None:
-    """Refuse a request whose last step would not fit an absolute-position model."""
+def _check_room(lm, n_prompt: int, s: GenerationSettings) -> None:
+    """Refuse a request whose longest window would not fit an absolute-position model."""
     if lm.max_length is None:
         return
-    if lm.kind == "masked":
+    max_new_tokens, padding_masks = s.max_new_tokens, padding_masks_of(lm, s.padding_masks)
+    if lm.kind == "masked" and s.window == "block":  # the prompt and every block, between [CLS] and [SEP]
+        needed = last_window(n_prompt, max_new_tokens, padding_masks, s.window)
+        room, layout = lm.max_length - n_prompt - 2, "[CLS], the blocks' masks and [SEP]"
+    elif lm.kind == "masked":
         # the last step predicts token max_new_tokens after n_prompt + max_new_tokens - 1 tokens
-        needed = window_length(n_prompt + max_new_tokens - 1, padding_masks)
+        needed = last_window(n_prompt, max_new_tokens, padding_masks)
         room = lm.max_length - window_length(n_prompt, padding_masks) + 1
         layout = f"[CLS], {padding_masks + 1} mask(s) and [SEP]"
     else:
@@ -156,7 +159,7 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
     s = _settings(settings, overrides)
     _validate(lm, prompt, s)
     prompt_ids = prompt_ids_of(lm, prompt, s.chat)
-    _check_room(lm, len(prompt_ids), s.max_new_tokens, padding_masks_of(lm, s.padding_masks))
+    _check_room(lm, len(prompt_ids), s)
     ends = end_ids(lm, s.chat)
     rules = constraints(lm, s, model_prompt(lm, prompt, s.chat), prompt_ids, ends)
     run = decode(lm, s, prompt_ids, ends, rules, progress=progress, time_limit=time_limit)

@@ -173,7 +173,8 @@ def _fill(lm, segments: list[str], lengths: list[int], s: InfillSettings) -> _Fi
     """Fill every mask of the window, one per forward pass, in the settings' order (the
     unmasking loop every any-order writer shares: ``demo.engine.unmasking``)."""
     window, blanks = fill_window(lm, segments, lengths)
-    written = fill(lm, window, Unmasking.of(s), suppressed_ids(lm, end_ids=[]))
+    written = fill(lm, window, [p for blank in blanks for p in blank], Unmasking.of(s),
+                   suppressed_ids(lm, end_ids=[]))
     return _Fill(written.ids, blanks, [p for step in written.order for p in step], written.steps)
 
 

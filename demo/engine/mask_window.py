@@ -18,3 +18,35 @@ def padding_masks_of(lm, requested: int | None) -> int:
     if lm.kind != "masked":
         return 0
     return lm.padding_masks if requested is None else requested
+
+
+def last_window(n_prompt: int, max_new_tokens: int, padding_masks: int, window: str = "slide") -> int:
+    """Tokens in a generation's longest window: sliding, the one that predicts its last token;
+    with blocks (``GenerationSettings.window``), the prompt and every block's tokens between the
+    start and end tokens (a block never reaches past ``max_new_tokens``, and pads with nothing)."""
+    if window == "block":
+        return n_prompt + max_new_tokens + 2
+    return window_length(n_prompt + max_new_tokens - 1, padding_masks)
+
+
+def unmasking_windows(n_prompt: int, max_new_tokens: int, masks: int, tokens_per_step: int = 1,
+                      window: str = "slide", order: str = "left_to_right", masks_ahead: bool = False) -> list[int]:
+    """The tokens each forward pass reads, at most, when a masked LM writes ``max_new_tokens``
+    tokens by unmasking (``demo.engine.unmasking``; fewer passes where it ends or stops early):
+    one entry per pass. ``masks``: a block's length, or the sliding window's 1 + padding masks.
+
+    Each step fills ``tokens_per_step`` more positions, re-masking or not (a re-masked token gives
+    way to a new one), so a block of L masks takes ceil(L / tokens_per_step) steps, each reading the
+    prompt and the blocks so far (every block, with ``masks_ahead``) between the start and end
+    tokens. Sliding left to right, each step decides its tokens; in another order a step may write
+    past the text's end, into the up to ``masks - 1`` positions the last window adds."""
+    k = tokens_per_step
+    if window == "block":
+        windows = []
+        for start in range(0, max_new_tokens, masks):
+            length = min(masks, max_new_tokens - start)
+            read = last_window(n_prompt, max_new_tokens if masks_ahead else start + length, 0, "block")
+            windows += [read] * -(-length // k)
+        return windows
+    written = max_new_tokens if order == "left_to_right" else max_new_tokens + masks - 1
+    return [window_length(n_prompt + min(step * k, max_new_tokens - 1), masks - 1) for step in range(-(-written // k))]

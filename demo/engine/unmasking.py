@@ -110,7 +110,9 @@ class _Sampler:
 
 class Unmasker:
     """Writes into a window's masks, step by step (``step``); the window may grow between steps
-    (generation appends masks). ``banned`` ids are never written."""
+    (generation appends masks). It writes only the masks it is given (``add_masks``): a mask token
+    typed into the text is text the model reads, never a blank to fill. ``banned`` ids are never
+    written."""
 
     def __init__(self, lm, ids: list[int], how: Unmasking, banned: list[int]):
         self.lm, self.how, self.ids = lm, how, list(ids)
@@ -124,14 +126,17 @@ class Unmasker:
             self.generator.seed()
         self.sample = _Sampler(how, self.generator)
         self.shuffled: list[int] = []  # the random order's positions not yet written, in order
+        self.writable: set[int] = set()  # the positions given to write (add_masks), written or not
         self.out = Written(ids=self.ids, order=[], remasked=[], logprobs={}, written_at={})
 
     def masks(self) -> list[int]:
-        return [i for i, t in enumerate(self.ids) if t == self.mask]
+        """The positions still to write: given to write and holding a mask."""
+        return sorted(p for p in self.writable if self.ids[p] == self.mask)
 
     def add_masks(self, positions: list[int]) -> None:
-        """New masks (already in ``ids``): the random order draws their turn now, before any of
-        their tokens, so a seed gives the same order greedy or sampled."""
+        """New masks to write (already in ``ids``): the random order draws their turn now, before
+        any of their tokens, so a seed gives the same order greedy or sampled."""
+        self.writable.update(positions)
         if self.how.order == "random":
             drawn = torch.randperm(len(positions), generator=self.generator).tolist()
             self.shuffled += [positions[i] for i in drawn]
@@ -181,6 +186,7 @@ class Unmasker:
         for p in [p for p in self.out.written_at if p > end]:
             del self.out.written_at[p], self.out.logprobs[p]
         self.shuffled = [p for p in self.shuffled if p < end]
+        self.writable = {p for p in self.writable if p <= end}
 
     def _read(self, masks: list[int], k: int) -> list[int]:
         """The masks a step reads: all of them where the order compares them (confidence, or any
@@ -224,10 +230,10 @@ class Unmasker:
                                          for p in new])
 
 
-def fill(lm, ids: list[int], how: Unmasking, banned: list[int]) -> Written:
-    """Write every mask of a fixed window (infilling), ``how`` says in which order."""
+def fill(lm, ids: list[int], blanks: list[int], how: Unmasking, banned: list[int]) -> Written:
+    """Write the masks at ``blanks`` of a fixed window (infilling), ``how`` says in which order."""
     unmasker = Unmasker(lm, ids, how, banned)
-    unmasker.add_masks(unmasker.masks())
+    unmasker.add_masks(blanks)
     while unmasker.masks():
         unmasker.step(open_from=0)
     return unmasker.out
