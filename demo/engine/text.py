@@ -32,7 +32,8 @@ as "Answer:") is a scoring rule and lives in one function, ``demo.engine.pll.sco
 """
 
 import re
-import unicodedata
+
+from ..settings import UNSEEN, check_readable, quoted  # noqa: F401 (the rules of user text in messages live with the settings' own)
 
 NEWLINE_MARKER = "\\n "  # backslash, n, space: what the paper feeds DeBERTa instead of "\n"
 
@@ -145,31 +146,3 @@ def model_pair(context: str, completion: str, newline_survives: bool) -> tuple[s
     return head, text[len(head):]
 
 
-# Unicode categories drawn as nothing: controls, format characters (zero-width space and joiner,
-# the byte-order mark), surrogates, private use, unassigned
-UNSEEN = ("Cc", "Cf", "Cs", "Co", "Cn")
-
-
-def check_readable(text: str, what: str) -> str:
-    """``text``, if a tokenizer can read it; else ValueError in words naming the ``what`` (the
-    page's word: "prompt", "candidate", ...)."""
-    broken = next((c for c in text if unicodedata.category(c) == "Cs"), None)
-    if broken is not None:
-        raise ValueError(f"The {what} holds a broken character (U+{ord(broken):04X}, half of an emoji or "
-                         f"other symbol that a program split in two): delete it, or type that symbol again.")
-    # (whitespace alone is text a tokenizer reads: a newline is a token of its own for many)
-    if text and not text.isspace() and all(c.isspace() or unicodedata.category(c) in UNSEEN for c in text):
-        raise ValueError(f"The {what} is only invisible characters (such as zero-width spaces): type "
-                         f"some words.")
-    return text
-
-
-def quoted(text: str, width: int = 80) -> str:
-    """User text as a message quotes it: on one line, characters drawn as nothing written as their
-    code point (⟨U+200B⟩), whole up to ``width`` characters, else its start."""
-    def seen(char: str) -> str:
-        if char in "\n\r\t":
-            return " "
-        return f"⟨U+{ord(char):04X}⟩" if unicodedata.category(char) in UNSEEN else char
-    text = "".join(seen(c) for c in text)
-    return text if len(text) <= width else text[:width - 3] + "..."

@@ -28,6 +28,7 @@ from pathlib import Path
 import yaml
 
 from ..paths import ASSETS, SHARED_DATA, SPECS
+from ..settings import quoted
 from .converters import CONVERTERS, check_arguments
 from .schema import Example, Source, Task, check_template
 
@@ -146,7 +147,7 @@ def get_task(name: str) -> Task:
     if name not in TASKS:
         close = difflib.get_close_matches(name.lower().replace("-", "_"), TASKS, n=5)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise ValueError(f"Unknown task {name!r}.{hint} List them with `mlm-icl evaluate --list`.")
+        raise ValueError(f"Unknown task '{quoted(str(name))}'.{hint} List them with `mlm-icl evaluate --list`.")
     return TASKS[name]
 
 

@@ -14,7 +14,7 @@ import gradio as gr
 from ..app import budget
 from ..app.catalog import Catalog
 from ..app.limits import check_text, whole
-from ..settings import GenerationSettings
+from ..settings import GenerationSettings, quoted
 from .common import (
     Dropdown,
     Number,
@@ -99,7 +99,7 @@ ORDERS = [("most confident first", "confidence"), ("left to right", "left_to_rig
 def masked_caches(decoding) -> tuple[str, ...]:
     """The GenerationSettings.cache of each masked-LM run a decoding choice makes."""
     if not isinstance(decoding, str) or decoding not in DECODINGS:
-        raise ValueError(f"Unknown decoding {decoding!r}; use one of {', '.join(DECODINGS)}.")
+        raise ValueError(f"Unknown decoding '{quoted(str(decoding))}'; use one of {', '.join(DECODINGS)}.")
     return DECODINGS[decoding]
 
 
@@ -451,8 +451,6 @@ def generate_any_order(prompt, model_name, strategy, max_new_tokens, num_beams, 
 def previous_run_view(compare: bool, previous: dict | None, current: dict | None) -> str:
     """The previous masked-LM run as a third player, moving in step with this run's, headed by
     what changed between them (HTML; empty when not asked for or nothing to compare)."""
-    from ..engine.text import quoted
-
     if not compare or not previous or not current:
         return ""
     changed = changes(previous["settings"], current["settings"])
@@ -474,9 +472,10 @@ def generate_causal(prompt, model_name, strategy, max_new_tokens, num_beams, tem
     if not model_name:
         return CausalGenerationOutputs.showing(message("Skipped: no causal LM picked.", "note"))
     # The padding masks are the masked LM's (the page shares its settings between both sides): a
-    # causal LM has none, so its side ignores them rather than refusing the request.
-    settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
-                         repetition_penalty, "default", stop_at_newline, seed, trace=True)
+    # causal LM has none, so its side checks them with the rest, then leaves them out.
+    settings = replace(_settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
+                                 repetition_penalty, padding_masks, stop_at_newline, seed, trace=True),
+                       padding_masks=None)
     lm, (result,), time_limit, python, shell = _run(prompt, model_name, "causal", [settings])
     return CausalGenerationOutputs(text=result.text, stats=_stats(lm, result, time_limit), python=python,
                                    shell=shell, trace=playback(result.steps, "causal", run_id(prompt, result.token_ids, result.seconds),

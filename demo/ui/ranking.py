@@ -13,7 +13,7 @@ import pandas as pd
 from ..app import budget
 from ..app.catalog import Catalog
 from ..app.limits import MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates, whole
-from ..engine.text import newline_marker_note, special_token_note
+from ..engine.text import check_readable, newline_marker_note, special_token_note
 from ..settings import DEFAULT_MASKED_METHOD, ScoringSettings
 from .common import (
     Dropdown,
@@ -320,6 +320,7 @@ def rank_masked(context, candidates, model_name, method, right_masks, normalize,
         emd: DeBERTa only: auto (the enhanced mask decoder the paper's model reads, where the checkpoint holds its position table) or off (the last layer, as transformers reads it)
         fast: score with the approximate PLL where it was measured to keep rankings (by the candidates' length), exactly elsewhere
     """
+    check_readable(str(answer or ""), "correct answer")
     settings = _scoring_settings(method, right_masks, normalize, scope, unconditional, fast)
     lm, scores, work = _score(model_name, "masked", context, candidates, settings, emd)
     what = _what(method, settings.right_masks, normalize, scope, unconditional)
@@ -343,6 +344,7 @@ def rank_causal(context, candidates, model_name, normalize, scope, unconditional
     """
     if not model_name:
         return RankingOutputs.showing(message("Skipped: no causal LM picked.", "note"))
+    check_readable(str(answer or ""), "correct answer")
     settings = _scoring_settings(None, 0, normalize, scope, unconditional)
     lm, scores, work = _score(model_name, "causal", context, candidates, settings)
     what = _what(None, 0, normalize, scope, unconditional)
