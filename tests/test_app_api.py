@@ -12,6 +12,7 @@ import html
 import math
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -332,6 +333,11 @@ def test_agents_find_the_tools_and_rank_like_the_core_api(app, client):
     assert set(tools) == {"rank_masked", "rank_causal", "generate_masked", "generate_causal",
                           "probe_masked", "probe_second", "lookup_results", "infill_masked", "infill_causal",
                           "sweep_masks", "generate_any_order"}
+    with urllib.request.urlopen(app.url + "gradio_api/info", timeout=30) as response:
+        endpoints = set(json.load(response)["named_endpoints"])
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    unlisted = sorted(name for name in endpoints | set(tools) if f"`{name}`" not in readme)
+    assert not unlisted, f"the README does not list {unlisted}"
     decoding = tools["generate_masked"]["inputSchema"]["properties"]["decoding"]["description"]
     assert all(word in decoding for word in ("exact", "fast", "compare", "approximate"))
     assert "cache_refresh" in tools["generate_masked"]["inputSchema"]["properties"]
