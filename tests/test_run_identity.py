@@ -187,3 +187,22 @@ def test_score_refuses_to_resume_another_runs_parts_and_never_overwrites(load, t
     assert json.loads(other.output.read_text())["model"]["dtype"] == "bfloat16"
     scores = [json.loads(f.read_text())["results"][0]["candidates"][0]["score"] for f in (files.output, other.output)]
     assert scores[0] != scores[1]  # computed anew in bfloat16
+
+
+@needs_shared
+def test_a_larger_limit_or_more_repetitions_extend_the_same_run(load, tmp_path, monkeypatch):
+    """Which items and repetitions a run covers is no part of it: each record is kept under its
+    (repetition, item), so a larger --limit or more --repetitions compute only what is new."""
+    task, settings = get_task("copa"), RunSettings(shots=1, limit=2, data_root=DATA)
+    chunk, computed = E._evaluate_chunk, []
+
+    def counting(lm, task, run, s, pairs):
+        computed.extend(pairs)
+        return chunk(lm, task, run, s, pairs)
+
+    monkeypatch.setattr(E, "_evaluate_chunk", counting)
+    for s in (settings, dataclasses.replace(settings, limit=4), dataclasses.replace(settings, limit=4, repetitions=2)):
+        runs.evaluate_tasks([(task, s)], [BASE], ScoringSettings(), load, tmp_path, progress=False, say=quiet)
+    assert len(computed) == 2 + 2 + 4 and len({(rep, e.index) for rep, e in computed}) == 8
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    assert len(summary) == 1 and summary["n"].tolist() == [4] and summary["repetitions"].tolist() == [2]

@@ -52,7 +52,7 @@ from ..tasks import Example, Task, get_task, load_examples, render_query
 from ..tasks import metrics as M
 from ..tasks.fewshot import choice_items, generation_prompt, mean_std, sample_demonstrations
 from .data_parallel import Processes
-from .identity import Identity, data_digest, model_slug, task_identity
+from .identity import Identity, data_digest, model_slug, settings_identity, task_identity
 from .resumable import ChunkParts, drop_cut_line, parts_folder, run_chunks
 
 SUBSET_SEED = 0  # the --limit sample does not depend on --seed: models and seeds see the same items
@@ -143,7 +143,7 @@ def plan(lm, task: Task, s: RunSettings, scoring: ScoringSettings) -> RunPlan:
     if task.max_shots is not None and shots > task.max_shots:
         raise ValueError(f"Task {task.name!r} is zero-shot by design ({task.notes}); "
                          f"--shots {shots} is not possible.")
-    examples = load_examples(task, "data", s.data_root)
+    split = load_examples(task, "data", s.data_root)
     pool = load_examples(task, "demos", s.data_root) if shots else []
     same_split = task.demos is None
     available = len(pool) - (1 if same_split else 0)
@@ -151,8 +151,8 @@ def plan(lm, task: Task, s: RunSettings, scoring: ScoringSettings) -> RunPlan:
         raise ValueError(f"Task {task.name!r}: --shots {shots} is more than its demonstration pool "
                          f"holds ({available} examples"
                          f"{', the evaluated split minus the evaluated item' if same_split else ''}).")
-    n_total = len(examples)
-    examples = fixed_sample(examples, s.limit)
+    n_total = len(split)
+    examples = fixed_sample(split, s.limit)
     if task.constrain_to_candidates and not all(e.candidates for e in examples):
         raise ValueError(f"Task {task.name!r} writes one of each item's candidates "
                          f"(constrain_to_candidates), but some of its items have none: its converter "
@@ -167,8 +167,7 @@ def plan(lm, task: Task, s: RunSettings, scoring: ScoringSettings) -> RunPlan:
     else:
         method, score, tag = "generate", None, "generate" + _cache_tag(task, s, cache)
     repetitions = 1 if shots == 0 else s.repetitions  # no sampling to repeat at 0 shots
-    identity = _identity(lm, task, replace(s, shots=shots, score=score, repetitions=repetitions, cache=cache),
-                         scoring, examples, pool)
+    identity = _identity(lm, task, replace(s, shots=shots, score=score, cache=cache), scoring, split, pool)
     how = f"{tag}__{score}" if score else tag
     run_id = f"{task.name}__{model_slug(lm)}__{shots}shot__{how}__seed{s.seed}__{identity.digest}"
     run = RunPlan(id=run_id, identity=identity, tag=tag, shots=shots, examples=examples, pool=pool,
@@ -178,16 +177,18 @@ def plan(lm, task: Task, s: RunSettings, scoring: ScoringSettings) -> RunPlan:
     return replace(run, examples=kept, skipped=skipped)
 
 
-def _identity(lm, task: Task, s: RunSettings, scoring: ScoringSettings, examples: list[Example],
+def _identity(lm, task: Task, s: RunSettings, scoring: ScoringSettings, split: list[Example],
               pool: list[Example]) -> Identity:
     """The run's identity: the model, the run's settings (shots, span, cache resolved), how it ranks
-    (with the fast table's digest where it scores fast) or writes, the task and the items it reads."""
+    (with the fast table's digest where it scores fast) or writes, the task and its split and pool.
+    Not which items or repetitions: each record is kept under its own (repetition, item), so a
+    larger --limit or more --repetitions extend a run (the summary counts the items asked for)."""
     if task.kind == "choice":
         how = {"scoring": scoring, "fast_table": fast_table_id() if scoring.fast else None}
     else:
         how = {"generation": _generation_settings(task, s)}
-    return Identity.of(lm, run=s, **how, task=task_identity(task), data=data_digest(examples),
-                       demos=data_digest(pool))
+    run = {k: v for k, v in settings_identity(s).items() if k not in ("limit", "repetitions", "skip_too_long")}
+    return Identity.of(lm, run=run, **how, task=task_identity(task), data=data_digest(split), demos=data_digest(pool))
 
 
 def fixed_sample(examples: list[Example], limit: int | None) -> list[Example]:
