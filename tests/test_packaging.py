@@ -1,15 +1,20 @@
-"""The package works installed from a wheel, not only from the clone: ``pip install .`` (not
-editable) into a fresh virtual environment, then ``python -m demo results`` run from another
-folder reads the tables that ship inside the package (``demo.paths``).
+"""The package works installed from a wheel, not only from the clone: a wheel built from the
+sources, ``pip install``-ed (not editable) into a fresh virtual environment, then ``python -m demo
+results`` run from another folder reads the tables that ship inside the package (``demo.paths``).
 
-The environment sees this one's packages (``--system-site-packages``), so nothing is downloaded:
-the build runs without isolation and the install without dependencies. The sources are copied
-first, so the build leaves nothing in the clone.
+Everything comes from this test's own environment, never from the base Python's packages (a stock
+Python's setuptools may be too old to build a wheel): the wheel is built by this interpreter, without
+isolation, with the setuptools of requirements-dev.txt; the fresh environment sees this one's
+packages (pip, the package's dependencies) through a ``.pth`` file rather than
+``--system-site-packages``, which would show it the base Python's. So nothing is downloaded and the
+install needs no dependencies. The sources are copied first, so the build leaves nothing in the clone.
 """
 
 import os
 import shutil
+import site
 import subprocess
+import sys
 import venv
 from pathlib import Path
 
@@ -25,7 +30,7 @@ def _run(command, cwd, env, timeout=600):
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """The python of a fresh environment with the package installed from a copy of the sources."""
+    """The python of a fresh environment with the package installed from a wheel of a copy of the sources."""
     pytest.importorskip("setuptools", reason="building without isolation needs setuptools here")
     pytest.importorskip("pip", reason="installing needs pip here")
     base = tmp_path_factory.mktemp("wheel_install")
@@ -36,14 +41,27 @@ def installed(tmp_path_factory):
             shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy(ROOT / name, source / name)
-    try:  # (pip too comes from this environment's packages)
-        venv.create(base / "venv", system_site_packages=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    wheels = base / "wheels"
+    run = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+                "-w", str(wheels), str(source)], base, env)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    (wheel,) = wheels.glob("*.whl")
+    try:  # without pip and without the base Python's packages: both come from this environment, below
+        venv.create(base / "venv")
     except Exception as err:
         pytest.skip(f"cannot create a virtual environment here: {err}")
     python = base / "venv" / "bin" / "python"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    run = _run([str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation",
-                "--no-index", "-q", str(source)], base, env)
+    where = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], base, env)
+    assert where.returncode == 0, where.stderr[-2000:]
+    # This environment's packages (pip, the dependencies) go after the new environment's own folder,
+    # so the installed copy of the package is found before this environment's (editable) one.
+    ours = [p for p in (*site.getsitepackages(), site.getusersitepackages()) if p in sys.path]
+    (Path(where.stdout.strip()) / "test_environment.pth").write_text(
+        "".join(f"import site; site.addsitedir({p!r})\n" for p in ours))
+    # (--ignore-installed: pip leaves this environment's copy alone rather than weighing it as installed)
+    run = _run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "-q",
+                str(wheel)], base, env)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     return python, env
 
