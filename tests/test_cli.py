@@ -140,7 +140,8 @@ def test_evaluate_and_probe_run_with_the_prefix_cache(tmp_path, capsys):
                  "--cache", "prefix", "--output-dir", str(tmp_path), "--no-progress"]) == 0
     summary = pd.read_csv(tmp_path / "summary.csv")
     assert list(summary["cache"]) == ["prefix"] and list(summary["n"]) == [3]
-    assert summary["run"][0] == "copa_generate__minilm-l6-mlm-standin__2shot__generate-prefix-r32-m0.1__seed0"
+    assert re.fullmatch(r"copa_generate__minilm-l6-mlm-standin__2shot__generate-prefix-r32-m0\.1__seed0__[0-9a-f]{8}",
+                        summary["run"][0])
     assert "copa_generate" in capsys.readouterr().out
     assert main(["probe", "--model", str(STANDIN_MLM), "--lengths", "96", "--depths", "0.5",
                  "--repetitions", "1", "--cache", "prefix", "--output", str(tmp_path / "grid.csv"),
