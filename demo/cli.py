@@ -41,6 +41,7 @@ from .settings import (
     RunSettings,
     ScoringSettings,
     SweepSettings,
+    WritingSettings,
 )
 
 PROG = "mlm-icl"
@@ -225,13 +226,14 @@ def _probe_arguments(parser):
     parser.add_argument("--plot", help="also write the heatmap, or the sweep's curve (.html, or .png with kaleido)")
 
 
-def _probe(args, model: ModelSettings, grid: GridSettings, sweep: SweepSettings) -> int:
-    """The needle grid, or with --sweep the mask sweep; the other's options are refused, not ignored."""
+def _probe(args, model: ModelSettings, grid: GridSettings, sweep: SweepSettings, writing: WritingSettings) -> int:
+    """The needle grid, or with --sweep the mask sweep; the other's options are refused, not ignored
+    (the grid answers the paper's way, digit by digit: the writing options are the sweep's)."""
     from .app.reproduce import non_defaults
     from .evaluation.runs import ProbeFiles, probe_file, sweep_file
     files = ProbeFiles(args.output, args.label, args.plot)
     if sweep.sweep is None:
-        given = [name for name in non_defaults(sweep) if name != "data_root"]
+        given = [name for name in [*non_defaults(sweep), *non_defaults(writing)] if name != "data_root"]
         if given:
             raise ValueError(f"--{given[0].replace('_', '-')} is an option of the mask sweep: add --sweep "
                              f"padding_masks or --sweep right_masks (without it, probe runs the needle grid).")
@@ -241,7 +243,7 @@ def _probe(args, model: ModelSettings, grid: GridSettings, sweep: SweepSettings)
         name = next(iter(non_defaults(grid)))
         raise ValueError(f"--{name.replace('_', '-')} is an option of the needle grid, not of the mask "
                          f"sweep (--sweep {sweep.sweep}), which takes --values, --task, --shots and --limit.")
-    sweep_file(files, _sides(model), sweep, _load, progress=not args.no_progress)
+    sweep_file(files, _sides(model), sweep, _load, progress=not args.no_progress, writing=writing)
     return 0
 
 
@@ -258,7 +260,7 @@ def _evaluate_arguments(parser):
     parser.add_argument("--list", action="store_true", help="list the tasks and exit")
 
 
-def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSettings) -> int:
+def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSettings, writing: WritingSettings) -> int:
     from .evaluation.runs import check_task_data, evaluate_tasks
     from .tasks import add_task_dir, get_task
     for folder in args.tasks_dir:
@@ -274,7 +276,7 @@ def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSett
         tasks.append((get_task(name), dataclasses.replace(run, limit=int(limit)) if limit else run))
     check_task_data(tasks)  # the data before the model: a missing file is said at once
     evaluate_tasks(tasks, _sides(model), scoring, _load, args.output_dir,
-                   recorded_command(args.argv, args.model), progress=not args.no_progress)
+                   recorded_command(args.argv, args.model), progress=not args.no_progress, writing=writing)
     return 0
 
 
@@ -442,9 +444,10 @@ COMMANDS = {
                      [ModelSettings, ScoringSettings], _score_arguments, _score),
     "probe": Command("needle-in-a-haystack grid of lengths x depths, or with --sweep how many masks: a "
                      "task at each number of padding or right masks (resumable CSV)",
-                     [ModelSettings, GridSettings, SweepSettings], _probe_arguments, _probe),
+                     [ModelSettings, GridSettings, SweepSettings, WritingSettings], _probe_arguments, _probe),
     "evaluate": Command("few-shot evaluation on the papers' tasks or your own (resumable)",
-                        [ModelSettings, RunSettings, ScoringSettings], _evaluate_arguments, _evaluate),
+                        [ModelSettings, RunSettings, ScoringSettings, WritingSettings], _evaluate_arguments,
+                        _evaluate),
     "results": Command("the papers' published tables next to our runs", [ResultsFilter], _results_arguments,
                        _results),
     "export-tasks": Command("our tasks as lm-evaluation-harness tasks (a folder for --include_path): the "

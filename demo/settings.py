@@ -7,7 +7,8 @@ never wait for torch.
 
 - :class:`ModelSettings`: which model, on which device (``demo.engine.models.load_model``).
 - :class:`ScoringSettings`: how candidates are scored (``demo.engine.pll``).
-- :class:`GenerationSettings`: how text is generated (``demo.engine.generation``).
+- :class:`WritingSettings`: how a masked LM writes by unmasking (``demo.engine.unmasking``).
+- :class:`GenerationSettings`: how text is generated (``demo.engine.generation``), its writing included.
 - :class:`InfillSettings`: how blanks in a text are filled (``demo.engine.infill``).
 - :class:`RunSettings`: how a task is evaluated (``demo.evaluation.evaluate``).
 - :class:`GridSettings`: the needle-in-a-haystack grid (``demo.evaluation.haystack``).
@@ -269,11 +270,75 @@ class ScoringSettings:
         return method
 
 
+# ---------------------------------------------------------------- writing by unmasking
+
+
+@dataclass(frozen=True)
+class WritingSettings:
+    """How a masked LM writes by unmasking (``demo.engine.unmasking``): where its masks stand, which
+    of them a step writes and how many. The defaults are the BERTs paper's decoder; generation
+    (``GenerationSettings``), the evaluator and the lm-eval plugin take these same fields."""
+    window: Literal[WINDOWS] = field(default="slide", metadata=_help(
+        "masked LMs: 'slide' keeps 1 + padding_masks masks after the text, one more appended for "
+        "each token written (the BERTs paper's decoder); 'block' fills a block of block_length "
+        "masks, then appends the next block (masked diffusion LMs' semi-autoregressive blocks)"))
+    block_length: int = field(default=32, metadata=_help("masked LMs, window='block': masks per block"))
+    tokens_per_step: int = field(default=1, metadata=_help(
+        "masked LMs: tokens written per forward pass (several: fewer passes, each token guessed "
+        "without the others written in the same step)"))
+    confidence_threshold: float | None = field(default=None, metadata=_help(
+        "masked LMs, order='confidence': each step writes every mask it reads (the open block's) "
+        "whose guess has at least this probability, and at least tokens_per_step, the surest "
+        "(Fast-dLLM's threshold writing: many tokens a pass where the model is sure, one where it "
+        "is not). Unset = tokens_per_step a step"))
+    order: Literal[UNMASKING_ORDERS] = field(default="left_to_right", metadata=_help(
+        "masked LMs: which masks a step writes: the leftmost (the BERTs paper's), those the model is "
+        "surest of (masked diffusion LMs, Mask-Predict), or random ones (seeded)"))
+    remask: bool = field(default=False, metadata=_help(
+        "masked LMs, order='confidence': earlier tokens not yet final compete with each step's "
+        "new guesses at the probability they were written with, and a mask goes back where one "
+        "loses (Mask-Predict's re-masking)"))
+    masks_ahead: bool = field(default=False, metadata=_help(
+        "masked LMs, window='block': all max_new_tokens masks follow the prompt from the first step "
+        "and are filled one block at a time (the samplers of LLaDA and of dLLM's chat models: the "
+        "model sees how much room is left); off, a block's masks come once the block before is full"))
+
+    @property
+    def any_order(self) -> bool:
+        """Whether a masked LM writes other than the BERTs paper's way (one mask after the text
+        written at a time, left to right): then ``demo.engine.unmasking`` decodes, not
+        transformers' ``generate()``."""
+        return (self.window, self.tokens_per_step, self.order, self.remask) != ("slide", 1, "left_to_right", False)
+
+    def __post_init__(self):
+        _choice(self.window, "window", WINDOWS)
+        _whole(self.block_length, "block_length", 1, MAX_NEW_TOKENS_CAP)
+        _whole(self.tokens_per_step, "tokens_per_step", 1, MAX_TOKENS_PER_STEP)
+        _choice(self.order, "order", UNMASKING_ORDERS)
+        _flag(self.remask, "remask")
+        _flag(self.masks_ahead, "masks_ahead")
+        if self.masks_ahead and self.window != "block":
+            raise ValueError("masks_ahead lays out the masks of every block at once: it needs window='block'.")
+        if self.window == "block" and self.tokens_per_step > self.block_length:
+            raise ValueError(f"tokens_per_step ({self.tokens_per_step}) is more than a block holds (block_length "
+                             f"{self.block_length}): a step writes in one block. Lower tokens_per_step to "
+                             f"{self.block_length} or lengthen the blocks.")
+        if self.confidence_threshold is not None:
+            _number(self.confidence_threshold, "confidence_threshold", lambda v: 0 < v <= 1,
+                    "a probability in (0, 1], or unset (tokens_per_step a step)")
+            if self.order != "confidence" or self.remask:
+                raise ValueError("confidence_threshold writes the masks the model is surest of: it needs "
+                                 "order='confidence', without remask.")
+        if self.remask and self.order != "confidence":
+            raise ValueError("remask weighs earlier tokens against new guesses by their probability: it "
+                             "needs order='confidence'.")
+
+
 # ---------------------------------------------------------------- generation
 
 
 @dataclass(frozen=True)
-class GenerationSettings:
+class GenerationSettings(WritingSettings):
     """How ``demo.engine.generation.generate`` continues a prompt."""
     max_new_tokens: int = field(default=32, metadata=_help(f"1..{MAX_NEW_TOKENS_CAP} new tokens"))
     strategy: Literal[STRATEGIES] = field(default="greedy", metadata=_help(
@@ -304,25 +369,6 @@ class GenerationSettings:
         "masks whose top probability is at least this (confidence-gated parallel unmasking: fewer "
         "passes, approximate; speed and agreement per threshold: benchmarks/bench_cache.py). "
         "Unset = off; a causal LM ignores it"))
-    window: Literal[WINDOWS] = field(default="slide", metadata=_help(
-        "masked LMs: 'slide' keeps 1 + padding_masks masks after the text, one more appended for "
-        "each token written (the BERTs paper's decoder); 'block' fills a block of block_length "
-        "masks, then appends the next block (masked diffusion LMs' semi-autoregressive blocks)"))
-    block_length: int = field(default=32, metadata=_help("masked LMs, window='block': masks per block"))
-    tokens_per_step: int = field(default=1, metadata=_help(
-        "masked LMs: tokens written per forward pass (several: fewer passes, each token guessed "
-        "without the others written in the same step)"))
-    order: Literal[UNMASKING_ORDERS] = field(default="left_to_right", metadata=_help(
-        "masked LMs: which masks a step writes: the leftmost (the BERTs paper's), those the model is "
-        "surest of (masked diffusion LMs, Mask-Predict), or random ones (seeded)"))
-    remask: bool = field(default=False, metadata=_help(
-        "masked LMs, order='confidence': earlier tokens not yet final compete with each step's "
-        "new guesses at the probability they were written with, and a mask goes back where one "
-        "loses (Mask-Predict's re-masking)"))
-    masks_ahead: bool = field(default=False, metadata=_help(
-        "masked LMs, window='block': all max_new_tokens masks follow the prompt from the first step "
-        "and are filled one block at a time (the samplers of LLaDA and of dLLM's chat models: the "
-        "model sees how much room is left); off, a block's masks come once the block before is full"))
     chat: bool = field(default=False, metadata=_help(
         "the prompt is one user turn of the tokenizer's chat template, its answer to follow (chat "
         "models); a masked LM's text then ends at its tokenizer's end-of-sequence token, or its "
@@ -366,6 +412,7 @@ class GenerationSettings:
             _number(self.parallel_threshold, "parallel_threshold", lambda v: 0 < v <= 1,
                     "a probability in (0, 1], or unset (off)")
         _whole(self.seed, "seed", 0, 2**63 - 1, optional=True)
+        WritingSettings.__post_init__(self)
         self._check_unmasking()
         if any(not isinstance(x, str) or x == "" for x in self.stop_strings):
             raise ValueError("Stop strings must be non-empty strings.")
@@ -380,30 +427,8 @@ class GenerationSettings:
                 not self.choices or any(not isinstance(c, str) or not c.strip() for c in self.choices)):
             raise ValueError("choices must be a non-empty list of non-empty strings.")
 
-
-    @property
-    def any_order(self) -> bool:
-        """Whether a masked LM writes other than the BERTs paper's way (one mask after the text
-        written at a time, left to right): then ``demo.engine.unmasking`` decodes, not
-        transformers' ``generate()``."""
-        return (self.window, self.tokens_per_step, self.order, self.remask) != ("slide", 1, "left_to_right", False)
-
     def _check_unmasking(self) -> None:
-        _choice(self.window, "window", WINDOWS)
-        _whole(self.block_length, "block_length", 1, MAX_NEW_TOKENS_CAP)
-        _whole(self.tokens_per_step, "tokens_per_step", 1, MAX_TOKENS_PER_STEP)
-        _choice(self.order, "order", UNMASKING_ORDERS)
-        _flag(self.remask, "remask")
-        _flag(self.masks_ahead, "masks_ahead")
-        if self.masks_ahead and self.window != "block":
-            raise ValueError("masks_ahead lays out the masks of every block at once: it needs window='block'.")
-        if self.window == "block" and self.tokens_per_step > self.block_length:
-            raise ValueError(f"tokens_per_step ({self.tokens_per_step}) is more than a block holds (block_length "
-                             f"{self.block_length}): a step writes in one block. Lower tokens_per_step to "
-                             f"{self.block_length} or lengthen the blocks.")
-        if self.remask and self.order != "confidence":
-            raise ValueError("remask weighs earlier tokens against new guesses by their probability: it "
-                             "needs order='confidence'.")
+        """What writing in any order does not combine with (its own fields: WritingSettings)."""
         if not self.any_order:
             return
         refused = [(self.strategy == "beam", "beam search (it keeps whole texts growing left to right)"),

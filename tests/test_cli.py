@@ -15,7 +15,7 @@ import pytest
 import tests.floats as floats
 from demo.cli import COMMANDS, build_parser, main
 from demo.settings import ModelSettings
-from tests.conftest import STANDIN_MLM, needs_shared
+from tests.conftest import SHARED, STANDIN_MLM, needs_shared
 from tests.test_pll import naive_scores
 from tests.test_pll_decoder import naive_decoder
 
@@ -147,6 +147,41 @@ def test_evaluate_and_probe_run_with_the_prefix_cache(tmp_path, capsys):
                  "--repetitions", "1", "--cache", "prefix", "--output", str(tmp_path / "grid.csv"),
                  "--no-progress"]) == 0
     assert pd.read_csv(tmp_path / "grid.csv")["cache"].tolist() == ["prefix"]
+
+
+@needs_shared
+def test_evaluate_and_the_sweep_write_in_any_order_when_asked(tmp_path, capsys):
+    """--window block --tokens-per-step 2 reaches a generated task's generate(): the run id names the
+    writing, and its records are generate()'s outputs with those settings; the paper's way is a
+    run of its own beside it. The sweep takes the same options; the needle grid refuses them."""
+    from demo.engine.generation import generate
+    from demo.engine.models import load_model
+    from demo.settings import GenerationSettings
+    from demo.tasks import get_task, load_examples
+    from demo.tasks.fewshot import generation_prompt
+    base = ["evaluate", "--model", str(STANDIN_MLM), "--task", "ii_singular_to_plural:2", "--shots", "1",
+            "--output-dir", str(tmp_path), "--no-progress"]
+    writing = ["--window", "block", "--block-length", "4", "--tokens-per-step", "2", "--order", "confidence",
+               "--confidence-threshold", "0.5"]
+    assert main(base + writing) == 0 and main(base) == 0
+    runs = pd.read_csv(tmp_path / "summary.csv")["run"].tolist()
+    assert re.search(r"__generate-block4-k2-confidence-t0\.5__seed0__", runs[0]) and "__generate__seed0__" in runs[1]
+    records = [json.loads(line) for line in next(tmp_path.glob("*block4*.jsonl")).read_text().splitlines()]
+    lm, task, data = load_model(str(STANDIN_MLM), device="cpu"), get_task("ii_singular_to_plural"), str(SHARED / "data")
+    asked = GenerationSettings(**{**task.generation, "window": "block", "block_length": 4, "tokens_per_step": 2,
+                                  "order": "confidence", "confidence_threshold": 0.5})
+    for record in records:
+        item = load_examples(task, "data", data)[record["index"]]
+        demos = [load_examples(task, "demos", data)[i] for i in record["demos"]]
+        assert record["text"] == generate(lm, generation_prompt(task, item, demos), asked).text.strip()
+    sweep = ["probe", "--model", str(STANDIN_MLM), "--sweep", "padding_masks", "--values", "1", "--task",
+             "ii_singular_to_plural", "--limit", "2", "--shots", "1", "--output", str(tmp_path / "sweep.csv"),
+             "--no-progress"]
+    assert main(sweep + writing) == 0 and main(sweep) == 0
+    assert pd.read_csv(tmp_path / "sweep.csv")["run"].nunique() == 2
+    assert main(["probe", "--model", str(STANDIN_MLM), "--lengths", "96", "--output", str(tmp_path / "g.csv"),
+                 "--window", "block"]) == 2
+    assert "--window is an option of the mask sweep" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -15,6 +15,7 @@ over a task written here (YAML over a local JSONL), checked against independent 
 - bad model_args and generation kwargs: clear errors, before any request.
 """
 
+import dataclasses
 import functools
 import json
 import logging
@@ -339,6 +340,24 @@ def test_generate_until_writes_in_any_order_where_model_args_say():
     assert model.generate_until([request]) == [expected.text]
     with pytest.raises(ValueError, match="tokens_per_step"):
         MaskedLMEval(pretrained=str(STANDIN_MLM), device="cpu", tokens_per_step=0)
+
+
+@needs_shared
+def test_every_writing_key_reaches_generate_through_lm_evals_registry():
+    """masks_ahead and the confidence threshold, like every field of WritingSettings, are model_args:
+    the model lm-eval's registry builds from its argument string writes as generate() does with
+    them."""
+    from lm_eval.api.registry import get_model
+
+    from demo.settings import WritingSettings
+    writing = dict(window="block", block_length=4, masks_ahead=True, order="confidence", confidence_threshold=0.3)
+    assert set(writing) | {"tokens_per_step", "remask"} == {f.name for f in dataclasses.fields(WritingSettings)}
+    arguments = ",".join(f"{k}={v}" for k, v in writing.items())
+    model = get_model("mlm").create_from_arg_string(f"pretrained={STANDIN_MLM},{arguments}", {"device": "cpu"})
+    prompt = "Q: What is the capital of France?\nA: Paris\n\nQ: What is the capital of Italy?\nA:"
+    request = Instance("generate_until", {}, (prompt, {"until": ["\n\n"], "max_gen_toks": 8}), 0)
+    expected = generate(model.lm, prompt, GenerationSettings(max_new_tokens=8, stop_strings=["\n\n"], **writing))
+    assert model.generate_until([request]) == [expected.text]
 
 
 def test_generation_kwargs_read_as_lm_eval_means_them():

@@ -99,11 +99,14 @@ def test_an_interrupted_sweep_resumes_to_the_same_table(standin_mlm, tmp_path, m
     assert not (tmp_path / "resumed.csv.parts").exists()
     pd.testing.assert_frame_equal(resumed[COMPARED], whole[COMPARED])
     pd.testing.assert_frame_equal(pd.read_csv(output)[COMPARED], pd.read_csv(tmp_path / "whole.csv")[COMPARED])
-    monkeypatch.setattr(S.Sweep, "rows", stops_at_2)  # interrupted again; then other settings' parts refused
+    monkeypatch.setattr(S.Sweep, "rows", stops_at_2)  # interrupted again; then a run with other settings
     with pytest.raises(KeyboardInterrupt):
         S.run_sweep(standin_mlm, sweep, output=tmp_path / "other.csv")
-    with pytest.raises(ValueError, match="holds parts of another run"):
+    done.clear()
+    with pytest.raises(KeyboardInterrupt):
         S.run_sweep(standin_mlm, replace(sweep, limit=1), output=tmp_path / "other.csv")
+    assert done == [0, 1]  # computed anew: the first run's saved values are not this run's
+    assert len(list((tmp_path / "other.csv.parts").glob("*.jsonl"))) == 2  # each run's parts kept apart
 
 
 def test_bad_values_are_refused_in_sentences():

@@ -509,9 +509,9 @@ def test_picking_a_chat_model_sets_the_decoding_it_was_trained_with(monkeypatch)
     catalog = build_catalog(AppSettings())
     cap = AppSettings().max_new_tokens
     assert trained_decoding(catalog, "dllm-hub/ModernBERT-base-chat-v0.1") == [
-        True, True, True, "confidence", 1, 32, False, "greedy", min(128, cap), False]
+        True, True, True, "confidence", 1, 32, False, 0, "greedy", min(128, cap), False]
     plain = trained_decoding(catalog, "answerdotai/ModernBERT-base")
-    assert plain[:2] == [False, False] and all(v == gr.update() for v in plain[2:]) and len(plain) == 10
+    assert plain[:2] == [False, False] and all(v == gr.update() for v in plain[2:]) and len(plain) == 11
 
 
 @needs_shared

@@ -1,6 +1,8 @@
 """The any-order unmasking loop (demo.engine.unmasking) against naive loops written plainly here:
 the whole window through the model's own forward pass, every step."""
 
+import math
+
 import pytest
 import torch
 
@@ -18,22 +20,25 @@ PROMPT = "The capital of France is Paris. The capital of Italy is"
 FAMILIES = ["bert", "roberta", "deberta-v2", "modernbert"]
 
 
-def _write(lm, window, masks, tokens_per_step, order="left_to_right", remask=False, new=8, prompt=PROMPT):
+def _write(lm, window, masks, tokens_per_step, order="left_to_right", remask=False, new=8, prompt=PROMPT,
+           threshold=None):
     end = lm.tokenizer.sep_token_id
-    how = Unmasking(order=order, tokens_per_step=tokens_per_step, remask=remask)
+    how = Unmasking(order=order, tokens_per_step=tokens_per_step, remask=remask, confidence_threshold=threshold)
     out, begin = write(lm, prompt_ids_of(lm, prompt), how, Growth(window, masks, new, end),
                        suppressed_ids(lm, [end]))
     return out, begin
 
 
-def naive_confidence(model, tok, prompt_ids, block, k, remask, new, banned):
+def naive_confidence(model, tok, prompt_ids, block, k, remask, new, banned, threshold=None):
     """Blocks of ``block`` masks after the prompt; each step: the whole window through the model;
     a proposal (argmax) at every mask; with ``remask`` the block's written tokens compete too, at
     the log-prob they were written with; the k + (written) surest hold a token afterwards (ties: leftmost); the
-    rest is masked. An end token written ends the text there. -> (final window, log-prob of each written position at its last writing)."""
+    rest is masked; with ``threshold`` at least every mask whose proposal has that probability is
+    written (Fast-dLLM's rule). An end token written ends the text there. -> (final window, log-prob
+    of each written position at its last writing, the pass that wrote it last)."""
     mask, end = tok.mask_token_id, tok.sep_token_id
     window = [tok.cls_token_id] + prompt_ids + [end]
-    begin, logprob, appended = len(prompt_ids) + 1, {}, 0
+    begin, logprob, appended, step_of, passes = len(prompt_ids) + 1, {}, 0, {}, 0
     ended = False
     while appended < new and not ended:
         n = min(block, new - appended)
@@ -50,28 +55,33 @@ def naive_confidence(model, tok, prompt_ids, block, k, remask, new, banned):
             written = [i for i in block_positions if window[i] != mask] if remask else []
             proposals = {i: int(logp[i].argmax()) for i in masks}
             sure = {i: float(logp[i, proposals[i]]) for i in masks} | {i: logprob[i] for i in written}
-            keep = sorted(sure, key=lambda i: (-sure[i], i))[:min(k, len(masks)) + len(written)]
+            passing = sum(1 for i in masks if threshold is not None and math.exp(sure[i]) >= threshold)
+            keep = sorted(sure, key=lambda i: (-sure[i], i))[:max(min(k, len(masks)), passing) + len(written)]
             for i in written:
                 if i not in keep:
                     window[i] = mask
-                    del logprob[i]
+                    del logprob[i], step_of[i]
             for i in masks:
                 if i in keep:
-                    window[i], logprob[i] = proposals[i], sure[i]
+                    window[i], logprob[i], step_of[i] = proposals[i], sure[i], passes
+            passes += 1
             if end in window[begin:-1]:  # the text ends there: nothing after it is read again
                 cut = window.index(end, begin)
                 window, ended = window[:cut + 1], True
                 logprob = {i: v for i, v in logprob.items() if i <= cut}
+                step_of = {i: v for i, v in step_of.items() if i <= cut}
                 block_positions = range(first, min(first + n, cut + 1))
-    return window, logprob
+    return window, logprob, step_of
 
 
-def _check_against_naive(lm, reference_model, k, remask, block=4, new=8, prompt=PROMPT):
+def _check_against_naive(lm, reference_model, k, remask, block=4, new=8, prompt=PROMPT, threshold=None):
     tok = lm.tokenizer
-    out, begin = _write(lm, "block", block, k, "confidence", remask, new, prompt)
+    out, begin = _write(lm, "block", block, k, "confidence", remask, new, prompt, threshold)
     banned = suppressed_ids(lm, [tok.sep_token_id])
-    window, logprob = naive_confidence(reference_model, tok, prompt_ids_of(lm, prompt), block, k, remask, new, banned)
+    window, logprob, step_of = naive_confidence(reference_model, tok, prompt_ids_of(lm, prompt), block, k, remask,
+                                                new, banned, threshold)
     assert out.ids == window
+    assert out.written_at == step_of  # each token written at the same step
     assert sorted(out.logprobs) == sorted(logprob)
     assert [out.logprobs[i] for i in sorted(logprob)] == floats.logprobs([logprob[i] for i in sorted(logprob)], lm)
     return out
@@ -116,6 +126,20 @@ def test_re_masking_puts_masks_back_and_still_equals_the_naive_loop(standin_mlm)
     prompt has some), and the loop still writes what the naive loop writes."""
     out = _check_against_naive(standin_mlm, standin_mlm.model, k=1, remask=True, block=8, new=16)
     assert any(out.remasked)
+
+
+@needs_shared
+@pytest.mark.parametrize("threshold", [0.05, 0.3, 0.9])
+def test_threshold_writing_equals_a_naive_loop_of_fast_dllms_rule(standin_mlm, threshold):
+    """Every mask of the open block whose guess is at least ``threshold`` likely is written, and at
+    least one (the surest): the same tokens, the same step for each, the same likelihood as the
+    naive loop. A low threshold writes several tokens a pass, a high one about one."""
+    out = _check_against_naive(standin_mlm, standin_mlm.model, k=1, remask=False, block=8, new=16,
+                               threshold=threshold)
+    tokens = sum(len(step) for step in out.order)
+    assert len(out.order) <= tokens  # never fewer tokens than passes
+    if threshold == 0.05:
+        assert len(out.order) < tokens  # several a pass somewhere
 
 
 @needs_shared

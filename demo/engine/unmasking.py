@@ -10,12 +10,14 @@ order (docs/method.md, section 9). One loop for every way a masked LM writes by 
   block only (LLaDA's and dLLM's samplers: the model reads how much room is left).
 
 A step reads the window once (one forward pass), proposes a token at the masks it reads and writes
-``tokens_per_step`` of them, chosen by the order: the leftmost (``left_to_right``), the likeliest
-(``confidence``: Mask-Predict's and LLaDA's; the proposals not kept stay masked, LLaDA's
-"low-confidence remasking") or a seeded shuffle (``random``). With ``remask`` (most confident
-first only) the tokens written earlier and not yet final (the block's; sliding: those after the
-first mask) compete too, at the log-probability they were written with, and a mask goes back
-where one loses to the new proposals (Mask-Predict's re-masking): it is written again later.
+``tokens_per_step`` of them (most confident first, with ``confidence_threshold``: also every other
+whose guess is at least that likely, Fast-dLLM's threshold writing), chosen by the order: the
+leftmost (``left_to_right``), the likeliest (``confidence``: Mask-Predict's and LLaDA's; the
+proposals not kept stay masked, LLaDA's "low-confidence remasking") or a seeded shuffle
+(``random``). With ``remask`` (most confident first only) the tokens written earlier and not yet
+final (the block's; sliding: those after the first mask) compete too, at the log-probability they
+were written with, and a mask goes back where one loses to the new proposals (Mask-Predict's
+re-masking): it is written again later.
 
 Every output carries its log-likelihood under the order it was written: the sum of each token's
 log-probability at the step it was (last) written, which for a deterministic order is the exact
@@ -25,6 +27,7 @@ The loop is written here: transformers' ``generate()`` decodes one position afte
 right, and has no way to write several masks of a window, in another order, or to re-mask.
 """
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -47,6 +50,8 @@ class Unmasking:
     """How each step picks what it writes (from ``InfillSettings`` or ``GenerationSettings``)."""
     order: str = "left_to_right"  # left_to_right, confidence or random
     tokens_per_step: int = 1
+    # confidence: also every mask read whose guess is at least this likely (Fast-dLLM's threshold)
+    confidence_threshold: float | None = None
     remask: bool = False  # earlier tokens not yet final compete with new proposals (confidence only)
     strategy: str = "greedy"  # greedy or sample
     temperature: float = 1.0
@@ -201,14 +206,19 @@ class Unmasker:
     def _choose(self, read: list[int], n_masks: int, sure: list[float], k: int) -> list[int]:
         """The positions that hold a token after this step (``read``: the masks read, then with
         ``remask`` the earlier tokens): the k masks the order names, or, most confident first,
-        the k + (earlier tokens) surest of all."""
+        the k + (earlier tokens) surest of all, k raised to the masks whose guess passes the
+        confidence threshold, if one is set."""
         if self.how.order == "random":  # the masks read, in their drawn order
             picked = [p for p in self.shuffled if p in read]
             self.shuffled = [p for p in self.shuffled if p not in read]
             return picked
         if self.how.order == "left_to_right":
             return read[:k]
-        keep = k + (len(read) - n_masks)  # confidence: the surest, new proposals and old tokens alike
+        sure_enough = k
+        if self.how.confidence_threshold is not None:  # (a deterministic rule: the likelihood stays exact)
+            floor = math.log(self.how.confidence_threshold)
+            sure_enough = max(k, sum(1 for p in sure[:n_masks] if p >= floor))
+        keep = sure_enough + (len(read) - n_masks)  # confidence: the surest, new proposals and old tokens alike
         ranked = sorted(range(len(read)), key=lambda i: (-sure[i], read[i]))  # ties: leftmost
         return [read[i] for i in ranked[:keep]]
 

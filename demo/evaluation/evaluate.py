@@ -42,12 +42,12 @@ import math
 import random
 import re
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..engine.mask_window import padding_masks_of  # (no torch: listing tasks needs none)
 from ..engine.pll_approx import fast_table_id  # (no torch either)
-from ..settings import PLL_METHODS, GenerationSettings, RunSettings, ScoringSettings, cache_used
+from ..settings import PLL_METHODS, GenerationSettings, RunSettings, ScoringSettings, WritingSettings, cache_used
 from ..tasks import Example, Task, get_task, load_examples, render_query
 from ..tasks import metrics as M
 from ..tasks.fewshot import choice_items, generation_prompt, mean_std, sample_demonstrations
@@ -63,18 +63,20 @@ log = logging.getLogger(__name__)
 
 
 def evaluate(lm, task: Task | str, output_dir: str | Path, settings: RunSettings | None = None,
-             scoring: ScoringSettings | None = None, *, progress: bool = False,
-             command: str = "", processes: Processes | None = None) -> list[dict]:
+             scoring: ScoringSettings | None = None, writing: WritingSettings | None = None, *,
+             progress: bool = False, command: str = "", processes: Processes | None = None) -> list[dict]:
     """Evaluate one model on one task; returns the summary rows (one per metric).
 
     ``scoring`` applies to ranked tasks; a task's own scoring fields (its normalisation, its
     unconditional context, its PLL method) fill in whatever ``scoring`` leaves at its default.
+    ``writing`` applies to generated tasks: the fields it sets (those not at the paper's decoder's
+    defaults) take the place of the task's own (``with_writing``).
     ``command`` is recorded in the summary (how to rerun it). ``processes``
     (``demo.evaluation.data_parallel.start``): a data-parallel launch's, each evaluating its share
     of the chunks; rank 0 writes the files and returns the rows, the others return none.
     """
     s, processes = settings or RunSettings(), processes or Processes()
-    task = get_task(task) if isinstance(task, str) else task
+    task = with_writing(get_task(task) if isinstance(task, str) else task, writing)
     run = plan(lm, task, s, scoring or ScoringSettings())
     if run.cache != s.cache and processes.main:
         log.warning(_cache_note(lm, task, s))
@@ -99,6 +101,20 @@ def evaluate(lm, task: Task | str, output_dir: str | Path, settings: RunSettings
     (out / f"{run.id}.summary.json").write_text(json.dumps(rows, indent=1, ensure_ascii=False))
     _update_summary_csv(out / "summary.csv", rows)
     return rows
+
+
+def with_writing(task: Task, writing: WritingSettings | None) -> Task:
+    """The task as a run writes it: the fields ``writing`` sets (not at the paper's decoder's
+    defaults) in place of the task's own generation fields. A ranked task writes nothing: there
+    they do not apply, said in a warning."""
+    given = {k: v for k, v in asdict(writing or WritingSettings()).items() if v != getattr(WritingSettings(), k)}
+    if not given:
+        return task
+    if task.kind == "choice":
+        log.warning(f"{task.name}: --{next(iter(given)).replace('_', '-')} and the other writing settings do "
+                    f"not apply (it is ranked by scoring its candidates, which writes nothing).")
+        return task
+    return replace(task, generation={**task.generation, **given})
 
 
 def _chunks(run, s: RunSettings, done: dict) -> dict[tuple, list]:
@@ -165,7 +181,7 @@ def plan(lm, task: Task, s: RunSettings, scoring: ScoringSettings) -> RunPlan:
         score = s.score or task.score
         tag = _scoring_tag(lm, scoring, _task_scoring(lm, task, ScoringSettings()))
     else:
-        method, score, tag = "generate", None, "generate" + _cache_tag(task, s, cache)
+        method, score, tag = "generate", None, "generate" + _writing_tag(task, s) + _cache_tag(task, s, cache)
     repetitions = 1 if shots == 0 else s.repetitions  # no sampling to repeat at 0 shots
     identity = _identity(lm, task, replace(s, shots=shots, score=score, cache=cache), scoring, split, pool)
     how = f"{tag}__{score}" if score else tag
@@ -186,7 +202,7 @@ def _identity(lm, task: Task, s: RunSettings, scoring: ScoringSettings, split: l
     if task.kind == "choice":
         how = {"scoring": scoring, "fast_table": fast_table_id() if scoring.fast else None}
     else:
-        how = {"generation": _generation_settings(task, s)}
+        how = {"generation": generation_settings(task, s)}
     run = {k: v for k, v in settings_identity(s).items() if k not in ("limit", "repetitions", "skip_too_long")}
     return Identity.of(lm, run=run, **how, task=task_identity(task), data=data_digest(split), demos=data_digest(pool))
 
@@ -245,8 +261,20 @@ def _cache_tag(task: Task, s: RunSettings, cache: str) -> str:
     and fast results never share a resume file."""
     if cache == "exact":
         return ""
-    g = _generation_settings(task, s)
+    g = generation_settings(task, s)
     return f"-prefix-r{g.cache_refresh}-m{g.cache_margin:g}"
+
+
+def _writing_tag(task: Task, s: RunSettings) -> str:
+    """The part of a generated run's id that says how a masked LM writes: nothing for the paper's
+    decoder; the window, tokens a step, order and what else is set, writing in any order."""
+    g = generation_settings(task, s)
+    if not g.any_order:
+        return ""
+    tag = f"-{g.window}" + (f"{g.block_length}" if g.window == "block" else "") + f"-k{g.tokens_per_step}-{g.order}"
+    if g.confidence_threshold is not None:
+        tag += f"-t{g.confidence_threshold:g}"
+    return tag + ("-remask" if g.remask else "") + ("-ahead" if g.masks_ahead else "")
 
 
 def _cache_note(lm, task: Task, s: RunSettings) -> str:
@@ -304,7 +332,7 @@ def _fits(lm, task: Task, run: RunPlan, s: RunSettings, e: Example) -> bool:
                 check_choices(lm, _choices(task, run, e, demos), run.scoring)
             else:  # induction: its induction prompt (execution prompts hold the instruction to come)
                 prompt = generation_prompt(task, e, demos) if task.kind == "generate" else render_query(task, e)
-                check_prompt(lm, prompt, _generation_settings(task, s, e))
+                check_prompt(lm, prompt, generation_settings(task, s, e))
         except InputTooLong as err:
             if s.skip_too_long:
                 return False
@@ -367,7 +395,7 @@ def _rank(lm, task, run, s, chunk, demos) -> list[dict]:
     return records
 
 
-def _generation_settings(task: Task, s: RunSettings, item: Example | None = None) -> GenerationSettings:
+def generation_settings(task: Task, s: RunSettings, item: Example | None = None) -> GenerationSettings:
     """The task's decoding with the run's cache mode (the run decides it, not the task) and token
     limit; with ``item``, a task that writes one of its candidates is constrained to them."""
     settings = replace(GenerationSettings(**task.generation), cache=s.cache)
@@ -381,7 +409,7 @@ def _generation_settings(task: Task, s: RunSettings, item: Example | None = None
 def _generate_one(lm, task, e: Example, demos: list[Example], s: RunSettings) -> dict:
     from ..engine.generation import generate
     prompt = generation_prompt(task, e, demos)
-    result = generate(lm, prompt, _generation_settings(task, s, e))
+    result = generate(lm, prompt, generation_settings(task, s, e))
     text = result.text.strip()
     record = dict(query=render_query(task, e), text=text, answers=list(e.answers or [e.target]),
                   group=e.group, stop_reason=result.stop_reason, prompt_tokens=result.prompt_tokens)
@@ -397,14 +425,14 @@ def _generate_one(lm, task, e: Example, demos: list[Example], s: RunSettings) ->
 def _induce_one(lm, task, e: Example, s: RunSettings) -> dict:
     """Instruction induction: write an instruction, then execute it on held-out inputs."""
     from ..engine.generation import generate
-    instruction = generate(lm, render_query(task, e), _generation_settings(task, s)).text.strip()
+    instruction = generate(lm, render_query(task, e), generation_settings(task, s)).text.strip()
     target = get_task(task.executes)
     inputs = load_examples(target, "data", s.data_root)[:s.execute_limit]
     metric = target.metrics[0]
     outputs, scores = [], []
     for x in inputs:
         prompt = f"Instruction: {instruction}\nInput: {x.fields['input']}\nOutput:"
-        text = generate(lm, prompt, _generation_settings(target, s)).text.strip()
+        text = generate(lm, prompt, generation_settings(target, s)).text.strip()
         outputs.append(text)
         scores.append(M.example_score(metric, {"text": text, "answers": x.answers}))
     return dict(query="(induction prompt)", text=instruction, answers=e.answers,

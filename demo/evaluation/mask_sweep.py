@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..settings import GenerationSettings, RunSettings, ScoringSettings, SweepSettings
+from ..settings import RunSettings, ScoringSettings, SweepSettings, WritingSettings
 from ..tasks import Task, data_root, get_task, load_examples
 from .data_parallel import Processes
 from .identity import Identity, data_digest, settings_identity, task_identity
@@ -103,14 +103,17 @@ class Sweep:
                 for row in summary]
 
 
-def sweep_of(lm, settings: SweepSettings, model_name: str | None = None) -> Sweep:
-    """The checked :class:`Sweep`: a masked LM, a setting, a task of the kind it acts in."""
+def sweep_of(lm, settings: SweepSettings, model_name: str | None = None,
+             writing: WritingSettings | None = None) -> Sweep:
+    """The checked :class:`Sweep`: a masked LM, a setting, a task of the kind it acts in, written
+    as ``writing`` says (``demo.evaluation.evaluate.with_writing``)."""
+    from .evaluate import with_writing
     if settings.sweep is None:
         raise ValueError("Say what to sweep: padding_masks (generation, on a generated task) or "
                          "right_masks (ranking, on a ranked task).")
     if lm.kind != "masked":
         raise ValueError(f"{lm.label} is a causal LM: it reads no masks. The mask sweep is for masked LMs.")
-    task = get_task(settings.task or DEFAULT_TASKS[settings.sweep])
+    task = with_writing(get_task(settings.task or DEFAULT_TASKS[settings.sweep]), writing)
     wanted = KINDS[settings.sweep]
     if task.kind != wanted:
         what = KIND_WORDS[wanted]
@@ -126,14 +129,14 @@ def sweep_of(lm, settings: SweepSettings, model_name: str | None = None) -> Swee
     return Sweep(lm, settings, task, model_name, identity)
 
 
-def point_inputs(lm, settings: SweepSettings, value: int) -> list[tuple]:
+def point_inputs(lm, settings: SweepSettings, value: int, writing: WritingSettings | None = None) -> list[tuple]:
     """What the engines read for each item at ``value``, for the app's work count
     (``demo.app.budget.sweep_work``): (choices, scoring) per ranked item, (prompt, generation
     settings) per generated one; the evaluator's items and demonstrations."""
     from ..engine.pll import Choice
     from ..tasks.fewshot import choice_items, generation_prompt
-    from .evaluate import demonstrations, plan
-    sweep = sweep_of(lm, settings)
+    from .evaluate import demonstrations, generation_settings, plan
+    sweep = sweep_of(lm, settings, writing=writing)
     task, s = point_task(sweep.task, settings.sweep, value), run_settings(settings)
     run = plan(lm, task, s, point_scoring(settings.sweep, value))
     inputs = []
@@ -144,10 +147,7 @@ def point_inputs(lm, settings: SweepSettings, value: int) -> list[tuple]:
                        zip(choice_items(task, e, demos, run.score), e.candidates)]
             inputs.append((choices, run.scoring))
         else:
-            generation = GenerationSettings(**task.generation)
-            if s.max_new_tokens is not None:
-                generation = replace(generation, max_new_tokens=s.max_new_tokens)
-            inputs.append((generation_prompt(task, e, demos), generation))
+            inputs.append((generation_prompt(task, e, demos), generation_settings(task, s, e)))
     return inputs
 
 
@@ -159,10 +159,10 @@ def table_of(rows: list[dict]) -> pd.DataFrame:
 
 
 def iter_sweep(lm, settings: SweepSettings, *, model_name: str | None = None, progress: bool = False,
-               time_limit: float | None = None) -> Iterator[pd.DataFrame]:
+               time_limit: float | None = None, writing: WritingSettings | None = None) -> Iterator[pd.DataFrame]:
     """The sweep value by value, into no file: yields the table after every value (for a page
     that shows progress). With ``time_limit`` (seconds), no value starts after that time."""
-    sweep = sweep_of(lm, settings, model_name)
+    sweep = sweep_of(lm, settings, model_name, writing)
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     rows = []
     for value in settings.values:
@@ -173,12 +173,13 @@ def iter_sweep(lm, settings: SweepSettings, *, model_name: str | None = None, pr
 
 
 def run_sweep(lm, settings: SweepSettings, *, output: str | Path | None = None, model_name: str | None = None,
-              progress: bool = False, processes: Processes | None = None) -> pd.DataFrame | None:
+              progress: bool = False, processes: Processes | None = None,
+              writing: WritingSettings | None = None) -> pd.DataFrame | None:
     """The sweep's table: a row per value and metric. ``output``: a CSV file, written once every
     value is done, each value saved in ``<output>.parts/`` as it finishes (an interrupted run
     resumes there). ``processes``: a data-parallel launch's, each evaluating its share of the
     values; rank 0 writes the output and returns the table, the others return None."""
-    sweep = sweep_of(lm, settings, model_name)
+    sweep = sweep_of(lm, settings, model_name, writing)
     if output is None:
         return table_of([row for value in settings.values for row in sweep.rows(value, progress)])
     output, processes = Path(output), processes or Processes()

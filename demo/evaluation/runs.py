@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..engine.pll_approx import fast_table_id
 from ..engine.text import special_token_note
-from ..settings import GridSettings, ModelSettings, ScoringSettings, SweepSettings
+from ..settings import GridSettings, ModelSettings, ScoringSettings, SweepSettings, WritingSettings
 from . import data_parallel
 from .identity import Identity, digest
 from .resumable import ChunkParts, chunks, parts_folder, run_chunks
@@ -185,7 +185,7 @@ def _report_grid(files: ProbeFiles, lm, table, suffix: str, say) -> None:
 
 
 def sweep_file(files: ProbeFiles, sides: list[ModelSettings], sweep: SweepSettings, load: Load,
-               progress: bool = True, say=to_stdout) -> None:
+               progress: bool = True, say=to_stdout, writing: WritingSettings | None = None) -> None:
     """The mask sweep of the masked LM (a pair's causal side reads no masks: skipped, said) into
     one CSV file, by this process alone or by every process of a launch, each its share of the
     values; rank 0 reports the curve and draws it."""
@@ -199,7 +199,7 @@ def sweep_file(files: ProbeFiles, sides: list[ModelSettings], sweep: SweepSettin
             continue
         lm = load(dataclasses.replace(side, device=processes.device), progress)
         table = run_sweep(lm, sweep, output=files.output, model_name=files.label if len(sides) == 1 else side.model,
-                          progress=progress, processes=processes)
+                          progress=progress, processes=processes, writing=writing)
         if table is not None:  # rank 0
             _report_sweep(files, table, say)
 
@@ -233,7 +233,8 @@ def check_task_data(tasks: list) -> None:
 
 
 def evaluate_tasks(tasks: list, sides: list[ModelSettings], scoring: ScoringSettings, load: Load,
-                   output_dir: Path, command: str = "", progress: bool = True, say=to_stdout) -> None:
+                   output_dir: Path, command: str = "", progress: bool = True, say=to_stdout,
+                   writing: WritingSettings | None = None) -> None:
     """Each side on each of ``tasks`` (a task and its RunSettings each) into ``output_dir``
     (``demo.evaluation.evaluate``), by this process alone or by every process of a launch; rank 0
     says each summary row. Every split is read and checked before a model loads (minutes)."""
@@ -244,7 +245,7 @@ def evaluate_tasks(tasks: list, sides: list[ModelSettings], scoring: ScoringSett
     for side in sides:
         lm = load(dataclasses.replace(side, device=processes.device), progress)
         for task, run in tasks:
-            for row in evaluate(lm, task, output_dir, run, scoring, progress=progress, command=command,
+            for row in evaluate(lm, task, output_dir, run, scoring, writing, progress=progress, command=command,
                                 processes=processes):
                 say(f"{row['task']:24s} {row['model']:28s} {row['shots']:>3d}-shot {row['metric']:16s} "
                     f"{row['value']:6.2f} ± {row['stderr']} (n={row['n']}, {row['seconds']:.0f} s)")

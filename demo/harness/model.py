@@ -47,7 +47,7 @@ from ..engine.mask_window import padding_masks_of
 from ..engine.models import InputTooLong
 from ..engine.pll import Choice, check_choices, input_length, score_batch
 from ..evaluation.data_parallel import launched_processes, start
-from ..settings import GenerationSettings, ModelSettings, ScoringSettings
+from ..settings import GenerationSettings, ModelSettings, ScoringSettings, WritingSettings
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ logger = logging.getLogger(__name__)
 # Each key of --model_args belongs to one settings dataclass, which validates it.
 MODEL_KEYS = {"pretrained": "model", **{f.name: f.name for f in fields(ModelSettings) if f.name != "model"}}
 SCORING_KEYS = ("method", "right_masks", "reduction", "token_budget")
-WRITING_KEYS = ("window", "block_length", "tokens_per_step", "order", "remask")  # any-order writing
+WRITING_KEYS = tuple(f.name for f in fields(WritingSettings))  # any-order writing
 GENERATION_KEYS = ("padding_masks", *WRITING_KEYS)
 TOKENIZER_KEYS = ("add_bos_token",)  # HFLM's key, same meaning (causal LMs)
 PARALLEL_KEYS = ("parallelize", "device_map")
@@ -82,7 +82,7 @@ class EvalSettings:
     model: ModelSettings
     scoring: ScoringSettings
     padding_masks: int | None = None  # masked LMs' generation and method=decoder (None: the family's)
-    writing: tuple[tuple[str, object], ...] = ()  # masked LMs' any-order writing (GenerationSettings fields)
+    writing: tuple[tuple[str, object], ...] = ()  # masked LMs' any-order writing (WritingSettings fields)
     add_bos_token: bool | None = None  # causal LMs: BOS before every text, or none (None: the tokenizer's)
     device_map: str | None = None  # model parallel: "auto" (parallelize=True) or a transformers map
     given: tuple[str, ...] = ()  # the keys the user set (to refuse masked-only ones on causal LMs)
@@ -103,7 +103,7 @@ def parse_model_args(args: dict) -> EvalSettings:
     model = ModelSettings(**{MODEL_KEYS[k]: v for k, v in args.items() if k in MODEL_KEYS})
     padding_masks = GenerationSettings(padding_masks=args.get("padding_masks")).padding_masks
     writing = tuple((k, args[k]) for k in WRITING_KEYS if k in args)
-    GenerationSettings(**dict(writing))  # checked once here, in words
+    WritingSettings(**dict(writing))  # checked once here, in words
     # one decoder: method=decoder scores with the windows generate_until writes with
     scoring = ScoringSettings(**{k: v for k, v in args.items() if k in SCORING_KEYS},
                               padding_masks=padding_masks)

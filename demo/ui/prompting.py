@@ -92,7 +92,7 @@ RUN_NAMES = {"exact": "exact (the paper's method)", "prefix": "fast (prefix cach
 
 # Writing in any order (masked diffusion): the page's defaults, small enough to watch: blocks of
 # 8 masks, 2 tokens a step, surest first.
-ANY_ORDER_DEFAULTS = dict(order="confidence", tokens_per_step=2, block_length=8, remask=False)
+ANY_ORDER_DEFAULTS = dict(order="confidence", tokens_per_step=2, block_length=8, remask=False, confidence_threshold=0)
 ORDERS = [("most confident first", "confidence"), ("left to right", "left_to_right"), ("random", "random")]
 
 
@@ -423,6 +423,7 @@ ANY_ORDER_ARGUMENTS = """\
         emd: DeBERTa only: auto (the enhanced mask decoder) or off (the last layer)
         chat: the prompt as one user turn of the model's chat template, answered (chat models such as dLLM's BERT-Chat)
         masks_ahead: every block's masks follow the prompt from the first step, filled one block at a time (LLaDA's and dLLM's samplers)
+        confidence_threshold: confidence order only: each step also writes every mask of the block whose guess is at least this likely (Fast-dLLM's threshold writing; 0 = off)
 """
 
 
@@ -432,14 +433,17 @@ def generate_any_order(prompt, model_name, strategy, max_new_tokens, num_beams, 
                        repetition_penalty, padding_masks, stop_at_newline, seed,
                        order=ANY_ORDER_DEFAULTS["order"], tokens_per_step=ANY_ORDER_DEFAULTS["tokens_per_step"],
                        block_length=ANY_ORDER_DEFAULTS["block_length"], remask=ANY_ORDER_DEFAULTS["remask"],
-                       emd="auto", chat=False, masks_ahead=False, progress=gr.Progress(track_tqdm=True)):
+                       emd="auto", chat=False, masks_ahead=False,
+                       confidence_threshold=ANY_ORDER_DEFAULTS["confidence_threshold"],
+                       progress=gr.Progress(track_tqdm=True)):
     """Continue a prompt with a masked LM the masked-diffusion way: a block of masks after the
     text, filled in any order, several tokens a step; the next block when it is full. Also
     returns the playback, each token marked with the step that wrote it."""
     settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
                          padding_masks, stop_at_newline, seed, trace=True, window="block", order=order,
                          tokens_per_step=tokens_per_step, block_length=block_length, remask=remask, chat=chat,
-                         masks_ahead=masks_ahead)
+                         masks_ahead=masks_ahead,
+                         confidence_threshold=None if confidence_threshold == 0 else confidence_threshold)  # 0: off
     lm, (result,), time_limit, python, shell = _run(prompt, model_name, "masked", [settings], emd)
     steps = f"{result.steps_run} steps for {len(result.token_ids)} tokens · "
     return AnyOrderOutputs(text=result.text, stats=message(steps.rstrip(" ·"), "note") + _stats(lm, result, time_limit),
@@ -489,11 +493,11 @@ def trained_decoding(catalog: Catalog, name: str) -> list:
     not cut at a line break; another turns chat and masks ahead off and keeps the rest."""
     trained = catalog.generation_defaults(name)
     if not trained:
-        return [False, False] + [gr.update()] * 8
+        return [False, False] + [gr.update()] * 9
     cap = deployment().settings.max_new_tokens
     return [trained.get("chat", False), trained.get("masks_ahead", False), trained.get("window") == "block",
             *(trained.get(key, ANY_ORDER_DEFAULTS[key]) for key in ("order", "tokens_per_step", "block_length",
-                                                                   "remask")),
+                                                                   "remask", "confidence_threshold")),
             trained.get("strategy", gr.update()), min(trained.get("max_new_tokens", cap), cap), False]
 
 
@@ -600,6 +604,10 @@ def build(catalog: Catalog) -> TabParts:
             masks_ahead = gr.Checkbox(value=False, label="Any order: all masks ahead", elem_id="gen-masks-ahead",
                                       info="Every block's masks follow the prompt from the first step, so the "
                                            "model sees how much room is left (LLaDA's and dLLM's samplers).")
+            confidence_threshold = Slider(
+                0, 1, value=0, step=0.05, label="Any order: write all this sure", elem_id="gen-confidence-threshold",
+                info="Most confident first only: each step also writes every mask of the block whose guess "
+                     "is at least this likely (Fast-dLLM's threshold; 0 = off, tokens per step only).")
         parallel_threshold = Slider(
             0, 1, value=0, step=0.05, label="Parallel unmasking (fast)", elem_id="gen-parallel",
             info="Fast and compare only: after each pass also write the tokens guessed at the padding "
@@ -656,13 +664,13 @@ def build(catalog: Catalog) -> TabParts:
     masked_event.then(lambda asked, n: n + 1 if asked else gr.update(), [any_order, any_request], any_request, **quick)
     any_request.change(
         generate_any_order, [prompt, masked_model] + settings + [order, tokens_per_step, block_length, remask,
-                                                                 emd, chat, masks_ahead],
+                                                                 emd, chat, masks_ahead, confidence_threshold],
         components(AnyOrderOutputs, text=any_text, stats=any_stats, trace=any_trace, python=any_python,
                    shell=any_shell),
         api_name="generate_mlm_any_order", concurrency_id="generate")
     any_order.change(lambda asked: [gr.update(visible=asked)] * 2, any_order, [any_output, any_lane], **quick)
-    trained = [chat, masks_ahead, any_order, order, tokens_per_step, block_length, remask, strategy, max_new_tokens,
-               stop_at_newline]
+    trained = [chat, masks_ahead, any_order, order, tokens_per_step, block_length, remask, confidence_threshold,
+               strategy, max_new_tokens, stop_at_newline]
     masked_model.change(lambda name: trained_decoding(catalog, name), masked_model, trained, **quick)
     compare_previous.change(previous_run_view, comparing, previous_trace, **quick)
     run.click(generate_causal, [prompt, causal_model] + settings,
