@@ -135,12 +135,13 @@ def test_an_interrupted_run_resumes_each_item_once(items, one_process, tmp_path)
     assert out.read_bytes().replace(b"-12345.5", repr(true_total).encode(), 1) == one_process[".json"]
 
 
-def test_parts_of_another_run_are_refused_before_the_model_loads(items, tmp_path, capsys, monkeypatch):
+def test_parts_of_another_run_are_refused(items, tmp_path, capsys):
+    """(After the model loads: the run's identity holds what the loaded model is, its precision and
+    the commit its revision resolved to.)"""
     out = tmp_path / "scores.csv"
     parts = ChunkParts(tmp_path / "scores.csv.parts", "model-0", digest("another model"))
     with parts.open(0) as handle:
         handle.write(json.dumps({"chunk": 0, "results": []}) + "\n")
-    monkeypatch.setattr("demo.cli._load", lambda *args: pytest.fail("a model was loaded"))
     assert main(["score", "--model", str(STANDIN_MLM), "--input", str(items), "--output", str(out)]) == 2
     assert "holds parts of another run" in capsys.readouterr().err and not out.exists()
     assert parts.path(0).is_file()  # left as it was
