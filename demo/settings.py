@@ -25,16 +25,18 @@ from typing import Literal
 
 # Where the app's files are: demo.paths owns them; the tabs and the needle probe read them here
 
-# A masked LM's scoring methods: the PLLs (a masked copy of the whole text per scored token) and
-# the decoder's own likelihood (a generation window per scored token: demo.engine.pll_decoder)
+# A masked LM's scoring methods: the PLLs (a masked copy of the whole text per scored token), the
+# decoder's own likelihood (a generation window per scored token: demo.engine.pll_decoder) and the
+# masked diffusion ELBO (a masked copy per masking pattern: demo.engine.elbo)
 PLL_METHODS = ("salazar", "right_masks", "within_word_l2r", "whole_word")
-MASKED_METHODS = PLL_METHODS + ("decoder",)
+MASKED_METHODS = PLL_METHODS + ("decoder", "elbo")
 DEFAULT_MASKED_METHOD = "right_masks"  # the BERTs paper's; what method=None means for a masked LM
 METHODS = MASKED_METHODS + ("causal",)
 SCOPES = ("completion", "full")
 REDUCTIONS = ("sum", "mean")
 MAX_RIGHT_MASKS = 16
 MAX_STRIDE = 64  # ScoringSettings.stride: copies per text of the approximate PLL
+MAX_ELBO_SAMPLES = 4096  # ScoringSettings.elbo_samples: masked copies per text
 STRATEGIES = ("greedy", "beam", "sample")
 EMD_MODES = ("auto", "on", "off")  # DeBERTa's enhanced mask decoder: demo.engine.families.deberta
 CACHE_MODES = ("exact", "prefix")  # masked-LM generation: demo.engine.prefix_cache
@@ -206,8 +208,10 @@ class ScoringSettings:
         "within_word_l2r also hides the rest of its word; whole_word hides its whole word; decoder "
         "shows the model only the text before the token, then [MASK] and padding masks, as when it "
         "generates, so the score is the probability that its own left-to-right generation writes "
-        "the candidate (the BERTs paper's 'exact log-likelihood'). A causal LM always uses its exact "
-        "log-likelihood (causal)"))
+        "the candidate (the BERTs paper's 'exact log-likelihood'); elbo masks a random share of the "
+        "candidate's tokens at a time, as masked diffusion LMs (LLaDA, dLLM) score an answer, and "
+        "averages over elbo_samples patterns (a lower bound on the likelihood, with its standard "
+        "error). A causal LM always uses its exact log-likelihood (causal)"))
     right_masks: int = field(default=2, metadata=_help(
         "right_masks: extra masks right of the scored token (the BERTs paper: 2)"))
     padding_masks: int | None = field(default=None, metadata=_help(
@@ -230,6 +234,10 @@ class ScoringSettings:
         "with stride > 1, rankings (several candidates): the candidates whose approximate score is "
         "within this much of the best (nats; per token with reduction=mean) are scored again, "
         "exactly, so that near-ties are ranked as the exact PLL ranks them. 0 = none"))
+    elbo_samples: int = field(default=64, metadata=_help(
+        "elbo: masking patterns per text, each a masked copy (a text with no more patterns than this, "
+        "2^L - 1 for L scored tokens, is scored exactly, every pattern once)"))
+    elbo_seed: int = field(default=0, metadata=_help("elbo: seed of the masking patterns drawn"))
     fast: bool = field(default=False, metadata=_help(
         "the PLL methods: score a ranking with the approximate PLL setting (stride and band) measured "
         "to keep its rankings for candidates of its length (assets/scoring/fast_pll.csv, "
@@ -253,10 +261,12 @@ class ScoringSettings:
         if self.fast and (self.stride > 1 or self.rescore_band):
             raise ValueError("fast scoring picks its own stride and band per ranking: leave stride at 1 "
                              "and rescore_band at 0, or set them yourself without fast.")
-        if self.method == "decoder" and (self.stride > 1 or self.rescore_band or self.fast):
-            raise ValueError("stride, rescore_band and fast are the approximate PLL's (the PLL methods'); the "
-                             "decoder's likelihood reads one generation window per token, exactly: leave them "
-                             "at 1, 0 and off, or pick a PLL method.")
+        _whole(self.elbo_samples, "elbo_samples", 1, MAX_ELBO_SAMPLES)
+        _whole(self.elbo_seed, "elbo_seed", 0, 2**63 - 1)
+        if self.method in ("decoder", "elbo") and (self.stride > 1 or self.rescore_band):
+            raise ValueError(f"stride and rescore_band are the approximate PLL's (the PLL methods'); "
+                             f"method={self.method} reads its own copies: leave them at 1 and 0, or pick a "
+                             f"PLL method.")
 
     def method_for(self, lm) -> str:
         """The method used for ``lm``: its natural one when unset, checked against its kind."""

@@ -32,6 +32,7 @@ tokens estimated from characters and the catalog's parameter count (the ``estima
 import math
 from dataclasses import dataclass, replace
 
+from ..engine.elbo import pattern_count
 from ..engine.mask_window import padding_masks_of, unmasking_windows, window_length
 from ..engine.text import encode_newlines, join, model_pair, prompt_ids_of
 from ..settings import (
@@ -132,13 +133,17 @@ def _scored(lm, context: str, completion: str, scope: str) -> tuple[int, int, bo
 
 def _pairs_work(lm, pairs: list[tuple[str, str]], settings: ScoringSettings) -> tuple[int, int]:
     """(tokens, passes) of scoring each (context, completion) pair as ``settings`` say."""
-    decoder = settings.method_for(lm) == "decoder"
+    method = settings.method_for(lm)
     tokens = passes = 0
     for pair in pairs:
         total, scored, starts = _scored(lm, *pair, settings.scope)
-        if decoder:
+        if method == "decoder":
             n_text = _count(lm, "".join(model_pair(*pair, lm.newline_survives)), specials=False)
             tokens += decoder_tokens(n_text, scored, padding_masks_of(lm, settings.padding_masks))
+        elif method == "elbo":  # a masked copy per masking pattern
+            tokens += pattern_count(scored, settings.elbo_samples) * total
+            passes += pattern_count(scored, settings.elbo_samples)
+            continue
         else:
             tokens += ranking_tokens(lm.kind, total, scored, starts)
         passes += ranking_passes(lm.kind, scored)
@@ -151,8 +156,9 @@ def ranking_work(lm, context: str, candidates: list[str], settings: ScoringSetti
         neutral = settings.unconditional_context
         pairs += [(neutral, join(neutral, c.strip())) for c in candidates]
     tokens, passes = _pairs_work(lm, pairs, settings)
-    decoder = settings.method_for(lm) == "decoder"
-    each = ", one generation window per scored token" if decoder else ", one masked copy per scored token"
+    each = {"decoder": ", one generation window per scored token, each the text before it",
+            "elbo": f", one masked copy per masking pattern (up to {settings.elbo_samples} each)"}.get(
+        settings.method_for(lm), ", one masked copy per scored token")
     what = (f"{len(candidates)} candidates" + (" twice (with the unconditional context)"
                                                if settings.unconditional_context is not None else "")
             + (each if lm.kind == "masked" else ""))

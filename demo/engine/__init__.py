@@ -10,6 +10,7 @@ one settings object, applies the text conventions itself, and knows nothing of t
 - ``pll``           scoring: PLL variants, causal log-likelihood, per-token scores
 - ``pll_approx``    the approximate PLL's near-ties, re-scored exactly
 - ``pll_decoder``   the decoder's own likelihood: each token read in the window generation predicts it from
+- ``elbo``          the masked diffusion ELBO: masking patterns drawn (or all of them), their estimate (no torch)
 - ``batching``      scoring's forward passes: sub-batches under a token budget, padding, the head in chunks
 - ``mask_window``   the mask window's size and the padding-mask default (no torch)
 - ``mlm_decoder``   a masked LM dressed as a causal LM for transformers' ``generate()``

@@ -38,6 +38,7 @@ Every public function takes raw text and one :class:`ScoringSettings`; the text 
 applied here, never by callers. Log-probabilities are natural logs.
 """
 
+import statistics
 from dataclasses import dataclass, replace
 
 import torch
@@ -46,6 +47,7 @@ from tqdm.auto import tqdm
 from ..settings import PLL_METHODS, ScoringSettings
 from .batching import logprobs_and_ranks, padded, sub_batches
 from .counting import count_pass
+from .elbo import Pattern, enumerated, estimate, patterns
 from .heads import causal_head, mlm_head
 from .mask_window import padding_masks_of, window_length
 from .pll_approx import FastBand, fast_band, near_ties, shared_tokens
@@ -86,6 +88,8 @@ class CandidateScore:
     score: float  # what ranking uses: total or mean (reduction), minus the unconditional score
     words: list[WordScore] | None = None
     unconditional: float | None = None  # score(candidate | unconditional context), if used
+    # the ELBO's Monte Carlo standard error (0: every masking pattern scored); None for other methods
+    stderr: float | None = None
 
 
 def candidate_from_dict(record: dict) -> CandidateScore:
@@ -238,13 +242,21 @@ def _exact_copies(t: _Text, text_index: int, method: str, right_masks: int) -> l
 # ---------------------------------------------------------------- 2. compute
 
 
-@torch.inference_mode()
 def _compute_masked(lm, texts: list[_Text], copies: list[_Copy], token_budget: int,
                     progress: bool) -> dict[tuple[int, int], tuple[float, int, tuple]]:
     """(text index, position) -> (logprob, rank, masked positions) for every scored token."""
+    read = _compute_copies(lm, texts, copies, token_budget, progress)
+    return {(c.text_index, j): (logprob, rank, c.masked)
+            for c, scores in zip(copies, read) for j, (logprob, rank) in zip(c.targets, scores)}
+
+
+@torch.inference_mode()
+def _compute_copies(lm, texts: list[_Text], copies: list[_Copy], token_budget: int,
+                    progress: bool) -> list[list[tuple[float, int]]]:
+    """Each copy's (logprob, rank) of each of its targets, in order."""
     head = mlm_head(lm.model)
     mask_id, pad_id = lm.tokenizer.mask_token_id, lm.tokenizer.pad_token_id
-    results = {}
+    results: list[list[tuple[float, int]]] = [[] for _ in copies]
     batches = sub_batches([len(texts[c.text_index].ids) for c in copies], token_budget)
     with tqdm(total=len(copies), desc="Scoring (masked copies)", unit="copy",
               disable=not progress) as bar:
@@ -265,11 +277,39 @@ def _compute_masked(lm, texts: list[_Text], copies: list[_Copy], token_budget: i
             hidden = hidden_at(lm.model, input_ids, attention, target_rows, target_cols)
             logprobs, ranks = logprobs_and_ranks(head, hidden, true_ids)
 
-            flat = [(c.text_index, j, c.masked) for c in batch_copies for j in c.targets]
-            for (text_index, j, masked), logprob, rank in zip(flat, logprobs, ranks):
-                results[(text_index, j)] = (logprob, rank, masked)
+            owners = [k for k, c in zip(batch, batch_copies) for _ in c.targets]
+            for k, logprob, rank in zip(owners, logprobs, ranks):
+                results[k].append((logprob, rank))
             bar.update(len(batch_copies))
     return results
+
+
+def _elbo_copies(texts: list[_Text], settings: ScoringSettings) -> tuple[list[list[Pattern]], list[_Copy]]:
+    """The masking patterns the ELBO scores each text with (drawn with a seed named by the text, so
+    a text scores the same in any batch), and a masked copy per pattern, its masks its targets."""
+    drawn = [patterns(t.scored, settings.elbo_samples, f"{settings.elbo_seed}:{t.ids}") for t in texts]
+    return drawn, [_Copy(k, p.masked, p.masked) for k, text_patterns in enumerate(drawn) for p in text_patterns]
+
+
+def _compute_elbo(lm, texts: list[_Text], settings: ScoringSettings,
+                  progress: bool) -> tuple[dict[tuple[int, int], tuple[float, int, tuple]], list[float]]:
+    """(text index, position) -> (the token's share of the ELBO, its mean rank where masked, its
+    position), and each text's standard error: every text's patterns run as masked copies."""
+    drawn, copies = _elbo_copies(texts, settings)
+    read = iter(_compute_copies(lm, texts, copies, settings.token_budget, progress))
+    results, errors = {}, []
+    for k, (t, text_patterns) in enumerate(zip(texts, drawn)):
+        scores = [next(read) for _ in text_patterns]
+        shares, _, error = estimate(text_patterns, [[lp for lp, _ in s] for s in scores],
+                                    sampled=not enumerated(len(t.scored), settings.elbo_samples))
+        ranks: dict[int, list[int]] = {}
+        for pattern, s in zip(text_patterns, scores):
+            for j, (_, rank) in zip(pattern.masked, s):
+                ranks.setdefault(j, []).append(rank)
+        results.update({(k, j): (shares.get(j, 0.0), round(statistics.mean(ranks.get(j, [0]))), (j,))
+                        for j in t.scored})
+        errors.append(error)
+    return results, errors
 
 
 @torch.inference_mode()
@@ -366,15 +406,21 @@ def score_batch(lm, items: list[tuple[str, str]], settings: ScoringSettings | No
     settings = settings or ScoringSettings()
     method = settings.method_for(lm)
     keys, unique, texts, copies = _prepare(lm, items, settings, rankings)
+    errors = None
     if method == "causal":
         results = _compute_causal(lm, texts, settings.token_budget, progress)
     elif method == "decoder":
         results = decoder_scores(lm, texts, padding_masks_of(lm, settings.padding_masks),
                                  settings.token_budget, progress)
+    elif method == "elbo":
+        results, errors = _compute_elbo(lm, texts, settings, progress)
     else:
         results = _compute_masked(lm, texts, copies, settings.token_budget, progress)
     scored = {key: _assemble(t, k, key[0][1], results, settings.reduction == "mean", settings.word_level)
               for k, (key, t) in enumerate(zip(unique, texts))}
+    if errors is not None:
+        for k, key in enumerate(unique):
+            scored[key].stderr = errors[k]
     return [scored[key] for key in keys]
 
 
@@ -404,6 +450,8 @@ def _prepare(lm, items: list[tuple[str, str]], settings: ScoringSettings, rankin
     if method == "decoder":
         for t in texts:
             check_room(lm, t, padding_masks_of(lm, settings.padding_masks))
+    if method == "elbo":
+        return keys, unique, texts, _elbo_copies(texts, settings)[1]
     if method not in PLL_METHODS:
         return keys, unique, texts, None
     copies = [copy for k, ((_, kept), t) in enumerate(zip(unique, texts))

@@ -234,7 +234,9 @@ def _scoring_tag(lm, scoring: ScoringSettings, task_default: ScoringSettings) ->
     differs from the task's own definition (results differ when it does, so must the id)."""
     method = scoring.method_for(lm)
     tag = {"right_masks": f"{method}{scoring.right_masks}",
-           "decoder": f"{method}{padding_masks_of(lm, scoring.padding_masks)}"}.get(method, method)
+           "decoder": f"{method}{padding_masks_of(lm, scoring.padding_masks)}",
+           "elbo": f"{method}{scoring.elbo_samples}" + (f"-seed{scoring.elbo_seed}" if scoring.elbo_seed else ""),
+           }.get(method, method)
     if scoring.reduction != task_default.reduction:
         tag += f"-{scoring.reduction}"
     if scoring.scope != task_default.scope:

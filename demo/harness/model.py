@@ -10,7 +10,8 @@ works from Python. Masked and causal LMs alike (``demo.engine.models.load_model`
 - ``loglikelihood``: ``demo.engine.pll.score_batch`` of (context, continuation): a masked LM's PLL with
   the method, right masks and reduction of ``--model_args`` (default: the BERTs paper's, +2 right
   masks, sum) or, with ``method=decoder``, its decoder's own likelihood (the windows generation
-  reads, with the same ``padding_masks``), a causal LM's exact log-likelihood. All requests go to
+  reads, with the same ``padding_masks``), or with ``method=elbo`` the masked diffusion ELBO
+  (``elbo_samples``, ``elbo_seed``), a causal LM's exact log-likelihood. All requests go to
   the engine in one call, so its token-budget sub-batches are what batches them (lm-eval's
   ``batch_size`` is not used).
 - ``loglikelihood_rolling``: the same engine over the whole text, in windows (:func:`rolling_pairs`).
@@ -55,7 +56,7 @@ logger = logging.getLogger(__name__)
 
 # Each key of --model_args belongs to one settings dataclass, which validates it.
 MODEL_KEYS = {"pretrained": "model", **{f.name: f.name for f in fields(ModelSettings) if f.name != "model"}}
-SCORING_KEYS = ("method", "right_masks", "reduction", "token_budget")
+SCORING_KEYS = ("method", "right_masks", "reduction", "token_budget", "elbo_samples", "elbo_seed")
 WRITING_KEYS = tuple(f.name for f in fields(WritingSettings))  # any-order writing
 GENERATION_KEYS = ("padding_masks", *WRITING_KEYS)
 TOKENIZER_KEYS = ("add_bos_token",)  # HFLM's key, same meaning (causal LMs)
@@ -379,12 +380,13 @@ class MaskedLMEval(LM):
 
     ``--model_args`` keys (validated by ``demo.settings``): ``pretrained`` (Hub id, local folder or
     .gguf file), ``kind``, ``device``, ``dtype``, ``trust_remote_code``, ``revision``,
-    ``threads``; ``method`` (salazar, right_masks, within_word_l2r, whole_word, decoder; causal for
-    causal LMs), ``right_masks``, ``reduction`` (sum or mean), ``token_budget`` (tokens per forward
-    pass); ``padding_masks`` (masked LMs: generation's, and method=decoder's windows: the same
-    decoder); ``add_bos_token`` (causal LMs, HFLM's:
+    ``threads``; ``method`` (salazar, right_masks, within_word_l2r, whole_word, decoder, elbo; causal
+    for causal LMs), ``right_masks``, ``reduction`` (sum or mean), ``token_budget`` (tokens per
+    forward pass), ``elbo_samples`` and ``elbo_seed`` (method=elbo); ``padding_masks`` (masked
+    LMs: generation's, and method=decoder's windows: the same decoder); ``add_bos_token`` (causal LMs, HFLM's:
     true puts the BOS token before every text, false before none, unset as the tokenizer does);
-    ``parallelize`` / ``device_map``.
+    ``parallelize`` / ``device_map``; any-order writing's fields (``WritingSettings``: ``window``,
+    ``tokens_per_step``, ``confidence_threshold``, ``masks_ahead``, ...) for ``generate_until``.
 
     ``is_greedy`` of a loglikelihood answer: every scored token is the model's top prediction at
     its position (rank 1; a tie with another token counts as top). For a masked LM that is the

@@ -14,7 +14,7 @@ from ..app import budget
 from ..app.catalog import Catalog
 from ..app.limits import MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates, whole
 from ..engine.text import check_readable, newline_marker_note, special_token_note
-from ..settings import DEFAULT_MASKED_METHOD, ScoringSettings
+from ..settings import DEFAULT_MASKED_METHOD, PLL_METHODS, ScoringSettings
 from .common import (
     Dropdown,
     Radio,
@@ -44,6 +44,7 @@ VARIANTS = [
     ("within-word left-to-right (Kauf & Ivanova 2023)", "within_word_l2r"),
     ("whole word masked", "whole_word"),
     ("the decoder's own likelihood (left to right, as it writes)", "decoder"),
+    ("masked diffusion ELBO (random shares masked, averaged: LLaDA, dLLM)", "elbo"),
 ]
 VARIANT_NAMES = {value: label for label, value in VARIANTS}
 TABLE_WIDTHS = ["40px", "220px", "80px", "80px", "70px"]  # pixels: a phone scrolls, never squeezes
@@ -135,8 +136,8 @@ def fast_note(lm, choices, settings: ScoringSettings, band) -> str:
         return ""
     if band is not None:
         return message(f"Fast scoring: {band.describe()}.", "note")
-    if settings.method_for(lm) == "decoder":
-        why = "the decoder's likelihood has no approximation"
+    if settings.method_for(lm) not in PLL_METHODS:
+        why = f"{VARIANT_NAMES[settings.method_for(lm)]} has no approximation"
     elif not fast_bands():
         why = "no length of candidate was measured to keep rankings with it"
     else:
@@ -199,8 +200,9 @@ def ranking_summary(title: str, lm, what: str, scores, answer: str = "", work: s
         first = abs(s.score - ranked[0].score) <= TIE
         right = answer and s.candidate.strip() == answer
         mark = ' <span class="demo-correct">✓ correct answer</span>' if right else ""
+        error = f" ± {score_text(s.stderr)}" if s.stderr else ""  # the ELBO's Monte Carlo error
         items.append(f'<li class="{"demo-best" if first else ""}">{escape(s.candidate)} '
-                     f'<span class="demo-score">score {score_text(s.score)}</span>{mark}</li>')
+                     f'<span class="demo-score">score {score_text(s.score)}{error}</span>{mark}</li>')
     notes = []
     tied = [s for s in ranked if abs(s.score - ranked[0].score) <= TIE]
     if len(tied) > 1:
@@ -311,7 +313,7 @@ def rank_masked(context, candidates, model_name, method, right_masks, normalize,
         context: text before the candidates (may be empty, may hold few-shot examples)
         candidates: 2 to 8 completions, one per line
         model_name: a masked LM: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)
-        method: salazar (1 mask), right_masks (the BERTs paper), within_word_l2r, whole_word, or decoder (the decoder's own likelihood: each token read as generation writes it)
+        method: salazar (1 mask), right_masks (the BERTs paper), within_word_l2r, whole_word, decoder (the decoder's own likelihood: each token read as generation writes it), or elbo (the masked diffusion ELBO: random shares of the candidate masked, 64 patterns averaged, with its standard error)
         right_masks: tokens to the right masked too (right_masks variant; the paper: 2)
         normalize: rank by the mean log-prob per token instead of the sum (NormPLL)
         scope: completion (score the candidate only) or full (context + candidate)
