@@ -363,12 +363,14 @@ class GenerationSettings(WritingSettings):
         "masked LMs: masks after the predicted one (default: the family's)"))
     cache: Literal[CACHE_MODES] = field(default="exact", metadata=_help(
         "masked LMs: 'exact' re-encodes the whole window at every step (the paper's method); "
-        "'prefix' reuses the prompt's keys and values between refreshes: faster, approximate, for "
-        "the families that have it (another is refused with their list: demo.engine.families). "
-        "Causal LMs always use their own exact cache"))
+        "'prefix' reuses the prompt's keys and values between refreshes (window='block': the prompt's "
+        "and the finished blocks', refreshed at each block, Fast-dLLM's prefix cache): faster, "
+        "approximate, for the families that have it (another is refused with their list: "
+        "demo.engine.families). Causal LMs always use their own exact cache"))
     cache_refresh: int = field(default=32, metadata=_help(
-        "prefix cache: re-encode the whole window every N new tokens (1 = every step, exact; speed "
-        "and agreement per N: benchmarks/bench_cache.py, docs/method.md section 2)"))
+        "prefix cache: re-encode the whole window every N new tokens (window='block': every N steps "
+        "of a block, and at each block; 1 = every step, exact; speed and agreement per N: "
+        "benchmarks/bench_cache.py, docs/method.md sections 2 and 9)"))
     cache_margin: float = field(default=0.1, metadata=_help(
         "prefix cache: a step whose top two tokens are less than this many nats apart (scaled "
         "down for the 24 tokens after a refresh) is redone exactly (a refresh): near-ties are "
@@ -442,7 +444,9 @@ class GenerationSettings(WritingSettings):
         if not self.any_order:
             return
         refused = [(self.strategy == "beam", "beam search (it keeps whole texts growing left to right)"),
-                   (self.cache == "prefix", "the prefix cache (it reuses a prompt that slides left to right)"),
+                   (self.cache == "prefix" and self.window != "block",
+                    "the prefix cache with a sliding window (it reuses a prompt that slides left to right; "
+                    "with window='block' it keeps what precedes the open block)"),
                    (self.parallel_threshold is not None,
                     "parallel unmasking (it guesses the next tokens left to right)"),
                    (self.digits is not None or self.choices is not None,

@@ -15,6 +15,7 @@ one settings object, applies the text conventions itself, and knows nothing of t
 - ``mask_window``   the mask window's size and the padding-mask default (no torch)
 - ``mlm_decoder``   a masked LM dressed as a causal LM for transformers' ``generate()``
 - ``prefix_cache``  the approximate, faster decoding: the prompt's keys/values reused
+- ``block_cache``   the same for writing block by block: what precedes the open block kept (Fast-dLLM)
 - ``parallel_unmasking`` the padding masks' confident guesses written without a pass of their own
 - ``decoding``      one run of transformers' ``generate()`` over either kind, and what it did
 - ``generation``    one ``generate()`` for masked and causal LMs

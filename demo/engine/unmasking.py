@@ -39,6 +39,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
+from .block_cache import BlockCache
 from .counting import Reads, counting
 from .heads import mlm_head
 from .reading import hidden_at
@@ -52,6 +53,8 @@ class Unmasking:
     tokens_per_step: int = 1
     # confidence: also every mask read whose guess is at least this likely (Fast-dLLM's threshold)
     confidence_threshold: float | None = None
+    cache: str = "exact"  # "prefix": blocks read against the kept states before them (demo.engine.block_cache)
+    cache_refresh: int = 32  # with the block cache: the whole window read again every N steps of a block
     remask: bool = False  # earlier tokens not yet final compete with new proposals (confidence only)
     strategy: str = "greedy"  # greedy or sample
     temperature: float = 1.0
@@ -123,6 +126,7 @@ class Unmasker:
         self.lm, self.how, self.ids = lm, how, list(ids)
         self.mask = lm.tokenizer.mask_token_id
         self.head = mlm_head(lm.model)
+        self.cache = BlockCache(lm.model, how.cache_refresh) if how.cache == "prefix" else None
         self.banned = torch.tensor(banned, dtype=torch.long)
         self.generator = torch.Generator()
         if how.seed is not None:
@@ -155,8 +159,12 @@ class Unmasker:
         k = min(self.how.tokens_per_step, len(masks))
         read = self._read(masks, k)
         with counting() as reads:
-            ids = torch.tensor([self.ids], device=self.lm.device)
-            logits = self.head(hidden_at(self.lm.model, ids, None, [0] * len(read), read))
+            if self.cache is not None:
+                hidden = self.cache.hidden(self.ids, read, open_from)
+            else:
+                hidden = hidden_at(self.lm.model, torch.tensor([self.ids], device=self.lm.device), None,
+                                   [0] * len(read), read)
+            logits = self.head(hidden)
         logits = logits.float().cpu()
         logits[:, self.banned] = float("-inf")
         tokens, logprobs = self.sample(logits, self.ids)
