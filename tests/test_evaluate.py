@@ -208,7 +208,7 @@ def test_prefix_cache_run_is_generate_with_the_prefix_cache_item_by_item(standin
     real = demo.engine.generation.generate
     asked = []
     monkeypatch.setattr(demo.engine.generation, "generate",
-                        lambda lm, prompt, settings: asked.append(settings) or real(lm, prompt, settings))
+                        lambda lm, prompt, settings, **kw: asked.append(settings) or real(lm, prompt, settings, **kw))
     rows = E.evaluate(standin_mlm, "copa_generate", tmp_path,
                       RunSettings(shots=2, limit=4, cache="prefix", data_root=DATA))
     defaults = GenerationSettings()

@@ -795,3 +795,29 @@ def test_readme_recipe_runs_lm_evals_builtin_task_offline(standin, tmp_path):
     for sample, doc in zip(samples, local):
         assert {context for context, _ in sample["arguments"]} == {utils.doc_to_text(doc)}
     assert 0 <= results["results"]["copa_local"]["acc,none"] <= 1
+
+
+@needs_shared
+def test_generate_until_writes_a_batch_together_as_each_alone(monkeypatch):
+    """batch_size=4 with any-order writing: the requests with the same settings are written four
+    at a time (one forward pass a step for the four), each answer the one it gets alone."""
+    import demo.engine.generation as generation
+    calls = []
+    real = generation.generate_together
+    monkeypatch.setattr("demo.harness.model.generate_together",
+                        lambda lm, prompts, settings: calls.append(len(prompts)) or real(lm, prompts, settings))
+    model = MaskedLMEval(pretrained=str(STANDIN_MLM), device="cpu", window="block", block_length=4,
+                         tokens_per_step=2, order="confidence", batch_size=4)
+    prompts = [f"Q: What is the capital of {c}?\nA:" for c in ("France", "Italy", "Spain", "Peru", "Chad")]
+    requests = [Instance("generate_until", {}, (p, {"until": ["\n"], "max_gen_toks": 6}), i)
+                for i, p in enumerate(prompts)]
+    requests.append(Instance("generate_until", {}, (prompts[0], {"until": ["\n"], "max_gen_toks": 3}), 5))
+    answers = model.generate_until(requests)
+    assert sorted(calls) == [1, 1, 4]  # 4 + 1 of one setting, 1 of another
+    for request, answer in zip(requests, answers):
+        context, kwargs = request.args
+        settings = GenerationSettings(max_new_tokens=kwargs["max_gen_toks"], stop_strings=["\n"], window="block",
+                                      block_length=4, tokens_per_step=2, order="confidence")
+        assert answer == generate(model.lm, context, settings).text
+    with pytest.raises(ValueError, match="batch_size must be a whole number >= 1 or 'auto'"):
+        MaskedLMEval(pretrained=str(STANDIN_MLM), device="cpu", batch_size=0)

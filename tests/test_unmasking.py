@@ -246,3 +246,28 @@ def test_a_greedy_outputs_log_likelihood_is_its_decoder_likelihood(standin_mlm):
 def test_a_causal_lm_is_told_it_writes_left_to_right(tiny_model):
     with pytest.raises(ValueError, match="writes left to right"):
         generate(tiny_model("gpt2"), PROMPT, max_new_tokens=4, window="block")
+
+
+@needs_shared
+@pytest.mark.parametrize("writing", [
+    dict(window="block", block_length=4, tokens_per_step=2, order="confidence"),
+    dict(window="block", block_length=8, masks_ahead=True, order="confidence", confidence_threshold=0.2),
+    dict(window="block", block_length=4, order="random", strategy="sample", seed=3),
+    dict(window="slide", tokens_per_step=2, order="left_to_right", stop_at_newline=True),
+], ids=["blocks", "ahead-threshold", "random-sampled", "sliding-stops"])
+def test_a_batch_of_8_prompts_writes_what_each_writes_alone(standin_mlm, writing):
+    """Eight prompts of different lengths written together (one padded forward pass a step, each
+    row stopping on its own: end token, stop, budget) give each prompt's own output, token for
+    token, with its own steps and likelihood, and its own count of the work."""
+    from demo.engine.generation import generate_together
+    settings = GenerationSettings(max_new_tokens=12, stop_strings=[".", "\n"], **writing)
+    prompts = [f"Q: What is {a} plus {b}?\nA:" for a, b in [(1, 2), (10, 20), (3, 4)]] + [
+        "The capital of France is Paris. The capital of Italy is", "Once upon a time", "Cats and dogs are",
+        "A list of fruit: apple, pear,", "Translate to French: the house is ->"]
+    together = generate_together(standin_mlm, prompts, settings)
+    for prompt, result in zip(prompts, together):
+        alone = generate(standin_mlm, prompt, settings)
+        assert (result.token_ids, result.text, result.stop_reason) == (alone.token_ids, alone.text, alone.stop_reason)
+        assert result.steps_run == alone.steps_run and result.reads == alone.reads
+        assert result.log_likelihood == floats.total(alone.log_likelihood, len(alone.token_ids) + 1, standin_mlm)
+    assert len({r.steps_run for r in together}) > 1 or len({len(r.token_ids) for r in together}) > 1

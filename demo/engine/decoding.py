@@ -24,7 +24,7 @@ from .mask_window import padding_masks_of
 from .mlm_decoder import DecodingRecord, MaskedLMAsCausalLM, WindowSpecials
 from .text import decode_newlines
 from .trace import StepRecorder
-from .unmasking import Growth, Unmasking, Written, write
+from .unmasking import Growth, Unmasking, Written, write_together
 
 
 @dataclass(frozen=True)
@@ -142,27 +142,42 @@ def _unmask(lm, s: GenerationSettings, prompt_ids: list[int], ends: list[int], *
     """A masked LM writing in any order: ``demo.engine.unmasking.write``, its masks after the text
     as the settings say (sliding: 1 + padding masks; block: block_length), until the end token,
     a stop string or ``max_new_tokens`` decided tokens."""
+    return unmask_together(lm, s, [prompt_ids], ends, progress=progress, time_limit=time_limit)[0]
+
+
+def unmask_together(lm, s: GenerationSettings, prompts: list[list[int]], ends: list[int], *,
+                    progress: bool = False, time_limit: float | None = None) -> list[Decoded]:
+    """:func:`_unmask` for several prompts, their steps read together (``write_together``):
+    each output is the one it gets alone; the seconds are the batch's."""
     masks = 1 + padding_masks_of(lm, s.padding_masks) if s.window == "slide" else s.block_length
     growth = Growth(s.window, masks, s.max_new_tokens, ends[0], s.masks_ahead)
-    bar = tqdm(total=s.max_new_tokens, desc="generating", unit="token", leave=False) if progress else None
+    bar = tqdm(total=s.max_new_tokens * len(prompts), desc="generating", unit="token", leave=False) \
+        if progress else None
     start = time.perf_counter()
     deadline = start + time_limit if time_limit is not None else None
     try:
-        with counting() as reads:
-            out, begin = write(lm, prompt_ids, Unmasking.of(s), growth, suppressed_ids(lm, ends),
-                               stop=_stops(lm, s, prompt_ids), deadline=deadline,
-                               progress=bar.update if bar else None)
+        written = write_together(lm, prompts, Unmasking.of(s), growth, suppressed_ids(lm, ends),
+                                 [_stops(lm, s, ids) for ids in prompts], deadline,
+                                 bar.update if bar else None)
     finally:
         if bar:
             bar.close()
     seconds = time.perf_counter() - start
+    timed_out = deadline is not None and time.perf_counter() > deadline
+    return [_written(lm, s, out, begin, ends, seconds, timed_out) for out, begin in written]
+
+
+def _written(lm, s: GenerationSettings, out: Written, begin: int, ends: list[int], seconds: float,
+             late: bool) -> Decoded:
+    """One window's writing as a decoding run: the text before its first mask (at most
+    ``max_new_tokens``), with the end token written right after it."""
     text = out.ids[begin:-1]
     text = text[:text.index(lm.tokenizer.mask_token_id)] if lm.tokenizer.mask_token_id in text else text
     after = begin + len(text)  # an end token written there ends the text
     ended = len(text) < s.max_new_tokens and after in out.written_at and out.ids[after] in ends
     ids = tuple(text[:s.max_new_tokens]) + ((out.ids[begin + len(text)],) if ended else ())
-    timed_out = deadline is not None and time.perf_counter() > deadline and not ended and len(text) < s.max_new_tokens
-    return Decoded(ids, ended, seconds, timed_out, None, reads, None, len(out.order),
+    timed_out = late and not ended and len(text) < s.max_new_tokens
+    return Decoded(ids, ended, seconds, timed_out, None, out.reads, None, len(out.order),
                    sum(out.logprobs[begin + i] for i in range(len(ids))), out)
 
 

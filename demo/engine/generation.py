@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields, replace
 from ..settings import GenerationSettings
 from .constraints import Constraints, constraints, pieces
 from .counting import Reads
-from .decoding import Decoded, decode, end_ids
+from .decoding import Decoded, decode, end_ids, unmask_together
 from .mask_window import last_window, padding_masks_of, window_length
 from .models import InputTooLong
 from .prefix_cache import encoder_of
@@ -157,13 +157,40 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
     "time_limit").
     """
     s = _settings(settings, overrides)
+    prompt_ids, ends, rules = _prepared(lm, prompt, s)
+    run = decode(lm, s, prompt_ids, ends, rules, progress=progress, time_limit=time_limit)
+    return _result(lm, prompt, s, prompt_ids, ends, rules, run)
+
+
+def generate_together(lm, prompts: list[str], settings: GenerationSettings | None = None, *,
+                      progress: bool = False, time_limit: float | None = None) -> list[GenerationResult]:
+    """:func:`generate` for several prompts with the same settings, each result the one it gets
+    alone. A masked LM writing in any order reads every prompt's window in one forward pass a step
+    (``demo.engine.unmasking.write_together``: padded rows, per-row stops; the seconds are the
+    batch's); otherwise the prompts run one after another."""
+    s = _settings(settings, {})
+    if not (lm.kind == "masked" and s.any_order and len(prompts) > 1):
+        return [generate(lm, prompt, s, progress=progress, time_limit=time_limit) for prompt in prompts]
+    prepared = [_prepared(lm, prompt, s) for prompt in prompts]
+    ends = prepared[0][1]
+    runs = unmask_together(lm, s, [ids for ids, _, _ in prepared], ends, progress=progress, time_limit=time_limit)
+    return [_result(lm, prompt, s, ids, ends, rules, run)
+            for prompt, (ids, _, rules), run in zip(prompts, prepared, runs)]
+
+
+def _prepared(lm, prompt: str, s: GenerationSettings) -> tuple[list[int], list[int], Constraints]:
+    """(the prompt's ids as the model reads them, the ids that end the text, the constraints),
+    the prompt checked against the model."""
     _validate(lm, prompt, s)
     prompt_ids = prompt_ids_of(lm, prompt, s.chat)
     _check_room(lm, len(prompt_ids), s)
     ends = end_ids(lm, s.chat)
-    rules = constraints(lm, s, model_prompt(lm, prompt, s.chat), prompt_ids, ends)
-    run = decode(lm, s, prompt_ids, ends, rules, progress=progress, time_limit=time_limit)
+    return prompt_ids, ends, constraints(lm, s, model_prompt(lm, prompt, s.chat), prompt_ids, ends)
 
+
+def _result(lm, prompt: str, s: GenerationSettings, prompt_ids: list[int], ends: list[int], rules: Constraints,
+            run: Decoded) -> GenerationResult:
+    """A decoding run as the text, why it stopped, its trace and what it did."""
     text_ids = run.text_ids
     tokens = pieces(lm.tokenizer, prompt_ids, text_ids)
     text, reason = _ending(decode_newlines("".join(tokens), lm.newline_survives), run, rules, s)

@@ -39,6 +39,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
+from .batching import padded
 from .block_cache import BlockCache
 from .counting import Reads, counting
 from .heads import mlm_head
@@ -150,14 +151,19 @@ class Unmasker:
             drawn = torch.randperm(len(positions), generator=self.generator).tolist()
             self.shuffled += [positions[i] for i in drawn]
 
+    def reading(self, upto: int | None = None) -> tuple[list[int], int]:
+        """(the masks a step reads, how many it writes at least): among the masks before ``upto``
+        (all when None)."""
+        masks = [p for p in self.masks() if upto is None or p < upto]
+        k = min(self.how.tokens_per_step, len(masks))
+        return self._read(masks, k), k
+
     @torch.inference_mode()
     def step(self, open_from: int, upto: int | None = None) -> list[int]:
         """One forward pass; write up to ``tokens_per_step`` of the masks before ``upto`` (all when
         None) and, with ``remask``, mask again earlier tokens from ``open_from`` on that are now
         less likely. -> the positions written."""
-        masks = [p for p in self.masks() if upto is None or p < upto]
-        k = min(self.how.tokens_per_step, len(masks))
-        read = self._read(masks, k)
+        read, k = self.reading(upto)
         with counting() as reads:
             if self.cache is not None:
                 hidden = self.cache.hidden(self.ids, read, open_from)
@@ -165,6 +171,11 @@ class Unmasker:
                 hidden = hidden_at(self.lm.model, torch.tensor([self.ids], device=self.lm.device), None,
                                    [0] * len(read), read)
             logits = self.head(hidden)
+        return self.write(logits, read, k, open_from, reads)
+
+    def write(self, logits: torch.Tensor, read: list[int], k: int, open_from: int, reads: Reads) -> list[int]:
+        """A step's writing, from the head's ``logits`` at the masks ``read`` (``reading``); ``reads``:
+        what its forward pass read. -> the positions written."""
         logits = logits.float().cpu()
         logits[:, self.banned] = float("-inf")
         tokens, logprobs = self.sample(logits, self.ids)
@@ -269,6 +280,59 @@ class Growth:
     ahead: bool = False
 
 
+class _Growing:
+    """One generation's window as its masks follow the text (``growth``): its unmasker, the masks
+    appended so far, whether the text has ended, what is decided."""
+
+    def __init__(self, lm, prompt_ids: list[int], how: Unmasking, growth: Growth, banned: list[int], stop):
+        tokenizer = lm.tokenizer
+        start_id = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+        self.lm, self.growth, self.stop = lm, growth, stop
+        self.begin = 1 + len(prompt_ids)
+        self.unmasker = Unmasker(lm, [start_id, *prompt_ids, growth.end_id], how, banned)
+        self.appended, self.ended, self.stopped, self.decided = 0, False, False, []
+        self.append(growth.max_new_tokens if growth.ahead else growth.masks)
+
+    def append(self, n: int) -> None:
+        # a block never reaches past the budget; sliding, the last window is the paper's last:
+        # max_new_tokens - 1 tokens and M masks
+        growth, unmasker = self.growth, self.unmasker
+        room = growth.max_new_tokens + (growth.masks - 1 if growth.window == "slide" else 0)
+        n = min(n, room - self.appended)
+        at = len(unmasker.ids) - 1  # before the end token
+        unmasker.ids[at:at] = [unmasker.mask] * n
+        self.appended += n
+        self.lm.check_length(len(unmasker.ids), what="prompt with its masks")
+        unmasker.add_masks(list(range(at, at + n)))
+
+    def next_step(self) -> tuple[int, int | None] | None:
+        """(where the open masks start, the end of the block a step writes in: None sliding), or
+        None when the text is done."""
+        masks = self.unmasker.masks()
+        if self.stopped or not masks or len(self.decided) >= self.growth.max_new_tokens:
+            return None
+        if self.growth.window == "slide":
+            return masks[0], None
+        open_from = self.begin + (masks[0] - self.begin) // self.growth.masks * self.growth.masks
+        return open_from, open_from + self.growth.masks
+
+    def after(self, written: list[int]) -> None:
+        """What a step's writing does to the window: an end token ends the text there (what follows
+        is dropped, never read again); sliding, as many masks come as were written; a full block
+        brings the next."""
+        unmasker = self.unmasker
+        end = next((p for p in written if unmasker.ids[p] == self.growth.end_id), None)
+        if end is not None:
+            self.ended = True
+            unmasker.cut(end)
+        if not self.ended and self.growth.window == "slide":
+            self.append(len(written))
+        elif not self.ended and not unmasker.masks():
+            self.append(self.growth.masks)
+        self.decided = _decided(unmasker.ids, self.begin, unmasker.mask)
+        self.stopped = bool(self.stop and self.stop(self.decided))
+
+
 def write(lm, prompt_ids: list[int], how: Unmasking, growth: Growth, banned: list[int],
           stop=None, deadline: float | None = None, progress=None) -> tuple[Written, int]:
     """Generate after ``prompt_ids`` by unmasking ``[CLS] prompt [MASK]*M [SEP]``, the masks
@@ -279,45 +343,48 @@ def write(lm, prompt_ids: list[int], how: Unmasking, growth: Growth, banned: lis
     ``progress(n)`` hears of each step's tokens. A block never reaches past ``max_new_tokens``;
     sliding keeps M masks, as the paper's window does to its last step. -> (the window, where the
     text starts in it: the text is what precedes its first mask, at most ``max_new_tokens``)."""
-    tokenizer = lm.tokenizer
-    start_id = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
-    begin = 1 + len(prompt_ids)
-    unmasker = Unmasker(lm, [start_id, *prompt_ids, growth.end_id], how, banned)
-    appended, ended = 0, False
+    return write_together(lm, [prompt_ids], how, growth, banned, [stop], deadline, progress)[0]
 
-    def append(n: int) -> None:
-        nonlocal appended
-        # a block never reaches past the budget; sliding, the last window is the paper's last:
-        # max_new_tokens - 1 tokens and M masks
-        room = growth.max_new_tokens + (growth.masks - 1 if growth.window == "slide" else 0)
-        n = min(n, room - appended)
-        at = len(unmasker.ids) - 1  # before the end token
-        unmasker.ids[at:at] = [unmasker.mask] * n
-        appended += n
-        lm.check_length(len(unmasker.ids), what="prompt with its masks")
-        unmasker.add_masks(list(range(at, at + n)))
 
-    append(growth.max_new_tokens if growth.ahead else growth.masks)
-    decided: list[int] = []
-    while unmasker.masks() and len(decided) < growth.max_new_tokens:
-        masks = unmasker.masks()
-        slide = growth.window == "slide"
-        open_from = masks[0] if slide else begin + (masks[0] - begin) // growth.masks * growth.masks
-        written = unmasker.step(open_from, None if slide else open_from + growth.masks)
-        if progress:
-            progress(len(written))
-        end = next((p for p in written if unmasker.ids[p] == growth.end_id), None)
-        if end is not None:  # the text ends there: what follows is dropped, never read again
-            ended = True
-            unmasker.cut(end)
-        if not ended and slide:
-            append(len(written))
-        elif not ended and not unmasker.masks():
-            append(growth.masks)
-        decided = _decided(unmasker.ids, begin, unmasker.mask)
-        if (stop and stop(decided)) or (deadline is not None and time.perf_counter() > deadline):
+def write_together(lm, prompts: list[list[int]], how: Unmasking, growth: Growth, banned: list[int],
+                   stops: list | None = None, deadline: float | None = None,
+                   progress=None) -> list[tuple[Written, int]]:
+    """:func:`write` for several prompts at once: each step reads every unfinished window in one
+    forward pass (padded, a row each), and each row writes, grows and stops as it would alone, with
+    its own seeded draws, so every output is the one it gets alone (up to the float rounding of a
+    padded batch). With the block cache, rows step one at a time (each keeps its own cache)."""
+    rows = [_Growing(lm, ids, how, growth, banned, stop) for ids, stop in zip(prompts, stops or [None] * len(prompts))]
+    while True:
+        active = [(row, opened) for row in rows if (opened := row.next_step()) is not None]
+        if not active:
             break
-    return unmasker.out, begin
+        if len(active) == 1 or how.cache == "prefix":
+            written = [row.unmasker.step(*opened) for row, opened in active]
+        else:
+            written = _step_together([row.unmasker for row, _ in active], [opened for _, opened in active])
+        for (row, _), new in zip(active, written):
+            if progress:
+                progress(len(new))
+            row.after(new)
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+    return [(row.unmasker.out, row.begin) for row in rows]
+
+
+@torch.inference_mode()
+def _step_together(unmaskers: list[Unmasker], opened: list[tuple[int, int | None]]) -> list[list[int]]:
+    """One forward pass for several unmaskers' windows (right-padded, a row each), then each one's
+    step as ``Unmasker.step`` takes it alone. -> each one's positions written."""
+    lm = unmaskers[0].lm
+    plans = [u.reading(upto) for u, (_, upto) in zip(unmaskers, opened)]
+    ids, attention = padded([u.ids for u in unmaskers], lm.tokenizer.pad_token_id, lm.device)
+    rows = [r for r, (read, _) in enumerate(plans) for _ in read]
+    logits = unmaskers[0].head(hidden_at(lm.model, ids, attention, rows, [p for read, _ in plans for p in read]))
+    written, at = [], 0
+    for u, (read, k), (open_from, _) in zip(unmaskers, plans, opened):
+        written.append(u.write(logits[at:at + len(read)], read, k, open_from, Reads(1, len(u.ids))))
+        at += len(read)
+    return written
 
 
 def _decided(ids: list[int], begin: int, mask: int) -> list[int]:

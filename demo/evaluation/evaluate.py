@@ -362,7 +362,7 @@ def _evaluate_chunk(lm, task, run, s, pairs: list[tuple[int, Example]]) -> list[
     if task.kind == "choice":
         records = _rank(lm, task, run, s, chunk, demos)
     elif task.kind == "generate":
-        records = [_generate_one(lm, task, e, demos[e.index], s) for e in chunk]
+        records = _generate(lm, task, chunk, demos, s)
     else:
         records = [_induce_one(lm, task, e, s) for e in chunk]
     seconds = (time.perf_counter() - start) / len(chunk)
@@ -408,10 +408,22 @@ def generation_settings(task: Task, s: RunSettings, item: Example | None = None)
     return settings
 
 
-def _generate_one(lm, task, e: Example, demos: list[Example], s: RunSettings) -> dict:
-    from ..engine.generation import generate
-    prompt = generation_prompt(task, e, demos)
-    result = generate(lm, prompt, generation_settings(task, s, e))
+def _generate(lm, task, chunk: list[Example], demos: dict, s: RunSettings) -> list[dict]:
+    """The records of a chunk's generated items. Items with the same settings (all but those that
+    write one of their own candidates) are written together: a masked LM writing in any order
+    reads them in one forward pass a step (``demo.engine.generation.generate_together``), each
+    output the one it gets alone."""
+    from ..engine.generation import generate_together
+    settings = [generation_settings(task, s, e) for e in chunk]
+    prompts = [generation_prompt(task, e, demos[e.index]) for e in chunk]
+    if all(g == settings[0] for g in settings):
+        results = generate_together(lm, prompts, settings[0])
+    else:
+        results = [generate_together(lm, [p], g)[0] for p, g in zip(prompts, settings)]
+    return [_generated_record(task, e, result) for e, result in zip(chunk, results)]
+
+
+def _generated_record(task, e: Example, result) -> dict:
     text = result.text.strip()
     record = dict(query=render_query(task, e), text=text, answers=list(e.answers or [e.target]),
                   group=e.group, stop_reason=result.stop_reason, prompt_tokens=result.prompt_tokens)

@@ -13,10 +13,11 @@ works from Python. Masked and causal LMs alike (``demo.engine.models.load_model`
   reads, with the same ``padding_masks``), or with ``method=elbo`` the masked diffusion ELBO
   (``elbo_samples``, ``elbo_seed``), a causal LM's exact log-likelihood. All requests go to
   the engine in one call, so its token-budget sub-batches are what batches them (lm-eval's
-  ``batch_size`` is not used).
+  ``batch_size`` is generate_until's).
 - ``loglikelihood_rolling``: the same engine over the whole text, in windows (:func:`rolling_pairs`).
 - ``generate_until``: ``demo.engine.generation.generate`` with lm-eval's ``until``, ``max_gen_toks``,
-  ``do_sample``, ``temperature`` (:func:`generation_settings`), one prompt at a time.
+  ``do_sample``, ``temperature`` (:func:`generation_settings`); a masked LM writing in any order
+  writes ``batch_size`` prompts of the same settings together (``generate_together``).
 
 The text conventions (newline marker, junction space, a causal LM's start token) are the engines'
 (``demo.engine.text``, ``demo.engine.pll``): requests go to them as lm-eval wrote them, and a causal LM reads
@@ -43,7 +44,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from tqdm.auto import tqdm
 
-from ..engine.generation import check_prompt, generate
+from ..engine.generation import check_prompt, generate_together
 from ..engine.mask_window import padding_masks_of
 from ..engine.models import InputTooLong
 from ..engine.pll import Choice, check_choices, input_length, score_batch
@@ -61,9 +62,13 @@ WRITING_KEYS = tuple(f.name for f in fields(WritingSettings))  # any-order writi
 GENERATION_KEYS = ("padding_masks", *WRITING_KEYS)
 TOKENIZER_KEYS = ("add_bos_token",)  # HFLM's key, same meaning (causal LMs)
 PARALLEL_KEYS = ("parallelize", "device_map")
-# lm-eval's command line passes these to every model; our sub-batches are sized by token_budget.
-IGNORED_KEYS = ("batch_size", "max_batch_size")
-VALID_KEYS = (*MODEL_KEYS, *SCORING_KEYS, *GENERATION_KEYS, *TOKENIZER_KEYS, *PARALLEL_KEYS,
+# lm-eval's command line passes these to every model. Scoring's sub-batches are sized by
+# token_budget; batch_size is how many generate_until prompts a masked LM writing in any order
+# writes together ("auto": AUTO_BATCH); max_batch_size is not used.
+BATCH_KEYS = ("batch_size",)
+AUTO_BATCH = 8
+IGNORED_KEYS = ("max_batch_size",)
+VALID_KEYS = (*MODEL_KEYS, *SCORING_KEYS, *GENERATION_KEYS, *TOKENIZER_KEYS, *PARALLEL_KEYS, *BATCH_KEYS,
               *IGNORED_KEYS)
 # Scoring settings that have no meaning behind lm-eval's requests, and why.
 NOT_HERE = {
@@ -86,6 +91,7 @@ class EvalSettings:
     writing: tuple[tuple[str, object], ...] = ()  # masked LMs' any-order writing (WritingSettings fields)
     add_bos_token: bool | None = None  # causal LMs: BOS before every text, or none (None: the tokenizer's)
     device_map: str | None = None  # model parallel: "auto" (parallelize=True) or a transformers map
+    batch_size: int = 1  # generate_until: prompts with the same settings written together (any order)
     given: tuple[str, ...] = ()  # the keys the user set (to refuse masked-only ones on causal LMs)
 
 
@@ -120,7 +126,20 @@ def parse_model_args(args: dict) -> EvalSettings:
         raise ValueError(f"right_masks only applies to method=right_masks, not method={scoring.method}.")
     return EvalSettings(model=model, scoring=scoring, padding_masks=padding_masks, writing=writing,
                         add_bos_token=add_bos_token, device_map="auto" if parallelize else device_map,
-                        given=tuple(args))
+                        batch_size=_batch_size(args.get("batch_size", 1)), given=tuple(args))
+
+
+def _batch_size(value) -> int:
+    """lm-eval's ``batch_size``: a whole number, or "auto" (``AUTO_BATCH``; "auto:N" too)."""
+    if isinstance(value, str) and value.strip().lower().startswith("auto"):
+        return AUTO_BATCH
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = 0
+    if number < 1 or isinstance(value, bool):
+        raise ValueError(f"batch_size must be a whole number >= 1 or 'auto', not {value!r}.")
+    return number
 
 
 def check_kind(lm, s: EvalSettings) -> ScoringSettings:
@@ -486,18 +505,28 @@ class MaskedLMEval(LM):
         return totals
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        """``generate()`` per request (our engine has no batching across prompts), each fitted to
-        the model first (:func:`fit_generation`); a skipped request is answered ""."""
-        outputs, changes = [], []
-        for req in tqdm(requests, desc="generate_until", disable=not self._progress(disable_tqdm)):
-            context, gen_kwargs = req.args
-            settings = generation_settings(gen_kwargs, self.settings.padding_masks, self.settings.writing)
-            prompt, settings, change = fit_generation(self.lm, context, settings)
-            text = "" if SKIPPED in change else generate(self.lm, prompt, settings).text
-            self.cache_hook.add_partial("generate_until", req.args, text)
-            outputs.append(text)
-            changes.append(change)
-        self._record("generate_until", changes)
+        """``generate()`` per request, each fitted to the model first (:func:`fit_generation`); a
+        skipped request is answered "". Requests with the same settings go ``batch_size`` at a
+        time to ``generate_together``: a masked LM writing in any order reads them in one forward
+        pass a step, each output the one it gets alone (one at a time otherwise)."""
+        fitted = [fit_generation(self.lm, req.args[0], generation_settings(
+            req.args[1], self.settings.padding_masks, self.settings.writing)) for req in requests]
+        outputs = [""] * len(requests)
+        groups: dict[str, list[int]] = {}
+        for i, (_, settings, change) in enumerate(fitted):
+            if SKIPPED not in change:
+                groups.setdefault(repr(settings), []).append(i)
+        size = self.settings.batch_size
+        batches = [group[at:at + size] for group in groups.values() for at in range(0, len(group), size)]
+        with tqdm(total=len(requests), desc="generate_until", disable=not self._progress(disable_tqdm)) as bar:
+            for batch in batches:
+                results = generate_together(self.lm, [fitted[i][0] for i in batch], fitted[batch[0]][1])
+                for i, result in zip(batch, results):
+                    outputs[i] = result.text
+                    self.cache_hook.add_partial("generate_until", requests[i].args, result.text)
+                bar.update(len(batch))
+            bar.update(len(requests) - bar.n)  # the skipped ones
+        self._record("generate_until", [change for _, _, change in fitted])
         return outputs
 
     # -- data parallel (what lm-eval's evaluator calls when world_size > 1), as HFLM does it
