@@ -261,6 +261,7 @@ def _evaluate_arguments(parser):
 
 
 def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSettings, writing: WritingSettings) -> int:
+    from .evaluation.evaluate import with_writing
     from .evaluation.runs import check_task_data, evaluate_tasks
     from .tasks import add_task_dir, get_task
     for folder in args.tasks_dir:
@@ -273,10 +274,11 @@ def _evaluate(args, model: ModelSettings, run: RunSettings, scoring: ScoringSett
         name, _, limit = spec.partition(":")
         if limit and not limit.isdigit():
             raise ValueError(f"In --task {spec!r}, what follows ':' must be a number of items.")
-        tasks.append((get_task(name), dataclasses.replace(run, limit=int(limit)) if limit else run))
+        task = with_writing(get_task(name), writing)  # the writing settings in place of the task's
+        tasks.append((task, dataclasses.replace(run, limit=int(limit)) if limit else run))
     check_task_data(tasks)  # the data before the model: a missing file is said at once
     evaluate_tasks(tasks, _sides(model), scoring, _load, args.output_dir,
-                   recorded_command(args.argv, args.model), progress=not args.no_progress, writing=writing)
+                   recorded_command(args.argv, args.model), progress=not args.no_progress)
     return 0
 
 

@@ -63,20 +63,20 @@ log = logging.getLogger(__name__)
 
 
 def evaluate(lm, task: Task | str, output_dir: str | Path, settings: RunSettings | None = None,
-             scoring: ScoringSettings | None = None, writing: WritingSettings | None = None, *,
-             progress: bool = False, command: str = "", processes: Processes | None = None) -> list[dict]:
+             scoring: ScoringSettings | None = None, *, progress: bool = False, command: str = "",
+             processes: Processes | None = None) -> list[dict]:
     """Evaluate one model on one task; returns the summary rows (one per metric).
 
     ``scoring`` applies to ranked tasks; a task's own scoring fields (its normalisation, its
-    unconditional context, its PLL method) fill in whatever ``scoring`` leaves at its default.
-    ``writing`` applies to generated tasks: the fields it sets (those not at the paper's decoder's
-    defaults) take the place of the task's own (``with_writing``).
+    unconditional context, its PLL method) fill in whatever ``scoring`` leaves at its default. A
+    generated task is written as its generation fields say (``with_writing`` puts a run's
+    writing settings there).
     ``command`` is recorded in the summary (how to rerun it). ``processes``
     (``demo.evaluation.data_parallel.start``): a data-parallel launch's, each evaluating its share
     of the chunks; rank 0 writes the files and returns the rows, the others return none.
     """
     s, processes = settings or RunSettings(), processes or Processes()
-    task = with_writing(get_task(task) if isinstance(task, str) else task, writing)
+    task = get_task(task) if isinstance(task, str) else task
     run = plan(lm, task, s, scoring or ScoringSettings())
     if run.cache != s.cache and processes.main:
         log.warning(_cache_note(lm, task, s))

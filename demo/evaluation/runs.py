@@ -233,8 +233,7 @@ def check_task_data(tasks: list) -> None:
 
 
 def evaluate_tasks(tasks: list, sides: list[ModelSettings], scoring: ScoringSettings, load: Load,
-                   output_dir: Path, command: str = "", progress: bool = True, say=to_stdout,
-                   writing: WritingSettings | None = None) -> None:
+                   output_dir: Path, command: str = "", progress: bool = True, say=to_stdout) -> None:
     """Each side on each of ``tasks`` (a task and its RunSettings each) into ``output_dir``
     (``demo.evaluation.evaluate``), by this process alone or by every process of a launch; rank 0
     says each summary row. Every split is read and checked before a model loads (minutes)."""
@@ -245,7 +244,7 @@ def evaluate_tasks(tasks: list, sides: list[ModelSettings], scoring: ScoringSett
     for side in sides:
         lm = load(dataclasses.replace(side, device=processes.device), progress)
         for task, run in tasks:
-            for row in evaluate(lm, task, output_dir, run, scoring, writing, progress=progress, command=command,
+            for row in evaluate(lm, task, output_dir, run, scoring, progress=progress, command=command,
                                 processes=processes):
                 say(f"{row['task']:24s} {row['model']:28s} {row['shots']:>3d}-shot {row['metric']:16s} "
                     f"{row['value']:6.2f} ± {row['stderr']} (n={row['n']}, {row['seconds']:.0f} s)")
