@@ -267,3 +267,13 @@ def test_the_results_tab_shows_the_shipped_ablation_beside_table_5():
         build()
     shown = next(b for b in page.blocks.values() if getattr(b, "elem_id", None) == "results-ablation-table")
     assert shown.value["data"][0][0] == "1 mask" and len(shown.value["data"]) == 5
+
+
+def test_a_runs_new_rows_take_the_place_of_its_old_ones_and_only_those():
+    from demo.evaluation.rows import upsert
+    old = pd.DataFrame({"run": ["a", "a", "b"], "metric": ["acc", "f1", "acc"], "value": [1, 2, 3]})
+    new = pd.DataFrame({"run": ["a", "c"], "metric": ["acc", "acc"], "value": [10, 30]})
+    merged = upsert(old, new, ["run", "metric"])
+    assert merged.to_dict("list") == {"run": ["a", "b", "a", "c"], "metric": ["f1", "acc", "acc", "acc"],
+                                      "value": [2, 3, 10, 30]}
+    assert upsert(old.iloc[:0], new, ["run", "metric"]).equals(new)

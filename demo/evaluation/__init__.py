@@ -9,6 +9,7 @@
 - ``exports``        downloads: tidy tables, file names that say model, what and date
 - ``runs``           what ``mlm-icl score``, ``probe`` and ``evaluate`` run: settings in, files out
 - ``identity``       what a run's numbers depend on: names its files, part files and rows
+- ``rows``           result tables on disk: a run's new rows in place of its old ones
 - ``resumable``      a run in chunks saved as they finish (part files, fingerprint), resumed,
                      merged by rank 0 into the output (``score``, ``probe``, the mask sweep, ``evaluate``)
 - ``data_parallel``  several processes (accelerate, torchrun): which process this is, whose share is what

@@ -501,10 +501,9 @@ def _summarise(lm, task, run, s, done: dict, command: str) -> list[dict]:
 def _update_summary_csv(path: Path, rows: list[dict]) -> None:
     """Append the run's rows, replacing earlier rows of the same run and metric."""
     import pandas as pd
+
+    from .rows import upsert
     new = pd.DataFrame(rows)
     if path.is_file():
-        old = pd.read_csv(path)
-        keys = set(zip(new["run"], new["metric"]))
-        old = old[[(r, m) not in keys for r, m in zip(old["run"], old["metric"])]]
-        new = pd.concat([old, new], ignore_index=True)
+        new = upsert(pd.read_csv(path), new, ["run", "metric"])
     new.to_csv(path, index=False)

@@ -35,6 +35,7 @@ from ..tasks import Task, data_root, get_task, load_examples
 from .data_parallel import Processes
 from .identity import Identity, data_digest, settings_identity, task_identity
 from .resumable import ChunkParts, parts_folder, run_chunks
+from .rows import upsert
 
 DEFAULT_TASKS = {"padding_masks": "ii_singular_to_plural", "right_masks": "copa"}
 KINDS = {"padding_masks": "generate", "right_masks": "choice"}  # the task kind each setting acts in
@@ -208,6 +209,5 @@ def _write(output: Path, table: pd.DataFrame) -> None:
                    if "run" in missing else f"it lacks the columns {sorted(missing)}")
             raise ValueError(f"{output} is not a mask sweep file of this version ({why}); give another "
                              f"--output file.")
-        same = kept["run"].isin(table["run"]) & kept["value"].isin(table["value"])
-        table = pd.concat([kept[~same], table], ignore_index=True)
+        table = upsert(kept, table, ["run", "value", "metric"])
     table[COLUMNS].to_csv(output, index=False)

@@ -30,6 +30,7 @@ from ..paths import ASSETS
 from ..settings import ResultsFilter
 from ..tasks import TASKS
 from .identity import differences
+from .rows import upsert
 
 RESULTS_DIR = ASSETS / "results"
 OURS = RESULTS_DIR / "ours.csv"  # shipped runs
@@ -344,8 +345,7 @@ def add_runs(summary_csv: str | Path, target: str | Path = USER_RUNS, replace: b
                 f"(e.g. {first['run']}: {int(first['n_old'])} items -> {int(first['n_new'])}). Nothing "
                 f"was changed; pass --replace to do it anyway.")
         replaced_runs = sorted(set(replaced["run"]))
-        old = old[[(r, m) not in keys for r, m in zip(old["run"], old["metric"])]]
-        new = pd.concat([old, new], ignore_index=True)
+        new = upsert(old, new, ["run", "metric"])
     new = new.sort_values(["task", "model", "shots", "metric"], kind="stable")
     target.parent.mkdir(parents=True, exist_ok=True)
     new.to_csv(target, index=False)
