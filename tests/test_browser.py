@@ -3,8 +3,9 @@
 Playwright drives Debian's Chromium (no browser download). The app gets the offline models
 through ``DEMO_LOCAL_MODELS`` (the stand-in MLM of ../shared and the SmolLM2 GGUF), and the
 test checks that the default pickers chose them. On each tab it fills the inputs, presses the
-button, waits for the output and asserts on what a person sees; then it sends a bad input,
-expects a message in the page, and checks that the next good request still works.
+button, waits until the page marks the run ended (``_run``) and asserts on what a person sees;
+then it sends a bad input, expects a message in the page, and checks that the next good request
+still works.
 Screenshots go to artifacts/screenshots/ (git-ignored; CI keeps them as artefacts).
 """
 
@@ -22,7 +23,9 @@ SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
-MODEL_WAIT_MS = 150_000  # first use of a model includes loading it (SmolLM2: ~20 s, more on a busy CPU)
+# a whole run, its chains one after another; a model's first use includes loading it (SmolLM2:
+# ~20 s, more on a busy CPU)
+MODEL_WAIT_MS = 240_000
 
 pytestmark = [
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed "
@@ -75,8 +78,7 @@ def page(server):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(30_000)
-        page.goto(server)
-        page.wait_for_selector("#gen-prompt textarea")
+        _open(page, server)
         yield page
         browser.close()
 
@@ -99,9 +101,46 @@ def _choose(page, elem_id: str, option: str) -> None:
     page.keyboard.press("Escape")  # close the list (multiselect dropdowns stay open)
 
 
+def _runs_ended(view, name: str) -> int:
+    return int(view.evaluate("(n) => document.body.getAttribute('data-runs-' + n) || '0'", name))
+
+
+def _wait_runs(view, ended: dict[str, int]) -> None:
+    """Wait until the page marks, for each name in ``ended``, at least that many runs ended, and
+    no run of any name in flight (demo.ui.common.run_starts, run_ends): their chains have all
+    finished and their outputs are drawn, so what a test reads next stays. Output text is no such
+    sign: a run streams it, and the last run's stays until this one's replaces it."""
+    view.wait_for_function("(ended) => Object.entries(ended).every(([name, least]) =>"
+                           " Number(document.body.getAttribute('data-runs-' + name) || 0) >= least)"
+                           " && [...document.body.attributes].every((a) =>"
+                           " !a.name.startsWith('data-running-') || a.value === '0')",
+                           arg=ended, timeout=MODEL_WAIT_MS)
+
+
+def _run(view, names: str | tuple[str, ...], act) -> None:
+    """``act`` (what starts a run), then wait until that run of each of ``names`` has ended; first
+    until the runs still in flight have, so that no other run's end is taken for this one's."""
+    names = (names,) if isinstance(names, str) else names
+    _wait_runs(view, {})
+    before = {name: _runs_ended(view, name) for name in names}
+    act()
+    _wait_runs(view, {name: ended + 1 for name, ended in before.items()})
+
+
+def _open(view, url: str) -> None:
+    """Open ``url`` and wait until the page has shown what it shows when it opens."""
+    view.goto(url)
+    _wait_runs(view, {"first-view": 1})
+
+
+def _press(view, button: str, names: str | tuple[str, ...]) -> None:
+    """Press a run button and wait until its run has ended (``_run``)."""
+    _run(view, names, lambda: view.click(button))
+
+
 def _expect_error(page, text: str) -> None:
-    """A message holding ``text`` in an output area (it stays), and no Python traceback anywhere."""
-    page.locator(".demo-error").filter(has_text=text).first.wait_for(timeout=MODEL_WAIT_MS)
+    """A message holding ``text`` in an output area, and no Python traceback anywhere (after the run)."""
+    assert page.locator(".demo-error").filter(has_text=text).count() >= 1, text
     assert "Traceback" not in page.locator("body").inner_text()
 
 
@@ -127,8 +166,12 @@ def _fresh_view(page, width: int, **options):
         context.close()
 
 
-def _open_tab(page, name: str) -> None:
-    page.get_by_role("tab", name=name).click()
+def _open_tab(view, name: str) -> None:
+    """Open a tab and wait until what that starts has ended: the page tells the server the tab in
+    use, and a tab drawn for the first time may look its view up again (the Results filters)."""
+    tab = view.get_by_role("tab", name=name)
+    if tab.get_attribute("aria-selected") != "true":
+        _run(view, "tab", tab.click)
 
 
 # ---------------------------------------------------------------- tabs (in page order)
@@ -146,38 +189,32 @@ def test_prompting_tab_generates_side_by_side(page, smollm2_path):
     page.get_by_label("greedy").check()
     page.locator("#gen-max input[type=number]").fill("4")
     page.locator("#gen-max input[type=number]").press("Enter")
-    page.click("#gen-run")
+    _press(page, "#gen-run", "gen")
 
-    mlm_text = page.locator("#gen-mlm-text textarea")
-    page.wait_for_function("() => document.querySelector('#gen-mlm-text textarea').value.trim() !== ''",
-                           timeout=MODEL_WAIT_MS)
-    assert mlm_text.input_value().strip()
+    assert page.locator("#gen-mlm-text textarea").input_value().strip()
     # the playback: one frame per generated token, the first frame's window shows the masks
-    page.locator("#gen-mlm-stats").filter(has_text="tokens in").wait_for()
-    n_tokens = int(page.locator("#gen-mlm-stats").inner_text().split(" tokens in")[0].split()[-1])
+    stats = page.locator("#gen-mlm-stats").inner_text()
+    assert "tokens in" in stats, stats
+    n_tokens = int(stats.split(" tokens in")[0].split()[-1])
     assert n_tokens >= 1
-    page.wait_for_function(f"() => document.querySelectorAll('#gen-trace .demo-step').length == {n_tokens}")
+    assert page.locator("#gen-trace .demo-step").count() == n_tokens
     first_step = page.locator("#gen-trace .demo-step").first
     assert first_step.locator(".demo-mask-predicted").inner_text() == "[MASK]"
     assert first_step.locator(".demo-end").inner_text() == "[SEP]"
     assert "(its top guess)" in first_step.inner_text()  # greedy keeps the top guess
-    page.wait_for_function("() => document.querySelector('#gen-causal-text textarea').value.trim() !== ''",
-                           timeout=MODEL_WAIT_MS)
+    assert page.locator("#gen-causal-text textarea").input_value().strip()
     assert "SmolLM2" in page.locator("#gen-causal-stats").inner_text()
     _screenshot(page, "prompting")
 
     # a bad request shows a message; the next good one still works
-    before = page.locator("#gen-mlm-stats").inner_text()
     page.locator("#gen-prompt textarea").fill("   ")
-    page.click("#gen-run")
+    _press(page, "#gen-run", "gen")
     _expect_error(page, "empty")
     _choose(page, "gen-causal", "(none")
     page.locator("#gen-prompt textarea").fill("The capital of France is")
-    page.click("#gen-run")
-    page.locator("#gen-causal-stats").filter(has_text="Skipped").wait_for(timeout=MODEL_WAIT_MS)
-    page.wait_for_function("(before) => { const s = document.querySelector('#gen-mlm-stats');"
-                           " return s && s.innerText.includes('tokens in') && s.innerText !== before; }",
-                           arg=before, timeout=MODEL_WAIT_MS)
+    _press(page, "#gen-run", "gen")
+    assert "Skipped" in page.locator("#gen-causal-stats").inner_text()
+    assert "tokens in" in page.locator("#gen-mlm-stats").inner_text()
     assert page.locator("#gen-mlm-text textarea").input_value().strip()
     _screenshot(page, "prompting-after-error")
 
@@ -188,9 +225,8 @@ def test_prompting_compares_exact_and_fast_decoding(page):
     _open_tab(page, "Prompting")
     page.locator("#gen-prompt textarea").fill("Input: hot\nOutput: cold\n\nInput: up\nOutput:")
     page.locator("#gen-decoding").get_by_label("compare", exact=True).check()
-    page.click("#gen-run")
+    _press(page, "#gen-run", "gen")
     panel = page.locator("#gen-mlm-compare .demo-compare")
-    panel.wait_for(timeout=MODEL_WAIT_MS)
     assert panel.locator(".demo-compare-run").count() == 2
     speeds = panel.locator(".demo-compare-speed").all_inner_texts()
     assert all("tokens/s" in speed for speed in speeds) and "refreshes:" in speeds[1], speeds
@@ -221,13 +257,13 @@ def test_prompting_fast_decoding_with_parallel_unmasking(page):
         page.locator(f"{slider} input[type=number]").fill(value)
         page.locator(f"{slider} input[type=number]").press("Enter")
     page.get_by_label("Stop at newline").uncheck()
-    page.click("#gen-run")
-    stats = page.locator("#gen-mlm-stats").filter(has_text="written by parallel unmasking")
-    stats.wait_for(timeout=MODEL_WAIT_MS)
-    guessed = int(stats.inner_text().split(" tokens written by parallel unmasking")[0].split()[-3])
-    assert guessed >= 1, stats.inner_text()
+    _press(page, "#gen-run", "gen")
+    stats = page.locator("#gen-mlm-stats").inner_text()
+    assert "written by parallel unmasking" in stats, stats
+    guessed = int(stats.split(" tokens written by parallel unmasking")[0].split()[-3])
+    assert guessed >= 1, stats
     frames = page.locator("#gen-trace .demo-step")
-    page.wait_for_function("() => document.querySelectorAll('#gen-trace .demo-step').length > 1")
+    assert frames.count() > 1
     read = [i for i, text in enumerate(frames.all_text_contents()) if "no pass of its own" in text]
     assert len(read) == guessed
     page.locator("#gen-trace .demo-scrub").fill(str(read[0]))  # scrub to the first such step
@@ -252,10 +288,10 @@ def test_ranking_tab_shows_order_and_token_heatmaps(page):
     page.locator("#rank-context textarea").fill(context)
     page.locator("#rank-candidates textarea").fill("\n".join(candidates))
     page.locator("#rank-answer textarea, #rank-answer input").first.fill(candidates[0])
-    page.click("#rank-run")
+    _press(page, "#rank-run", "rank")
 
     summary = page.locator("#rank-mlm-summary")
-    summary.filter(has_text="Masked LM ranking").wait_for(timeout=MODEL_WAIT_MS)
+    assert "Masked LM ranking" in summary.inner_text()
     shown = [item.strip() for item in page.locator("#rank-mlm-summary li").all_inner_texts()]
     assert len(shown) == 3 and sorted(s.rsplit(" score ", 1)[0] for s in shown) == sorted(candidates)
     scores = [float(s.rsplit(" score ", 1)[1].split()[0]) for s in shown]
@@ -271,22 +307,21 @@ def test_ranking_tab_shows_order_and_token_heatmaps(page):
     cells.first.wait_for()
     assert cells.count() == expected_cells
     # the difference view between two PLL variants, and the causal side
-    page.locator("#rank-diff-plot g.heatmap-label text").first.wait_for(timeout=MODEL_WAIT_MS)
+    page.locator("#rank-diff-plot g.heatmap-label text").first.wait_for()  # (plotly draws after the run)
     assert page.locator("#rank-diff-plot g.heatmap-label text").count() == expected_cells
-    page.locator("#rank-causal-summary li").first.wait_for(timeout=MODEL_WAIT_MS)
     assert page.locator("#rank-causal-summary li").count() == 3
     page.locator("#rank-causal-plot g.heatmap-label text").first.wait_for()
     _screenshot(page, "ranking")
 
     assert page.locator("#rank-mlm-table").is_visible() and page.locator("#rank-mlm-files").is_visible()
     page.locator("#rank-candidates textarea").fill("only one candidate")
-    page.click("#rank-run")
+    _press(page, "#rank-run", "rank")
     _expect_error(page, "at least 2 candidates")
     for stale in ("#rank-mlm-table", "#rank-mlm-files"):  # the error leaves no debris of the last run
-        page.locator(stale).wait_for(state="hidden")
+        assert page.locator(stale).is_hidden(), stale
     page.locator("#rank-candidates textarea").fill("the trophy is too small.\nthe suitcase is too small.")
-    page.click("#rank-run")
-    summary.filter(has_text="the suitcase is too small.").wait_for(timeout=MODEL_WAIT_MS)
+    _press(page, "#rank-run", "rank")
+    assert "the suitcase is too small." in summary.inner_text()
     assert page.locator("#rank-mlm-summary li").count() == 2
 
 
@@ -316,8 +351,8 @@ def test_fast_scoring_is_offered_with_its_measured_agreement_and_says_what_it_di
                              (["yes.", "no."], "exact scoring used")):
         page.locator("#rank-context textarea").fill("A story:")
         page.locator("#rank-candidates textarea").fill("\n".join(candidates))
-        page.click("#rank-run")
-        summary.filter(has_text=said).wait_for(timeout=MODEL_WAIT_MS)
+        _press(page, "#rank-run", "rank")
+        assert said in summary.inner_text(), summary.inner_text()
     _screenshot(page, "ranking-fast")
     page.locator("#rank-fast input").uncheck()
 
@@ -326,22 +361,21 @@ def test_editing_the_candidates_away_from_the_answer_clears_it(page):
     """A preset's correct answer that the edited candidates no longer hold is not kept (it would be
     reported as "not one of the candidates"); an edit that keeps it keeps it."""
     _open_tab(page, "Ranking")
-    _choose(page, "rank-preset", "Winograd: trophy and suitcase (large)")
+    candidates = page.locator("#rank-candidates textarea")
+    # each edit below changes the candidates, so each runs the check once ("rank-edit"); the
+    # preset's fill too, from text of its own
+    _run(page, "rank-edit", lambda: candidates.fill("a candidate typed before the preset"))
+    _run(page, "rank-edit", lambda: _choose(page, "rank-preset", "Winograd: trophy and suitcase (large)"))
     note = page.locator("#rank-preset-note")
-    # the preset's fill has arrived: its answer is one of its candidates (the last test left others)
-    page.wait_for_function("() => { const a = document.querySelector('#rank-answer textarea, #rank-answer input');"
-                           " const c = document.querySelector('#rank-candidates textarea');"
-                           " return a && c && a.value && c.value.split('\\n').includes(a.value); }")
     answer = page.locator("#rank-answer textarea, #rank-answer input").first
     given = answer.input_value()
-    lines = page.locator("#rank-candidates textarea").input_value().splitlines()
-    assert given in lines
-    page.locator("#rank-candidates textarea").fill("\n".join(lines + ["a third one."]))
-    page.wait_for_timeout(1_000)
+    lines = candidates.input_value().splitlines()
+    assert given and given in lines, (given, lines)
+    _run(page, "rank-edit", lambda: candidates.fill("\n".join(lines + ["a third one."])))
     assert answer.input_value() == given
-    page.locator("#rank-candidates textarea").fill("\n".join(line for line in lines if line != given))
-    note.filter(has_text="no longer one of them").wait_for()
-    assert answer.input_value() == "" and "Source:" in note.inner_text()
+    _run(page, "rank-edit", lambda: candidates.fill("\n".join(line for line in lines if line != given)))
+    assert answer.input_value() == "" and "no longer one of them" in note.inner_text()
+    assert "Source:" in note.inner_text()
 
 
 def test_length_probe_tab_runs_a_small_grid_for_two_models(page):
@@ -349,10 +383,10 @@ def test_length_probe_tab_runs_a_small_grid_for_two_models(page):
     assert page.locator("#probe-mlm input").input_value() == "minilm-l6-mlm-standin · local"
     page.locator("#probe-lengths textarea, #probe-lengths input").first.fill("128")
     page.locator("#probe-depths textarea, #probe-depths input").first.fill("0, 1")
-    page.click("#probe-run")
+    _press(page, "#probe-run", "probe")
     # one cell per (length, depth), each labelled with its accuracy, for both models
     for side in ("mlm", "causal"):
-        page.locator(f"#probe-{side}-summary").filter(has_text="2 of 2 runs").wait_for(timeout=MODEL_WAIT_MS)
+        assert "2 of 2 runs" in page.locator(f"#probe-{side}-summary").inner_text(), side
         cells = page.locator(f"#probe-{side}-plot g.heatmap-label text")
         cells.first.wait_for()
         assert cells.count() == 2
@@ -366,22 +400,21 @@ def test_length_probe_tab_runs_a_small_grid_for_two_models(page):
     _screenshot(page, "length-probe")
 
     page.locator("#probe-depths textarea, #probe-depths input").first.fill("0, 2")
-    page.click("#probe-run")
+    _press(page, "#probe-run", "probe")
     _expect_error(page, "between 0.0 and 1.0")
     # next request: past BERT's 512 positions the page says so instead of failing
     _choose(page, "probe-causal", "(none")
     page.locator("#probe-lengths textarea, #probe-lengths input").first.fill("128, 600")
     page.locator("#probe-depths textarea, #probe-depths input").first.fill("0.5")
-    page.click("#probe-run")
-    page.locator("#probe-mlm-summary").filter(has_text="beyond the model's 512-token limit").wait_for(
-        timeout=MODEL_WAIT_MS)
+    _press(page, "#probe-run", "probe")
+    assert "beyond the model's 512-token limit" in page.locator("#probe-mlm-summary").inner_text()
     page.locator("#probe-mlm-plot g.heatmap-label text").filter(has_text="beyond").first.wait_for()
 
 
 def test_results_tab_filters_tables_and_draws_figures(page):
     _open_tab(page, "Results")
     count = page.locator("#results-count")
-    count.filter(has_text="numbers from").wait_for()
+    assert "numbers from" in count.inner_text()  # the first view, shown when the page opened
     assert page.locator("#results-table .virtual-row").count() > 5
     # Figure 1 and Figure 4 are drawn, with DeBERTa (masked) and GPT-3 (causal) in the legend
     for plot in ("#results-size-plot", "#results-shots-plot"):
@@ -389,8 +422,8 @@ def test_results_tab_filters_tables_and_draws_figures(page):
         legend = " ".join(page.locator(f"{plot} g.legend text").all_text_contents())
         assert "DeBERTa" in legend and "GPT-3" in legend
 
-    _choose(page, "results-model", "GPT-3 1.3B")
-    count.filter(has_text="1 model(s)").wait_for()
+    _run(page, "results", lambda: _choose(page, "results-model", "GPT-3 1.3B"))
+    assert "1 model(s)" in count.inner_text()
     models = page.evaluate("() => Array.from(document.querySelectorAll('#results-table .virtual-row'))"
                            ".map(r => r.innerText)")
     assert models and all("GPT-3 1.3B" in row for row in models)
@@ -402,11 +435,11 @@ def test_results_tab_filters_tables_and_draws_figures(page):
     playwright_api.expect(options.filter(has_text="CATS commonsense suite")).to_have_count(0)
     offered = options.all_inner_texts()
     assert "translation" in offered and not [o for o in offered if "SacreBLEU" in o or "+" in o]
-    options.filter(has_text="translation").first.click()
+    _run(page, "results", lambda: options.filter(has_text="translation").first.click())
     page.keyboard.press("Escape")
-    page.wait_for_function("() => document.querySelector('#results-count').innerText.includes('1 model(s)')"
-                           " && Array.from(document.querySelectorAll('#results-table .virtual-row'))"
-                           ".every(r => r.innerText.includes('translation'))")
+    assert "1 model(s)" in count.inner_text()
+    rows = page.locator("#results-table .virtual-row").all_inner_texts()
+    assert rows and all("translation" in row for row in rows), rows
 
 
 # Words of the Results table broken across lines (a cell may wrap between words, or after a
@@ -450,9 +483,9 @@ def test_the_results_tab_fits_the_screen(page, server, width):
     above the other at 400), no panel title, axis title or legend over another; table cells wrap
     between words, a paper's name on at most two lines."""
     with _fresh_view(page, width) as view:
-        view.goto(server)
+        _open(view, server)
         _open_tab(view, "Results")
-        view.locator("#results-count").filter(has_text="numbers from").wait_for()
+        assert "numbers from" in view.locator("#results-count").inner_text()
         boxes = {}
         for plot in ("#results-size-plot", "#results-shots-plot"):
             view.locator(f"{plot} g.scatterlayer path.point").first.wait_for()
@@ -498,15 +531,13 @@ def test_the_playback_plays_to_the_end_and_scrubs_to_any_step(page, server, widt
     nothing plays or slides, and the step buttons reach every frame. The page, after one
     generation at 1400 px, stays under 2,600 px tall."""
     with _fresh_view(page, width, reduced_motion=motion) as view:
-        view.goto(server)
+        _open(view, server)
         view.locator("#gen-prompt textarea").fill("Input: sane\nOutput: insane\n\nInput: happy\nOutput:")
-        view.click("#gen-run")
-        view.wait_for_function("() => document.querySelectorAll('#gen-trace .demo-step').length > 2 && "
-                               "document.querySelectorAll('#gen-causal-trace .demo-step').length > 0",
-                               timeout=MODEL_WAIT_MS)
+        _press(view, "#gen-run", "gen")
         masked, causal = view.locator("#gen-trace"), view.locator("#gen-causal-trace")
         n = masked.locator(".demo-step").count()
         n_causal = causal.locator(".demo-step").count()
+        assert n > 2 and n_causal > 0, (n, n_causal)
         assert _frame_shown(masked) == 0 and _frame_shown(causal) == 0
         if width == 1400 and motion == "no-preference":
             height = view.evaluate("() => document.documentElement.scrollHeight")
@@ -548,18 +579,15 @@ def test_the_infill_tab_fills_a_blank_in_both_orders(page, server, width):
     order (the predicted [MASK] of frame 1 is the leftmost, or the surest), and the fill is marked
     in the text."""
     with _fresh_view(page, width) as view:
-        view.goto(server)
+        _open(view, server)
         _open_tab(view, "Infill")
         view.locator("#fill-text textarea").fill("We opened the presents on [blank:2], which was Christmas Day.")
         orders = {}
         for order in ("left to right", "most confident first"):
             view.get_by_label(order).check()
-            before = view.locator("#fill-mlm-stats").inner_text()
-            view.click("#fill-run")
-            view.wait_for_function("(before) => { const s = document.querySelector('#fill-mlm-stats');"
-                                   " return s && s.innerText.includes('forward passes') && s.innerText !== before; }",
-                                   arg=before, timeout=MODEL_WAIT_MS)
-            view.locator("#fill-mlm-filled mark.demo-fill").wait_for()
+            _press(view, "#fill-run", "fill")
+            assert "forward passes" in view.locator("#fill-mlm-stats").inner_text()
+            assert view.locator("#fill-mlm-filled mark.demo-fill").count() >= 1
             frames = view.locator("#fill-trace .demo-step")
             assert frames.count() == 2
             predicted = []
@@ -572,11 +600,11 @@ def test_the_infill_tab_fills_a_blank_in_both_orders(page, server, width):
             _screenshot(view, f"infill-{order.replace(' ', '-')}-{width}")
         assert orders["left to right"][0] < orders["left to right"][1]  # leftmost first
         assert sorted(orders["most confident first"]) == orders["left to right"]  # the same two positions
-        view.locator("#fill-causal-stats").filter(has_text="before each blank").wait_for(timeout=MODEL_WAIT_MS)
-        view.locator("#fill-ranking table").wait_for(timeout=MODEL_WAIT_MS)
+        assert "before each blank" in view.locator("#fill-causal-stats").inner_text()
+        assert view.locator("#fill-ranking table").count() == 1
         # the causal LM's playback beside it, in step: it read only the words before the blank
         causal = view.locator("#fill-causal-trace .demo-player")
-        causal.wait_for()
+        assert causal.count() == 1
         assert causal.locator(".demo-player-controls").is_hidden()  # follows the masked LM's player
         view.locator("#fill-trace .demo-scrub").fill("0")
         first = causal.locator('.demo-step[data-step="0"] .demo-window').inner_text()
@@ -588,12 +616,12 @@ def test_the_infill_tab_fills_a_blank_in_both_orders(page, server, width):
 
 def _load_the_grid_step(view, server: str) -> None:
     """A fresh page, the lesson opened, the grid step picked and loaded: its grid lengths in the Length probe tab."""
-    view.goto(server)
+    _open(view, server)
     view.get_by_role("button", name="Lesson:").click()
     view.get_by_label("8. Length generalisation").check()
     view.locator("#lesson-card").filter(has_text="Length probe tab").wait_for()
-    view.locator("#lesson-load").click()
-    view.wait_for_function("() => document.querySelector('#probe-lengths textarea')?.value === '128, 512, 768'")
+    _press(view, "#lesson-load", "lesson")
+    assert view.locator("#probe-lengths textarea").input_value() == "128, 512, 768"
 
 
 @pytest.mark.parametrize("width", [1400, 400])
@@ -608,11 +636,9 @@ def test_the_lesson_loads_a_step_into_its_tab(page, server, width):
         view.locator("#lesson-next").click()
         view.locator("#lesson-card").filter(has_text="then Play").wait_for()
         view.get_by_label("1. Fill a blank").check()
-        view.locator("#lesson-load").click()
-        view.wait_for_function("() => { const e = document.querySelector('#fill-text textarea');"
-                               " return e && e.value.startsWith('The [blank] said that she'); }")
-        view.wait_for_function("() => [...document.querySelectorAll('[role=tab]')].some("
-                               "t => t.innerText.trim() === 'Infill' && t.getAttribute('aria-selected') === 'true')")
+        _press(view, "#lesson-load", "lesson")
+        assert view.locator("#fill-text textarea").input_value().startswith("The [blank] said that she")
+        assert _tab_in_use(view) == "Infill"
         _screenshot(view, f"lesson-step-1-{width}")
 
 
@@ -638,13 +664,7 @@ def test_the_page_teaches_at_desktop_and_phone_width(page, width):
     page.locator("#gen-prompt textarea").fill(LONG_PROMPT)
     page.locator("#gen-max input[type=number]").fill("2")
     page.locator("#gen-max input[type=number]").press("Enter")
-    # this run's playback: a new run id (the last run's frames stay until it ends; a tab just opened
-    # may not be drawn yet, so its text is no reliable "before")
-    player = page.locator("#gen-trace .demo-player")
-    before = player.get_attribute("data-run") if player.count() else ""
-    page.click("#gen-run")
-    page.wait_for_function("(before) => { const p = document.querySelector('#gen-trace .demo-player');"
-                           " return p && p.dataset.run !== before; }", arg=before, timeout=MODEL_WAIT_MS)
+    _press(page, "#gen-run", "gen")
     step = page.locator('#gen-trace .demo-step[data-step="0"]')
     for marked in (".demo-mask-predicted", ".demo-end", ".demo-elided"):
         step.locator(marked).wait_for()  # visible
@@ -666,8 +686,8 @@ def test_the_page_teaches_at_desktop_and_phone_width(page, width):
     colours = info.evaluate("el => [getComputedStyle(el).color,"
                             " getComputedStyle(el.closest('.block')).backgroundColor]")
     assert _contrast(*colours) >= 4.5, colours
-    page.click("#rank-run")
-    page.locator("#rank-mlm-summary .demo-correct").first.wait_for(timeout=MODEL_WAIT_MS)
+    _press(page, "#rank-run", "rank")
+    assert page.locator("#rank-mlm-summary .demo-correct").count() == 1
     _screenshot(page, f"ranking-with-answer-{width}")
     page.set_viewport_size({"width": 1400, "height": 1000})
 
@@ -678,12 +698,9 @@ def test_choosing_a_pair_fills_both_sides_and_both_run(page):
     page.locator("#rank-pair-note").filter(has_text="Both random").wait_for()
     page.wait_for_function("() => document.querySelector('#rank-mlm input').value === 'tiny-encoder · local'"
                            " && document.querySelector('#rank-causal input').value === 'tiny-decoder · local'")
-    before = page.locator("#rank-causal-summary").inner_text()
-    page.click("#rank-run")
-    page.wait_for_function("(before) => { const s = document.querySelector('#rank-causal-summary');"
-                           " return s.innerText.includes('tiny-decoder') && s.innerText !== before; }",
-                           arg=before, timeout=MODEL_WAIT_MS)
-    page.locator("#rank-mlm-summary").filter(has_text="tiny-encoder").wait_for(timeout=MODEL_WAIT_MS)
+    _press(page, "#rank-run", "rank")
+    assert "tiny-decoder" in page.locator("#rank-causal-summary").inner_text()
+    assert "tiny-encoder" in page.locator("#rank-mlm-summary").inner_text()
     assert page.locator("#rank-mlm-summary li").count() >= 2 and page.locator("#rank-causal-summary li").count() >= 2
     _screenshot(page, "pair-ranking")
 
@@ -699,10 +716,9 @@ def test_downloads_and_a_link_to_the_view(page, server):
     _open_tab(page, "Ranking")
     page.locator("#rank-context textarea").fill("The cat sat on the")
     page.locator("#rank-candidates textarea").fill("mat.\nmoon.")
-    page.click("#rank-run")
-    page.locator("#rank-mlm-summary").filter(has_text="moon.").wait_for(timeout=MODEL_WAIT_MS)
+    _press(page, "#rank-run", "rank")
+    assert "moon." in page.locator("#rank-mlm-summary").inner_text()
     link = page.locator("#rank-mlm-files a").first
-    link.wait_for(timeout=MODEL_WAIT_MS)
     with page.expect_download() as download:
         link.click()
     import re  # what, model (the picker's: an earlier test may have chosen the pair), kind, date
@@ -720,23 +736,18 @@ def test_downloads_and_a_link_to_the_view(page, server):
     _open_tab(page, "Prompting")
     prompt = "A link keeps this prompt: the capital of Peru is"
     page.locator("#gen-prompt textarea").fill(prompt)
-    before = page.locator("#gen-mlm-stats").inner_text()  # an earlier test's run may be shown
-    page.click("#gen-run")  # the server keeps what a run used (and showed): that is what a link holds
-    page.wait_for_function("b => { const s = document.querySelector('#gen-mlm-stats');"
-                           " return s && s.innerText.includes('tokens in') && s.innerText !== b; }",
-                           arg=before, timeout=MODEL_WAIT_MS)
+    _press(page, "#gen-run", "gen")  # the server keeps what a run used (and showed): that is what a link holds
+    assert "tokens in" in page.locator("#gen-mlm-stats").inner_text()
     with page.expect_response("**/gradio_api/deep_link**") as response:
         page.get_by_role("button", name="Copy a link to this view").click()
     text = page.locator("#gen-mlm-text textarea").input_value()  # what the link was made of
     shared = f"{server}?deep_link={response.value.text().strip(chr(34))}"
     fresh = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
-        fresh.goto(shared)
-        fresh.wait_for_function("p => document.querySelector('#gen-prompt textarea')?.value === p",
-                                arg=prompt, timeout=30_000)
+        _open(fresh, shared)
+        assert fresh.locator("#gen-prompt textarea").input_value() == prompt
         assert fresh.locator("#gen-mlm-text textarea").input_value() == text  # the result too
-        fresh.goto(f"{server}?deep_link=..%2F..%2Fetc%2Fpasswd")  # a tampered link: the usual page
-        fresh.wait_for_selector("#gen-prompt textarea")
+        _open(fresh, f"{server}?deep_link=..%2F..%2Fetc%2Fpasswd")  # a tampered link: the usual page
         assert "Traceback" not in fresh.locator("body").inner_text()
     finally:
         fresh.close()
@@ -754,9 +765,9 @@ def _one_cell_grid(view) -> None:
     _open_tab(view, "Length probe")
     view.locator("#probe-lengths textarea, #probe-lengths input").first.fill("128")
     view.locator("#probe-depths textarea, #probe-depths input").first.fill("0.5")
-    view.click("#probe-run")
+    _press(view, "#probe-run", "probe")
     for side in ("mlm", "causal"):
-        view.locator(f"#probe-{side}-summary").filter(has_text="1 of 1 runs").wait_for(timeout=MODEL_WAIT_MS)
+        assert "1 of 1 runs" in view.locator(f"#probe-{side}-summary").inner_text(), side
 
 
 def _copy_link(view, server) -> str:
@@ -780,18 +791,17 @@ def test_a_link_reopens_the_tab_in_use_with_its_results(page, server, width):
     def reopened(tab: str, ready: str):
         fresh = view.context.new_page()
         fresh.set_default_timeout(30_000)
-        fresh.goto(_copy_link(view, server))
-        fresh.wait_for_selector("[role=tab][aria-selected=true]")
+        _open(fresh, _copy_link(view, server))
         assert _tab_in_use(fresh) == tab
         fresh.wait_for_function(ready)
         _screenshot(fresh, f"link-{tab.lower().replace(' ', '-')}-{width}")
         return fresh
 
     with _fresh_view(page, width) as view:
-        view.goto(server)
+        _open(view, server)
         view.locator("#gen-prompt textarea").fill("A link keeps this prompt: the capital of Peru is")
         _max_tokens(view, 4)
-        _new_run(view, ["#gen-trace", "#gen-causal-trace"], lambda: view.click("#gen-run"))
+        _press(view, "#gen-run", "gen")
         view.locator("#gen-trace [data-action=next]").click()
         _rests_at(view, "gen", 1)
         shown = view.locator("#gen-mlm-text textarea").input_value()
@@ -803,9 +813,7 @@ def test_a_link_reopens_the_tab_in_use_with_its_results(page, server, width):
 
         _open_tab(view, "Infill")
         _pick_two_blanks(view)
-        _new_run(view, ["#fill-trace", "#fill-causal-trace"], lambda: view.click("#fill-run"))
-        # the last step of the run: at 400 px its table lands above the player and moves the button
-        view.wait_for_function("() => document.querySelector('#fill-ranking')?.innerText.trim()")
+        _press(view, "#fill-run", "fill")  # (at 400 px the run's last table lands above the player)
         view.locator("#fill-trace [data-action=next]").click()
         _rests_at(view, "fill", 1)
         filled = view.locator("#fill-mlm-filled").inner_text()
@@ -817,9 +825,9 @@ def test_a_link_reopens_the_tab_in_use_with_its_results(page, server, width):
         _open_tab(view, "Ranking")
         _choose(view, "rank-preset", "Winograd: trophy and suitcase (large)")
         view.locator("#rank-preset-note").filter(has_text="Correct answer").wait_for()
-        view.click("#rank-run")
-        view.locator("#rank-mlm-summary .demo-correct").first.wait_for(timeout=MODEL_WAIT_MS)
-        view.locator("#rank-causal-summary li").first.wait_for(timeout=MODEL_WAIT_MS)
+        _press(view, "#rank-run", "rank")
+        assert view.locator("#rank-mlm-summary .demo-correct").count() == 1
+        assert view.locator("#rank-causal-summary li").count() >= 2
         ranked = view.locator("#rank-mlm-summary").inner_text()
         fresh = reopened("Ranking", "() => document.querySelector('#rank-mlm-summary .demo-correct')")
         assert fresh.locator("#rank-mlm-summary").inner_text() == ranked
@@ -834,12 +842,12 @@ def test_a_link_reopens_the_tab_in_use_with_its_results(page, server, width):
         fresh.close()
 
         _open_tab(view, "Results")
-        _choose(view, "results-model", "GPT-3 1.3B")
-        view.locator("#results-count").filter(has_text="1 model(s)").wait_for()
+        _run(view, "results", lambda: _choose(view, "results-model", "GPT-3 1.3B"))
+        assert "1 model(s)" in view.locator("#results-count").inner_text()
         fresh = reopened("Results", "() => document.querySelector('#results-count')?.innerText.includes('1 model(s)')")
-        # the filter itself, not only the table it made: the page's first lookup reads it again
+        # the filter itself, not only the table it made: the page's first lookup (ended as the
+        # page opened) read it again
         assert "GPT-3 1.3B" in fresh.locator("#results-model").inner_text()
-        fresh.wait_for_timeout(2_000)
         assert "1 model(s)" in fresh.locator("#results-count").inner_text()
         fresh.close()
 
@@ -851,8 +859,7 @@ def test_a_link_after_a_lesson_step_opens_the_tab_picked_since(page, server, wid
         _load_the_grid_step(view, server)
         _open_tab(view, "Ranking")
         fresh = view.context.new_page()
-        fresh.goto(_copy_link(view, server))
-        fresh.wait_for_selector("[role=tab][aria-selected=true]")
+        _open(fresh, _copy_link(view, server))
         assert _tab_in_use(fresh) == "Ranking"
         fresh.locator("#rank-context textarea").wait_for()
         _screenshot(fresh, f"link-after-lesson-{width}")
@@ -866,16 +873,6 @@ def _pick_two_blanks(view) -> None:
     the preset's round trip lands would fill the text shown before it)."""
     _choose(view, "fill-preset", "Two blanks")
     view.wait_for_function("() => document.querySelector('#fill-text textarea')?.value.includes('[blank] [blank]')")
-
-
-def _new_run(view, traces, act) -> None:
-    """``act`` (a click that runs), then wait until each player in ``traces`` shows a new run."""
-    before = {t: (view.locator(f"{t} .demo-player").get_attribute("data-run")
-                  if view.locator(f"{t} .demo-player").count() else "") for t in traces}
-    act()
-    for trace, run in before.items():
-        view.wait_for_function("([t, r]) => { const p = document.querySelector(t + ' .demo-player');"
-                               " return p && p.dataset.run !== r; }", arg=[trace, run], timeout=MODEL_WAIT_MS)
 
 
 def _max_tokens(view, n: int) -> None:
@@ -895,14 +892,14 @@ def test_play_after_a_second_run_starts_at_its_first_step_and_plays(page, server
     """A player left at its last step, then a new run: the frame and the scrubber are at step 1,
     and the first press of play moves on (Infill, then both lanes of Prompting)."""
     with _fresh_view(page, width) as view:
-        view.goto(server)
+        _open(view, server)
         _open_tab(view, "Infill")
         _pick_two_blanks(view)
-        _new_run(view, ["#fill-trace"], lambda: view.click("#fill-run"))
+        _press(view, "#fill-run", "fill")
         view.locator("#fill-trace [data-action=next]").click()
         assert _player_at(view, "#fill-trace") == ("step 2 of 2", "1")
         view.get_by_label("most confident first").check()
-        _new_run(view, ["#fill-trace"], lambda: view.click("#fill-run"))
+        _press(view, "#fill-run", "fill")
         assert _player_at(view, "#fill-trace") == ("step 1 of 2", "0")
         view.locator("#fill-trace .demo-play").click()
         view.locator("#fill-trace .demo-player-pos").filter(has_text="step 2 of 2").wait_for(timeout=5_000)
@@ -910,13 +907,12 @@ def test_play_after_a_second_run_starts_at_its_first_step_and_plays(page, server
 
         _open_tab(view, "Prompting")
         _max_tokens(view, 4)
-        lanes = ["#gen-trace", "#gen-causal-trace"]
-        _new_run(view, lanes, lambda: view.click("#gen-run"))
+        _press(view, "#gen-run", "gen")
         n = view.locator("#gen-trace .demo-step").count()
         assert n >= 2
         view.locator("#gen-trace .demo-scrub").fill(str(n - 1))
         view.locator("#gen-prompt textarea").fill("Input: cold\nOutput: hot\n\nInput: up\nOutput:")
-        _new_run(view, lanes, lambda: view.click("#gen-run"))
+        _press(view, "#gen-run", "gen")
         n = view.locator("#gen-trace .demo-step").count()
         assert _player_at(view, "#gen-trace") == (f"step 1 of {n}", "0")
         view.locator("#gen-trace .demo-play").click()
@@ -932,10 +928,10 @@ def test_a_speed_change_while_playing_applies_at_once(page, server, width):
 
     normal, fast = dict(SPEEDS)["normal"], dict(SPEEDS)["fast"]
     with _fresh_view(page, width) as view:
-        view.goto(server)
+        _open(view, server)
         _max_tokens(view, 10)
         view.get_by_label("Stop at newline").uncheck()
-        _new_run(view, ["#gen-trace", "#gen-causal-trace"], lambda: view.click("#gen-run"))
+        _press(view, "#gen-run", "gen")
         assert view.locator("#gen-trace .demo-step").count() >= 7
         # when each frame is shown (the position line is rewritten at every frame)
         view.evaluate("() => { window.frameTimes = []; new MutationObserver(() => window.frameTimes.push("
@@ -968,23 +964,23 @@ def test_lesson_step_3_compares_one_setting_with_step_2(page, server):
     def load(title: str) -> None:
         view.get_by_label(title).check()
         view.locator("#lesson-card").filter(has_text="Prompting tab").wait_for()
-        view.locator("#lesson-load").click()
+        _press(view, "#lesson-load", "lesson")
 
     with _fresh_view(page, 1400) as view:
-        view.goto(server)
+        _open(view, server)
         view.get_by_role("button", name="Lesson:").click()
         load("2. Generate by appending masks")
         line = view.locator("#gen-settings-line")
         line.filter(has_text="max new tokens 10").wait_for()  # (the first preset's: 24)
         assert "strategy greedy" in line.inner_text() and "padding masks family default" in line.inner_text()
-        _new_run(view, ["#gen-trace"], lambda: view.click("#gen-run"))
+        _press(view, "#gen-run", "gen")
         assert view.locator("#gen-previous-trace .demo-player").count() == 0  # nothing to compare yet
         load("3. Why the padding masks")
         line.filter(has_text="padding masks 0").wait_for()
         assert view.locator("#gen-compare-previous input").is_checked()
-        _new_run(view, ["#gen-trace"], lambda: view.click("#gen-run"))
+        _press(view, "#gen-run", "gen")
         previous = view.locator("#gen-previous-trace .demo-player")
-        previous.wait_for()
+        assert previous.count() == 1
         assert "padding masks family default → 0 (the only change)" in previous.inner_text()
         # in step with this run's player: one press of next moves both
         view.locator("#gen-trace [data-action=next]").click()
@@ -1001,17 +997,17 @@ def test_the_same_masked_lm_writes_two_ways_beside_the_causal_lm(page, server, w
     (its tokens numbered by the step that wrote them) and the causal LM, moving together; the
     any-order text with its steps and log-likelihood; nothing wider than the screen."""
     with _fresh_view(page, width) as view:
-        view.goto(server)
+        _open(view, server)
         view.get_by_role("button", name="Lesson:").click()
         view.get_by_label("4. The same model writes two ways").check()
         view.locator("#lesson-card").filter(has_text="Prompting tab").wait_for()
-        view.locator("#lesson-load").click()
+        _press(view, "#lesson-load", "lesson")
         view.locator("#gen-any-order-output").wait_for()  # the step ticks it: the lane's boxes show
         assert view.locator("#gen-any-order input").is_checked()
-        view.click("#gen-run")
+        _press(view, "#gen-run", ("gen", "gen-any"))  # the any-order writing is a request of its own
         lanes = ["#gen-trace", "#gen-any-trace", "#gen-causal-trace"]
-        view.wait_for_function("(lanes) => lanes.every(l => document.querySelectorAll(l + ' .demo-step').length > 1)",
-                               arg=lanes, timeout=MODEL_WAIT_MS)
+        for lane in lanes:
+            assert view.locator(f"{lane} .demo-step").count() > 1, lane
         assert [view.locator(f"{lane} .demo-player").get_attribute("data-group") for lane in lanes] == ["gen"] * 3
         stats = view.locator("#gen-any-stats").inner_text()
         assert "steps for" in stats and "Log-likelihood of this output" in stats
@@ -1097,14 +1093,14 @@ def test_every_figure_fits_at_desktop_and_phone_width(page, server, width):
     candidates in one order; the masked LM's grids sit left of (before) the causal LM's; each
     legend chip stays on one line with its label."""
     with _fresh_view(page, width) as view:
-        view.goto(server)
+        _open(view, server)
         _open_tab(view, "Ranking")
         _choose(view, "rank-preset", "Winograd: trophy and suitcase (large)")
         view.locator("#rank-preset-note").filter(has_text="Correct answer").wait_for()
         view.get_by_role("button", name="The PLL made visible").click()  # open the copies view
-        view.click("#rank-run")
-        view.locator("#rank-copies-view .demo-copies-table").first.wait_for(timeout=MODEL_WAIT_MS)
-        view.locator("#rank-diff-plot g.heatmap-label text").first.wait_for()
+        _press(view, "#rank-run", "rank")
+        assert view.locator("#rank-copies-view .demo-copies-table").count() >= 1
+        view.locator("#rank-diff-plot g.heatmap-label text").first.wait_for()  # (plotly draws after the run)
         view.wait_for_timeout(500)  # plotly's last relayout to the box's width
         _screenshot(view, f"fit-ranking-{width}")
         masked_rows = [label.split(". ", 1)[1] for label in _plot_data(view, "#rank-mlm-plot")[0]["y"]]
@@ -1130,8 +1126,8 @@ def test_every_figure_fits_at_desktop_and_phone_width(page, server, width):
         _open_tab(view, "Prompting")
         view.locator("#gen-prompt textarea").fill("Input: sane\nOutput: insane\n\nInput: happy\nOutput:")
         _max_tokens(view, 3)
-        _new_run(view, ["#gen-trace", "#gen-causal-trace"], lambda: view.click("#gen-run"))
-        view.locator('#gen-trace .demo-step[data-step="0"] .demo-mask-predicted').wait_for()
+        _press(view, "#gen-run", "gen")
+        view.locator('#gen-trace .demo-step[data-step="0"] .demo-mask-predicted').wait_for()  # visible
         _screenshot(view, f"fit-prompting-{width}")
         items = view.locator(".demo-legend-block .demo-legend-item")
         assert items.count() >= 6

@@ -19,7 +19,7 @@ from ..app.deployment import Deployment
 from ..app.downloads import KEEP_SECONDS
 from ..paths import STYLE
 from . import common, infill_tab, length_probe, lesson, playback, prompting, ranking, results_tab, startup_check
-from .common import import_core_in_background, message, use
+from .common import import_core_in_background, message, run_ends, run_starts, use
 from .gradio_mends import mend
 
 TITLE = "Masked language models are generative in-context learners"
@@ -74,9 +74,9 @@ def build_app(deployment: Deployment | None = None) -> gr.Blocks:
         playback.link_keeper()
         gr.DeepLinkButton("Copy a link to this view", copied_value="Link copied", variant="secondary",
                           size="sm")
-        for part in tabs.values():  # what a page shows when it opens: not an API
-            if part.first_view:
-                app.load(*part.first_view, api_visibility="private")
+        # what a page shows when it opens: not an API; the page marks when all of it is shown
+        run_ends("first-view", *(app.load(*part.first_view, api_visibility="private", js=run_starts("first-view"))
+                                 for part in tabs.values() if part.first_view))
     return app
 
 
@@ -89,8 +89,8 @@ def keep_tab_in_use(tab_bar: gr.Tabs, tab_ids: list[str]) -> None:
 
     # the update names the tab already shown, so the page does not move; the last pick wins (sent
     # in order, one at a time); it runs no model, so not queued
-    tab_bar.select(in_use, None, tab_bar, api_visibility="private", queue=False, show_progress="hidden",
-                   trigger_mode="always_last")
+    run_ends("tab", tab_bar.select(in_use, None, tab_bar, api_visibility="private", queue=False,
+                                   show_progress="hidden", trigger_mode="always_last", js=run_starts("tab")))
 
 
 def on_zerogpu() -> bool:

@@ -31,6 +31,8 @@ from .common import (
     preset_named,
     read_presets,
     reproduction,
+    run_ends,
+    run_starts,
     score_text,
     tab_help,
     with_arguments,
@@ -267,11 +269,12 @@ def build(catalog: Catalog) -> TabParts:
     masked_event = run.click(
         infill_masked, inputs + [emd],
         components(InfillOutputs, **sides["masked"], trace=trace, filled_text=masked_text),
-        api_name="infill_mlm", concurrency_id="generate")
+        api_name="infill_mlm", concurrency_id="generate", js=run_starts("fill"))
     causal_event = masked_event.then(
         infill_causal, [text, causal_model, order, blank_tokens, seed],
         components(CausalInfillOutputs, **sides["causal"], filled_text=causal_text, trace=causal_trace),
         api_name="infill_causal", concurrency_id="generate")
-    causal_event.then(rank_both, [masked_text, causal_text, masked_model, causal_model, emd], ranking,
-                      api_visibility="private", concurrency_id="score")
+    ranked = causal_event.then(rank_both, [masked_text, causal_text, masked_model, causal_model, emd], ranking,
+                               api_visibility="private", concurrency_id="score")
+    run_ends("fill", ranked)
     return TabParts(lesson_fields=(preset, text, note), lesson_values=lambda step: [step["preset"], *fill(step["preset"])])

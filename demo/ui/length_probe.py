@@ -30,6 +30,8 @@ from .common import (
     model_note,
     number_or,
     reproduction,
+    run_ends,
+    run_starts,
     shows_errors,
     tab_help,
     with_arguments,
@@ -289,12 +291,13 @@ def build(catalog: Catalog):
 
     inputs = [lengths, depths, repetitions, seed]
     # Grids are long jobs: their own queue, so rankings and generations never wait behind them.
-    run.click(probe_masked, [masked_model] + inputs + [decoding],
-              components(GridOutputs, **sides["masked"]),
-              api_name="probe_mlm", concurrency_id="probe")
-    run.click(probe_second, [causal_model] + inputs,
-              components(GridOutputs, **sides["causal"]),
-              api_name="probe_second", concurrency_id="probe")
+    masked_event = run.click(probe_masked, [masked_model] + inputs + [decoding],
+                             components(GridOutputs, **sides["masked"]),
+                             api_name="probe_mlm", concurrency_id="probe", js=run_starts("probe"))
+    causal_event = run.click(probe_second, [causal_model] + inputs,
+                             components(GridOutputs, **sides["causal"]),
+                             api_name="probe_second", concurrency_id="probe", js=run_starts("probe"))
+    run_ends("probe", masked_event, causal_event)
 
     sweep = mask_sweep.build(catalog)  # how many masks? below the needle grids
 

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import gradio as gr
 
-from .common import TabParts, escape, read_presets
+from .common import TabParts, escape, read_presets, run_ends, run_starts
 
 TAB_NAMES = {"prompting": "Prompting", "infill": "Infill", "ranking": "Ranking", "length": "Length probe", "results": "Results"}
 
@@ -79,4 +79,4 @@ def wire(parts: LessonParts | None, tabs: gr.Tabs, tab_parts: dict[str, TabParts
     quick = dict(api_visibility="private", concurrency_limit=None, show_progress="hidden")
     parts.step.change(show, parts.step, parts.card, **quick)
     parts.next.click(advance, parts.step, parts.step, **quick)
-    parts.load.click(load, parts.step, [tabs, *fields], **quick)
+    run_ends("lesson", parts.load.click(load, parts.step, [tabs, *fields], js=run_starts("lesson"), **quick))

@@ -29,6 +29,8 @@ from .common import (
     number_or,
     reproduce_block,
     reproduction,
+    run_ends,
+    run_starts,
     with_arguments,
 )
 from .outputs import components
@@ -181,8 +183,9 @@ def build(catalog: Catalog) -> tuple:
         return gr.update(choices=names, value=_default_task(chosen, names))
 
     setting.change(tasks_of, setting, task, api_visibility="private")
-    run.click(sweep_masks, [model, setting, task, values, shots, limit],
-              components(SweepOutputs, plot=plot, summary=summary, table=table, files=files, python=python,
-                         shell=shell),
-              api_name="sweep_masks", concurrency_id="probe")
+    swept = run.click(sweep_masks, [model, setting, task, values, shots, limit],
+                      components(SweepOutputs, plot=plot, summary=summary, table=table, files=files,
+                                 python=python, shell=shell),
+                      api_name="sweep_masks", concurrency_id="probe", js=run_starts("sweep"))
+    run_ends("sweep", swept)
     return opener, task, values, shots, limit

@@ -33,6 +33,8 @@ from .common import (
     read_presets,
     reproduce_block,
     reproduction,
+    run_ends,
+    run_starts,
     tab_help,
     with_arguments,
     work_line,
@@ -651,31 +653,36 @@ def build(catalog: Catalog) -> TabParts:
     gr.on([control.change for control in settings + [decoding]],
           lambda *values: settings_line(setting_items(*values)), settings + [decoding], settings_shown, **quick)
     # the last run becomes the previous one as the button is pressed (a failed run keeps it)
-    started = run.click(lambda last, previous: last or previous, [last_run, previous_run], previous_run, **quick)
+    started = run.click(lambda last, previous: last or previous, [last_run, previous_run], previous_run,
+                        js=run_starts("gen"), **quick)
     masked_event = started.then(
         generate_masked, [prompt, masked_model] + settings + [decoding, cache_refresh, emd,
                                                              parallel_threshold, chat],
         components(MaskedGenerationOutputs, **sides["masked"], trace=trace, run=last_run),
         api_name="generate_mlm", concurrency_id="generate")
     comparing = [compare_previous, previous_run, last_run]
-    masked_event.then(previous_run_view, comparing, previous_trace, **quick)
+    previous_shown = masked_event.then(previous_run_view, comparing, previous_trace, **quick)
     # any order, when asked: a request of its own (its own API), started once the paper's way is done
     any_request = gr.State(0)
-    masked_event.then(lambda asked, n: n + 1 if asked else gr.update(), [any_order, any_request], any_request, **quick)
-    any_request.change(
+    any_asked = previous_shown.then(lambda asked, n: n + 1 if asked else gr.update(), [any_order, any_request],
+                                    any_request, **quick)
+    any_event = any_request.change(
         generate_any_order, [prompt, masked_model] + settings + [order, tokens_per_step, block_length, remask,
                                                                  emd, chat, masks_ahead, confidence_threshold],
         components(AnyOrderOutputs, text=any_text, stats=any_stats, trace=any_trace, python=any_python,
                    shell=any_shell),
-        api_name="generate_mlm_any_order", concurrency_id="generate")
+        api_name="generate_mlm_any_order", concurrency_id="generate", js=run_starts("gen-any"))
     any_order.change(lambda asked: [gr.update(visible=asked)] * 2, any_order, [any_output, any_lane], **quick)
     trained = [chat, masks_ahead, any_order, order, tokens_per_step, block_length, remask, confidence_threshold,
                strategy, max_new_tokens, stop_at_newline]
     masked_model.change(lambda name: trained_decoding(catalog, name), masked_model, trained, **quick)
     compare_previous.change(previous_run_view, comparing, previous_trace, **quick)
-    run.click(generate_causal, [prompt, causal_model] + settings,
-              components(CausalGenerationOutputs, **sides["causal"], trace=causal_trace),
-              api_name="generate_causal", concurrency_id="generate")
+    causal_event = run.click(generate_causal, [prompt, causal_model] + settings,
+                             components(CausalGenerationOutputs, **sides["causal"], trace=causal_trace),
+                             api_name="generate_causal", concurrency_id="generate", js=run_starts("gen"))
+    # a press's run: both chains; the any-order writing, a request of its own, is a run of its own
+    run_ends("gen", any_asked, causal_event)
+    run_ends("gen-any", any_event)
     return TabParts(lesson_fields=(preset, prompt, paper_output, *settings, compare_previous, any_order),
                     lesson_values=lambda step: [step["preset"], *fill(step["preset"]),
                                                 step.get("compare_previous", False), step.get("any_order", False)])

@@ -30,6 +30,8 @@ from .common import (
     preset_named,
     read_presets,
     reproduction,
+    run_ends,
+    run_starts,
     score_text,
     tab_help,
     work_line,
@@ -562,10 +564,14 @@ def build(catalog: Catalog) -> TabParts:
     # A correct answer the edited candidates no longer hold is cleared in the browser, at once (a
     # server round trip could clear an answer typed meanwhile); a preset's fill and a lesson step
     # set candidates and answer together, so their answer stays. Then the note says why.
-    candidates.change(None, [candidates, answer], answer, api_visibility="private", js="""
+    clear_lost_answer = """
         (lines, given) => (given && !lines.split('\\n').map((l) => l.trim()).includes(given.trim())) ? '' : given
-    """).then(edited_note, [candidates, answer, preset], note, api_visibility="private", show_progress="hidden",
-              concurrency_limit=None)
+    """
+    edited = candidates.change(None, [candidates, answer], answer, api_visibility="private",
+                               js=run_starts("rank-edit", clear_lost_answer)).then(
+        edited_note, [candidates, answer, preset], note, api_visibility="private", show_progress="hidden",
+        concurrency_limit=None)
+    run_ends("rank-edit", edited)
     # The right-masks slider only means something for the right-masks variant.
     method.change(lambda m: gr.update(interactive=m == "right_masks"), method, right_masks,
                   api_visibility="private")
@@ -578,7 +584,7 @@ def build(catalog: Catalog) -> TabParts:
     masked_event = run.click(
         rank_masked, [context, candidates, masked_model, method, right_masks, normalize, scope,
                       unconditional, answer, emd, fast],
-        masked_outputs, api_name="rank_mlm", concurrency_id="score")
+        masked_outputs, api_name="rank_mlm", concurrency_id="score", js=run_starts("rank"))
     causal_event = masked_event.then(
         rank_causal, [context, candidates, causal_model, normalize, scope, unconditional, answer],
         causal_outputs, api_name="rank_causal", concurrency_id="score")
@@ -590,11 +596,12 @@ def build(catalog: Catalog) -> TabParts:
                    variant=compare_variant),
         api_visibility="private", concurrency_id="score")
     kept = [masked_variant, masked_scores, compare_variant, compare_scores, causal_scores]
-    difference_event.then(
+    shared = difference_event.then(
         after_ranking, kept,
         components(SharedViews, masked_plot=masked_plot, causal_plot=causal_plot, candidate=copies_candidate,
                    variant=copies_variant, copies=copies),
         api_visibility="private")
+    run_ends("rank", shared)
     for picker in (copies_candidate, copies_variant):  # a redraw from the kept scores: no model run
         picker.input(show_copies, [copies_candidate, copies_variant, *kept], copies, api_visibility="private")
     return TabParts(lesson_fields=(preset, context, candidates, answer, note, method, compare_method),

@@ -13,7 +13,17 @@ import gradio as gr
 import pandas as pd
 
 from ..settings import ResultsFilter
-from .common import Dropdown, TabParts, message, reproduce_block, reproduction, shows_errors, tab_help
+from .common import (
+    Dropdown,
+    TabParts,
+    message,
+    reproduce_block,
+    reproduction,
+    run_ends,
+    run_starts,
+    shows_errors,
+    tab_help,
+)
 from .outputs import components
 
 HELP = ("The papers' published numbers next to our runs: filter, then read score against model size "
@@ -205,8 +215,8 @@ def build() -> TabParts:
     _ranking_ablation(frame, colours)  # the filters' view above, this fixed view under it
     outputs = components(ResultsOutputs, count=count, table=table, size_plot=size_plot, shots_plot=shots_plot,
                          files=csv, python=python, shell=shell)
-    gr.on([control.change for control in filters], lookup_results, filters, outputs, api_name="results",
-          show_progress="minimal")
+    looked_up = gr.on([control.change for control in filters], lookup_results, filters, outputs, api_name="results",
+                      show_progress="minimal", js=run_starts("results"))
 
     def narrow(*chosen):
         """Each filter offers only the values that keep some row given the others (choices only:
@@ -218,8 +228,9 @@ def build() -> TabParts:
             return [gr.skip()] * len(chosen)
         return [gr.Dropdown(choices=offered[name]) for name in FILTER_COLUMNS]
 
-    gr.on([control.change for control in filters], narrow, filters, filters, api_visibility="private",
-          show_progress="hidden", concurrency_limit=None)
+    narrowed = gr.on([control.change for control in filters], narrow, filters, filters, api_visibility="private",
+                     show_progress="hidden", concurrency_limit=None, js=run_starts("results"))
+    run_ends("results", looked_up, narrowed)
     # the first view: the app runs this once when a page loads; a lesson step sets the papers shown
     return TabParts(first_view=(lookup_results, filters, outputs), lesson_fields=tuple(filters),
                     lesson_values=lambda step: [step["papers"], [], [], [], []])
