@@ -25,7 +25,8 @@ Decoders, all greedy, each item run by every decoder in turn (so a busy machine 
   read once a block).
 Per decoder: the score (percent), seconds (wall clock, sum over the items), forward passes, tokens
 read and tokens per pass (``GenerationResult.reads``), speedup = the exact decoder's seconds / its
-seconds, same = the share of items on which it writes the exact decoder's text (stripped), and
+seconds, same = the share of items on which it writes the exact decoder's text (stripped),
+prefix = the share of the exact decoder's tokens it writes before its text first differs, and
 em_ratio = its score / the paper's.
 
 Batches: the exact decoder's settings, the items written ``--batch`` at a time
@@ -74,6 +75,8 @@ class Tally:
     outputs: int = 0
     same: int = 0  # items on which it wrote the exact decoder's text
     texts: list = field(default_factory=list)
+    ids: list = field(default_factory=list)  # each item's token ids
+    same_tokens: float = 0.0  # the share of the exact decoder's tokens it wrote alike, before the first difference
 
 
 def prompts(task_name: str, items: int, shots: int | None, data_root: Path):
@@ -113,6 +116,7 @@ def run(lm, task, items, tallies: list[Tally]) -> None:
             result = generate(lm, prompt, t.settings)
             t.seconds += time.perf_counter() - start
             t.texts.append(result.text.strip())
+            t.ids.append(result.token_ids)
             t.passes += result.reads.passes
             t.tokens_read += result.reads.tokens
             t.score += M.example_score(metric, {"text": t.texts[-1], "answers": answers})
@@ -120,6 +124,12 @@ def run(lm, task, items, tallies: list[Tally]) -> None:
     exact = tallies[1]
     for t in tallies:
         t.same = sum(a == b for a, b in zip(t.texts, exact.texts))
+        t.same_tokens = sum(_common_start(a, b) for a, b in zip(t.ids, exact.ids)) / max(sum(map(len, exact.ids)), 1)
+
+
+def _common_start(a: list[int], b: list[int]) -> int:
+    """How many tokens two outputs share before they first differ."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 def batched(lm, items, settings: GenerationSettings, batch: int, alone: list[str]) -> tuple[float, float]:
@@ -141,12 +151,12 @@ def report(task, tallies: list[Tally], batch: int, batch_seconds: float, batch_s
     paper, exact = tallies[0], tallies[1]
     n = paper.outputs
     print(f"{'decoder':>14} | {'score %':>7} {'seconds':>8} {'passes':>7} {'tok/pass':>8} | "
-          f"{'speedup':>7} {'same %':>6} {'em_ratio':>8}")
+          f"{'speedup':>7} {'same %':>6} {'prefix %':>8} {'em_ratio':>8}")
     for t in tallies:
         em = t.score / paper.score if paper.score else float("nan")
         print(f"{t.name:>14} | {100 * t.score / n:>7.1f} {t.seconds:>8.1f} {t.passes:>7} "
               f"{t.tokens_read / max(t.passes, 1):>8.1f} | {exact.seconds / t.seconds:>7.2f} "
-              f"{100 * t.same / n:>6.1f} {em:>8.2f}")
+              f"{100 * t.same / n:>6.1f} {100 * t.same_tokens:>8.1f} {em:>8.2f}")
     throughput = exact.seconds / batch_seconds
     print(f"batches of {batch}: {batch_seconds:.1f} s against {exact.seconds:.1f} s one at a time "
           f"({throughput:.2f}x), {100 * batch_same:.0f}% of the texts the same")
