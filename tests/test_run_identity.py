@@ -43,6 +43,18 @@ def quiet(_text):
     pass
 
 
+def interrupted_after_one(work):
+    """``work`` that does its first chunk, then stops the run as Ctrl-C would."""
+    done = []
+
+    def interrupted(*args):
+        if done:
+            raise KeyboardInterrupt
+        done.append(1)
+        return work(*args)
+    return interrupted
+
+
 @needs_shared
 def test_evaluate_reruns_with_any_setting_changed_are_runs_of_their_own(load, tmp_path):
     ranked, generated = get_task("copa"), get_task("ii_singular_to_plural")
@@ -84,15 +96,8 @@ def test_an_interrupted_evaluation_resumed_with_another_precision_starts_over(lo
     evaluates every item itself: its file holds bfloat16 records only, and the float32 run's saved
     chunk stays in its own parts, to be finished by the float32 command."""
     task, settings = get_task("copa"), RunSettings(shots=0, limit=4, chunk_size=2, data_root=DATA)
-    chunk, done = E._evaluate_chunk, []
-
-    def interrupted(*args):
-        if done:
-            raise KeyboardInterrupt
-        done.append(1)
-        return chunk(*args)
-
-    monkeypatch.setattr(E, "_evaluate_chunk", interrupted)
+    chunk = E._evaluate_chunk
+    monkeypatch.setattr(E, "_evaluate_chunk", interrupted_after_one(chunk))
     with pytest.raises(KeyboardInterrupt):
         runs.evaluate_tasks([(task, settings)], [BASE], ScoringSettings(), load, tmp_path, progress=False, say=quiet)
     monkeypatch.setattr(E, "_evaluate_chunk", chunk)
@@ -155,15 +160,8 @@ def test_score_refuses_to_resume_another_runs_parts_and_never_overwrites(load, t
                                 for i in range(4)) + "\n")
     files = runs.ScoreFiles(source, tmp_path / "scores.json", chunk_size=2)
     decoder = ScoringSettings(method="decoder")
-    chunk, done = runs._score_chunk, []
-
-    def interrupted(*args):
-        if done:
-            raise KeyboardInterrupt
-        done.append(1)
-        return chunk(*args)
-
-    monkeypatch.setattr(runs, "_score_chunk", interrupted)
+    chunk = runs._score_chunk
+    monkeypatch.setattr(runs, "_score_chunk", interrupted_after_one(chunk))
     with pytest.raises(KeyboardInterrupt):
         runs.score_file(files, BASE, [BASE], decoder, load, progress=False, say=quiet)
     monkeypatch.setattr(runs, "_score_chunk", chunk)
