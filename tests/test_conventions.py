@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 import tests.floats as floats
+from demo import settings
 from demo.cli import main
 from demo.engine import text
 from demo.engine.pll import score_candidates
@@ -50,13 +51,13 @@ def test_text_rules_by_hand():
     assert text.model_pair("A\n", " B", False) == ("A", "\\n B")
     assert text.model_pair("A \n\n", "B", False) == ("A", "\\n \\n B")
     # text a tokenizer cannot read is refused in words; user text is quoted without Python escapes
-    assert text.check_readable("a \n\u00e9", "prompt") == "a \n\u00e9" and text.check_readable("\n", "x") == "\n"
+    assert settings.check_readable("a \n\u00e9", "prompt") == "a \n\u00e9" and settings.check_readable("\n", "x") == "\n"
     with pytest.raises(ValueError, match=r"^The prompt holds a broken character \(U\+DC80, half of an emoji"):
-        text.check_readable("ok\udc80", "prompt")
+        settings.check_readable("ok\udc80", "prompt")
     with pytest.raises(ValueError, match=r"^The candidate is only invisible characters"):
-        text.check_readable(" \u200b\ufeff\x00", "candidate")
-    assert text.quoted(" \x00\x00") == " ⟨U+0000⟩⟨U+0000⟩" and text.quoted("a\nb\u200b") == "a b⟨U+200B⟩"
-    assert text.quoted("x" * 100, width=10) == "xxxxxxx..."
+        settings.check_readable(" \u200b\ufeff\x00", "candidate")
+    assert settings.quoted(" \x00\x00") == " ⟨U+0000⟩⟨U+0000⟩" and settings.quoted("a\nb\u200b") == "a b⟨U+200B⟩"
+    assert settings.quoted("x" * 100, width=10) == "xxxxxxx..."
 
 
 @pytest.fixture(scope="module")

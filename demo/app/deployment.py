@@ -19,8 +19,7 @@ from pathlib import Path
 
 from ..engine import sources
 from ..engine.sources import HUB_ID, hub_unreachable, resolve
-from ..engine.text import check_readable, quoted
-from ..settings import AppSettings
+from ..settings import AppSettings, check_readable, quoted
 from .catalog import Catalog, build_catalog
 
 

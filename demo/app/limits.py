@@ -12,8 +12,7 @@ import threading
 import time
 from collections import defaultdict, deque
 
-from ..engine.text import check_readable
-from ..settings import AppSettings, GridSettings, SweepSettings
+from ..settings import AppSettings, GridSettings, SweepSettings, check_readable
 
 MIN_CANDIDATES, MAX_CANDIDATES = 2, 8
 

@@ -24,13 +24,13 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from ..settings import InfillSettings, ScoringSettings
+from ..settings import InfillSettings, ScoringSettings, check_readable, quoted
 from .constraints import continuation
 from .counting import Reads, counting
 from .decoding import suppressed_ids
 from .mlm_decoder import WindowSpecials
 from .pll import score_batch
-from .text import check_readable, decode_newlines, encode_newlines, quoted, special_token_note
+from .text import decode_newlines, encode_newlines, special_token_note
 from .trace import StepTrace
 from .unmasking import Unmasking, fill
 

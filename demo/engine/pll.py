@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 import torch
 from tqdm.auto import tqdm
 
-from ..settings import PLL_METHODS, ScoringSettings
+from ..settings import PLL_METHODS, ScoringSettings, check_readable, quoted
 from .batching import logprobs_and_ranks, padded, sub_batches
 from .counting import count_pass
 from .elbo import Pattern, enumerated, estimate, patterns
@@ -53,7 +53,7 @@ from .mask_window import padding_masks_of, window_length
 from .pll_approx import FastBand, fast_band, near_ties, shared_tokens
 from .pll_decoder import check_room, decoder_scores, windows
 from .reading import hidden_at
-from .text import check_readable, encode_newlines, join, model_pair, quoted
+from .text import encode_newlines, join, model_pair
 
 # ---------------------------------------------------------------- results
 

@@ -13,8 +13,8 @@ import pandas as pd
 from ..app import budget
 from ..app.catalog import Catalog
 from ..app.limits import MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates, whole
-from ..engine.text import check_readable, newline_marker_note, special_token_note
-from ..settings import DEFAULT_MASKED_METHOD, PLL_METHODS, ScoringSettings
+from ..engine.text import newline_marker_note, special_token_note
+from ..settings import DEFAULT_MASKED_METHOD, PLL_METHODS, ScoringSettings, check_readable
 from .common import (
     Dropdown,
     Radio,
