@@ -137,16 +137,15 @@ def _pairs_work(lm, pairs: list[tuple[str, str]], settings: ScoringSettings) -> 
     tokens = passes = 0
     for pair in pairs:
         total, scored, starts = _scored(lm, *pair, settings.scope)
+        copies = pattern_count(scored, settings.elbo_samples) if method == "elbo" else ranking_passes(lm.kind, scored)
         if method == "decoder":
             n_text = _count(lm, "".join(model_pair(*pair, lm.newline_survives)), specials=False)
             tokens += decoder_tokens(n_text, scored, padding_masks_of(lm, settings.padding_masks))
-        elif method == "elbo":  # a masked copy per masking pattern
-            tokens += pattern_count(scored, settings.elbo_samples) * total
-            passes += pattern_count(scored, settings.elbo_samples)
-            continue
+        elif method == "elbo":  # a masked copy of the whole text per masking pattern
+            tokens += copies * total
         else:
             tokens += ranking_tokens(lm.kind, total, scored, starts)
-        passes += ranking_passes(lm.kind, scored)
+        passes += copies
     return tokens, passes
 
 

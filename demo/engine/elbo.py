@@ -59,16 +59,14 @@ def patterns(scored: list[int], samples: int, seed: str) -> list[Pattern]:
     return drawn
 
 
-def estimate(drawn: list[Pattern], logprobs: list[list[float]],
-             sampled: bool) -> tuple[dict[int, float], float, float]:
-    """(each scored position's share, the ELBO, its standard error: 0 unless ``sampled``) from each
-    pattern's log-probabilities of the tokens it masks (``logprobs[k]`` in the order of
-    ``drawn[k].masked``)."""
+def estimate(drawn: list[Pattern], logprobs: list[list[float]], sampled: bool) -> tuple[dict[int, float], float]:
+    """(each scored position's share of the ELBO, the estimate's standard error: 0 unless
+    ``sampled``) from each pattern's log-probabilities of the tokens it masks (``logprobs[k]`` in
+    the order of ``drawn[k].masked``). The shares add up to the ELBO."""
     shares: dict[int, float] = {}
     values = []
     for pattern, lps in zip(drawn, logprobs):
         for position, lp in zip(pattern.masked, lps):
             shares[position] = shares.get(position, 0.0) + pattern.weight * pattern.scale * lp
         values.append(pattern.scale * sum(lps))
-    total = sum(p.weight * v for p, v in zip(drawn, values))
-    return shares, total, statistics.stdev(values) / math.sqrt(len(values)) if sampled and len(values) > 1 else 0.0
+    return shares, statistics.stdev(values) / math.sqrt(len(values)) if sampled and len(values) > 1 else 0.0

@@ -119,7 +119,8 @@ class _Copy:
     """One masked copy of a text: the unit of work of the masked-LM forward pass."""
     text_index: int
     masked: tuple[int, ...]
-    targets: tuple[int, ...]  # positions scored from this copy (several only for whole_word)
+    targets: tuple[int, ...]  # positions scored from this copy (several only for whole_word, elbo)
+    pattern: Pattern | None = None  # elbo: the masking pattern this copy is, with its weight
 
 
 def _token_spans(text: str, offsets, blank: list[bool]) -> list[tuple[int, int]]:
@@ -284,27 +285,28 @@ def _compute_copies(lm, texts: list[_Text], copies: list[_Copy], token_budget: i
     return results
 
 
-def _elbo_copies(texts: list[_Text], settings: ScoringSettings) -> tuple[list[list[Pattern]], list[_Copy]]:
-    """The masking patterns the ELBO scores each text with (drawn with a seed named by the text, so
-    a text scores the same in any batch), and a masked copy per pattern, its masks its targets."""
-    drawn = [patterns(t.scored, settings.elbo_samples, f"{settings.elbo_seed}:{t.ids}") for t in texts]
-    return drawn, [_Copy(k, p.masked, p.masked) for k, text_patterns in enumerate(drawn) for p in text_patterns]
+def _elbo_copies(texts: list[_Text], settings: ScoringSettings) -> list[_Copy]:
+    """A masked copy per masking pattern the ELBO scores each text with, its masks its targets
+    (drawn with a seed named by the text, so a text scores the same in any batch)."""
+    return [_Copy(k, p.masked, p.masked, p) for k, t in enumerate(texts)
+            for p in patterns(t.scored, settings.elbo_samples, f"{settings.elbo_seed}:{t.ids}")]
 
 
-def _compute_elbo(lm, texts: list[_Text], settings: ScoringSettings,
+def _compute_elbo(lm, texts: list[_Text], copies: list[_Copy], settings: ScoringSettings,
                   progress: bool) -> tuple[dict[tuple[int, int], tuple[float, int, tuple]], list[float]]:
     """(text index, position) -> (the token's share of the ELBO, its mean rank where masked, its
-    position), and each text's standard error: every text's patterns run as masked copies."""
-    drawn, copies = _elbo_copies(texts, settings)
-    read = iter(_compute_copies(lm, texts, copies, settings.token_budget, progress))
+    position), and each text's standard error, from every text's patterns run as masked copies."""
+    read = _compute_copies(lm, texts, copies, settings.token_budget, progress)
+    per_text: list[list[tuple[_Copy, list]]] = [[] for _ in texts]
+    for copy, scores in zip(copies, read):
+        per_text[copy.text_index].append((copy, scores))
     results, errors = {}, []
-    for k, (t, text_patterns) in enumerate(zip(texts, drawn)):
-        scores = [next(read) for _ in text_patterns]
-        shares, _, error = estimate(text_patterns, [[lp for lp, _ in s] for s in scores],
-                                    sampled=not enumerated(len(t.scored), settings.elbo_samples))
+    for k, (t, runs) in enumerate(zip(texts, per_text)):
+        shares, error = estimate([c.pattern for c, _ in runs], [[lp for lp, _ in s] for _, s in runs],
+                                 sampled=not enumerated(len(t.scored), settings.elbo_samples))
         ranks: dict[int, list[int]] = {}
-        for pattern, s in zip(text_patterns, scores):
-            for j, (_, rank) in zip(pattern.masked, s):
+        for copy, scores in runs:
+            for j, (_, rank) in zip(copy.masked, scores):
                 ranks.setdefault(j, []).append(rank)
         results.update({(k, j): (shares.get(j, 0.0), round(statistics.mean(ranks.get(j, [0]))), (j,))
                         for j in t.scored})
@@ -413,7 +415,7 @@ def score_batch(lm, items: list[tuple[str, str]], settings: ScoringSettings | No
         results = decoder_scores(lm, texts, padding_masks_of(lm, settings.padding_masks),
                                  settings.token_budget, progress)
     elif method == "elbo":
-        results, errors = _compute_elbo(lm, texts, settings, progress)
+        results, errors = _compute_elbo(lm, texts, copies, settings, progress)
     else:
         results = _compute_masked(lm, texts, copies, settings.token_budget, progress)
     scored = {key: _assemble(t, k, key[0][1], results, settings.reduction == "mean", settings.word_level)
@@ -451,7 +453,7 @@ def _prepare(lm, items: list[tuple[str, str]], settings: ScoringSettings, rankin
         for t in texts:
             check_room(lm, t, padding_masks_of(lm, settings.padding_masks))
     if method == "elbo":
-        return keys, unique, texts, _elbo_copies(texts, settings)[1]
+        return keys, unique, texts, _elbo_copies(texts, settings)
     if method not in PLL_METHODS:
         return keys, unique, texts, None
     copies = [copy for k, ((_, kept), t) in enumerate(zip(unique, texts))
