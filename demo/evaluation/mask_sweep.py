@@ -122,22 +122,23 @@ def sweep_of(lm, settings: SweepSettings, model_name: str | None = None,
                          f"{task.name!r} is {KIND_WORDS[task.kind]}: pick a {what} task (e.g. "
                          f"{DEFAULT_TASKS[settings.sweep]}; mlm-icl evaluate --list shows each task's kind).")
     examples = load_examples(task, "data", settings.data_root)  # a missing file refused before any work
+    pool = load_examples(task, "demos", settings.data_root) if settings.shots != 0 else []
     model_name = model_name or lm.name
     # each value is a chunk of its own: a sweep over more values extends one over fewer
     swept = {k: v for k, v in settings_identity(settings).items() if k != "values"}
     identity = Identity.of(lm, label=model_name, sweep=swept, task=task_identity(task),
-                           data=data_digest(examples))
+                           data=data_digest(examples), demos=data_digest(pool))
     return Sweep(lm, settings, task, model_name, identity)
 
 
-def point_inputs(lm, settings: SweepSettings, value: int, writing: WritingSettings | None = None) -> list[tuple]:
+def point_inputs(lm, settings: SweepSettings, value: int) -> list[tuple]:
     """What the engines read for each item at ``value``, for the app's work count
     (``demo.app.budget.sweep_work``): (choices, scoring) per ranked item, (prompt, generation
     settings) per generated one; the evaluator's items and demonstrations."""
     from ..engine.pll import Choice
     from ..tasks.fewshot import choice_items, generation_prompt
     from .evaluate import demonstrations, generation_settings, plan
-    sweep = sweep_of(lm, settings, writing=writing)
+    sweep = sweep_of(lm, settings)
     task, s = point_task(sweep.task, settings.sweep, value), run_settings(settings)
     run = plan(lm, task, s, point_scoring(settings.sweep, value))
     inputs = []
@@ -160,10 +161,10 @@ def table_of(rows: list[dict]) -> pd.DataFrame:
 
 
 def iter_sweep(lm, settings: SweepSettings, *, model_name: str | None = None, progress: bool = False,
-               time_limit: float | None = None, writing: WritingSettings | None = None) -> Iterator[pd.DataFrame]:
+               time_limit: float | None = None) -> Iterator[pd.DataFrame]:
     """The sweep value by value, into no file: yields the table after every value (for a page
     that shows progress). With ``time_limit`` (seconds), no value starts after that time."""
-    sweep = sweep_of(lm, settings, model_name, writing)
+    sweep = sweep_of(lm, settings, model_name)
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     rows = []
     for value in settings.values:
