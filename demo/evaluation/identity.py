@@ -63,7 +63,7 @@ def model_identity(lm) -> dict:
     """What of a loaded model can change a number (``demo.engine.models.LoadedModel``)."""
     template = getattr(lm.tokenizer, "chat_template", None)
     return {"model": model_slug(lm), "kind": lm.kind,
-            "weights": getattr(lm, "revision", None) or (local_weights(lm.name) if lm.local else None),
+            "weights": lm.revision or (local_weights(lm.name) if lm.local else None),
             "dtype": str(lm.dtype).removeprefix("torch."), "device": lm.device.type, "emd": bool(lm.emd),
             "chat_template": digest(template) if isinstance(template, str) else None}
 
