@@ -7,6 +7,10 @@ ranking agreement, tokens read, wall-clock speed-up.
     python benchmarks/bench_pll_approx.py --items 48 --task-items arc_easy=144 arc_challenge=144 \
         --strides 8 12 16 24 --speed-items 0 --records runs/pll_approx.json \
         --fast-table assets/scoring/fast_pll.csv           # fast scoring's table (about 25 min)
+    python benchmarks/bench_pll_approx.py --min-span 64 --task-items piqa=600 hellaswag=60 \
+        arc_easy=800 arc_challenge=600 --strides 8 12 16 24 --speed-items 0 \
+        --records runs/pll_approx_long.json --fast-table assets/scoring/fast_pll.csv
+                                                         # the long band alone, about 200 rankings
 
 The approximate PLL is ``ScoringSettings(stride=s, rescore_band=b)`` (``demo.engine.pll``,
 ``demo.engine.pll_approx``): s masked copies score a text instead of one per token, a ranking's
@@ -95,9 +99,10 @@ def best(scores: list[float]) -> int:
 # ---------------------------------------------------------------- items
 
 
-def task_items(lm, name: str, items: int) -> tuple[list[list], object]:
-    """A task's choice sets (the evaluator's 0-shot texts) and its scoring settings."""
-    from demo.engine.pll import Choice
+def task_items(lm, name: str, items: int, min_span: int = 0) -> tuple[list[list], object]:
+    """A task's choice sets (the evaluator's 0-shot texts) and its scoring settings; with
+    ``min_span``, only the rankings of that sample whose scored span is at least that long."""
+    from demo.engine.pll import Choice, scored_span
     from demo.evaluation.evaluate import plan
     from demo.settings import RunSettings, ScoringSettings
     from demo.tasks import get_task
@@ -107,7 +112,7 @@ def task_items(lm, name: str, items: int) -> tuple[list[list], object]:
     run = plan(lm, task, RunSettings(shots=0, limit=items), ScoringSettings())
     sets = [[Choice(context, completion, candidate) for (context, completion), candidate in
              zip(choice_items(task, e, [], run.score), e.candidates)] for e in run.examples]
-    return sets, run.scoring
+    return [s for s in sets if scored_span(lm, s, run.scoring) >= min_span], run.scoring
 
 
 def timed(lm, sets, settings) -> tuple[list[list[float]], float, list[int]]:
@@ -203,6 +208,13 @@ def rows(records: list[dict], strides) -> list[dict]:
 
 # Scored-span length bands (tokens scored in a ranking's longest candidate): where the time goes
 SPAN_BANDS = (("short (< 16)", 0, 15), ("medium (16-63)", 16, 63), ("long (>= 64)", 64, 10**9))
+MIN_BAND_ITEMS = 4  # fewer: no frontier for the band
+
+
+def measured_bands(records: list[dict]) -> list[tuple[int, int]]:
+    """The span bands with enough items for a frontier (``band_frontiers`` decides these)."""
+    return [(low, high) for _, low, high in SPAN_BANDS
+            if sum(low <= r["span"] <= high for r in records) >= MIN_BAND_ITEMS]
 
 
 def band_frontiers(records: list[dict], strides) -> list[tuple[int, int, dict]]:
@@ -213,7 +225,7 @@ def band_frontiers(records: list[dict], strides) -> list[tuple[int, int, dict]]:
     fast = []
     for label, low, high in SPAN_BANDS:
         inside = [r for r in records if low <= r["span"] <= high]
-        if len(inside) < 4:
+        if len(inside) < MIN_BAND_ITEMS:
             print(f"{label}: {len(inside)} item(s), too few for a frontier")
             continue
         table = rows(inside, strides)
@@ -253,16 +265,23 @@ def fast_table_rows(fast: list[tuple[int, int, dict]]) -> list[dict]:
             for low, high, row in fast]
 
 
-def write_fast_table(path: Path, fast: list[dict]) -> None:
-    """Fast scoring's table (``demo.paths.FAST_PLL``): one row per band that qualified."""
+def write_fast_table(path: Path, fast: list[dict], measured: list[tuple[int, int]]) -> None:
+    """Fast scoring's table (``demo.paths.FAST_PLL``): one row per band that qualified. The span
+    bands this run measured (``measured``: lowest, highest span) are decided by it; the table's rows
+    for bands it did not measure (a ``--min-span`` run measures the long band only) stay."""
     from demo.engine.pll_approx import FastBand
     columns = [f.name for f in dataclasses.fields(FastBand)]
-    replacing = path.exists()
+    kept = []
+    if path.exists():
+        with path.open(newline="") as f:
+            kept = [row for row in csv.DictReader(f)
+                    if not any(low <= int(row["span_max"]) and int(row["span_min"]) <= high for low, high in measured)]
+    rows_out = sorted(kept + fast, key=lambda row: int(row["span_min"]))
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, columns)
         writer.writeheader()
-        writer.writerows(fast)
-    print(f"wrote {path} ({len(fast)} band(s){', replacing the table there' if replacing else ''})")
+        writer.writerows(rows_out)
+    print(f"wrote {path}: {len(fast)} band(s) from this run, {len(kept)} kept from the table there")
 
 
 def on_frontier(row: dict, table: list[dict]) -> bool:
@@ -336,6 +355,8 @@ def main():
                         help="items for some tasks instead of --items (e.g. more of the long-span ones)")
     parser.add_argument("--speed-items", type=int, default=1,
                         help="items per task for the random-weight architectures' speed (0: none)")
+    parser.add_argument("--min-span", type=int, default=0,
+                        help="only the sample's rankings with at least this many scored tokens (64: the long band)")
     parser.add_argument("--quick", action="store_true", help="2 items per task, stride 8: a smoke test")
     parser.add_argument("--strides", type=int, nargs="+", default=list(STRIDES), help="strides to measure")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -362,10 +383,11 @@ def main():
     else:
         lm = load_model(str(STANDIN), device="cpu")
         counts = {name: items for name in TASKS} | {k: int(v) for k, v in (a.split("=") for a in args.task_items)}
-        tasks = {name: task_items(lm, name, counts[name]) for name in TASKS}
+        tasks = {name: task_items(lm, name, counts[name], args.min_span) for name in TASKS}
         print(f"{sum(len(s) for s, _ in tasks.values())} items ("
               + ", ".join(f"{name} {len(s)}" for name, (s, _) in tasks.items())
-              + f"), 0-shot; the stand-in MLM; {torch.get_num_threads()} threads; "
+              + f"), 0-shot{f', scored spans >= {args.min_span} tokens' if args.min_span else ''}; "
+              f"the stand-in MLM; {torch.get_num_threads()} threads; "
               f"load average {os.getloadavg()[0]:.1f}", flush=True)
         records = run_chunks(lm, tasks, strides, "chunks (exact and strides, taking turns)")
         if args.records:
@@ -383,7 +405,7 @@ def main():
     print(f"fast scoring over all {len(records)} items (exact outside its bands): {pooled['speedup']:.2f}x at "
           f"{pooled['agreement']:.3f} [{pooled['interval'][0]:.3f}, {pooled['interval'][1]:.3f}]")
     if args.fast_table:
-        write_fast_table(args.fast_table, fast_table_rows(fast))
+        write_fast_table(args.fast_table, fast_table_rows(fast), measured_bands(records))
     if args.speed_items and tasks:
         print()
         speed_rows(tasks, args.speed_items, strides if args.quick else SPEED_STRIDES, records)

@@ -108,6 +108,17 @@ def _modernbert_decoder_folder(root: Path) -> Path:
     return folder
 
 
+def _distilbert_folder(root: Path) -> Path:
+    """A family the prefix cache does not run (DistilBERT): BERT's tokenizer, a small config."""
+    from transformers import AutoTokenizer, DistilBertConfig
+
+    folder = root / "distilbert"
+    tokenizer = AutoTokenizer.from_pretrained(TOKENIZERS / "bert-base-uncased")
+    tokenizer.save_pretrained(folder)
+    DistilBertConfig(vocab_size=len(tokenizer), n_layers=2, dim=64, n_heads=2, hidden_dim=128).save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def family_folder(tmp_path_factory):
     """family name -> folder with a real tokenizer and config (SentencePiece ones trained here)."""
@@ -119,6 +130,8 @@ def family_folder(tmp_path_factory):
     def get(family: str) -> Path:
         if family == "modernbert-decoder" and family not in cache:
             cache[family] = _modernbert_decoder_folder(root)
+        if family == "distilbert" and family not in cache:
+            cache[family] = _distilbert_folder(root)
         if family not in cache:
             fixed = {"bert": "bert-base-uncased", "bert-cased": "bert-base-cased",
                      "roberta": "roberta-base", "gpt2": "gpt2",

@@ -18,7 +18,8 @@ from tests.conftest import needs_shared
 PROMPT = "The capital of France is Paris. The capital of Italy is Rome. The capital of Spain is"
 BLOCKS = GenerationSettings(max_new_tokens=12, window="block", block_length=4, tokens_per_step=1,
                             order="confidence", cache="prefix")
-FAMILIES = [("bert", {}), ("roberta", {}), ("modernbert", {}), ("deberta-v2", {}), ("deberta-v2", {"emd": True})]
+FAMILIES = [("bert", {}), ("roberta", {}), ("albert", {}), ("modernbert", {}), ("deberta-v2", {}),
+            ("deberta-v2", {"emd": True})]
 
 
 @pytest.mark.floats
@@ -76,4 +77,4 @@ def test_the_block_cache_is_refused_where_it_cannot_run(tiny_model):
     with pytest.raises(ValueError, match="the prefix cache with a sliding window"):
         GenerationSettings(window="slide", order="confidence", cache="prefix")
     with pytest.raises(ValueError, match="The prefix cache supports the bert, roberta"):
-        generate(tiny_model("albert"), PROMPT, BLOCKS)
+        generate(tiny_model("distilbert"), PROMPT, BLOCKS)

@@ -17,13 +17,16 @@ PROMPT = "The capital of France is Paris. The capital of Germany is"
 LONG = ("Q: What is the capital of Italy?\nA: Rome.\n\nQ: What is the capital of Spain?\nA: Madrid."
         "\n\nQ: What is the capital of Japan?\nA: Tokyo.\n\nQ: What is the capital of Peru?\nA:")
 
-# Random-weight families, with config variants that change how positions enter: ModernBERT with a
+# Random-weight families, with config variants that change how positions enter or layers apply:
+# ALBERT with 4 layers applied from 2 groups of 2 shared layers, ModernBERT with a
 # short local window (so its sliding layers cut through the prompt), DeBERTa-v2 with the
 # convolution of v2-xlarge/xxlarge and absolute position embeddings added to its input, and with
 # separate position projections and no log buckets.
 VARIANTS = {
     "bert": ("bert", {}),
     "roberta": ("roberta", {}),
+    "albert": ("albert", {}),
+    "albert-grouped": ("albert", {"num_hidden_layers": 4, "num_hidden_groups": 2, "inner_group_num": 2}),
     "modernbert": ("modernbert", {"local_attention": 16}),
     "deberta-v2": ("deberta-v2", {}),
     "deberta-v2-conv-absolute": ("deberta-v2", {"conv_kernel_size": 3, "conv_act": "gelu",
@@ -261,9 +264,9 @@ def test_causal_lms_ignore_the_setting(tiny_model):
 
 
 def test_unsupported_families_and_bad_settings_are_refused(tiny_model):
-    with pytest.raises(ValueError, match="supports the bert, roberta, modernbert, deberta-v2 families, "
-                                         "not albert"):
-        generate(tiny_model("albert"), PROMPT, cache="prefix")
+    with pytest.raises(ValueError, match="supports the bert, roberta, albert, modernbert, deberta-v2 "
+                                         "families, not distilbert"):
+        generate(tiny_model("distilbert"), PROMPT, cache="prefix")
     with pytest.raises(ValueError, match="Unknown cache 'fast'"):
         GenerationSettings(cache="fast")
     with pytest.raises(ValueError, match="cache_refresh"):

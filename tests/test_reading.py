@@ -23,6 +23,7 @@ TINY = {
     "bert": ("bert", {}),
     "roberta": ("roberta", {}),
     "albert": ("albert", {}),
+    "albert-grouped": ("albert", {"num_hidden_layers": 4, "num_hidden_groups": 2, "inner_group_num": 2}),
     "modernbert-local-last": ("modernbert", {"local_attention": 8}),
     "deberta-v2": ("deberta-v2", {}),
     "deberta-v2-conv-absolute": ("deberta-v2", {"conv_kernel_size": 3, "conv_act": "gelu",

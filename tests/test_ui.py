@@ -594,18 +594,18 @@ def test_the_comparison_says_where_outputs_part_and_shows_text_as_text():
 
 @needs_shared
 def test_fast_decoding_of_a_family_the_prefix_cache_lacks_is_a_message(tiny_model, tmp_path, monkeypatch):
-    albert = tiny_model("albert")
-    folder = tmp_path / "tiny-albert"
-    albert.model.save_pretrained(folder)
-    albert.tokenizer.save_pretrained(folder)
+    distilbert = tiny_model("distilbert")
+    folder = tmp_path / "tiny-distilbert"
+    distilbert.model.save_pretrained(folder)
+    distilbert.tokenizer.save_pretrained(folder)
     monkeypatch.setenv(LOCAL_MODELS_VAR, str(folder))
     for decoding in ("fast", "compare"):
-        shown = _generated(model_name="tiny-albert", decoding=decoding)
+        shown = _generated(model_name="tiny-distilbert", decoding=decoding)
         assert shown.text == shown.compare == shown.trace == ""  # refused before any run
         message = html_text(shown.stats)
-        assert "The prefix cache supports the bert, roberta" in message and "not albert" in message
+        assert "The prefix cache supports the bert, roberta" in message and "not distilbert" in message
         assert "choose 'exact'" in message and "Traceback" not in message and "Error" not in message
-    exact = _generated(model_name="tiny-albert", decoding="exact", max_new_tokens=2)
+    exact = _generated(model_name="tiny-distilbert", decoding="exact", max_new_tokens=2)
     assert "demo-error" not in exact.stats and "tokens in" in exact.stats  # the model itself runs
 
 

@@ -8,6 +8,7 @@ be. Importing it loads no torch; a family's own code sits in its module, loaded 
 - ``blocks``      what every family's prefix-cache block encoder shares: the contract, key/value buffers
 - ``queries``     what every family's last layer at the rows read shares: the positions read per row
 - ``bert``        BERT's layers (and those copying them): with a key/value cache, and the last at the rows read
+- ``albert``      ALBERT's layers (narrow embeddings, layers shared in groups): the same two
 - ``modernbert``  ModernBERT's layers (rotary positions, local windows): the same two
 - ``deberta_v2``  DeBERTa-v2's layers with a key/value cache (disentangled attention, convolution)
 - ``deberta``     DeBERTa's last layer at the rows read (v1 and v2), and its enhanced mask decoder: the
@@ -32,7 +33,7 @@ class Family:
     prefix_cache: str | None = None
     # The module here whose ``states_at`` runs the last layer at the rows read only
     # (``demo.engine.reading``: PLL, exact generation, infilling); None: the whole model runs and
-    # the rows are picked from its output (ALBERT, DistilBERT: their layers are not written out
+    # the rows are picked from its output (DistilBERT: its layers are not written out
     # here; causal LMs read every position).
     last_layer: str | None = None
     # The ``legacy`` flag DeBERTa's head is built with where the checkpoint's weight names do not
@@ -61,7 +62,8 @@ FAMILIES = {
         Family("camembert", "masked", relative_positions=False, last_layer="bert",
                positions_after_padding=True),
         Family("electra", "masked", relative_positions=False, last_layer="bert"),
-        Family("albert", "masked", relative_positions=False, padding_masks=2),
+        Family("albert", "masked", relative_positions=False, padding_masks=2, prefix_cache="albert",
+               last_layer="albert"),
         Family("modernbert", "masked", relative_positions=True, prefix_cache="modernbert",
                last_layer="modernbert"),
         Family("deberta", "masked", relative_positions=True, padding_masks=2, last_layer="deberta",
