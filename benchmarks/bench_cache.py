@@ -52,14 +52,14 @@ import json
 import math
 import random
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
+from random_shapes import deberta_v3_base, modernbert_base  # benchmarks/random_shapes.py
 
 from demo.engine.generation import generate
 from demo.engine.mlm_decoder import MaskedLMAsCausalLM
-from demo.engine.models import load_model, random_model
+from demo.engine.models import load_model
 from demo.engine.text import prompt_as_read
 from demo.settings import GenerationSettings
 from demo.tasks import get_task, load_examples
@@ -68,8 +68,6 @@ from demo.tasks.fewshot import demonstrations_text, generation_prompt
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 STANDIN = SHARED / "models" / "minilm-l6-mlm-standin"
-MODERNBERT = SHARED / "tokenizers" / "answerdotai-ModernBERT-large"
-BERT = SHARED / "tokenizers" / "bert-base-uncased"
 FILLER = SHARED / "data" / "haystack" / "gutenberg_nltk"
 
 SEED_TASKS = ["copa", "piqa", "arc_easy", "openbookqa", "hellaswag", "ii_active_to_passive",
@@ -210,32 +208,6 @@ def speedup_long(lm, label: str, length: int, new_tokens: int, refresh: int, exa
     return exact_step / fast_step
 
 
-def random_deberta_v3_base():
-    """DeBERTa-v3-base's architecture (12 layers, hidden 768, relative positions in 256 log
-    buckets, shared position projections), random weights, read through BERT's tokenizer (the
-    window needs only [CLS], [SEP] and [MASK]; DeBERTa's SentencePiece model is not shipped)."""
-    from transformers import AutoTokenizer, DebertaV2Config
-
-    tokenizer = AutoTokenizer.from_pretrained(BERT)
-    with tempfile.TemporaryDirectory() as folder:
-        DebertaV2Config(vocab_size=len(tokenizer), hidden_size=768, num_hidden_layers=12,
-                        num_attention_heads=12, intermediate_size=3072, relative_attention=True,
-                        position_buckets=256, norm_rel_ebd="layer_norm", share_att_key=True,
-                        pos_att_type=["p2c", "c2p"], max_position_embeddings=512,
-                        position_biased_input=False, legacy=False).save_pretrained(folder)
-        return random_model(folder, shrink=False, tokenizer=tokenizer)
-
-
-def random_modernbert_base():
-    """ModernBERT-base's sizes (22 layers, hidden 768, a global layer every third, the others
-    a 128-token local window) on the shared ModernBERT config and tokenizer, random weights."""
-    layers = 22
-    return random_model(MODERNBERT, shrink=False, num_hidden_layers=layers, hidden_size=768,
-                        num_attention_heads=12, intermediate_size=1152,
-                        layer_types=["full_attention" if i % 3 == 0 else "sliding_attention"
-                                     for i in range(layers)])
-
-
 def main(argv=None):
     default = GenerationSettings()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -303,8 +275,8 @@ def main(argv=None):
     if args.long:
         print(f"random weights at real size, {args.long}-token prompt, {args.new_tokens} greedy "
               f"tokens, R = {args.refresh}, margin 0 (see the docstring):")
-        for name, label, build in (("deberta", "DeBERTa-v2 (v3-base)", random_deberta_v3_base),
-                                   ("modernbert", "ModernBERT (base)", random_modernbert_base)):
+        for name, label, build in (("deberta", "DeBERTa-v2 (v3-base)", deberta_v3_base),
+                                   ("modernbert", "ModernBERT (base)", modernbert_base)):
             long[name] = speedup_long(build(), label, args.long, args.new_tokens, args.refresh,
                                       args.exact_steps)
         print(f"  speed-up: DeBERTa-v2 {long['deberta']:.1f}x, ModernBERT {long['modernbert']:.1f}x")

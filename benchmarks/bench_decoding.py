@@ -3,7 +3,7 @@ and the block cache against the exact any-order decoder, and batches against one
 
     python benchmarks/bench_decoding.py [--task ii_sentence_similarity] [--items 20] [--shots 5]
         [--max-new-tokens 128] [--block-length 32] [--ks 1 2 4 8] [--thresholds 0.5 0.7 0.9 0.95]
-        [--batch 8] [--threads 1] [--model PATH]
+        [--batch 8] [--threads 1] [--model PATH] [--shape-items 2] [--shape-tokens 64] [--figure PATH]
 
 The stand-in MLM (../shared/models/minilm-l6-mlm-standin) on a generated task whose data is in
 ../shared/data. Default: instruction induction's Sentence Similarity, the in-context check (5
@@ -28,6 +28,14 @@ read and tokens per pass (``GenerationResult.reads``), speedup = the exact decod
 seconds, same = the share of items on which it writes the exact decoder's text (stripped),
 prefix = the share of the exact decoder's tokens it writes before its text first differs, and
 em_ratio = its score / the paper's.
+
+Other architectures, speed only (random weights, ``benchmarks/random_shapes.py``): ModernBERT-base
+and DeBERTa-v3-base shapes write the first ``--shape-items`` prompts with ``--shape-tokens`` masks
+ahead in blocks of ``--block-length``: the exact decoder against its block cache and k = 2 and 8
+with it, seconds against the exact decoder's in the same run.
+
+``--figure PATH`` draws the frontier (score against forward passes per item, one point per
+decoder; docs/figures/decoding_frontier.svg is this command's with the defaults and ``--items 10``).
 
 Batches: the exact decoder's settings, the items written ``--batch`` at a time
 (``demo.engine.generation.generate_together``: one padded forward pass a step for all of them)
@@ -109,7 +117,7 @@ def decoders(task, ks: list[int], thresholds: list[float], max_new_tokens: int, 
 
 
 def run(lm, task, items, tallies: list[Tally]) -> None:
-    metric = task.metrics[0]
+    """Every item by every decoder in turn; scored with the task's first metric (no task: unscored)."""
     for prompt, answers in items:
         for t in tallies:
             start = time.perf_counter()
@@ -119,9 +127,10 @@ def run(lm, task, items, tallies: list[Tally]) -> None:
             t.ids.append(result.token_ids)
             t.passes += result.reads.passes
             t.tokens_read += result.reads.tokens
-            t.score += M.example_score(metric, {"text": t.texts[-1], "answers": answers})
+            if task is not None:
+                t.score += M.example_score(task.metrics[0], {"text": t.texts[-1], "answers": answers})
             t.outputs += 1
-    exact = tallies[1]
+    exact = next(t for t in tallies if t.name == "exact")
     for t in tallies:
         t.same = sum(a == b for a, b in zip(t.texts, exact.texts))
         t.same_tokens = sum(_common_start(a, b) for a, b in zip(t.ids, exact.ids)) / max(sum(map(len, exact.ids)), 1)
@@ -169,6 +178,50 @@ def report(task, tallies: list[Tally], batch: int, batch_seconds: float, batch_s
           f"batch_same={batch_same:.3f} target_met={str(met).lower()}")
 
 
+def shape_speed(items, tallies: list[Tally], shape_items: int, shape_tokens: int) -> None:
+    """Seconds of the exact decoder, its block cache and k = 2, 8 with it, on real-size random
+    shapes (speed only: their texts mean nothing)."""
+    from random_shapes import speed_shapes  # benchmarks/random_shapes.py
+
+    chosen = [t for t in tallies if t.name in ("exact", "exact+cache", "k=2+cache", "k=8+cache")]
+    for label, lm in speed_shapes().items():
+        shaped = [Tally(t.name, replace(t.settings, max_new_tokens=shape_tokens)) for t in chosen]
+        run(lm, None, items[:shape_items], shaped)
+        exact = shaped[0]
+        print(f"{label}, {shape_items} item(s), {shape_tokens} masks ahead: exact {exact.seconds:.1f} s "
+              f"({exact.passes} passes); " + ", ".join(
+                  f"{t.name} {exact.seconds / t.seconds:.2f}x ({t.passes} passes)" for t in shaped[1:]), flush=True)
+
+
+def frontier_figure(path: Path, task, tallies: list[Tally], model: str) -> None:
+    """Score against forward passes per item: a colour per way of writing, an open circle reading
+    the whole window every pass, a dot inside it with the block cache (the same passes: the cache
+    makes each cheaper, not fewer); the legend gives the share of items each writes as the exact
+    decoder does."""
+    import plotly.graph_objects as go
+
+    n, ways = tallies[0].outputs, {}
+    for t in tallies:
+        ways.setdefault(t.name.removesuffix("+cache"), []).append(t)
+    figure = go.Figure()
+    for way, shown in ways.items():
+        same = " · ".join(f"{100 * t.same / n:.0f}%" for t in shown)
+        figure.add_trace(go.Scatter(
+            x=[t.passes / n for t in shown], y=[100 * t.score / n for t in shown], mode="markers",
+            name=f"{way}: same {same}", legendgroup=way,
+            marker=dict(size=[8 if t.name.endswith("+cache") else 16 for t in shown], line=dict(width=2),
+                        symbol=["circle" if t.name.endswith("+cache") else "circle-open" for t in shown])))
+    figure.update_layout(title=f"{model}: {task.name}, {n} items: score against forward passes<br><sup>"
+                               "open circle: every pass reads the whole window; dot: the block cache · "
+                               "same: items written as the exact any-order decoder writes them (window · cache)</sup>",
+                         xaxis=dict(title="forward passes per item (log)", type="log"),
+                         yaxis=dict(title=f"{task.metrics[0]} (%)"), width=900, height=560,
+                         template="plotly_white")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.write_image(path)
+    print(f"wrote {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default=str(STANDIN))
@@ -182,6 +235,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--data-root", type=Path, default=SHARED / "data")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--shape-items", type=int, default=2, help="items for the random shapes' speed (0: none)")
+    parser.add_argument("--shape-tokens", type=int, default=64, help="masks ahead on the random shapes")
+    parser.add_argument("--figure", type=Path, default=None, help="write the frontier figure here (.svg, .png)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     lm = load_model(args.model, device="cpu")
@@ -192,6 +248,10 @@ def main() -> None:
           f"{args.block_length}; {args.threads} thread(s)")
     run(lm, task, items, tallies)
     batch_seconds, batch_same = batched(lm, items, tallies[1].settings, args.batch, tallies[1].texts)
+    if args.figure:
+        frontier_figure(args.figure, task, tallies, Path(args.model).name)
+    if args.shape_items:
+        shape_speed(items, tallies, args.shape_items, args.shape_tokens)
     report(task, tallies, args.batch, batch_seconds, batch_same)
 
 

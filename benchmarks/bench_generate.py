@@ -23,7 +23,7 @@ one beam-4 step / four greedy steps (batched beams vs four separate greedy runs)
 whole-last / greedy step time (above 1 = the last layer at the read row only is faster). The last
 line gives the first two's geometric means over the prompt lengths, last_layer_speedup at the
 longest prompt, and deberta_emd_cost: greedy steps of a random DeBERTa-base
-(benchmarks/random_deberta.py) with its enhanced mask decoder over without it, on a 256-token
+(benchmarks/random_shapes.py) with its enhanced mask decoder over without it, on a 256-token
 prompt (the decoder's two extra passes of the last layer read one row per step).
 """
 
@@ -113,7 +113,7 @@ def best_of(repeats: int, run):
 
 def emd_cost(text: str, new_tokens: int, repeats: int) -> float:
     """Seconds per greedy step of DeBERTa-base with its enhanced mask decoder over without it."""
-    from random_deberta import deberta_base  # benchmarks/random_deberta.py
+    from random_shapes import deberta_base  # benchmarks/random_shapes.py
 
     steps = {}
     for emd in (False, True):

@@ -29,7 +29,7 @@ What is measured, and why this way:
   last layer's keys and values at every position (4 L H^2) and the rest of it at the scored
   position only (4 H^2 + 4 H I + 4 L H: demo.engine.reading); plus the prediction head there
   (2 H^2 + 2 H V). All passages have the same length, so there is no padding to leave out.
-- DeBERTa's enhanced mask decoder: our engine on a random DeBERTa-base (benchmarks/random_deberta.py)
+- DeBERTa's enhanced mask decoder: our engine on a random DeBERTa-base (benchmarks/random_shapes.py)
   with and without the decoder, the same passages taking turns in this process;
   deberta_emd_cost = seconds with / seconds without (the decoder's two extra passes of the last
   layer run at the scored rows only, so it should stay close to 1).
@@ -171,7 +171,7 @@ class Worker:
 
 def emd_cost(texts: list[str], token_budget: int) -> float:
     """Seconds scoring ``texts`` with DeBERTa's enhanced mask decoder over seconds without it."""
-    from random_deberta import deberta_base  # benchmarks/random_deberta.py
+    from random_shapes import deberta_base  # benchmarks/random_shapes.py
 
     from demo.engine.pll import score_batch
     from demo.settings import ScoringSettings

@@ -44,7 +44,7 @@ What is measured, and why this way:
 - Bands that grow with the span ("band/sqrt(n)": nats per square root of the scored span), set
   the same way, against bands in nats: whether a longer text's larger errors need a wider band.
 - Other architectures, for speed only (random weights: their rankings mean nothing): ModernBERT-base
-  and DeBERTa-v3-base shapes (``benchmarks/random_deberta.py``), exact vs strides 8 and 16, on
+  and DeBERTa-v3-base shapes (``benchmarks/random_shapes.py``), exact vs strides 8 and 16, on
   ``--speed-items`` items per task, taking turns the same way.
 - The target (issue 28): agreement >= 0.98 and speed-up >= 3, pooled. The last line names the
   fastest setting that meets it, or ``setting=none`` and the fastest setting at >= 0.98 agreement,
@@ -67,7 +67,6 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 STANDIN = SHARED / "models" / "minilm-l6-mlm-standin"
-MODERNBERT = SHARED / "tokenizers" / "answerdotai-ModernBERT-large"
 TASKS = ("copa", "piqa", "hellaswag", "wsc", "winograd", "arc_easy", "arc_challenge")
 STRIDES = (6, 8, 12, 16)
 SPEED_STRIDES = (8, 16)  # the random-weight architectures' (each costs minutes there)
@@ -305,19 +304,6 @@ def print_table(table: list[dict]) -> None:
 # ---------------------------------------------------------------- other architectures (speed only)
 
 
-def speed_models() -> dict:
-    from random_deberta import deberta_v3_base  # benchmarks/random_deberta.py
-    from transformers import AutoConfig
-
-    from demo.engine.models import random_model
-    layers = 22  # ModernBERT-base's shape, from ModernBERT-large's config (the base one is not here)
-    types = getattr(AutoConfig.from_pretrained(MODERNBERT), "layer_types", None)
-    modernbert = random_model(MODERNBERT, shrink=False, seed=0, hidden_size=768, num_hidden_layers=layers,
-                              num_attention_heads=12, intermediate_size=1152,
-                              **({"layer_types": types[:layers]} if types else {}))
-    return {"ModernBERT-base (random)": modernbert, "DeBERTa-v3-base (random)": deberta_v3_base()}
-
-
 def speed_line(label: str, records: list[dict], strides) -> str:
     exact = sum(r["seconds"][1] for r in records)
     return f"{label}: " + ", ".join(
@@ -332,7 +318,8 @@ def speed_rows(tasks: dict, items: int, strides, standin_records: list[dict]) ->
           f"({sum(len(s) for s, _ in few.values())} items; random weights, so speed only):")
     same = [r for r in standin_records if r["position"] < items]
     print(speed_line("  the stand-in, on these items (from the runs above)", same, strides))
-    for label, lm in speed_models().items():
+    from random_shapes import speed_shapes  # benchmarks/random_shapes.py
+    for label, lm in speed_shapes().items():
         print(speed_line(f"  {label}", run_chunks(lm, few, strides, label), strides), flush=True)
 
 

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import torch
 from bench_decoding import prompts  # benchmarks/bench_decoding.py
-from bench_pll_approx import TASKS, speed_models, task_items, wilson  # benchmarks/bench_pll_approx.py
+from bench_pll_approx import TASKS, task_items, wilson  # benchmarks/bench_pll_approx.py
 
 from demo.engine.generation import generate
 from demo.engine.models import DTYPES, load_model, prepare_attention
@@ -69,12 +69,12 @@ def moved(lm, device: str):
 
 def families(quick: bool, device: str) -> dict:
     """{family label: (float32 model on ``device``, whether its weights are trained)}."""
-    from random_deberta import deberta_base  # benchmarks/random_deberta.py
+    from random_shapes import deberta_base, speed_shapes  # benchmarks/random_shapes.py
 
     out = {"stand-in (MiniLM, trained)": (load_model(str(STANDIN), device=device), True)}
     if quick:
         return out
-    out.update({label: (moved(lm, device), False) for label, lm in speed_models().items()})
+    out.update({label: (moved(lm, device), False) for label, lm in speed_shapes().items()})
     out["DeBERTa-base + EMD (random)"] = (moved(deberta_base(emd=True), device), False)
     return out
 
