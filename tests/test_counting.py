@@ -245,7 +245,7 @@ def test_the_decoders_likelihood_reads_what_the_budget_counts(standin_mlm, scori
                                                                      chosen["candidates"], settings))
     work = ranking_work(standin_mlm, chosen["context"], chosen["candidates"], settings)
     assert reads == budget_of(work) == Reads(*embedded)
-    assert "one generation window per scored token" in work.what
+    assert "one window per scored token: the text before it" in work.what
 
 
 # ---------------------------------------------------------------- the page shows them

@@ -222,18 +222,21 @@ def test_fast_scoring_says_how_each_ranking_was_scored(monkeypatch, tmp_path):
     monkeypatch.setenv(LOCAL_MODELS_VAR, str(STANDIN_MLM))
     pll_approx.fast_bands.cache_clear()
     try:
-        assert "5 or more scored tokens: stride 3" in fast_help() and "99.0%" in fast_help()
+        assert "candidates of 5 or more tokens: the same winner in 99.0% of 120 measured rankings" in fast_help()
         long = ["sat quietly on the old red mat by the door.", "ran off under the big kitchen table at once."]
         ranked = rank_masked("The cat", "\n".join(long), STANDIN_MLM.name, "right_masks", 2, False, "completion", "",
                              fast=True)
-        assert "Fast scoring: stride 3" in ranked.summary and "120 rankings of the made-up model" in ranked.summary
-        assert "3 masked copies per text" in ranked.summary
+        assert "Fast scoring (approximate)" in ranked.summary and "120 rankings of the made-up model" in ranked.summary
+        assert "3 masked copies per text" in ranked.summary and "nothing was scored again" in ranked.summary
         from demo.engine.models import load_model
+        from demo.engine.pll import choices_for, tokens_read
+        exact_tokens = tokens_read(load_model(str(STANDIN_MLM)), [choices_for("The cat", long)], ScoringSettings())
+        assert f"exact scoring reads {exact_tokens:,} tokens" in ranked.summary
         reference = score_candidates(load_model(str(STANDIN_MLM)), "The cat", long, ScoringSettings(stride=3))
         assert [s.total for s in ranked.scores] == [s.total for s in reference]
         short = rank_masked("The cat", "sat.\nran.", STANDIN_MLM.name, "right_masks", 2, False, "completion", "",
                             fast=True)
-        assert "exact scoring used: its longest candidate scores 2 tokens" in short.summary
+        assert "exact scoring used: its longest candidate has 2 tokens to score" in short.summary
         off = rank_masked("The cat", "\n".join(long), STANDIN_MLM.name, "right_masks", 2, False, "completion", "")
         assert "Fast scoring" not in off.summary and [s.total for s in off.scores] != [s.total for s in reference]
         monkeypatch.setattr(pll_approx, "FAST_PLL", tmp_path / "no table.csv")

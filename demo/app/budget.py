@@ -149,18 +149,29 @@ def _pairs_work(lm, pairs: list[tuple[str, str]], settings: ScoringSettings) -> 
     return tokens, passes
 
 
+def ranking_reads(kind: str, method: str | None, elbo_samples: int, stride: int = 1) -> str:
+    """What a ranking's passes read, in a sentence (the Work line's and a refusal's): per scoring
+    method, as ``_pairs_work`` counts it; ``stride`` > 1: the approximate PLL."""
+    if kind == "causal":
+        return "one pass per text, every token read once"
+    if stride > 1:
+        return (f"{stride} masked copies per text, each scoring every {stride}th token; close calls scored "
+                f"again exactly")
+    return {"decoder": "one window per scored token: the text before it, then masks, nothing after it",
+            "elbo": f"one masked copy of the whole text per masking pattern, up to {elbo_samples} per text"}.get(
+        method, "one masked copy per scored token, each the whole text")
+
+
 def ranking_work(lm, context: str, candidates: list[str], settings: ScoringSettings) -> Work:
     pairs = [(context, join(context, c)) for c in candidates]
     if settings.unconditional_context is not None:
         neutral = settings.unconditional_context
         pairs += [(neutral, join(neutral, c.strip())) for c in candidates]
     tokens, passes = _pairs_work(lm, pairs, settings)
-    each = {"decoder": ", one generation window per scored token, each the text before it",
-            "elbo": f", one masked copy per masking pattern (up to {settings.elbo_samples} each)"}.get(
-        settings.method_for(lm), ", one masked copy per scored token")
     what = (f"{len(candidates)} candidates" + (" twice (with the unconditional context)"
                                                if settings.unconditional_context is not None else "")
-            + (each if lm.kind == "masked" else ""))
+            + (f", {ranking_reads(lm.kind, settings.method_for(lm), settings.elbo_samples)}"
+               if lm.kind == "masked" else ""))
     return Work(tokens, lm.n_parameters, what, passes)
 
 

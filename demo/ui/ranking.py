@@ -5,6 +5,7 @@ Wiring only: ``demo.engine.pll.score_candidates`` scores, ``demo.evaluation.plot
 """
 
 import time
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import gradio as gr
@@ -114,60 +115,67 @@ def _scoring_settings(method, right_masks, normalize, scope, unconditional, fast
 
 
 def fast_help() -> str:
-    """What fast scoring does, from the measured table (empty when no band qualified)."""
+    """What fast scoring does, in plain words, from the measured table (empty when no band qualified)."""
     from ..engine.pll_approx import fast_bands
     bands = fast_bands()
     if not bands:
         return ""
-    return ("Uses an approximate PLL (fewer masked copies; near-ties scored again exactly) for "
-            "rankings of a length where it was measured to keep the exact ranking. " + "; ".join(
-                f"{_span_text(b)}: {b.describe()}" for b in bands) + ". Other rankings are scored exactly.")
+    return ("Approximate: each masked copy hides several tokens far apart, so fewer copies are read, and "
+            "candidates that come out close are scored again exactly. The scores differ a little from exact "
+            "ones. Used only where it was measured to keep the exact winner: " + "; ".join(
+                f"{_span_text(b)}: the same winner in {b.agreement:.1%} of {b.rankings} measured rankings, "
+                f"{b.speedup:.1f}x as fast" for b in bands) + ". Other rankings are scored exactly.")
 
 
 def _span_text(band) -> str:
     top = "or more" if band.span_max >= 10**6 else f"to {band.span_max}"
-    return f"Longest candidate {band.span_min} {top} scored tokens"
+    return f"candidates of {band.span_min} {top} tokens"
 
 
-def fast_note(lm, choices, settings: ScoringSettings, band) -> str:
-    """With fast scoring: how this ranking was scored (``band``: its ``fast_plan``), and why (HTML);
-    empty without it."""
-    from ..engine.pll import scored_span
+def fast_note(lm, choices, settings: ScoringSettings, band, reads=None, seconds: float = 0.0) -> str:
+    """With fast scoring: how this ranking was scored (``band``: its ``fast_plan``; ``reads``: what
+    it read, as counted), what exact scoring would have read, and why (HTML); empty without it."""
+    from ..engine.pll import scored_span, tokens_read
     from ..engine.pll_approx import fast_bands
     if not settings.fast:
         return ""
     if band is not None:
-        return message(f"Fast scoring: {band.describe()}.", "note")
+        before = tokens_read(lm, [choices], settings)  # the approximate copies, before any close call
+        exact = tokens_read(lm, [choices], replace(settings, fast=False))
+        again = ("close calls were scored again exactly" if reads.tokens > before
+                 else "no close call: nothing was scored again")
+        return message(
+            f"Fast scoring (approximate): the scores differ a little from exact ones; {again}. It read "
+            f"{reads.tokens:,} tokens in {seconds:.1f} s; exact scoring reads {exact:,} tokens, about "
+            f"{seconds * exact / max(reads.tokens, 1):.1f} s at this speed. Measured on {band.rankings} rankings "
+            f"of {band.model}: the same winner as exact scoring in {band.agreement:.1%}.", "note")
     if settings.method_for(lm) not in PLL_METHODS:
         why = f"{VARIANT_NAMES[settings.method_for(lm)]} has no approximation"
     elif not fast_bands():
         why = "no length of candidate was measured to keep rankings with it"
     else:
-        why = (f"its longest candidate scores {scored_span(lm, choices, settings)} tokens, outside the measured "
-               f"bands (" + "; ".join(_span_text(b).lower() for b in fast_bands()) + ")")
+        why = (f"its longest candidate has {scored_span(lm, choices, settings)} tokens to score; fast scoring "
+               f"was measured for " + "; ".join(_span_text(b) for b in fast_bands()))
     return message(f"Fast scoring asked, exact scoring used: {why}.", "note")
 
 
 def _score(model_name, kind, context, candidates_text, settings: ScoringSettings, emd="auto"):
     """(model, scores, the work line: what the scoring's passes read, as the engine counted)"""
-    from ..app.budget import ranking_work
     from ..engine.counting import counting
     from ..engine.pll import choices_for, fast_plan, score_candidates  # torch: imported on first use
 
     context = check_text(context, "context", deployment().settings.max_prompt_chars, allow_empty=True)
     candidates = parse_candidates(candidates_text, deployment().settings)
     lm = load(model_name, kind, emd)
-    ranking_work(lm, context, candidates, settings).check(deployment().settings)  # refused before it runs
+    budget.ranking_work(lm, context, candidates, settings).check(deployment().settings)  # refused before it runs
     start = time.perf_counter()
     choices = choices_for(context, candidates)
     band = fast_plan(lm, [choices], settings)[0]
     with counting() as reads:
         scores = score_candidates(lm, context, candidates, settings, progress=True)
-    how = ("one pass per text, every token read once" if kind == "causal"
-           else "one masked copy per scored token, each the whole text" if band is None
-           else f"{band.stride} masked copies per text, each scoring every {band.stride}th token, then the "
-                f"near-ties' exact copies")
-    return lm, scores, work_line(reads, how, time.perf_counter() - start) + fast_note(lm, choices, settings, band)
+    seconds = time.perf_counter() - start
+    how = budget.ranking_reads(kind, settings.method_for(lm), settings.elbo_samples, band.stride if band else 1)
+    return lm, scores, work_line(reads, how, seconds) + fast_note(lm, choices, settings, band, reads, seconds)
 
 
 def _typed_specials(lm, context: str, candidates: str) -> str:
