@@ -171,3 +171,17 @@ def test_the_length_probe_tabs_sweep_gives_a_plot_a_table_and_the_command(monkey
     assert "Each number of masks must be a whole number" in refused.summary and refused.plot is None
     too_many = list(sweep_masks(str(STANDIN_MLM), "right_masks", "copa", "1", 0, 41))[-1]
     assert "more than this app evaluates per request (40)" in too_many.summary
+
+
+@pytest.mark.parametrize("scores, said", [
+    ([40.0, 50.0, 50.0, 40.0], "best accuracy 50.0, a tie at N = 1, 2 · the paper's choice N = 2: 50.0 (tied for best)"),
+    ([40.0, 50.0, 45.0, 40.0], "best accuracy 50.0, at N = 1 · the paper's choice N = 2: 45.0"),
+    ([50.0, 40.0, 40.0, 50.0], "best accuracy 50.0, a tie at N = 0, 3 · the paper's choice N = 2: 40.0"),
+])
+def test_the_sweeps_summary_calls_a_tie_a_tie(monkeypatch, scores, said):
+    """The summary names every value that reaches the best score, never the first of them alone."""
+    from demo.ui import mask_sweep as ui
+    monkeypatch.setattr(ui, "model_note", lambda lm: "")
+    table = pd.DataFrame(dict(task="copa", shots=2, value=[0, 1, 2, 3], metric="accuracy", score=scores, n=10,
+                              paper_value=2))
+    assert said in ui._summary(None, table, SweepSettings(sweep="right_masks", task="copa", values=[0, 1, 2, 3]))

@@ -88,12 +88,17 @@ def _settings(setting, task, values, shots, limit) -> SweepSettings:
 
 def _summary(lm, table: pd.DataFrame, sweep: SweepSettings) -> str:
     metric = table[table["metric"] == table["metric"].iloc[0]]
-    best = metric.loc[metric["score"].idxmax()]
+    top = metric[metric["score"] >= metric["score"].max() - 1e-9]  # every value that reaches the best: a tie is a tie
+    best = top.iloc[0]
     symbol, paper = SYMBOLS[sweep.sweep], int(table["paper_value"].iloc[0])
     at_paper = metric[metric["value"] == paper]
     paper_text = (f"{at_paper['score'].iloc[0]:.1f}" if len(at_paper) else "not run")
+    if len(top) > 1 and paper in set(top["value"]):
+        paper_text += " (tied for best)"
+    where = (f"at {symbol} = {int(best['value'])}" if len(top) == 1 else
+             f"a tie at {symbol} = {', '.join(str(int(v)) for v in sorted(top['value']))}")
     line = (f"{escape(table['task'].iloc[0])}, {int(table['shots'].iloc[0])}-shot, {int(best['n'])} items · "
-            f"best {escape(best['metric'])} {best['score']:.1f} at {symbol} = {int(best['value'])} · the "
+            f"best {escape(best['metric'])} {best['score']:.1f}, {where} · the "
             f"paper's choice {symbol} = {paper}: {paper_text}")
     return f"<div>{model_note(lm)}</div><div>{line}</div>"
 
