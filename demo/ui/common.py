@@ -472,6 +472,7 @@ class TabParts(NamedTuple):
     first_view: tuple | None = None  # (function, inputs, outputs) run when a page opens (not an API)
     lesson_fields: tuple = ()  # the inputs a lesson step fills (demo.ui.lesson) ...
     lesson_values: Callable[[dict], list] | None = None  # ... and their values for a step
+    openers: tuple = ()  # closed sections a lesson step may open (its "opens": their elem_ids)
 
 
 def read_presets(name: str) -> list[dict]:

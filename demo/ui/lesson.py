@@ -29,6 +29,7 @@ def step_card(step: dict) -> str:
 
 class LessonParts(NamedTuple):
     steps: list  # the lesson file's steps, read once
+    opener: gr.Accordion  # the lesson itself: loading a step opens it, so a link to the page reopens it
     step: gr.Radio
     card: gr.HTML
     load: gr.Button
@@ -42,7 +43,7 @@ def build() -> LessonParts | None:
         return None
     titles = [s["title"] for s in lesson]
     with gr.Accordion(f"Lesson: masked LMs as generative in-context learners, in {len(lesson)} steps",
-                      open=False, elem_id="lesson"):
+                      open=False, elem_id="lesson") as opener:
         step = gr.Radio(choices=titles, value=titles[0], label="Step", elem_id="lesson-step",
                         info="Pick a step and load it: its tab opens with the inputs filled in. Teachers: "
                              "docs/lesson.md has the notes and the expected answers.")
@@ -50,7 +51,7 @@ def build() -> LessonParts | None:
         with gr.Row():
             load = gr.Button("Load this step", variant="primary", elem_id="lesson-load", scale=2)
             following = gr.Button("Next step", elem_id="lesson-next", scale=1)
-    return LessonParts(lesson, step, card, load, following)
+    return LessonParts(lesson, opener, step, card, load, following)
 
 
 def wire(parts: LessonParts | None, tabs: gr.Tabs, tab_parts: dict[str, TabParts]) -> None:
@@ -61,6 +62,7 @@ def wire(parts: LessonParts | None, tabs: gr.Tabs, tab_parts: dict[str, TabParts
     titles = list(by_title)
     targets = {tab: p for tab, p in tab_parts.items() if p.lesson_values is not None}
     fields = [field for p in targets.values() for field in p.lesson_fields]
+    openers = [opener for p in tab_parts.values() for opener in p.openers]
 
     def show(title):
         return step_card(by_title[title])
@@ -69,14 +71,18 @@ def wire(parts: LessonParts | None, tabs: gr.Tabs, tab_parts: dict[str, TabParts
         return titles[min(titles.index(title) + 1, len(titles) - 1)]
 
     def load(title):
+        """The step's tab selected, the lesson open (its step and question in view), the sections
+        the step names opened, its inputs filled; every other tab as it is."""
         step = by_title[title]
         values = []
         for tab, p in targets.items():
             values += p.lesson_values(step) if tab == step["tab"] else [gr.skip()] * len(p.lesson_fields)
-        return [gr.Tabs(selected=step["tab"]), *values]
+        opened = [gr.Accordion(open=True) if o.elem_id in step.get("opens", []) else gr.skip() for o in openers]
+        return [gr.Tabs(selected=step["tab"]), gr.Accordion(open=True), *opened, *values]
 
     # nothing here runs a model: no queue slot, no API
     quick = dict(api_visibility="private", concurrency_limit=None, show_progress="hidden")
     parts.step.change(show, parts.step, parts.card, **quick)
     parts.next.click(advance, parts.step, parts.step, **quick)
-    run_ends("lesson", parts.load.click(load, parts.step, [tabs, *fields], js=run_starts("lesson"), **quick))
+    run_ends("lesson", parts.load.click(load, parts.step, [tabs, parts.opener, *openers, *fields],
+                                        js=run_starts("lesson"), **quick))

@@ -106,20 +106,22 @@ that runs the same ablation on it.
 """
 
 
-def _ranking_ablation(frame: pd.DataFrame, colours: dict[str, str]) -> None:
+def _ranking_ablation(frame: pd.DataFrame, colours: dict[str, str]) -> gr.Accordion:
     """The paper's Table 5 beside our runs by ranking method: a table and a figure, drawn once
-    from every row (the filters above leave it as it is)."""
+    from every row (the filters above leave it as it is), in a closed opener (returned: a lesson
+    step opens it)."""
     from ..evaluation.plots import ranking_ablation_figure
     from ..evaluation.results import ablation_table, ranking_ablation
 
     rows = ranking_ablation(frame)
     with gr.Accordion("Ranking methods: the paper's Table 5 beside our runs", open=False,
-                      elem_id="results-ablation"):
+                      elem_id="results-ablation") as opener:
         gr.Markdown(ABLATION_NOTE)
         gr.Dataframe(value=ablation_table(rows), label="Score by ranking method (%)", interactive=False,
                      wrap=True, elem_id="results-ablation-table")
         gr.Plot(value=ranking_ablation_figure(rows, colours=colours), label="Score by ranking method",
                 elem_id="results-ablation-plot")
+    return opener
 
 
 def build() -> TabParts:
@@ -212,7 +214,7 @@ def build() -> TabParts:
     csv = gr.File(label="These results (CSV, every column) and both figures (HTML)",
                   file_count="multiple", elem_id="results-csv")
     python, shell = reproduce_block("results-reproduce")
-    _ranking_ablation(frame, colours)  # the filters' view above, this fixed view under it
+    ablation = _ranking_ablation(frame, colours)  # the filters' view above, this fixed view under it
     outputs = components(ResultsOutputs, count=count, table=table, size_plot=size_plot, shots_plot=shots_plot,
                          files=csv, python=python, shell=shell)
     looked_up = gr.on([control.change for control in filters], lookup_results, filters, outputs, api_name="results",
@@ -232,5 +234,5 @@ def build() -> TabParts:
                      show_progress="hidden", concurrency_limit=None, js=run_starts("results"))
     run_ends("results", looked_up, narrowed)
     # the first view: the app runs this once when a page loads; a lesson step sets the papers shown
-    return TabParts(first_view=(lookup_results, filters, outputs), lesson_fields=tuple(filters),
+    return TabParts(first_view=(lookup_results, filters, outputs), lesson_fields=tuple(filters), openers=(ablation,),
                     lesson_values=lambda step: [step["papers"], [], [], [], []])
