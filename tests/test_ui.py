@@ -186,17 +186,18 @@ def test_catalog_gives_the_chat_checkpoints_the_decoding_they_were_trained_for(m
     assert catalog.generation_defaults("answerdotai/ModernBERT-base") == {} == catalog.generation_defaults("nope")
 
 
-def test_a_request_that_loads_its_model_says_so_until_it_is_loaded(tmp_path, monkeypatch):
+def test_a_request_that_loads_its_model_says_so_without_a_percentage(tmp_path, monkeypatch):
     """The first request on a model shows "loading <model> (first use)" as its progress while the
-    weights load (and not after); a request on a model in memory shows nothing of the kind."""
+    weights load, with no percentage (there is nothing to count: a bar would stand at 0%); a request
+    on a model in memory shows nothing of the kind."""
     from gradio.context import LocalContext
 
     from demo.engine import models
     monkeypatch.setenv(LOCAL_MODELS_VAR, str(_model_folder(tmp_path, "my-mlm", "BertForMaskedLM")))
     monkeypatch.setattr(models, "CACHE", models._ModelCache(max_models=4, max_bytes=10**12))
-    sent = []  # each progress update the page gets: the descriptions shown, outermost first
-    monkeypatch.setattr(gr.Progress, "_progress_callback",
-                        staticmethod(lambda: lambda units: sent.append([u.desc for u in units])))
+    sent = []  # each progress update the page gets: (description, index, length, fraction), outermost first
+    monkeypatch.setattr(gr.Progress, "_progress_callback", staticmethod(lambda: lambda units: sent.append(
+        [(u.desc, u.index, u.length, u.progress) for u in units])))
     while_loading = []
     monkeypatch.setattr(models, "_load_uncached", lambda *args: while_loading.append(sent[-1]) or _Fake())
     token = LocalContext.progress.set(gr.Progress(track_tqdm=True))  # what Gradio sets for a handler
@@ -206,8 +207,35 @@ def test_a_request_that_loads_its_model_says_so_until_it_is_loaded(tmp_path, mon
         again = common.load("my-mlm", "masked")
     finally:
         LocalContext.progress.reset(token)
-    assert while_loading == [["loading my-mlm (first use)"]]
-    assert sent[-1] == [] and again is first and len(sent) == updates  # gone once loaded; then nothing
+    assert while_loading == [[("loading my-mlm (first use)", None, None, None)]]
+    assert again is first and len(sent) == updates  # in memory: nothing said
+
+
+def test_a_request_that_waits_for_the_first_import_says_why(monkeypatch):
+    """While the core is still being imported (the first minute after start-up), a request says
+    that it is starting, not a bare "processing"; it runs once the import is done."""
+    import threading
+
+    from gradio.context import LocalContext
+    sent = []
+    monkeypatch.setattr(gr.Progress, "_progress_callback", staticmethod(lambda: lambda units: sent.append(
+        [u.desc for u in units])))
+    monkeypatch.setattr(common, "_CORE_IMPORT", threading.Lock())
+    common._CORE_IMPORT.acquire()  # the background import, still running
+
+    def request():
+        token = LocalContext.progress.set(gr.Progress(track_tqdm=True))
+        try:
+            common._core_imported({})
+        finally:
+            LocalContext.progress.reset(token)
+    waiting = threading.Thread(target=request)
+    waiting.start()
+    waiting.join(timeout=1)
+    assert waiting.is_alive() and sent == [["starting: importing the model libraries (first request only)"]]
+    common._CORE_IMPORT.release()  # the import is done
+    waiting.join(timeout=5)
+    assert not waiting.is_alive() and not common._CORE_IMPORT.locked()
 
 
 class _Fake:

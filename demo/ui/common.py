@@ -228,8 +228,18 @@ def _first(check):
 
 
 def _core_imported(arguments):
-    with _CORE_IMPORT:
-        pass
+    if not _CORE_IMPORT.acquire(blocking=False):  # the first request after start-up: say why it waits
+        _say("starting: importing the model libraries (first request only)")
+        _CORE_IMPORT.acquire()
+    _CORE_IMPORT.release()
+
+
+def _say(line: str) -> None:
+    """Show ``line`` as the request's progress, without a percentage (nothing to count yet): it
+    stays until the request's first counted step (a model's "Loading weights", generation's steps)."""
+    progress = LocalContext.progress.get(None)  # the handler's, set by Gradio for this request
+    if progress is not None:
+        progress(None, desc=line)
 
 
 def _counts_runs(runs):
@@ -275,30 +285,8 @@ def load(name: str, kind: str | None, emd: str = "auto"):
     if emd not in ("auto", "off"):
         raise ValueError("The DeBERTa head is 'auto' (the enhanced mask decoder, where the checkpoint "
                          "holds what it needs) or 'off' (the last layer, as transformers reads it).")
-    shown = _Loading(str(name).strip())
-    try:
-        return deployment().load(name, kind, emd=emd, loading=shown.start)
-    finally:
-        shown.stop()
-
-
-class _Loading:
-    """The line a request shows while its model loads (only when the model is not in memory: a
-    first request waits tens of seconds for it): "loading <model> (first use)", as the handler's
-    progress (``gr.Progress(track_tqdm=True)``), above transformers' own "Loading weights" bar."""
-
-    def __init__(self, name: str):
-        self.text, self.progress, self.mark = f"loading {name} (first use)", None, object()
-
-    def start(self) -> None:
-        progress = LocalContext.progress.get(None)  # the handler's, set by Gradio for this request
-        if progress is not None:
-            self.progress = progress
-            progress.tqdm(None, desc=self.text, total=1, unit="model", _tqdm=self.mark)
-
-    def stop(self) -> None:
-        if self.progress is not None:
-            self.progress.close(self.mark)  # (Progress.close takes the mark its tqdm was given)
+    # only when the model is not in memory (a first request waits tens of seconds for it)
+    return deployment().load(name, kind, emd=emd, loading=lambda: _say(f"loading {str(name).strip()} (first use)"))
 
 
 def emd_radio(elem_id: str):
