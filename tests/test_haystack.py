@@ -320,7 +320,9 @@ def test_heatmap_shows_accuracy_limits_and_pretraining_length(tmp_path):
     assert "beyond" in beyond.text[0][3]
     line = fig.layout.shapes[0]
     assert line.x0 == line.x1 == 1.5  # between the 256 and 512 columns
-    assert any("256" in a.text for a in fig.layout.annotations)
+    label = next(a for a in fig.layout.annotations if "256" in a.text)
+    # the label above the cells (the plot area's top is 1 in domain units), not over their colours
+    assert label.yref == "y domain" and label.y >= 1 and label.yanchor == "bottom" and line.y1 > 1
 
 
 def test_side_by_side_shares_one_colour_scale():
@@ -330,6 +332,8 @@ def test_side_by_side_shares_one_colour_scale():
     assert len(panels) == 2 and panels[0].xaxis == "x" and panels[1].xaxis == "x2"
     assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == 1
     assert [a.text for a in fig.layout.annotations][:2] == ["m", "other"]
+    label = next(a for a in fig.layout.annotations if "512" in a.text)
+    assert label.xref == "x" and label.yref == "y domain" and label.y >= 1  # the first panel's, above its cells
     with pytest.raises(ValueError, match="several models"):
         needle_heatmap(pd.concat([a, b]))
 

@@ -92,10 +92,14 @@ def _add_needle_panel(fig: go.Figure, table: pd.DataFrame, col: int, pretrained_
     if pretrained_length and pretrained_length <= lengths[-1]:
         # the line goes after the last column within the pretraining length
         inside = sum(1 for n in lengths if n <= pretrained_length)
-        # the label left of the line, over the columns it speaks of: never out past the colour bar
-        fig.add_vline(x=inside - 0.5, line=dict(color="black", dash="dash", width=2),
-                      layer="above", annotation_text=f"pretrained: {pretrained_length} tokens",
-                      annotation_position="top left", annotation_font_size=11, row=1, col=col)
+        # the line reaches above the cells, and its label sits there, on white: over no cell's
+        # colour or number at any width
+        fig.add_vline(x=inside - 0.5, y0=0, y1=1.06, line=dict(color="black", dash="dash", width=2),
+                      layer="above", row=1, col=col)
+        axis = "" if col == 1 else col
+        fig.add_annotation(x=inside - 0.5, xref=f"x{axis}", y=1.06, yref=f"y{axis} domain", yanchor="bottom",
+                           text=f"pretrained: {pretrained_length}", showarrow=False, font=dict(size=11),
+                           bgcolor="white")
     elif pretrained_length:
         axis_title += f"; pretrained on {pretrained_length}"
     fig.update_xaxes(tickvals=xs, ticktext=[str(n) for n in lengths], title_text=axis_title,
@@ -117,7 +121,7 @@ def _needle_layout(fig: go.Figure, title: str, width: int | None, n_depths: int)
     fig.update_yaxes(title_text="needle depth (0% = start)", row=1, col=1)
     for subplot_title in fig.layout.annotations:  # lift panel titles above the pretraining labels
         if subplot_title.yref == "paper":
-            subplot_title.yshift = 22
+            subplot_title.yshift = 36
     return fig
 
 
