@@ -505,6 +505,11 @@ def test_the_any_order_lane_writes_what_the_engine_writes_each_token_numbered_by
     assert len(frames) == core.steps_run
     last = [int(n) for n in re.findall(r'demo-step-no">(\d+)<', frames[-1])]
     assert sorted(last) == sorted(1 + k // 2 for k in range(len(last))) and max(last) == core.steps_run - 1
+    # its counters in its own steps: two tokens a step, every frame and the player's first position
+    n, steps = len(core.token_ids), core.steps_run
+    heads = re.findall(r'demo-step-head">Step (\d+) of (\d+) · (\d+) of (\d+) tokens written', shown.trace)
+    assert heads == [(str(k + 1), str(steps), str(min(2 * (k + 1), n)), str(n)) for k in range(steps)]
+    assert f'demo-player-pos" aria-live="polite">step 1 of {steps} · 2 of {n} tokens written<' in shown.trace
     assert "window='block'" in shown.python and "--window block" in shown.shell
     refused = generate_any_order(**dict(GENERATE, strategy="beam"))
     assert "does not combine with beam search" in refused.stats and not refused.text

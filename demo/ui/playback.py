@@ -57,7 +57,7 @@ VISIBLE = str.maketrans({"Ġ": "␣", "▁": "␣", "Ċ": "⏎"})
 def _token(text: str, kind: str, written_at: int | None = None) -> str:
     """A window cell; ``written_at``: the step that wrote it (any-order writing shows when each
     position was filled)."""
-    step = f'<sup class="demo-step-no">{written_at}</sup>' if written_at is not None else ""
+    step = f'<span class="demo-step-no">{written_at}</span>' if written_at is not None else ""
     return f'<span class="demo-tok {kind}">{escape(text.translate(VISIBLE))}{step}</span>'
 
 
@@ -175,7 +175,16 @@ def _kept_line(step, agrees: str) -> str:
     return f"wrote {len(step.written_tokens)}: {tokens} (the top guesses shown are the leftmost one's){again}"
 
 
-def _frame(steps, k: int) -> str:
+def _written_through(steps, k: int) -> int:
+    """Any-order writing: the tokens written by the end of step k (a token masked again is not)."""
+    written = set()
+    for step in steps[:k + 1]:
+        written |= set(step.written or [])
+        written -= set(step.remasked or [])
+    return len(written)
+
+
+def _frame(steps, k: int, lane: str) -> str:
     step = steps[k]
     blanks, newest, written_at = _filled(steps, k)
     top_token = step.top[0][0] if step.top else None
@@ -193,12 +202,17 @@ def _frame(steps, k: int) -> str:
     else:
         beams = '<div class="demo-beams">After the last step, the best beam is the output.</div>'
     hidden = " hidden" if k else ""
-    return (f'<div class="demo-step" data-step="{k}"{hidden}><div class="demo-step-head">Step {k + 1} of '
-            f'{len(steps)}{_refresh(step)}</div>{_work(steps, k)}{_window(step, blanks, newest, written_at)}'
+    # any-order writing counts its own steps (passes) and the tokens written by each: the page's
+    # counter says the same (ENGINE_JS reads data-written)
+    written = (f' data-written="{_written_through(steps, k)}"' if lane == "any_order" else "")
+    tokens = (f" · {_written_through(steps, k)} of {_written_through(steps, len(steps) - 1)} tokens written"
+              if written else "")
+    return (f'<div class="demo-step" data-step="{k}"{written}{hidden}><div class="demo-step-head">Step {k + 1} of '
+            f'{len(steps)}{tokens}{_refresh(step)}</div>{_work(steps, k)}{_window(step, blanks, newest, written_at)}'
             f'<div class="demo-kept-line">{_kept_line(step, agrees)}</div>{_guesses(step)}{beams}</div>')
 
 
-def _controls(n: int) -> str:
+def _controls(n: int, position: str) -> str:
     speeds = "".join(f'<option value="{ms}"{" selected" if name == "normal" else ""}>{name}</option>'
                      for name, ms in SPEEDS)
     return ('<div class="demo-player-controls">'
@@ -207,7 +221,7 @@ def _controls(n: int) -> str:
             '<button type="button" data-action="next" aria-label="next step">▶</button>'
             f'<input type="range" class="demo-scrub" min="0" max="{n - 1}" value="0" step="1" '
             'aria-label="step">'
-            f'<span class="demo-player-pos" aria-live="polite">step 1 of {n}</span>'
+            f'<span class="demo-player-pos" aria-live="polite">{position}</span>'
             f'<select class="demo-speed" aria-label="speed">{speeds}</select></div>')
 
 
@@ -233,11 +247,15 @@ def playback(steps, lane: str, run: str = "", note: str | None = None, group: st
         return ""
     title, how = LANES[lane]
     marker = f'<div class="demo-lane-how">{escape(note)}</div>' if note else ""
+    tokens, position = "", f"step 1 of {len(steps)}"
+    if lane == "any_order":
+        total = _written_through(steps, len(steps) - 1)
+        tokens, position = f' data-tokens="{total}"', f"{position} · {_written_through(steps, 0)} of {total} tokens written"
     return (f'<div class="demo-player" data-group="{escape(group)}" data-lane="{escape(lane)}" '
-            f'data-run="{escape(run)}"><div class="demo-player-title">{title}</div>'
-            f'<div class="demo-lane-how">{how}</div>{marker}' + _controls(len(steps))
+            f'data-run="{escape(run)}"{tokens}><div class="demo-player-title">{title}</div>'
+            f'<div class="demo-lane-how">{how}</div>{marker}' + _controls(len(steps), position)
             + '<div class="demo-lane-note">Follows the masked LM\'s player.</div>'
-            + "".join(_frame(steps, k) for k in range(len(steps))) + "</div>")
+            + "".join(_frame(steps, k, lane) for k in range(len(steps))) + "</div>")
 
 
 # The appended-mask window, two steps of it, in the playback's colours (style.css gives the
@@ -292,7 +310,10 @@ const demo = (window.demoPlayback = window.demoPlayback || (() => {
       const scrub = p.querySelector('.demo-scrub');
       if (scrub) { scrub.max = last; scrub.value = k; }
       const pos = p.querySelector('.demo-player-pos');
-      if (pos) pos.textContent = `step ${k + 1} of ${last + 1}` + (k > j ? ' (this model stopped earlier)' : '');
+      if (pos && p.dataset.tokens !== undefined)  // any order: its own steps, and the tokens written
+        pos.textContent = `step ${j + 1} of ${frames.length} · ${frames[j].dataset.written} of ${p.dataset.tokens} `
+          + 'tokens written' + (k > j ? ' (done in fewer steps)' : '');
+      else if (pos) pos.textContent = `step ${k + 1} of ${last + 1}` + (k > j ? ' (this model stopped earlier)' : '');
     }
     s.at = k; s.last = last;
   }
