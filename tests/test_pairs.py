@@ -147,6 +147,8 @@ def test_catalog_pairs_are_data_and_fill_both_sides(local_pair, monkeypatch):
     assert [catalog.location(m) for m in ("encoder", "decoder")] == [encoder, decoder]
     assert catalog.default("masked").name == "encoder"  # local models first
     assert "same tokenizer" in catalog.pair_note(catalog.pairs[0])
+    free = catalog.free_pair_note("encoder", "decoder")  # the same two, chosen apart: nothing is claimed
+    assert free.startswith("Not a matched pair: encoder") and "trained alike" in free and "same tokenizer" not in free
     monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: None)  # a Space: no local models
     hub = build_catalog(AppSettings())
     ettin = hub.pair(DEFAULT_PAIR)

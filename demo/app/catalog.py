@@ -339,11 +339,19 @@ class Catalog:
                                       error=True))
         return notices
 
+    def _sized(self, name: str) -> str:
+        entry = self.entry(name)
+        return f"{entry.label.split(' · ')[0]} ({entry.size or 'size unknown'})" if entry else str(name)
+
     def pair_note(self, pair: ModelPair) -> str:
         """Why the pair is fair, and both sizes (plain text)."""
-        sizes = " and ".join(f"{m.label.split(' · ')[0]} ({m.size or 'size unknown'})"
-                             for m in (self.entry(pair.masked), self.entry(pair.causal)) if m)
-        return f"{pair.why} Masked and causal side: {sizes}."
+        return f"{pair.why} Masked and causal side: {self._sized(pair.masked)} and {self._sized(pair.causal)}."
+
+    def free_pair_note(self, masked: str, causal: str) -> str:
+        """Two models chosen apart (no listed pair): what differs besides the objective (plain text)."""
+        return (f"Not a matched pair: {self._sized(masked)} and {self._sized(causal)} were not trained alike, "
+                "so their differences may come from size and training data as well as from the objective "
+                "(fill in blanks vs continue the text).")
 
 
 def local_pairs(entries: list[ModelEntry], settings: AppSettings) -> tuple[list[ModelPair], list[str]]:

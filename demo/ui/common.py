@@ -289,12 +289,21 @@ def load(name: str, kind: str | None, emd: str = "auto"):
     return deployment().load(name, kind, emd=emd, loading=lambda: _say(f"loading {str(name).strip()} (first use)"))
 
 
-def emd_radio(elem_id: str):
-    """What a DeBERTa masked LM's head reads (``ModelSettings.emd``); other families ignore it."""
-    return Radio(choices=[("enhanced mask decoder (the paper)", "auto"), ("last layer (transformers)", "off")],
-                 value="auto", label="DeBERTa head", elem_id=elem_id,
-                 info="DeBERTa was pretrained with its head reading an enhanced mask decoder, which "
-                      "transformers leaves out; the paper's numbers come with it. Other models ignore this.")
+def emd_radio(elem_id: str, masked_picker):
+    """What a DeBERTa masked LM's head reads (``ModelSettings.emd``), shown while the masked LM
+    picked may be a DeBERTa (a listed one is, or a name the catalog does not know); other
+    families ignore it."""
+    def maybe_deberta(name) -> bool:
+        entry = deployment().catalog.entry(name) if name else None
+        return entry is None or not entry.family or entry.family.startswith("deberta")
+
+    radio = Radio(choices=[("enhanced mask decoder (the paper)", "auto"), ("last layer (transformers)", "off")],
+                  value="auto", label="DeBERTa head", elem_id=elem_id, visible=maybe_deberta(masked_picker.value),
+                  info="DeBERTa was pretrained with its head reading an enhanced mask decoder, which "
+                       "transformers leaves out; the paper's numbers come with it. Other models ignore this.")
+    masked_picker.change(lambda name: gr.update(visible=maybe_deberta(name)), masked_picker, radio,
+                         api_visibility="private", concurrency_limit=None, show_progress="hidden")
+    return radio
 
 
 _DEPLOYMENT: list[Deployment] = []  # the deployment the app serves, set once when it is built
@@ -345,25 +354,41 @@ def model_picker(catalog: Catalog, kind: str, label: str, elem_id: str, with_non
 
 
 def pair_picker(catalog: Catalog, elem_id: str, masked, causal):
-    """A dropdown of the catalog's model pairs that sets both model pickers together, and a note
-    saying why the chosen pair is a fair comparison (call after the two pickers exist)."""
+    """A dropdown of the catalog's model pairs that sets both model pickers together (shown where
+    the catalog lists pairs), and a note on the two models chosen: why a listed pair is a fair
+    comparison, or what else differs between two models chosen apart (call after the two pickers
+    exist). Choosing a model by hand leaves the pair unless the two chosen are one."""
     defaults = tuple(getattr(catalog.default(kind), "name", None) for kind in ("masked", "causal"))
     chosen = next((p for p in catalog.pairs if (p.masked, p.causal) == defaults), None)
+
+    def note_of(pair, masked_name, causal_name) -> str:
+        if pair is not None:
+            return message(catalog.pair_note(pair), "note")
+        if not masked_name or not causal_name:  # a side left out: nothing compared
+            return ""
+        return message(catalog.free_pair_note(masked_name, causal_name), "note")
+
     picker = gr.Dropdown(
         choices=[("(choose the two models yourself)", "")] + [(p.name, p.name) for p in catalog.pairs],
-        value=chosen.name if chosen else "", label="Model pair", elem_id=elem_id,
-        info="A masked LM and a causal LM trained alike, so differences come from the objective "
-             "(fill in blanks vs continue the text), not from data or size.")
-    note = gr.HTML(message(catalog.pair_note(chosen), "note") if chosen else "", elem_id=f"{elem_id}-note",
-                   elem_classes=["demo-hide-empty"])
+        value=chosen.name if chosen else "", label="Model pair", elem_id=elem_id, visible=bool(catalog.pairs),
+        info="The listed pairs are a masked LM and a causal LM trained alike, so their differences come from "
+             "the objective (fill in blanks vs continue the text), not from data or size.")
+    note = gr.HTML(note_of(chosen, *defaults), elem_id=f"{elem_id}-note", elem_classes=["demo-hide-empty"])
 
-    def choose(name):
+    def choose(name, masked_name, causal_name):
         pair = catalog.pair(name)
         if pair is None:  # back to choosing freely: the pickers stay as they are
-            return gr.update(), gr.update(), ""
-        return pair.masked, pair.causal, message(catalog.pair_note(pair), "note")
+            return gr.update(), gr.update(), note_of(None, masked_name, causal_name)
+        return pair.masked, pair.causal, note_of(pair, pair.masked, pair.causal)
 
-    picker.change(choose, picker, [masked, causal, note], api_visibility="private")
+    def picked(masked_name, causal_name):
+        pair = next((p for p in catalog.pairs if (p.masked, p.causal) == (masked_name, causal_name)), None)
+        return (pair.name if pair else ""), note_of(pair, masked_name, causal_name)
+
+    quick = dict(api_visibility="private", concurrency_limit=None, show_progress="hidden")
+    picker.change(choose, [picker, masked, causal], [masked, causal, note], **quick)
+    for side in (masked, causal):  # a model chosen by hand (not the pair's own change)
+        side.input(picked, [masked, causal], [picker, note], **quick)
     return picker
 
 

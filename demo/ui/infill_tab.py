@@ -247,7 +247,7 @@ def build(catalog: Catalog) -> TabParts:
                               elem_id="fill-tokens", info="For a [blank] or ____ without a count.")
         seed = Number(value=_CORE.seed, precision=0, label="Seed", elem_id="fill-seed",
                       info="Seed of the random order.")
-    emd = emd_radio("fill-deberta-head")
+    emd = emd_radio("fill-deberta-head", masked_model)
     run = gr.Button("Fill the blanks with both models", variant="primary", elem_id="fill-run")
     sides = side_columns("fill", {"filled": lambda kind, elem_id: gr.HTML(elem_id=elem_id),
                                   "stats": lambda kind, elem_id: gr.HTML(elem_id=elem_id)})

@@ -527,14 +527,17 @@ def build(catalog: Catalog) -> TabParts:
             choices=list(DECODINGS), value="exact", label="Masked LM decoding", elem_id="gen-decoding",
             scale=2, min_width=300,  # (wraps above the slider on a phone)
             info="exact: the paper's method, re-reads the whole prompt at every token. fast: reuses "
-                 "the prompt's internal states between refreshes (faster, approximate). compare: "
-                 "runs both and shows them side by side. Masked LM only: a causal LM always uses "
-                 "its own exact cache.")
+                 "the prompt's internal states between refreshes (faster, approximate): for long prompts "
+                 "and answers, where exact is slow. compare: runs both side by side, to see what the "
+                 "speed costs. Masked LM only: a causal LM always uses its own exact cache.")
         cache_refresh = Slider(
             1, deployment().settings.max_new_tokens, value=_CORE.cache_refresh, step=1, scale=1, min_width=240,
+            visible=False,  # shown with fast or compare (below)
             label="Refresh every (fast)", elem_id="gen-refresh",
             info="Fast and compare only: re-read the whole prompt every N new tokens (1 = every "
                  "token: the exact method's output, no faster).")
+    decoding.change(lambda chosen: gr.update(visible=chosen != "exact"), decoding, cache_refresh,
+                    api_visibility="private", concurrency_limit=None, show_progress="hidden")
     with gr.Row(equal_height=True):
         run = gr.Button("Generate with both models", variant="primary", elem_id="gen-run", scale=2, min_width=220)
         compare_previous = gr.Checkbox(
@@ -547,7 +550,7 @@ def build(catalog: Catalog) -> TabParts:
     settings_shown = gr.HTML(settings_line(setting_items(*(first[k] for k in SETTING_NAMES))),
                              elem_id="gen-settings-line")
     with gr.Accordion("Decoding settings", open=False):
-        emd = emd_radio("gen-deberta-head")
+        emd = emd_radio("gen-deberta-head", masked_model)
         with gr.Row():
             strategy = Radio(
                 choices=STRATEGIES, value=first["strategy"], label="Strategy", elem_id="gen-strategy",

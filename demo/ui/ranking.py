@@ -502,7 +502,7 @@ def build(catalog: Catalog) -> TabParts:
                 label="Difference view: compare with", elem_id="rank-compare",
                 info="A second PLL variant for the same masked LM; the view shows, token by "
                      "token, where the two disagree.")
-            emd = emd_radio("rank-deberta-head")
+            emd = emd_radio("rank-deberta-head", masked_model)
     with gr.Accordion("Scoring options", open=False):
         with gr.Row():
             normalize = gr.Checkbox(
