@@ -1017,11 +1017,60 @@ def test_the_same_masked_lm_writes_two_ways_beside_the_causal_lm(page, server, w
             assert view.locator(f"{lane} .demo-player-pos").inner_text().startswith("step 2 of"), lane
         numbered = view.locator('#gen-any-trace .demo-step:not([hidden]) .demo-step-no')
         assert numbered.count() >= 1 and numbered.first.inner_text() == "1"
+        if width == 400:
+            _one_lane_at_a_time(view, lanes)
+        _any_order_counts_its_own_steps(view)
         _screenshot(view, f"two-ways-three-lanes-{width}")
         boxes = view.evaluate(FIT_JS, [".demo-player", "#gen-playback"])
         assert boxes[0]["scroll"] <= boxes[0]["client"] + 1, boxes[0]
         for box in boxes[1:]:
             assert box["scroll"] <= box["client"] + 1 or box["overflow"] in ("auto", "scroll"), box
+
+
+# The boxes of a lane's controls, its current frame and its Play button, in viewport pixels
+LANE_JS = """(lane) => {
+  const box = (e) => { const r = e.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, width: r.width, height: r.height}; };
+  const root = document.querySelector(lane);
+  return {frame: box(root.querySelector('.demo-step:not([hidden])')), step: +root.querySelector('.demo-step:not([hidden])').dataset.step,
+          play: box(root.querySelector('.demo-play')),
+          controls: [...root.querySelectorAll('.demo-player-controls button, .demo-player-controls select, .demo-scrub')].map(box),
+          switches: [...document.querySelectorAll('#gen-lane-switch button')].filter((b) => b.offsetParent).map(box)};
+}"""
+
+
+def _one_lane_at_a_time(view, lanes: list[str]) -> None:
+    """On a phone (400 x 800): the switch shows each lane alone, at the group's step (the any-order
+    lane at its own last step once it is done), its Play and its current frame in one screen, and
+    every control at least 44 px a side."""
+    view.set_viewport_size({"width": 400, "height": 800})
+    names = {"#gen-trace": "Paper's way", "#gen-any-trace": "Any order", "#gen-causal-trace": "Causal LM"}
+    for lane in lanes:
+        view.locator("#gen-lane-switch button").filter(has_text=names[lane]).click()
+        assert [other for other in lanes if view.locator(other).is_visible()] == [lane]
+        view.locator(f"{lane} .demo-step:not([hidden])").scroll_into_view_if_needed()
+        shown = view.evaluate(LANE_JS, lane)
+        assert shown["step"] == 1, (lane, shown["step"])  # every lane at step 2, as the switch found it
+        for box in (shown["frame"], shown["play"]):
+            assert 0 <= box["top"] and box["top"] < 800, (lane, shown)
+        for box in shown["controls"] + shown["switches"]:
+            assert box["width"] >= 44 and box["height"] >= 44, (lane, box)
+    view.locator("#gen-lane-switch button").filter(has_text=names["#gen-any-trace"]).click()
+
+
+def _any_order_counts_its_own_steps(view) -> None:
+    """Step by step to the end: the any-order lane's counter and its frame's header name the same
+    step of its own and the same tokens written; past its last step it says it is done."""
+    pos, head = view.locator("#gen-any-trace .demo-player-pos"), view.locator(
+        "#gen-any-trace .demo-step:not([hidden]) .demo-step-head")
+    frames = view.locator("#gen-any-trace .demo-step").count()
+    last = view.locator("#gen-trace .demo-step").count()
+    view.locator("#gen-any-trace .demo-scrub").fill("0")
+    for k in range(last):
+        counter, header = pos.inner_text(), head.inner_text()
+        assert counter.lower().split(" (")[0] == header.lower().split(" · refresh")[0], (k, counter, header)
+        assert counter.startswith(f"step {min(k, frames - 1) + 1} of {frames} · ")
+        assert ("done in fewer steps" in counter) == (k >= frames), (k, counter)
+        view.locator("#gen-any-trace [data-action=next]").click()
 
 
 # ---------------------------------------------------------------- every figure fits

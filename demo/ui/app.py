@@ -21,6 +21,7 @@ from ..paths import STYLE
 from . import common, infill_tab, length_probe, lesson, playback, prompting, ranking, results_tab, startup_check
 from .common import import_core_in_background, message, run_ends, run_starts, use
 from .gradio_mends import mend
+from .scroll_hint import scroll_hints
 
 TITLE = "Masked language models are generative in-context learners"
 
@@ -72,6 +73,7 @@ def build_app(deployment: Deployment | None = None) -> gr.Blocks:
         # change. Someone who opens it sees the same view, and a run checks its inputs as usual.
         keep_tab_in_use(tab_bar, list(tabs))
         playback.link_keeper()
+        scroll_hints()
         gr.DeepLinkButton("Copy a link to this view", copied_value="Link copied", variant="secondary",
                           size="sm")
         # what a page shows when it opens: not an API; the page marks when all of it is shown

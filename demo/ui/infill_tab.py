@@ -39,7 +39,7 @@ from .common import (
     work_line,
 )
 from .outputs import components
-from .playback import PLAYER_JS, playback, run_id
+from .playback import PLAYER_JS, lane_switch, playback, run_id
 from .settings_form import settings_of
 from .sides import side_columns, side_pickers
 
@@ -252,11 +252,12 @@ def build(catalog: Catalog) -> TabParts:
     sides = side_columns("fill", {"filled": lambda kind, elem_id: gr.HTML(elem_id=elem_id),
                                   "stats": lambda kind, elem_id: gr.HTML(elem_id=elem_id)})
     ranking = gr.HTML(elem_id="fill-ranking")
-    with gr.Accordion("Playback: the order each model fills in", open=True):
-        with gr.Row(elem_id="fill-playback"):
-            with gr.Column(min_width=320):
+    with gr.Accordion("Playback: the order each model fills in", open=True, elem_classes=["demo-playback"]):
+        lane_switch("fill", "fill-playback")
+        with gr.Row(elem_id="fill-playback", elem_classes=["demo-lanes"]):
+            with gr.Column(min_width=320, elem_classes=["demo-lane"]):
                 trace = gr.HTML(elem_id="fill-trace", js_on_load=PLAYER_JS)
-            with gr.Column(min_width=320):
+            with gr.Column(min_width=320, elem_classes=["demo-lane"]):
                 causal_trace = gr.HTML(elem_id="fill-causal-trace", js_on_load=PLAYER_JS)
     masked_text, causal_text = gr.State(""), gr.State("")
 

@@ -233,6 +233,34 @@ LANES = {"masked": ("Masked LM", "appends [MASK], padding masks and the end toke
                        "surest first (masked diffusion); a small number marks the step that wrote each token")}
 
 
+# On a phone the lanes of a run cannot stand side by side: a switch above them shows one lane at a
+# time, all at the group's step (they move together), with its controls. Which lanes a group can
+# have, first the one shown first; a lane the run lacks has no button (style.css).
+SWITCHES = {"gen": [("masked", "Paper's way"), ("any_order", "Any order"), ("previous", "Previous run"),
+                    ("causal", "Causal LM")],
+            "fill": [("infill", "Masked LM"), ("causal", "Causal LM")]}
+
+SWITCH_JS = """
+const row = () => document.getElementById(element.querySelector('.demo-lane-switch').dataset.lanes);
+const choose = (lane) => {
+  const r = row();
+  if (r) r.dataset.shown = lane;
+  element.querySelectorAll('button').forEach((b) => b.setAttribute('aria-pressed', String(b.dataset.lane === lane)));
+};
+element.addEventListener('click', (e) => { const b = e.target.closest('button[data-lane]'); if (b) choose(b.dataset.lane); });
+choose(element.querySelector('button[data-lane]').dataset.lane);
+"""
+
+
+def lane_switch(group: str, lanes_id: str) -> gr.HTML:
+    """The switch of a group's lanes (shown on narrow screens only, style.css); ``lanes_id``: the
+    elem_id of the row that holds the group's lanes, each in a column of class ``demo-lane``."""
+    buttons = "".join(f'<button type="button" data-lane="{lane}" aria-pressed="false">{escape(name)}</button>'
+                      for lane, name in SWITCHES[group])
+    return gr.HTML(f'<div class="demo-lane-switch" role="group" aria-label="lane shown" data-lanes="{lanes_id}">'
+                   f'{buttons}</div>', elem_id=f"{group}-lane-switch", js_on_load=SWITCH_JS)
+
+
 def run_id(*parts) -> str:
     """A run's name for its player (the page starts a new run's player at step 1)."""
     return hashlib.sha1(repr(parts).encode()).hexdigest()[:12]

@@ -41,7 +41,7 @@ from .common import (
     work_text,
 )
 from .outputs import components
-from .playback import LEGEND, PLAYER_JS, playback, run_id, window_diagram
+from .playback import LEGEND, PLAYER_JS, lane_switch, playback, run_id, window_diagram
 from .settings_form import settings_of
 from .sides import KIND_NAMES, side_columns, side_pickers
 
@@ -630,16 +630,18 @@ def build(catalog: Catalog) -> TabParts:
                               elem_id="gen-any-text", interactive=False)
         any_stats = gr.HTML(elem_id="gen-any-stats")
         any_python, any_shell = reproduce_block("gen-any-reproduce")
-    with gr.Accordion("Playback: both models write, step by step", open=True):
+    with gr.Accordion("Playback: both models write, step by step", open=True, elem_classes=["demo-playback"]):
         gr.HTML(LEGEND, elem_classes=["demo-legend-block"])
-        with gr.Row(elem_id="gen-playback"):
-            with gr.Column(min_width=320):
+        lane_switch("gen", "gen-playback")
+        lane = dict(min_width=320, elem_classes=["demo-lane"])
+        with gr.Row(elem_id="gen-playback", elem_classes=["demo-lanes"]):
+            with gr.Column(**lane):
                 trace = gr.HTML(elem_id="gen-trace", js_on_load=PLAYER_JS)
-            with gr.Column(min_width=320, visible=False, elem_id="gen-any-order-column") as any_lane:
+            with gr.Column(**lane, visible=False, elem_id="gen-any-order-column") as any_lane:
                 any_trace = gr.HTML(elem_id="gen-any-trace", js_on_load=PLAYER_JS)
-            with gr.Column(min_width=320, elem_id="gen-previous-column"):  # shown when comparing
+            with gr.Column(**lane, elem_id="gen-previous-column"):  # shown when comparing
                 previous_trace = gr.HTML(elem_id="gen-previous-trace", js_on_load=PLAYER_JS)
-            with gr.Column(min_width=320):
+            with gr.Column(**lane):
                 causal_trace = gr.HTML(elem_id="gen-causal-trace", js_on_load=PLAYER_JS)
     last_run, previous_run = gr.State(None), gr.State(None)
 
