@@ -865,6 +865,51 @@ def test_a_link_after_a_lesson_step_opens_the_tab_picked_since(page, server, wid
         _screenshot(fresh, f"link-after-lesson-{width}")
 
 
+@pytest.mark.parametrize("width", [1400, 400])
+def test_a_link_after_a_lesson_step_reopens_the_lesson_at_that_step(page, server, width):
+    """A student sent a link after loading a step sees the lesson open at that step, its question
+    in view, as the sender did."""
+    with _fresh_view(page, width) as view:
+        _load_the_grid_step(view, server)
+        fresh = view.context.new_page()
+        _open(fresh, _copy_link(view, server))
+        card = fresh.locator("#lesson-card")
+        card.filter(has_text="Where does each model find the needle").wait_for()
+        assert card.is_visible() and fresh.get_by_label("8. Length generalisation").is_checked()
+
+
+def _load_step(view, title: str, tab: str) -> None:
+    view.get_by_role("button", name="Lesson:").click()
+    view.get_by_label(title).check()
+    view.locator("#lesson-card").filter(has_text=f"{tab} tab").wait_for()
+    _press(view, "#lesson-load", "lesson")
+
+
+# The needle grid's pretraining label and its plot area, in viewport pixels
+NEEDLE_LABEL_JS = """(plot) => {
+  const root = document.querySelector(plot + ' .js-plotly-plot');
+  const label = [...root.querySelectorAll('.annotation')].find((a) => a.textContent.startsWith('pretrained'));
+  return {label: label.getBoundingClientRect().bottom, cells: root.querySelector('.nsewdrag').getBoundingClientRect().top};
+}"""
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+def test_lesson_steps_5_and_8_as_a_class_sees_them(page, server, width):
+    """Steps 5 (ranking, its heatmaps) and 8 (the needle grid) run at both widths, screenshots kept
+    for the artefacts; the grid's 512-token label stands above its cells."""
+    with _fresh_view(page, width) as view:
+        _open(view, server)
+        _load_step(view, "5. Rank answers by PLL", "Ranking")
+        _press(view, "#rank-run", "rank")
+        assert "one masked copy per scored token" in view.locator("#rank-mlm-summary").inner_text()
+        _screenshot(view, f"lesson-step-5-{width}")
+        _load_step(view, "8. Length generalisation", "Length probe")
+        _press(view, "#probe-run", "probe")
+        placed = view.evaluate(NEEDLE_LABEL_JS, "#probe-mlm-plot")
+        assert placed["label"] <= placed["cells"] + 1, placed
+        _screenshot(view, f"lesson-step-8-{width}")
+
+
 # ---------------------------------------------------------------- playback across runs
 
 

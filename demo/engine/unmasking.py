@@ -67,10 +67,15 @@ class Unmasking:
     trace_top_k: int = 5
 
     @classmethod
-    def of(cls, settings) -> "Unmasking":
-        """The unmasking fields of a settings object (others ignored; missing ones default)."""
-        return cls(**{name: getattr(settings, name) for name in cls.__dataclass_fields__
-                      if hasattr(settings, name)})
+    def of(cls, settings, **fixed) -> "Unmasking":
+        """The unmasking fields of a settings object (its others ignored); ``fixed``: the fields its
+        kind has none for. A field in neither is refused: a renamed setting never quietly takes
+        the default here."""
+        missing = [name for name in cls.__dataclass_fields__ if name not in fixed and not hasattr(settings, name)]
+        if missing:
+            raise TypeError(f"{type(settings).__name__} has no {', '.join(missing)}: pass them to Unmasking.of")
+        return cls(**{name: fixed[name] if name in fixed else getattr(settings, name)
+                      for name in cls.__dataclass_fields__})
 
 
 @dataclass
