@@ -51,6 +51,7 @@ itself, speedup 1, where none is).
 """
 
 import argparse
+import math
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -201,6 +202,7 @@ def frontier_figure(path: Path, task, tallies: list[Tally], model: str) -> None:
     import plotly.graph_objects as go
 
     n, ways = tallies[0].outputs, {}
+    per_item = [max(t.passes, 1) / n for t in tallies]
     for t in tallies:
         ways.setdefault(t.name.removesuffix("+cache"), []).append(t)
     figure = go.Figure()
@@ -214,7 +216,9 @@ def frontier_figure(path: Path, task, tallies: list[Tally], model: str) -> None:
     figure.update_layout(title=f"{model}: {task.name}, {n} items: score against forward passes<br><sup>"
                                "open circle: every pass reads the whole window; dot: the block cache · "
                                "same: items written as the exact any-order decoder writes them (window · cache)</sup>",
-                         xaxis=dict(title="forward passes per item (log)", type="log"),
+                         xaxis=dict(title="forward passes per item (log)", type="log",
+                                    tickvals=[2 ** i for i in range(int(math.log2(min(per_item))),
+                                                                    math.ceil(math.log2(max(per_item))) + 1)]),
                          yaxis=dict(title=f"{task.metrics[0]} (%)"), width=900, height=560,
                          template="plotly_white")
     path.parent.mkdir(parents=True, exist_ok=True)
