@@ -137,6 +137,11 @@ def local_pair(tiny_model, decoder, tmp_path_factory):
     return pairs, folders
 
 
+def _loaded_parameters(folder: str) -> int:
+    from demo.engine.models import load_model
+    return load_model(folder).n_parameters
+
+
 def test_catalog_pairs_are_data_and_fill_both_sides(local_pair, monkeypatch):
     from demo.app.catalog import DEFAULT_PAIR, build_catalog
     pairs_file, (encoder, decoder) = local_pair
@@ -147,6 +152,9 @@ def test_catalog_pairs_are_data_and_fill_both_sides(local_pair, monkeypatch):
     assert [catalog.location(m) for m in ("encoder", "decoder")] == [encoder, decoder]
     assert catalog.default("masked").name == "encoder"  # local models first
     assert "same tokenizer" in catalog.pair_note(catalog.pairs[0])
+    # a local folder's size and family come from its files, no weights loaded; sizes as the models count them
+    entry = catalog.entry("encoder")
+    assert entry.family == "modernbert" and entry.size == f"{_loaded_parameters(encoder) / 1e6:.0f}M"
     free = catalog.free_pair_note("encoder", "decoder")  # the same two, chosen apart: nothing is claimed
     assert free.startswith("Not a matched pair: encoder") and "trained alike" in free and "same tokenizer" not in free
     monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: None)  # a Space: no local models

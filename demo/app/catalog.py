@@ -169,8 +169,17 @@ def _local_entry(path: Path, name: str = "", **fields) -> ModelEntry | None:
     if not source.local or source.kind is None:
         return None
     name = name or short_name(path)
+    fields.setdefault("size", _size_text(source.parameters))
+    fields.setdefault("family", source.family)
     return ModelEntry(name=name, kind=source.kind, label=f"{name} · local", local=True,
                       path=str(path.resolve()), **fields)
+
+
+def _size_text(parameters: int | None) -> str:
+    """A parameter count as the catalog writes sizes ("23M", "1.5B"); "" when unknown."""
+    if not parameters:
+        return ""
+    return f"{parameters / 1e9:.1f}B" if parameters >= 1e9 else f"{parameters / 1e6:.0f}M"
 
 
 def _add(entries: list[ModelEntry], entry: ModelEntry) -> ModelEntry:

@@ -12,6 +12,7 @@ Sources, in the order they are tried:
 
 import importlib.util
 import json
+import math
 import os
 import re
 import socket
@@ -39,18 +40,43 @@ class ModelSource:
     def label(self) -> str:
         return label(self.name, self.local)
 
+    def _config(self) -> dict:
+        """A local folder's config.json ({} for a Hub id, a GGUF file or an unreadable config)."""
+        if not self.local or "gguf_file" in self.extra:
+            return {}
+        try:
+            config = json.loads((Path(self.location) / "config.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return config if isinstance(config, dict) else {}
+
+    @property
+    def family(self) -> str:
+        """A local folder's ``model_type`` ("" where the files do not tell)."""
+        return str(self._config().get("model_type") or "")
+
+    @property
+    def parameters(self) -> int | None:
+        """A local folder's parameter count, from its safetensors files' headers (no weights are
+        read); None where it has none."""
+        if not self.local or "gguf_file" in self.extra:
+            return None
+        total = 0
+        for file in sorted(Path(self.location).glob("*.safetensors")):
+            try:
+                with file.open("rb") as f:
+                    header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+            except (OSError, ValueError):
+                return None
+            total += sum(math.prod(t["shape"]) for name, t in header.items() if name != "__metadata__")
+        return total or None
+
     @property
     def kind(self) -> str | None:
         """'masked' or 'causal' as far as the files tell (None for a Hub id or an unknown config)."""
         if "gguf_file" in self.extra:
             return "causal"  # transformers loads GGUF files as causal LMs only
-        if not self.local:
-            return None
-        try:
-            config = json.loads((Path(self.location) / "config.json").read_text())
-        except (OSError, ValueError):
-            return None
-        architectures = config.get("architectures") or []
+        architectures = self._config().get("architectures") or []
         if any(a.endswith(CAUSAL_SUFFIXES) for a in architectures):
             return "causal"
         if any(a.endswith("ForMaskedLM") for a in architectures):

@@ -301,8 +301,9 @@ def emd_radio(elem_id: str, masked_picker):
                   value="auto", label="DeBERTa head", elem_id=elem_id, visible=maybe_deberta(masked_picker.value),
                   info="DeBERTa was pretrained with its head reading an enhanced mask decoder, which "
                        "transformers leaves out; the paper's numbers come with it. Other models ignore this.")
-    masked_picker.change(lambda name: gr.update(visible=maybe_deberta(name)), masked_picker, radio,
-                         api_visibility="private", concurrency_limit=None, show_progress="hidden")
+    run_ends("model-pick", masked_picker.change(lambda name: gr.update(visible=maybe_deberta(name)), masked_picker,
+                                                radio, api_visibility="private", concurrency_limit=None,
+                                                show_progress="hidden", js=run_starts("model-pick")))
     return radio
 
 
@@ -385,10 +386,10 @@ def pair_picker(catalog: Catalog, elem_id: str, masked, causal):
         pair = next((p for p in catalog.pairs if (p.masked, p.causal) == (masked_name, causal_name)), None)
         return (pair.name if pair else ""), note_of(pair, masked_name, causal_name)
 
-    quick = dict(api_visibility="private", concurrency_limit=None, show_progress="hidden")
-    picker.change(choose, [picker, masked, causal], [masked, causal, note], **quick)
-    for side in (masked, causal):  # a model chosen by hand (not the pair's own change)
-        side.input(picked, [masked, causal], [picker, note], **quick)
+    quick = dict(api_visibility="private", concurrency_limit=None, show_progress="hidden", js=run_starts("pair"))
+    run_ends("pair", picker.change(choose, [picker, masked, causal], [masked, causal, note], **quick),
+             *(side.input(picked, [masked, causal], [picker, note], **quick)  # a model chosen by hand
+               for side in (masked, causal)))
     return picker
 
 

@@ -532,12 +532,10 @@ def build(catalog: Catalog) -> TabParts:
                  "speed costs. Masked LM only: a causal LM always uses its own exact cache.")
         cache_refresh = Slider(
             1, deployment().settings.max_new_tokens, value=_CORE.cache_refresh, step=1, scale=1, min_width=240,
-            visible=False,  # shown with fast or compare (below)
+            elem_classes=["demo-with-fast"],  # shown with fast or compare only (style.css)
             label="Refresh every (fast)", elem_id="gen-refresh",
             info="Fast and compare only: re-read the whole prompt every N new tokens (1 = every "
                  "token: the exact method's output, no faster).")
-    decoding.change(lambda chosen: gr.update(visible=chosen != "exact"), decoding, cache_refresh,
-                    api_visibility="private", concurrency_limit=None, show_progress="hidden")
     with gr.Row(equal_height=True):
         run = gr.Button("Generate with both models", variant="primary", elem_id="gen-run", scale=2, min_width=220)
         compare_previous = gr.Checkbox(
