@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from transformers.masking_utils import create_bidirectional_mask
 
-from .blocks import extended, read_rows
-from .queries import device_of, query_positions, rows_at
+from .blocks import attend_cached
+from .queries import last_layer_at
 
 
 def layers(base) -> list:
@@ -55,32 +55,18 @@ def encode_block(mlm, windows, start, cached, keep, room, wanted=None):
     """The layers with a key/value cache (the block encoder's contract)."""
     base = mlm.base_model
     positions = torch.arange(start, windows.shape[1], device=windows.device).expand(windows.shape[0], -1)
-    hidden = _embedded(base, windows[:, start:], positions)
-    end, kept, applied = start + hidden.shape[1], [], layers(base)
-    for i, layer in enumerate(applied):
-        cached_keys, cached_values = cached.layers[i] if cached is not None else (None, None)
-        keys, values = keys_values(layer, hidden)
-        keys, values = extended(cached_keys, start, keys), extended(cached_values, start, values)
-        kept.append((keys, values))
-        hidden = layer_at(layer, hidden[:, read_rows(i, len(applied), wanted, start)],
-                          keys.narrow(2, 0, end), values.narrow(2, 0, end))
+    hidden, kept = attend_cached(layers(base), _embedded(base, windows[:, start:], positions), start, cached,
+                                 wanted, keys_values, layer_at)
     return hidden, kept, []
 
 
 def states_at(mlm, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, rows, cols) -> torch.Tensor:
-    """The last layer's output at positions (rows[i], cols[i]) of a right-padded batch:
-    [len(rows), hidden]. The embeddings and every layer but the last run as the model's forward
-    pass runs them (its own modules and attention mask); the last layer's keys and values come
-    from every position, its queries, attention and feed-forward only at the positions read."""
+    """As ``bert.states_at``: every layer applied but the last as the model runs it, the last at
+    the positions read only."""
     base = mlm.base_model
     hidden = _embedded(base, input_ids)
     mask = create_bidirectional_mask(config=base.config, inputs_embeds=hidden, attention_mask=attention_mask)
     *before, last = layers(base)
     for layer in before:
         hidden = layer(hidden, mask)
-    device = device_of(last)
-    hidden = hidden.to(device)
-    query_at, reads = query_positions(rows, cols, input_ids.shape[0], device)
-    keys, values = keys_values(last, hidden)
-    padding = None if attention_mask is None else attention_mask.to(device).bool()[:, None, None, :]
-    return layer_at(last, rows_at(hidden, query_at), keys, values, padding)[reads]
+    return last_layer_at(last, hidden, attention_mask, rows, cols, keys_values, layer_at)

@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 from transformers.masking_utils import create_bidirectional_mask
 
-from .blocks import extended, read_rows
-from .queries import device_of, query_positions, rows_at
+from .blocks import attend_cached
+from .queries import last_layer_at
 
 
 def _positions(base, windows: torch.Tensor) -> torch.Tensor:
@@ -48,14 +48,7 @@ def encode_block(mlm, windows, start, cached, keep, room, wanted=None):
     base = mlm.base_model
     hidden = base.embeddings(input_ids=windows[:, start:],
                              position_ids=_positions(base, windows)[:, start:])
-    end, kept = start + hidden.shape[1], []
-    for i, layer in enumerate(base.encoder.layer):
-        cached_keys, cached_values = cached.layers[i] if cached is not None else (None, None)
-        keys, values = keys_values(layer, hidden)
-        keys, values = extended(cached_keys, start, keys), extended(cached_values, start, values)
-        kept.append((keys, values))
-        hidden = layer_at(layer, hidden[:, read_rows(i, len(base.encoder.layer), wanted, start)],
-                          keys.narrow(2, 0, end), values.narrow(2, 0, end))
+    hidden, kept = attend_cached(list(base.encoder.layer), hidden, start, cached, wanted, keys_values, layer_at)
     return hidden, kept, []
 
 
@@ -72,9 +65,4 @@ def states_at(mlm, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
     *before, last = base.encoder.layer
     for layer in before:
         hidden = layer(hidden, mask)
-    device = device_of(last)
-    hidden = hidden.to(device)
-    query_at, reads = query_positions(rows, cols, input_ids.shape[0], device)
-    keys, values = keys_values(last, hidden)
-    padding = None if attention_mask is None else attention_mask.to(device).bool()[:, None, None, :]
-    return layer_at(last, rows_at(hidden, query_at), keys, values, padding)[reads]
+    return last_layer_at(last, hidden, attention_mask, rows, cols, keys_values, layer_at)

@@ -47,3 +47,19 @@ def extended(buffer: torch.Tensor | None, start: int, block: torch.Tensor, dim: 
         buffer = grown
     buffer.narrow(dim, start, block.shape[dim]).copy_(block)
     return buffer
+
+
+def attend_cached(layers: list, hidden: torch.Tensor, start: int, cached, wanted, keys_values, layer_at):
+    """The layers of families whose attention is plain (BERT's, ALBERT's) over a block:
+    ``keys_values(layer, hidden)`` gives a layer's keys and values, ``layer_at(layer, rows, keys,
+    values)`` its output at ``rows``; each layer's keys and values are kept with the cache's (the
+    block encoder's contract). Returns (the block's hidden states, the kept layers)."""
+    end, kept = start + hidden.shape[1], []
+    for i, layer in enumerate(layers):
+        cached_keys, cached_values = cached.layers[i] if cached is not None else (None, None)
+        keys, values = keys_values(layer, hidden)
+        keys, values = extended(cached_keys, start, keys), extended(cached_values, start, values)
+        kept.append((keys, values))
+        hidden = layer_at(layer, hidden[:, read_rows(i, len(layers), wanted, start)],
+                          keys.narrow(2, 0, end), values.narrow(2, 0, end))
+    return hidden, kept

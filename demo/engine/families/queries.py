@@ -33,3 +33,16 @@ def rows_at(states: torch.Tensor, query_at: torch.Tensor) -> torch.Tensor:
 def device_of(layer) -> torch.device:
     """Where a layer's weights are (a model spread over devices puts layers apart)."""
     return next(layer.parameters()).device
+
+
+def last_layer_at(last, hidden: torch.Tensor, attention_mask: torch.Tensor | None, rows, cols,
+                  keys_values, layer_at) -> torch.Tensor:
+    """A plain-attention last layer (BERT's, ALBERT's) at the positions read, from its input
+    ``hidden`` [batch, length, width]: its keys and values from every position, its queries,
+    attention and feed-forward only at (rows[i], cols[i]); padding masked. [len(rows), width]."""
+    device = device_of(last)
+    hidden = hidden.to(device)
+    query_at, reads = query_positions(rows, cols, hidden.shape[0], device)
+    keys, values = keys_values(last, hidden)
+    padding = None if attention_mask is None else attention_mask.to(device).bool()[:, None, None, :]
+    return layer_at(last, rows_at(hidden, query_at), keys, values, padding)[reads]
