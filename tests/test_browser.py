@@ -517,9 +517,11 @@ def test_the_results_tab_fits_the_screen(page, server, width):
 
 
 def _frame_shown(lane):
-    """The step (0-based) of the frame a playback lane shows; every other frame is hidden."""
+    """The step (0-based) of the frame a playback lane shows; every other frame is hidden. (On a
+    phone the lane itself may be switched away: then the frame it would show.)"""
     shown = [i for i, visible in enumerate(lane.locator(".demo-step").evaluate_all(
-        "frames => frames.map(f => !f.hidden && f.offsetParent !== null)")) if visible]
+        "frames => frames.map(f => !f.hidden && (f.offsetParent !== null"
+        " || getComputedStyle(f.closest('.demo-lane')).display === 'none'))")) if visible]
     assert len(shown) == 1, shown
     return shown[0]
 
@@ -529,7 +531,7 @@ def test_the_playback_plays_to_the_end_and_scrubs_to_any_step(page, server, widt
     """One frame at a time, both models at the same step; play runs to the last step; the
     scrubber shows step k with its predicted [MASK] and end token on screen; with reduced motion
     nothing plays or slides, and the step buttons reach every frame. The page, after one
-    generation at 1400 px, stays under 2,600 px tall."""
+    generation at 1400 px, stays under 2,700 px tall."""
     with _fresh_view(page, width, reduced_motion=motion) as view:
         _open(view, server)
         view.locator("#gen-prompt textarea").fill("Input: sane\nOutput: insane\n\nInput: happy\nOutput:")
@@ -541,7 +543,9 @@ def test_the_playback_plays_to_the_end_and_scrubs_to_any_step(page, server, widt
         assert _frame_shown(masked) == 0 and _frame_shown(causal) == 0
         if width == 1400 and motion == "no-preference":
             height = view.evaluate("() => document.documentElement.scrollHeight")
-            assert height < 2600, height  # (with the log-likelihood line and the any-order option)
+            # (with the log-likelihood line, the any-order option, the note on the two models chosen
+            # and 44 px player controls)
+            assert height < 2700, height
 
         k = n // 2
         masked.locator(".demo-scrub").fill(str(k))

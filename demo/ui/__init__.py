@@ -8,6 +8,7 @@
 - ``prompting``     the Prompting tab: generation, masked vs causal
 - ``infill_tab``    the Infill tab: a blank in the middle, masked vs causal
 - ``playback``      decoding playback: the steps of a generation as frames of a player
+- ``scroll_hint``   boxes that scroll sideways say so
 - ``ranking``       the Ranking tab: PLL and causal scores, heatmaps
 - ``pll_copies``    one candidate's PLL masked copies as rows, and the causal LM's pass, as HTML
 - ``length_probe``  the Length probe tab: needle grids
