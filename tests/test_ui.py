@@ -682,6 +682,14 @@ def test_compare_counts_as_two_generations_for_every_cap(standin_mlm, monkeypatc
     once, twice = seconds(**big, decoding="fast"), seconds(**big, decoding="compare")
     assert common.GPU_SECONDS[0] < once < twice <= common.GPU_SECONDS[1]
 
+    # scoring both fills loads both models: each one's work is asked for
+    from demo.ui import infill_tab
+    both = common.gpu_seconds(infill_tab.rank_both, None, infill_tab.fills_estimate, infill_tab.RANK_BOTH_MODELS)
+    one = common.gpu_seconds(infill_tab.rank_both, None, infill_tab.fills_estimate, ("masked_name",))
+    texts = dict(masked_text="word " * 300, causal_text="word " * 300, masked_name="microsoft/deberta-v2-xlarge",
+                 causal_name="microsoft/deberta-v2-xlarge")
+    assert common.GPU_SECONDS[0] < one(**texts) < both(**texts) <= common.GPU_SECONDS[1]
+
 
 # ---------------------------------------------------------------- Length probe: exact or fast
 

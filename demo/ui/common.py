@@ -113,7 +113,7 @@ def shows_errors(error_outputs):
     return decorate
 
 
-def on_gpu(fn, runs=None, estimate=None):
+def on_gpu(fn, runs=None, estimate=None, models=("model_name",)):
     """ZeroGPU's ``spaces.GPU`` when that package is installed (a Space), else the function itself.
 
     The GPU is asked for as long as this request needs (:func:`gpu_seconds`; ``runs`` and
@@ -125,17 +125,18 @@ def on_gpu(fn, runs=None, estimate=None):
         import spaces
     except ImportError:
         return fn
-    return spaces.GPU(duration=gpu_seconds(fn, runs, estimate))(fn)
+    return spaces.GPU(duration=gpu_seconds(fn, runs, estimate, models))(fn)
 
 
 GPU_GFLOPS = 20_000.0  # sustained float32 speed assumed on a ZeroGPU slice (an A100 share)
 GPU_SECONDS = (15, 120)  # the least asked for (loading a model, moving it) and the most
 
 
-def gpu_seconds(fn, runs=None, estimate=None):
+def gpu_seconds(fn, runs=None, estimate=None, models=("model_name",)):
     """A function of the handler's own arguments: the seconds its request needs, from the work
-    its ``estimate`` declares (as for :func:`handler`; the catalog's parameter count, else 1B)
-    times the model runs one request makes; the least when it declares none."""
+    its ``estimate`` declares for each model it loads (as for :func:`handler`; the catalog's
+    parameter count, else 1B) times the model runs one request makes; the least when it declares
+    none."""
     signature = inspect.signature(fn)
 
     def seconds(*args, **kwargs) -> int:
@@ -143,11 +144,13 @@ def gpu_seconds(fn, runs=None, estimate=None):
         low, high = GPU_SECONDS
         if estimate is None:
             return low
-        entry = deployment().catalog.entry(str(given.get("model_name") or ""))
-        kind = entry.kind if entry else "masked"  # unknown: the costlier kind
-        parameters = _parameters(entry.size if entry else "") or 1e9
-        work = estimate(given, kind, parameters)
-        return int(min(high, low + max(0.0, _runs(runs, given) * work.seconds(GPU_GFLOPS))))
+        work = 0.0
+        for argument in models:
+            entry = deployment().catalog.entry(str(given.get(argument) or ""))
+            kind = entry.kind if entry else "masked"  # unknown: the costlier kind
+            parameters = _parameters(entry.size if entry else "") or 1e9
+            work += estimate(given, kind, parameters).seconds(GPU_GFLOPS)
+        return int(min(high, low + max(0.0, _runs(runs, given) * work)))
     return seconds
 
 
@@ -263,7 +266,7 @@ def with_arguments(arguments: str):
     return decorate
 
 
-def handler(error_outputs, runs=None, estimate=None):
+def handler(error_outputs, runs=None, estimate=None, models=("model_name",)):
     """What every model-running handler gets: messages in its outputs (``error_outputs`` maps the
     message to them), a per-visitor share on a public Space, a GPU slot on ZeroGPU, and a wait
     for the background import of the core.
@@ -271,10 +274,11 @@ def handler(error_outputs, runs=None, estimate=None):
     ``runs``, a function of the handler's arguments by name, says how many model runs one call
     makes (default one): each counts against the visitor's share and the GPU time asked for.
     ``estimate(arguments, kind, parameters)`` declares the work of one run (a ``budget.Work``),
-    estimated before the model loads, from which ZeroGPU's time is asked (default: the least).
+    estimated before the model loads, from which ZeroGPU's time is asked (default: the least);
+    ``models``: the arguments that name the models one run loads (the work is estimated for each).
     """
     return lambda fn: shows_errors(error_outputs)(
-        _first(_counts_runs(runs))(_first(_core_imported)(on_gpu(fn, runs, estimate))))
+        _first(_counts_runs(runs))(_first(_core_imported)(on_gpu(fn, runs, estimate, models))))
 
 
 def load(name: str, kind: str | None, emd: str = "auto"):

@@ -193,7 +193,10 @@ def infill_causal(text, model_name, order, blank_tokens, seed, progress=gr.Progr
                                               group="fill"))
 
 
-@handler(lambda text: text, estimate=fills_estimate)
+RANK_BOTH_MODELS = ("masked_name", "causal_name")  # both models score both texts
+
+
+@handler(lambda text: text, estimate=fills_estimate, models=RANK_BOTH_MODELS)
 def rank_both(masked_text, causal_text, masked_name, causal_name, emd="auto"):
     """Both filled texts scored whole by both models (their own measures): which fill does each
     model like better? Its own step, with its own budget: when scoring is too big, the fills
