@@ -503,3 +503,38 @@ def test_every_mcp_tool_answers_a_plain_call_one_part_per_output(app, client):
     assert not over_sse.isError and len(over_sse.content) == returns["/rank_causal"]
     assert over_sse.content[1].text == results[1].content[1].text  # the same table
 
+
+
+def public_surface(url: str) -> dict:
+    """What API clients and agents build on: each endpoint's parameters in order, each with its
+    default (the model pickers' defaults left out: they name whatever models this machine serves),
+    and each MCP tool's parameters with theirs."""
+    import json
+    import urllib.request
+
+    def default(name, value):
+        return None if name.endswith("model_name") or name.endswith("_name") else value
+
+    with urllib.request.urlopen(url + "gradio_api/info", timeout=30) as response:
+        endpoints = json.load(response)["named_endpoints"]
+    with urllib.request.urlopen(url + "gradio_api/mcp/schema", timeout=30) as response:
+        tools = json.load(response)
+    return {"endpoints": {name: [[p["parameter_name"], p["parameter_has_default"],
+                                  default(p["parameter_name"], p.get("parameter_default"))]
+                                 for p in info["parameters"]] for name, info in sorted(endpoints.items())},
+            "tools": {tool["name"]: {key: default(key, schema.get("default"))
+                                     for key, schema in tool["inputSchema"]["properties"].items()}
+                      for tool in sorted(tools, key=lambda t: t["name"])}}
+
+
+def test_the_public_api_is_the_recorded_one(app):
+    """Endpoint names, their parameters' names, order and defaults, and the MCP tools' parameters
+    and defaults, as recorded in tests/public_api.json: a change to the page's wiring cannot move
+    the API under its clients by accident. A deliberate change rewrites the file (the message says
+    how) and says so in its commit."""
+    import json
+    recorded = Path(__file__).with_name("public_api.json")
+    served = public_surface(app.url)
+    assert json.loads(recorded.read_text()) == json.loads(json.dumps(served)), (
+        "The served API differs from tests/public_api.json; if that is meant, write it anew with "
+        "tests.test_app_api.public_surface(url) and say why in the commit.")
