@@ -504,7 +504,6 @@ def test_every_mcp_tool_answers_a_plain_call_one_part_per_output(app, client):
     assert over_sse.content[1].text == results[1].content[1].text  # the same table
 
 
-
 def public_surface(url: str) -> dict:
     """What API clients and agents build on: each endpoint's parameters in order, each with its
     default (the model pickers' defaults left out: they name whatever models this machine serves),
@@ -513,7 +512,7 @@ def public_surface(url: str) -> dict:
     import urllib.request
 
     def default(name, value):
-        return None if name.endswith("model_name") or name.endswith("_name") else value
+        return None if name.endswith("_name") else value
 
     with urllib.request.urlopen(url + "gradio_api/info", timeout=30) as response:
         endpoints = json.load(response)["named_endpoints"]

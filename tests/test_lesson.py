@@ -211,7 +211,8 @@ def _two_ways(app, ran):
 
 
 def _copa(app, ran, number):
-    """(right masks, one mask, causal) scores of COPA's right and wrong cause, as step ``number`` shows them."""
+    """(right masks, one mask, causal) scores of COPA's right and wrong cause: step 5's with right
+    masks and causal, and with one mask from step ``number``'s inputs."""
     candidates = presets("ranking")["COPA: shadow over the grass (cause)"]["candidates"]  # the right cause first
     one_mask = run_request(app, "rank_mlm", ran[number].loaded, {"rank-variant": "salazar"})
     return (ranked(ran[5].views["rank_mlm"], "rank-mlm-summary", candidates),

@@ -169,7 +169,8 @@ def _local_entry(path: Path, name: str = "", **fields) -> ModelEntry | None:
     if not source.local or source.kind is None:
         return None
     name = name or short_name(path)
-    fields.setdefault("size", _size_text(source.parameters))
+    if "size" not in fields:
+        fields["size"] = _size_text(source.parameters)
     fields.setdefault("family", source.family)
     return ModelEntry(name=name, kind=source.kind, label=f"{name} · local", local=True,
                       path=str(path.resolve()), **fields)
@@ -177,7 +178,7 @@ def _local_entry(path: Path, name: str = "", **fields) -> ModelEntry | None:
 
 def _size_text(parameters: int | None) -> str:
     """A parameter count as the catalog writes sizes ("23M", "1.5B"); "" when unknown."""
-    if not parameters:
+    if not parameters or parameters < 500_000:  # (would read "0M")
         return ""
     return f"{parameters / 1e9:.1f}B" if parameters >= 1e9 else f"{parameters / 1e6:.0f}M"
 

@@ -42,12 +42,6 @@ class FastBand:
     speedup: float  # wall clock, exact / this setting
     model: str  # the model measured
 
-    def describe(self) -> str:
-        """The band in a sentence, for a page or a log."""
-        return (f"stride {self.stride}, near-ties within {self.rescore_band:g} nats scored again exactly: "
-                f"kept the exact ranking in {self.agreement:.1%} (95% interval {self.low:.1%} to "
-                f"{self.high:.1%}) of {self.rankings} rankings of {self.model} at {self.speedup:.1f}x")
-
 
 @cache
 def fast_bands() -> tuple[FastBand, ...]:

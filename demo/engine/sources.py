@@ -66,9 +66,9 @@ class ModelSource:
             try:
                 with file.open("rb") as f:
                     header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
-            except (OSError, ValueError):
+                total += sum(math.prod(t["shape"]) for name, t in header.items() if name != "__metadata__")
+            except (OSError, ValueError, AttributeError, KeyError, TypeError):  # not a header we can read
                 return None
-            total += sum(math.prod(t["shape"]) for name, t in header.items() if name != "__metadata__")
         return total or None
 
     @property

@@ -132,7 +132,7 @@ def _span_text(band) -> str:
     return f"candidates of {band.span_min} {top} tokens"
 
 
-def fast_note(lm, choices, settings: ScoringSettings, band, reads=None, seconds: float = 0.0) -> str:
+def fast_note(lm, choices, settings: ScoringSettings, band, reads, seconds: float) -> str:
     """With fast scoring: how this ranking was scored (``band``: its ``fast_plan``; ``reads``: what
     it read, as counted), what exact scoring would have read, and why (HTML); empty without it."""
     from ..engine.pll import scored_span, tokens_read

@@ -12,11 +12,11 @@ HINT_JS = """
 if (!window.demoScrollHints) {
   window.demoScrollHints = true;
   let queued = false;
-  const mark = () => {
+  const mark = () => {  // a parent holding several boxes says so when any of them scrolls
     queued = false;
-    document.querySelectorAll('%s').forEach((box) => {
-      box.parentElement.classList.toggle('demo-scrolls', box.scrollWidth > box.clientWidth + 1);
-    });
+    const boxes = [...document.querySelectorAll('%s')];
+    const scrolling = new Set(boxes.filter((b) => b.scrollWidth > b.clientWidth + 1).map((b) => b.parentElement));
+    boxes.forEach((b) => b.parentElement.classList.toggle('demo-scrolls', scrolling.has(b.parentElement)));
   };
   const soon = () => { if (!queued) { queued = true; requestAnimationFrame(mark); } };
   new MutationObserver(soon).observe(document.body, { childList: true, subtree: true });
