@@ -111,7 +111,9 @@ def task_items(lm, name: str, items: int, min_span: int = 0) -> tuple[list[list]
     run = plan(lm, task, RunSettings(shots=0, limit=items), ScoringSettings())
     sets = [[Choice(context, completion, candidate) for (context, completion), candidate in
              zip(choice_items(task, e, [], run.score), e.candidates)] for e in run.examples]
-    return [s for s in sets if scored_span(lm, s, run.scoring) >= min_span], run.scoring
+    if min_span:
+        sets = [s for s in sets if scored_span(lm, s, run.scoring) >= min_span]
+    return sets, run.scoring
 
 
 def timed(lm, sets, settings) -> tuple[list[list[float]], float, list[int]]:

@@ -282,7 +282,10 @@ def _results(app, ran):
     frame = load_results()
     tables = set(frame[frame.paper == SAMUEL].table)
     assert {"Table 5", "Table 6"} <= tables
-    return ["(BERTs paper, table 6 and figure 1)", "Ranking methods: the paper's Table 5 beside our runs"]
+    from demo.ui.results_tab import ABLATION_TITLE
+    opened = next(b for b in app.blocks.values() if getattr(b, "elem_id", None) == "results-ablation")
+    assert opened.label == ABLATION_TITLE  # the section the page shows under that heading
+    return ["(BERTs paper, table 6 and figure 1)", ABLATION_TITLE]
 
 
 GUIDE = {1: _infill, 2: _appending, 3: _padding, 4: _two_ways, 5: _pll, 6: _right_masks, 7: _decoder,

@@ -175,16 +175,16 @@ def _kept_line(step, agrees: str) -> str:
     return f"wrote {len(step.written_tokens)}: {tokens} (the top guesses shown are the leftmost one's){again}"
 
 
-def _written_through(steps, k: int) -> int:
-    """Any-order writing: the tokens written by the end of step k (a token masked again is not)."""
-    written = set()
-    for step in steps[:k + 1]:
-        written |= set(step.written or [])
-        written -= set(step.remasked or [])
-    return len(written)
+def _written_counts(steps) -> list[int]:
+    """Any-order writing: per step, the tokens written by its end (a token masked again is not)."""
+    written, counts = set(), []
+    for step in steps:
+        written = (written | set(step.written or [])) - set(step.remasked or [])
+        counts.append(len(written))
+    return counts
 
 
-def _frame(steps, k: int, lane: str) -> str:
+def _frame(steps, k: int, written: list[int] | None) -> str:
     step = steps[k]
     blanks, newest, written_at = _filled(steps, k)
     top_token = step.top[0][0] if step.top else None
@@ -204,10 +204,9 @@ def _frame(steps, k: int, lane: str) -> str:
     hidden = " hidden" if k else ""
     # any-order writing counts its own steps (passes) and the tokens written by each: the page's
     # counter says the same (ENGINE_JS reads data-written)
-    written = (f' data-written="{_written_through(steps, k)}"' if lane == "any_order" else "")
-    tokens = (f" · {_written_through(steps, k)} of {_written_through(steps, len(steps) - 1)} tokens written"
-              if written else "")
-    return (f'<div class="demo-step" data-step="{k}"{written}{hidden}><div class="demo-step-head">Step {k + 1} of '
+    counted = f' data-written="{written[k]}"' if written else ""
+    tokens = f" · {written[k]} of {written[-1]} tokens written" if written else ""
+    return (f'<div class="demo-step" data-step="{k}"{counted}{hidden}><div class="demo-step-head">Step {k + 1} of '
             f'{len(steps)}{tokens}{_refresh(step)}</div>{_work(steps, k)}{_window(step, blanks, newest, written_at)}'
             f'<div class="demo-kept-line">{_kept_line(step, agrees)}</div>{_guesses(step)}{beams}</div>')
 
@@ -275,15 +274,15 @@ def playback(steps, lane: str, run: str = "", note: str | None = None, group: st
         return ""
     title, how = LANES[lane]
     marker = f'<div class="demo-lane-how">{escape(note)}</div>' if note else ""
+    written = _written_counts(steps) if lane == "any_order" else None
     tokens, position = "", f"step 1 of {len(steps)}"
-    if lane == "any_order":
-        total = _written_through(steps, len(steps) - 1)
-        tokens, position = f' data-tokens="{total}"', f"{position} · {_written_through(steps, 0)} of {total} tokens written"
+    if written:
+        tokens, position = f' data-tokens="{written[-1]}"', f"{position} · {written[0]} of {written[-1]} tokens written"
     return (f'<div class="demo-player" data-group="{escape(group)}" data-lane="{escape(lane)}" '
             f'data-run="{escape(run)}"{tokens}><div class="demo-player-title">{title}</div>'
             f'<div class="demo-lane-how">{how}</div>{marker}' + _controls(len(steps), position)
             + '<div class="demo-lane-note">Follows the masked LM\'s player.</div>'
-            + "".join(_frame(steps, k, lane) for k in range(len(steps))) + "</div>")
+            + "".join(_frame(steps, k, written) for k in range(len(steps))) + "</div>")
 
 
 # The appended-mask window, two steps of it, in the playback's colours (style.css gives the

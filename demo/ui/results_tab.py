@@ -106,6 +106,9 @@ that runs the same ablation on it.
 """
 
 
+ABLATION_TITLE = "Ranking methods: the paper's Table 5 beside our runs"
+
+
 def _ranking_ablation(frame: pd.DataFrame, colours: dict[str, str]) -> gr.Accordion:
     """The paper's Table 5 beside our runs by ranking method: a table and a figure, drawn once
     from every row (the filters above leave it as it is), in a closed opener (returned: a lesson
@@ -114,7 +117,7 @@ def _ranking_ablation(frame: pd.DataFrame, colours: dict[str, str]) -> gr.Accord
     from ..evaluation.results import ablation_table, ranking_ablation
 
     rows = ranking_ablation(frame)
-    with gr.Accordion("Ranking methods: the paper's Table 5 beside our runs", open=False,
+    with gr.Accordion(ABLATION_TITLE, open=False,
                       elem_id="results-ablation") as opener:
         gr.Markdown(ABLATION_NOTE)
         gr.Dataframe(value=ablation_table(rows), label="Score by ranking method (%)", interactive=False,
