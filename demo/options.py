@@ -1,5 +1,5 @@
 """Command-line options from the settings dataclasses (``demo.settings``): each field an option,
-its metadata's ``help`` the option's help, its type and default the option's.
+its declaration's help the option's help, its type and default the option's.
 
     --max_new_tokens, --max-new-tokens N   an int field (both spellings of a name with "_")
     --strategy {greedy,beam,sample}        a Literal field: its values are the choices
@@ -16,6 +16,8 @@ import argparse
 import dataclasses
 import types
 import typing
+
+from .settings import help_line
 
 
 def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
@@ -47,13 +49,22 @@ def _without_none(annotation):
 
 def _add_option(parser: argparse.ArgumentParser, f: dataclasses.Field, kind) -> None:
     names = [f"--{f.name}"] + ([f"--{f.name.replace('_', '-')}"] if "_" in f.name else [])
-    metadata = dict(f.metadata)
-    aliases = metadata.pop("aliases", [])
-    parser.add_argument(*names, *([aliases] if isinstance(aliases, str) else aliases),
-                        **metadata, **_typed(f, kind))
+    aliases = f.metadata.get("aliases", [])
+    help = option_help(f)
+    parser.add_argument(*names, *([aliases] if isinstance(aliases, str) else aliases), help=help,
+                        **_typed(f, kind))
     if kind is bool and f.default is True:  # a true default can be turned off
         parser.add_argument(f"--no_{f.name}", f"--no-{f.name.replace('_', '-')}", action="store_false",
-                            dest=f.name, **metadata, default=False)
+                            dest=f.name, help=help, default=False)
+
+
+def option_help(f: dataclasses.Field) -> str | None:
+    """An option's help: the setting's one line (``demo.settings.help_line``), then what only the
+    command line says (``more``), on a line of its own."""
+    if "help" not in f.metadata:
+        return None
+    more = f.metadata.get("more")
+    return help_line(f) + (f"\n{more}" if more else "")
 
 
 def _typed(f: dataclasses.Field, kind) -> dict:

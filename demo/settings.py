@@ -17,8 +17,11 @@ never wait for torch.
   only place they are read (``spaces_config/settings.env`` lists them, a test keeps both equal).
 """
 
+import dataclasses
 import math
 import os
+import types
+import typing
 import unicodedata
 from dataclasses import dataclass, field, fields
 from typing import Literal
@@ -43,8 +46,12 @@ CACHE_MODES = ("exact", "prefix")  # masked-LM generation: demo.engine.prefix_ca
 MAX_NEW_TOKENS_CAP = 512  # every step of the exact MLM method re-encodes the whole window
 MAX_PADDING_MASKS = 16
 MAX_BEAMS = 16
+MAX_SHOTS = 64  # demonstrations a sweep may put before each item
+MAX_TEMPERATURE = 5.0
+MAX_REPETITION_PENALTY = 2.0  # 1 is off; beyond 2 every repeat is all but barred
 SCORE_SPANS = ("answer", "suffix", "example")
 UNMASKING_ORDERS = ("left_to_right", "confidence", "random")  # demo.engine.unmasking
+ORDERS_SHOWN = {"confidence": "most confident first", "left_to_right": "left to right", "random": "random"}
 WINDOWS = ("slide", "block")  # how a masked LM's masks follow the text (demo.engine.unmasking)
 MAX_TOKENS_PER_STEP = 64
 INFILL_STRATEGIES = ("greedy", "sample")
@@ -99,8 +106,108 @@ def _shown(value) -> str:
 
 # ---------------------------------------------------------------- checks
 
-def _help(text: str, **extra) -> dict:
-    return {"help": text, **extra}
+# ---------------------------------------------------------------- declarations
+
+# What a setting's declaration may say, beside its default (``setting``'s keywords). One
+# declaration feeds the page's widget, the API's argument line (and so the MCP tool's schema), the
+# command line's option and the validation, so none of them can drift from another.
+DECLARED = {
+    "help": "one line: the widget's info, the API's argument line, the option's first line",
+    "more": "what only the command line's help adds after that line",
+    "applies": "the models or modes it acts in ('masked LMs', 'sampling only'), said before the help",
+    "low": "the least value (inclusive)",
+    "high": "the largest value (inclusive); a field's name: that field's value",
+    "step": "a slider's step (a number setting's resolution on the page)",
+    "label": "the widget's label, for a setting the page shows",
+    "shown": "{value: the page's words for it}, for a choice",
+    "off": "the widget's value that leaves an optional setting unset (the core's default)",
+    "cap": "the AppSettings field that bounds it further on a deployment (check_caps)",
+    "what": "its name in messages (default: the field's name)",
+    "aliases": "more command-line names",
+}
+
+
+def setting(default=dataclasses.MISSING, help: str = "", *, factory=None, **declared):
+    """A settings dataclass field and its declaration (``DECLARED`` says what it may hold)."""
+    unknown = set(declared) - set(DECLARED)
+    if unknown or not help:
+        raise TypeError(f"A setting needs a help line and only the keys of DECLARED, not {sorted(unknown)}.")
+    metadata = {"help": help, **declared}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def help_line(f: dataclasses.Field) -> str:
+    """A setting's one line: where it applies, then what it does."""
+    applies = f.metadata.get("applies")
+    return f"{applies[0].upper()}{applies[1:]}: {f.metadata['help']}" if applies else f.metadata["help"]
+
+
+def bounds(settings, name: str) -> tuple:
+    """(low, high) of a declared setting, a high that names a field read from ``settings`` (an
+    instance, or the class for its defaults)."""
+    f = {f.name: f for f in fields(settings)}[name]
+    low, high = f.metadata.get("low"), f.metadata.get("high")
+    if isinstance(high, str):
+        high = getattr(settings, high) if not isinstance(settings, type) else _default(settings, high)
+    return low, high
+
+
+def _default(cls, name: str):
+    """A field's default, or a class attribute's value (``GenerationSettings.max_new_tokens_cap``)."""
+    f = {f.name: f for f in fields(cls)}.get(name)
+    if f is None:
+        return getattr(cls, name)
+    return f.default if f.default is not dataclasses.MISSING else f.default_factory()
+
+
+def choices_of(cls, name: str) -> tuple:
+    """A choice setting's values, from its ``Literal`` type."""
+    return typing.get_args(kind_of(typing.get_type_hints(cls)[name])[0])
+
+
+def kind_of(hint) -> tuple:
+    """(the type a field holds, whether None is allowed)."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return (args[0] if len(args) == 1 else hint), len(args) < len(typing.get_args(hint))
+    return hint, False
+
+
+def check_declared(settings) -> None:
+    """Every field of ``settings`` against its declaration: a choice among its type's values, a
+    flag true or false, a number of its kind within its bounds; None only where the type allows."""
+    hints = typing.get_type_hints(type(settings))
+    for f in fields(settings):
+        value, (kind, optional) = getattr(settings, f.name), kind_of(hints[f.name])
+        name = f.metadata.get("what", f.name)
+        if optional and value is None:
+            continue
+        if typing.get_origin(kind) is typing.Literal:
+            _choice(value, name, typing.get_args(kind))
+        elif kind is bool:
+            _flag(value, name)
+        elif kind in (int, float) and "low" in f.metadata:
+            low, high = bounds(settings, f.name)
+            if kind is int:
+                _whole(value, name, low, high)
+            else:
+                within = f"a number from {low:g} to {high:g}" if high is not None else f"a number >= {low:g}"
+                _number(value, name, lambda v: v >= low and (high is None or v <= high), within)
+
+
+def check_caps(cls, values: dict, app) -> None:
+    """The bounds a deployment (an AppSettings) sets on top of the declarations' (``cap``), on
+    the values a request gives ``cls`` (by field name), before anything else is checked."""
+    for f in fields(cls):
+        cap, value = f.metadata.get("cap"), values.get(f.name)
+        if cap is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if value > getattr(app, cap):
+            limit = {f.name: f for f in fields(app)}[cap]
+            raise ValueError(f"{f.metadata.get('what', f.name)} may be at most {getattr(app, cap)} per request "
+                             f"here ({limit.metadata['help']}); you asked for {value}.")
 
 
 def _whole(value, name: str, low: int | None = None, high: int | None = None, optional=False):
@@ -121,19 +228,10 @@ def _number(value, name: str, check, what: str):
 
 
 def _check_sampling(settings) -> None:
-    """Temperature, top-k and top-p of settings that may sample (generation, infilling)."""
+    """The temperature of settings that sample (generation, infilling): above 0."""
     if settings.strategy == "sample":
         _number(settings.temperature, "temperature", lambda v: v > 0,
                 "> 0 for sampling (use strategy='greedy' for the deterministic limit)")
-    else:  # not used, but still a number
-        _number(settings.temperature, "temperature", lambda v: v >= 0, "a number >= 0")
-    _whole(settings.top_k, "top_k", 0)
-    _number(settings.top_p, "top_p", lambda v: 0 < v <= 1, "in (0, 1] (1 turns it off)")
-
-
-def _check_padding_masks(value) -> None:
-    """Masks after the predicted one: generation's, the decoder's likelihood's, the needle grid's."""
-    _whole(value, "padding_masks", 0, MAX_PADDING_MASKS, optional=True)
 
 
 def _flag(value, name: str):
@@ -162,37 +260,34 @@ def cache_used(cache: str, kind: str) -> str:
 @dataclass(frozen=True)
 class ModelSettings:
     """Which model to load and where (the command line's model options)."""
-    model: str = field(metadata=_help(
+    model: str = setting(help=
         "Hugging Face Hub id, local model folder or .gguf file, a local model's short name, or a "
-        "pair's name (mlm-icl models lists them)"))
-    kind: Literal[KINDS] | None = field(default=None, metadata=_help(
-        "load as a masked or causal LM (default: the family's natural kind)"))
-    device: str = field(default="auto", metadata=_help("cpu, cuda, cuda:1, ... (auto: cuda if any)"))
-    dtype: Literal[DTYPES] = field(default="float32", metadata=_help(
-        "weights' precision. float32: exact. float16: scores moved by at most 0.09 nats, every "
-        "ranking and greedy output kept, no faster on a CPU. bfloat16: 1.6-2.3x faster scoring on "
-        "an AVX-512 CPU, scores moved by up to 0.5 nats, near-ties can flip, 2 of 12 greedy "
-        "outputs changed. On an H100 float16 kept everything and scored 1.3-2.5x faster "
-        "(benchmarks/bench_precision.py, docs/method.md section 3)"))
-    trust_remote_code: bool = field(default=False, metadata=_help(
-        "allow Hub code for the allowlisted models, at their pinned commits (demo.engine.models)"))
-    revision: str | None = field(default=None, metadata=_help("Hub branch, tag or commit to load"))
-    threads: int | None = field(default=None, metadata=_help(
-        "torch CPU threads (1 is fastest on a crowded machine)"))
-    emd: Literal[EMD_MODES] = field(default="auto", metadata=_help(
-        "DeBERTa's head: 'on' reads the enhanced mask decoder (as Microsoft pretrained it, the "
-        "BERTs paper's model), 'off' the last layer (transformers' DebertaForMaskedLM); 'auto' is "
-        "on where the checkpoint holds the position table the decoder needs. Other families: "
-        "ignored"))
+        "pair's name (mlm-icl models lists them)")
+    kind: Literal[KINDS] | None = setting(None, "load as a masked or causal LM (default: the family's natural kind)",
+                                          what="model kind")
+    device: str = setting("auto", "cpu, cuda, cuda:1, ... (auto: cuda if any)")
+    dtype: Literal[DTYPES] = setting("float32", "the weights' precision (float32: exact)", more=
+        "float16: scores moved by at most 0.09 nats, every ranking and greedy output kept, no "
+        "faster on a CPU. bfloat16: 1.6-2.3x faster scoring on an AVX-512 CPU, scores moved by up "
+        "to 0.5 nats, near-ties can flip, 2 of 12 greedy outputs changed. On an H100 float16 kept "
+        "everything and scored 1.3-2.5x faster (benchmarks/bench_precision.py, docs/method.md section 3)")
+    trust_remote_code: bool = setting(False,
+        "allow Hub code for the allowlisted models, at their pinned commits (demo.engine.models)")
+    revision: str | None = setting(None, "Hub branch, tag or commit to load")
+    threads: int | None = setting(None, "torch CPU threads (1 is fastest on a crowded machine)", low=1)
+    emd: Literal[EMD_MODES] = setting("auto",
+        "DeBERTa was pretrained with its head reading an enhanced mask decoder, which transformers "
+        "leaves out; the paper's numbers come with it. Other models ignore this", more=
+        "'on' reads the enhanced mask decoder (as Microsoft pretrained it, the BERTs paper's model), "
+        "'off' the last layer (transformers' DebertaForMaskedLM); 'auto' is on where the checkpoint "
+        "holds the position table the decoder needs.",
+        label="DeBERTa head", shown={"auto": "enhanced mask decoder (the paper)", "off": "last layer (transformers)"})
 
     def __post_init__(self):
         if not isinstance(self.model, str) or not self.model.strip():
             raise ValueError("No model given: a Hub id (e.g. 'bert-base-uncased'), a local model "
                              "folder or a .gguf file.")
-        _choice(self.kind, "model kind", KINDS, optional=True)
-        _choice(self.dtype, "dtype", DTYPES)
-        _whole(self.threads, "threads", 1, optional=True)
-        _choice(self.emd, "emd", EMD_MODES)
+        check_declared(self)
 
 
 # ---------------------------------------------------------------- scoring
@@ -202,67 +297,69 @@ class ModelSettings:
 class ScoringSettings:
     """How candidates are scored by ``demo.engine.pll`` (masked LMs by PLL or by their decoder's
     likelihood, causal LMs exactly)."""
-    method: Literal[METHODS] | None = field(default=None, metadata=_help(
-        "how a masked LM scores each token of a candidate: salazar hides only that token (1 mask); "
-        "right_masks also hides the next few tokens (the BERTs paper's PLL, the default); "
-        "within_word_l2r also hides the rest of its word; whole_word hides its whole word; decoder "
-        "shows the model only the text before the token, then [MASK] and padding masks, as when it "
-        "generates, so the score is the probability that its own left-to-right generation writes "
-        "the candidate (the BERTs paper's 'exact log-likelihood'); elbo masks a random share of the "
-        "candidate's tokens at a time, as masked diffusion LMs (LLaDA, dLLM) score an answer, and "
-        "averages over elbo_samples patterns (a lower bound on the likelihood, with its standard "
-        "error). A causal LM always uses its exact log-likelihood (causal)"))
-    right_masks: int = field(default=2, metadata=_help(
-        "right_masks: extra masks right of the scored token (the BERTs paper: 2)"))
-    padding_masks: int | None = field(default=None, metadata=_help(
-        "decoder: masks after the predicted one, as when generating (default: the family's)"))
-    reduction: Literal[REDUCTIONS] = field(default="sum", metadata=_help(
-        "rank by the sum of log-probs, or by their mean per scored token (NormPLL)"))
-    scope: Literal[SCOPES] = field(default="completion", metadata=_help(
-        "score the completion only (the context conditions), or every token"))
-    unconditional_context: str | None = field(default=None, metadata=_help(
-        "subtract score(candidate | this context), e.g. 'Answer:' (GPT-3's normalisation)"))
-    word_level: bool = field(default=False, metadata=_help("also report per-word scores"))
-    token_budget: int = field(default=8192, metadata=_help(
-        "tokens per forward pass (copies x padded length): bounds memory"))
-    stride: int = field(default=1, metadata=_help(
-        "the PLL methods (not decoder): approximate PLL. 1 = exact (one copy per scored token); "
-        "N > 1: one copy scores every N-th token, each with its own masks, so N copies score a "
-        "text. Each token then also sees the others' masks: scores drop a little, rankings mostly "
-        "stay (benchmarks/bench_pll_approx.py measures how often)"))
-    rescore_band: float = field(default=0.0, metadata=_help(
-        "with stride > 1, rankings (several candidates): the candidates whose approximate score is "
-        "within this much of the best (nats; per token with reduction=mean) are scored again, "
-        "exactly, so that near-ties are ranked as the exact PLL ranks them. 0 = none"))
-    elbo_samples: int = field(default=64, metadata=_help(
-        "elbo: masking patterns per text, each a masked copy (a text with no more patterns than this, "
-        "2^L - 1 for L scored tokens, is scored exactly, every pattern once)"))
-    elbo_seed: int = field(default=0, metadata=_help("elbo: seed of the masking patterns drawn"))
-    fast: bool = field(default=False, metadata=_help(
-        "the PLL methods: score a ranking with the approximate PLL setting (stride and band) measured "
-        "to keep its rankings for candidates of its length (assets/scoring/fast_pll.csv, "
-        "benchmarks/bench_pll_approx.py), exactly where none was: lengths outside every measured "
-        "band, single candidates"))
+    method: Literal[METHODS] | None = setting(None,
+        "how a masked LM scores a token: mask it alone, also mask tokens to its right, mask the rest of "
+        "its word, mask the whole word, read it as the decoder writes it, or average random maskings "
+        "(the ELBO)", more=
+        "salazar hides only that token (1 mask); right_masks also hides the next few tokens (the "
+        "BERTs paper's PLL, the default); within_word_l2r also hides the rest of its word; whole_word "
+        "hides its whole word; decoder shows the model only the text before the token, then [MASK] and "
+        "padding masks, as when it generates, so the score is the probability that its own "
+        "left-to-right generation writes the candidate (the BERTs paper's 'exact log-likelihood'); elbo "
+        "masks a random share of the candidate's tokens at a time, as masked diffusion LMs (LLaDA, "
+        "dLLM) score an answer, and averages over elbo_samples patterns (a lower bound on the "
+        "likelihood, with its standard error). A causal LM always uses its exact log-likelihood (causal)",
+        label="PLL variant", what="scoring method",
+        shown={"salazar": "1 mask (Salazar et al. 2020)",
+               "right_masks": "+ right masks (Samuel 2024, the BERTs paper)",
+               "within_word_l2r": "within-word left-to-right (Kauf & Ivanova 2023)",
+               "whole_word": "whole word masked",
+               "decoder": "the decoder's own likelihood (left to right, as it writes)",
+               "elbo": "masked diffusion ELBO (random shares masked, averaged: LLaDA, dLLM)"})
+    right_masks: int = setting(2,
+        "how many tokens to the right are masked too (the paper: 2; its ablation on ReCoRD: 1 mask "
+        "80.9, 2 masks 86.0, 3 masks 87.1 EM)", applies="right_masks", low=0, high=MAX_RIGHT_MASKS,
+        label="Right masks")
+    padding_masks: int | None = setting(None, "masks after the predicted one, as when generating (default: "
+                                        "the family's)", applies="decoder", low=0, high=MAX_PADDING_MASKS)
+    reduction: Literal[REDUCTIONS] = setting("sum",
+        "rank by the sum of log-probs, or by their mean per scored token (NormPLL)")
+    scope: Literal[SCOPES] = setting("completion",
+        "score only the candidate's tokens (the context just conditions), or every token of context + "
+        "candidate (the ALBERT paper's full scoring)", label="Score",
+        shown={"completion": "the candidate only", "full": "full text"})
+    unconditional_context: str | None = setting(None,
+        "if set (e.g. 'Answer:'), subtract each candidate's score after this neutral text, as GPT-3 "
+        "did for ARC and OpenBookQA", label="Unconditional context (optional)")
+    word_level: bool = setting(False, "also report per-word scores")
+    token_budget: int = setting(8192, "tokens per forward pass (copies x padded length): bounds memory", low=1)
+    stride: int = setting(1, "approximate PLL: one copy scores every N-th token (1 = exact)", applies="the PLL methods",
+        more="N > 1: one copy scores every N-th token, each with its own masks, so N copies score a "
+        "text. Each token then also sees the others' masks: scores drop a little, rankings mostly stay "
+        "(benchmarks/bench_pll_approx.py measures how often)", low=1, high=MAX_STRIDE)
+    rescore_band: float = setting(0.0,
+        "with stride > 1: candidates within this many nats of the best are scored again, exactly "
+        "(0 = none)", more="In rankings (several candidates), per token with reduction=mean, so that "
+        "near-ties are ranked as the exact PLL ranks them.", low=0.0)
+    elbo_samples: int = setting(64, "masking patterns per text, each a masked copy", applies="elbo",
+        more="A text with no more patterns than this (2^L - 1 for L scored tokens) is scored exactly, every "
+        "pattern once.", low=1, high=MAX_ELBO_SAMPLES)
+    elbo_seed: int = setting(0, "seed of the masking patterns drawn", applies="elbo", low=0, high=2**63 - 1)
+    fast: bool = setting(False,
+        "score with the approximate PLL where it was measured to keep rankings (by the candidates' "
+        "length), exactly elsewhere", applies="the PLL methods", more=
+        "The stride and band per candidate length: assets/scoring/fast_pll.csv, measured by "
+        "benchmarks/bench_pll_approx.py. Exact where none was measured: lengths outside every "
+        "band, single candidates.", label="Fast scoring (approximate PLL)")
 
     def __post_init__(self):
-        _choice(self.method, "scoring method", METHODS, optional=True)
-        _whole(self.right_masks, "right_masks", 0, MAX_RIGHT_MASKS)
-        _check_padding_masks(self.padding_masks)
-        _choice(self.reduction, "reduction", REDUCTIONS)
-        _choice(self.scope, "scope", SCOPES)
+        check_declared(self)
         if self.unconditional_context is not None and (
                 not isinstance(self.unconditional_context, str) or not self.unconditional_context.strip()):
             raise ValueError("unconditional_context must be some text (e.g. 'Answer:'), or unset.")
-        _whole(self.token_budget, "token_budget", 1)
-        _flag(self.word_level, "word_level")
-        _whole(self.stride, "stride", 1, MAX_STRIDE)
-        _number(self.rescore_band, "rescore_band", lambda v: v >= 0, "a number >= 0 (nats)")
-        _flag(self.fast, "fast")
         if self.fast and (self.stride > 1 or self.rescore_band):
             raise ValueError("fast scoring picks its own stride and band per ranking: leave stride at 1 "
                              "and rescore_band at 0, or set them yourself without fast.")
-        _whole(self.elbo_samples, "elbo_samples", 1, MAX_ELBO_SAMPLES)
-        _whole(self.elbo_seed, "elbo_seed", 0, 2**63 - 1)
         if self.method in ("decoder", "elbo") and (self.stride > 1 or self.rescore_band):
             raise ValueError(f"stride and rescore_band are the approximate PLL's (the PLL methods'); "
                              f"method={self.method} reads its own copies: leave them at 1 and 0, or pick a "
@@ -288,30 +385,34 @@ class WritingSettings:
     """How a masked LM writes by unmasking (``demo.engine.unmasking``): where its masks stand, which
     of them a step writes and how many. The defaults are the BERTs paper's decoder; generation
     (``GenerationSettings``), the evaluator and the lm-eval plugin take these same fields."""
-    window: Literal[WINDOWS] = field(default="slide", metadata=_help(
-        "masked LMs: 'slide' keeps 1 + padding_masks masks after the text, one more appended for "
-        "each token written (the BERTs paper's decoder); 'block' fills a block of block_length "
-        "masks, then appends the next block (masked diffusion LMs' semi-autoregressive blocks)"))
-    block_length: int = field(default=32, metadata=_help("masked LMs, window='block': masks per block"))
-    tokens_per_step: int = field(default=1, metadata=_help(
-        "masked LMs: tokens written per forward pass (several: fewer passes, each token guessed "
-        "without the others written in the same step)"))
-    confidence_threshold: float | None = field(default=None, metadata=_help(
-        "masked LMs, order='confidence': each step writes every mask it reads (the open block's) "
-        "whose guess has at least this probability, and at least tokens_per_step, the surest "
-        "(Fast-dLLM's threshold writing: many tokens a pass where the model is sure, one where it "
-        "is not). Unset = tokens_per_step a step"))
-    order: Literal[UNMASKING_ORDERS] = field(default="left_to_right", metadata=_help(
-        "masked LMs: which masks a step writes: the leftmost (the BERTs paper's), those the model is "
-        "surest of (masked diffusion LMs, Mask-Predict), or random ones (seeded)"))
-    remask: bool = field(default=False, metadata=_help(
-        "masked LMs, order='confidence': earlier tokens not yet final compete with each step's "
-        "new guesses at the probability they were written with, and a mask goes back where one "
-        "loses (Mask-Predict's re-masking)"))
-    masks_ahead: bool = field(default=False, metadata=_help(
-        "masked LMs, window='block': all max_new_tokens masks follow the prompt from the first step "
-        "and are filled one block at a time (the samplers of LLaDA and of dLLM's chat models: the "
-        "model sees how much room is left); off, a block's masks come once the block before is full"))
+    window: Literal[WINDOWS] = setting("slide",
+        "'slide' keeps 1 + padding_masks masks after the text (the BERTs paper's decoder); 'block' fills "
+        "a block of block_length masks, then the next (masked diffusion LMs)", applies="masked LMs", more=
+        "With 'slide' one more mask is appended for each token written; the blocks are masked "
+        "diffusion LMs' semi-autoregressive blocks.")
+    block_length: int = setting(32, "masks per block; the next block comes when one is full",
+                                applies="any order", low=1, high=MAX_NEW_TOKENS_CAP,
+                                label="Any order: block length")
+    tokens_per_step: int = setting(1,
+        "several: fewer forward passes; each token guessed without the others written in the same step",
+        applies="any order", low=1, high=MAX_TOKENS_PER_STEP, label="Any order: tokens per step")
+    confidence_threshold: float | None = setting(None,
+        "each step also writes every mask of the block whose guess is at least this likely (Fast-dLLM's "
+        "threshold; 0 = off, tokens per step only)", applies="most confident first only", more=
+        "It reads the open block's masks and writes at least tokens_per_step, the surest: many tokens a "
+        "pass where the model is sure, one where it is not.", low=0.05, high=1.0, step=0.05, off=0,
+        label="Any order: write all this sure")
+    order: Literal[UNMASKING_ORDERS] = setting("left_to_right",
+        "the masks a step writes: the leftmost (the BERTs paper's), those the model is surest of "
+        "(masked diffusion LMs, Mask-Predict), or random ones (seeded)", applies="any order",
+        label="Any order: which masks", shown=ORDERS_SHOWN)
+    remask: bool = setting(False,
+        "earlier tokens of the block may be masked again when new guesses are surer (Mask-Predict's "
+        "re-masking)", applies="most confident first only", label="Any order: re-mask")
+    masks_ahead: bool = setting(False,
+        "every block's masks follow the prompt from the first step, so the model sees how much room is "
+        "left (LLaDA's and dLLM's samplers)", applies="any order, in blocks", label="Any order: all masks ahead",
+        more="Off, a block's masks come once the block before is full.")
 
     @property
     def any_order(self) -> bool:
@@ -321,22 +422,18 @@ class WritingSettings:
         return (self.window, self.tokens_per_step, self.order, self.remask) != ("slide", 1, "left_to_right", False)
 
     def __post_init__(self):
-        _choice(self.window, "window", WINDOWS)
-        _whole(self.block_length, "block_length", 1, MAX_NEW_TOKENS_CAP)
-        _whole(self.tokens_per_step, "tokens_per_step", 1, MAX_TOKENS_PER_STEP)
-        _choice(self.order, "order", UNMASKING_ORDERS)
-        _flag(self.remask, "remask")
-        _flag(self.masks_ahead, "masks_ahead")
+        check_declared(self)
+        self._check_writing()
+
+    def _check_writing(self) -> None:
+        """What writing's fields do not combine with, each other."""
         if self.masks_ahead and self.window != "block":
             raise ValueError("masks_ahead lays out the masks of every block at once: it needs window='block'.")
         if self.window == "block" and self.tokens_per_step > self.block_length:
             raise ValueError(f"tokens_per_step ({self.tokens_per_step}) is more than a block holds (block_length "
                              f"{self.block_length}): a step writes in one block. Lower tokens_per_step to "
                              f"{self.block_length} or lengthen the blocks.")
-        if self.confidence_threshold is not None:
-            _number(self.confidence_threshold, "confidence_threshold", lambda v: 0 < v <= 1,
-                    "a probability in (0, 1], or unset (tokens_per_step a step)")
-            if self.order != "confidence" or self.remask:
+        if self.confidence_threshold is not None and (self.order != "confidence" or self.remask):
                 raise ValueError("confidence_threshold writes the masks the model is surest of: it needs "
                                  "order='confidence', without remask.")
         if self.remask and self.order != "confidence":
@@ -350,50 +447,64 @@ class WritingSettings:
 @dataclass(frozen=True)
 class GenerationSettings(WritingSettings):
     """How ``demo.engine.generation.generate`` continues a prompt."""
-    max_new_tokens: int = field(default=32, metadata=_help(f"1..{MAX_NEW_TOKENS_CAP} new tokens"))
-    strategy: Literal[STRATEGIES] = field(default="greedy", metadata=_help(
-        "decoding strategy (the BERTs paper: beam search with 4 beams)"))
-    num_beams: int = field(default=4, metadata=_help("beam search only"))
-    temperature: float = field(default=1.0, metadata=_help("sampling only"))
-    top_k: int = field(default=0, metadata=_help("sampling only; 0 = off"))
-    top_p: float = field(default=1.0, metadata=_help("sampling only; 1 = off"))
-    repetition_penalty: float = field(default=1.0, metadata=_help(
-        "1 = off; > 1 penalises tokens already in the prompt or output"))
-    padding_masks: int | None = field(default=None, metadata=_help(
-        "masked LMs: masks after the predicted one (default: the family's)"))
-    cache: Literal[CACHE_MODES] = field(default="exact", metadata=_help(
-        "masked LMs: 'exact' re-encodes the whole window at every step (the paper's method); "
-        "'prefix' reuses the prompt's keys and values between refreshes (window='block': the prompt's "
-        "and the finished blocks', refreshed at each block, Fast-dLLM's prefix cache): faster, "
-        "approximate, for the families that have it (another is refused with their list: "
-        "demo.engine.families). Causal LMs always use their own exact cache"))
-    cache_refresh: int = field(default=32, metadata=_help(
-        "prefix cache: re-encode the whole window every N new tokens (window='block': every N steps "
-        "of a block, and at each block; 1 = every step, exact; speed and agreement per N: "
-        "benchmarks/bench_cache.py, docs/method.md sections 2 and 9)"))
-    cache_margin: float = field(default=0.1, metadata=_help(
-        "prefix cache: a step whose top two tokens are less than this many nats apart (scaled "
-        "down for the 24 tokens after a refresh) is redone exactly (a refresh): near-ties are "
-        "where the cache's small error flips a choice. 0 = never (what each margin keeps and "
-        "costs: benchmarks/bench_cache.py --sweep)"))
-    parallel_threshold: float | None = field(default=None, metadata=_help(
-        "masked LMs: after each forward pass also write the next tokens guessed at the padding "
-        "masks whose top probability is at least this (confidence-gated parallel unmasking: fewer "
-        "passes, approximate; speed and agreement per threshold: benchmarks/bench_cache.py). "
-        "Unset = off; a causal LM ignores it"))
-    chat: bool = field(default=False, metadata=_help(
-        "the prompt is one user turn of the tokenizer's chat template, its answer to follow (chat "
-        "models); a masked LM's text then ends at its tokenizer's end-of-sequence token, or its "
-        "padding token where it has none, as dLLM trains its chat models to end an answer"))
-    stop_at_newline: bool = field(default=False, metadata=_help("stop at the first newline"))
-    stop_strings: list[str] = field(default_factory=list, metadata=_help(
-        "stop strings (removed from the output)", aliases=["--stop"]))
-    digits: int | None = field(default=None, metadata=_help("answer with exactly this many digits"))
-    choices: list[str] | None = field(default=None, metadata=_help(
-        "allowed continuations: the output is one of them"))
-    seed: int | None = field(default=0, metadata=_help("sampling seed"))
-    trace: bool = field(default=False, metadata=_help("record the step-by-step trace"))
-    trace_top_k: int = field(default=5, metadata=_help("top tokens per step in the trace"))
+    max_new_tokens: int = setting(32, "upper bound on the continuation's length in tokens", low=1,
+                                  high="max_new_tokens_cap", cap="max_new_tokens", label="Max new tokens")
+    strategy: Literal[STRATEGIES] = setting("greedy",
+        "greedy: always the likeliest token; beam search keeps several candidate texts (the paper: 4 "
+        "beams); sampling draws at random", label="Strategy",
+        shown={"greedy": "greedy", "beam": "beam search", "sample": "sampling"})
+    num_beams: int = setting(4, "how many hypotheses are kept", applies="beam search only", low=1,
+                             high=MAX_BEAMS, label="Beams")
+    temperature: float = setting(1.0, "below 1 sharpens the distribution", applies="sampling only",
+                                 low=0.0, high=MAX_TEMPERATURE, step=0.05, label="Temperature")
+    top_k: int = setting(0, "draw from the k likeliest tokens (0 = all)", applies="sampling only", low=0,
+                         label="Top-k")
+    top_p: float = setting(1.0, "draw from the smallest set holding this probability mass (1 = all)",
+                           applies="sampling only", low=0.01, high=1.0, step=0.01, label="Top-p")
+    repetition_penalty: float = setting(1.0, "above 1 discourages repeating tokens already seen (1 = off)",
+                                        low=0.05, high=MAX_REPETITION_PENALTY, step=0.05,
+                                        label="Repetition penalty")
+    padding_masks: int | None = setting(None,
+        "extra [MASK] tokens after the predicted one, so the end-of-text token does not sit right after "
+        "it (the paper: 2 for DeBERTa; default: the family's)", applies="masked LMs", low=0, high=MAX_PADDING_MASKS, off="default",
+        label="Padding masks (masked LM)")
+    cache: Literal[CACHE_MODES] = setting("exact",
+        "'exact' re-reads the whole window at every step (the paper's method); 'prefix' reuses the "
+        "prompt's keys and values between refreshes (faster, approximate)", applies="masked LMs", more=
+        "With window='block': the prompt's and the finished blocks', refreshed at each block "
+        "(Fast-dLLM's prefix cache), for the families that have it (another is refused with their "
+        "list: demo.engine.families). Causal LMs always use their own exact cache.")
+    cache_refresh: int = setting(32,
+        "re-read the whole prompt every N new tokens (1 = every token: the exact method's output, no "
+        "faster)", applies="prefix cache", more="window='block': every N steps of a block, and at each "
+        "block. Speed and agreement per N: benchmarks/bench_cache.py, docs/method.md sections 2 and 9.",
+        low=1, high=MAX_NEW_TOKENS_CAP, cap="max_new_tokens", label="Refresh every (fast)")
+    cache_margin: float = setting(0.1,
+        "a step whose top two tokens are less than this many nats apart is redone exactly (0 = never)",
+        applies="prefix cache", more="Scaled down for the 24 tokens after a refresh: near-ties are where "
+        "the cache's small error flips a choice. What each margin keeps and costs: "
+        "benchmarks/bench_cache.py --sweep.", low=0.0)
+    parallel_threshold: float | None = setting(None,
+        "after each pass also write the tokens guessed at the padding masks whose probability is at "
+        "least this, without a pass of their own (0 = off)", applies="prefix cache", more=
+        "Confidence-gated parallel unmasking: fewer passes, approximate (the guesses were made with "
+        "masks where the tokens before them now stand); speed and agreement per threshold: "
+        "benchmarks/bench_cache.py. A causal LM ignores it.", low=0.05, high=1.0, step=0.05, off=0,
+        label="Parallel unmasking (fast)")
+    chat: bool = setting(False,
+        "the prompt is a question in the model's chat template, and the model answers it (chat models)",
+        applies="masked LMs", more="A masked LM's text then ends at its tokenizer's end-of-sequence "
+        "token, or its padding token where it has none, as dLLM trains its chat models to end an answer.",
+        label="Chat turn (masked LM)")
+    stop_at_newline: bool = setting(False, "end the continuation at the first line break", label="Stop at newline")
+    stop_strings: list[str] = setting(factory=list, help="stop strings (removed from the output)",
+                                      aliases=["--stop"])
+    digits: int | None = setting(None, "answer with exactly this many digits", low=1)
+    choices: list[str] | None = setting(None, "allowed continuations: the output is one of them")
+    seed: int | None = setting(0, "sampling seed, for repeatable samples", low=0, high=2**63 - 1, label="Seed")
+    trace: bool = setting(False, "record the step-by-step trace")
+    trace_top_k: int = setting(5, "top tokens per step in the trace", low=1)
+
     # Not a setting (no annotation, so no field or option): the bound on max_new_tokens for
     # interactive use. lm-eval's requests lift it (demo.harness.model): its task configs ask for
     # up to 32k tokens, which only the model bounds.
@@ -407,29 +518,13 @@ class GenerationSettings(WritingSettings):
                 object.__setattr__(self, name, [value])
             elif value is not None:
                 object.__setattr__(self, name, list(value))
-        _whole(self.max_new_tokens, "max_new_tokens", 1, self.max_new_tokens_cap)
-        _choice(self.strategy, "strategy", STRATEGIES)
-        _whole(self.num_beams, "num_beams", 1, MAX_BEAMS)
+        check_declared(self)
         _check_sampling(self)
-        _number(self.repetition_penalty, "repetition_penalty", lambda v: v > 0, "> 0 (1 = off)")
-        _whole(self.trace_top_k, "trace_top_k", 1)
-        _flag(self.stop_at_newline, "stop_at_newline")
-        _flag(self.trace, "trace")
-        _flag(self.chat, "chat")
-        _check_padding_masks(self.padding_masks)
-        _choice(self.cache, "cache", CACHE_MODES)
-        _whole(self.cache_refresh, "cache_refresh", 1, MAX_NEW_TOKENS_CAP)
-        _number(self.cache_margin, "cache_margin", lambda v: v >= 0, "a number of nats >= 0 (0 = off)")
-        if self.parallel_threshold is not None:
-            _number(self.parallel_threshold, "parallel_threshold", lambda v: 0 < v <= 1,
-                    "a probability in (0, 1], or unset (off)")
-        _whole(self.seed, "seed", 0, 2**63 - 1, optional=True)
-        WritingSettings.__post_init__(self)
+        self._check_writing()
         self._check_unmasking()
         if any(not isinstance(x, str) or x == "" for x in self.stop_strings):
             raise ValueError("Stop strings must be non-empty strings.")
         if self.digits is not None:
-            _whole(self.digits, "digits", 1)
             if self.digits > self.max_new_tokens:
                 raise ValueError(f"{self.digits} digits may need {self.digits} tokens, but "
                                  f"max_new_tokens is {self.max_new_tokens}; raise max_new_tokens.")
@@ -467,41 +562,38 @@ class InfillSettings:
     """How ``demo.engine.infill`` fills the blanks of a text (``[blank]``, ``[blank:3]``,
     ``[blank:auto]``, ``____``: the parser, ``demo.engine.infill.parse_blanks``, says the rules).
     Sampling means what it means for ``GenerationSettings``."""
-    order: Literal[UNMASKING_ORDERS] = field(default="left_to_right", metadata=_help(
-        "which masked position is filled at each step: the leftmost (the BERTs paper's order), the "
-        "one the model is surest of (masked diffusion LMs, Mask-Predict), or a random one (seeded)"))
-    strategy: Literal[INFILL_STRATEGIES] = field(default="greedy", metadata=_help(
-        "the token written at the chosen position: the likeliest, or a sample"))
-    temperature: float = field(default=1.0, metadata=_help("sampling only"))
-    top_k: int = field(default=0, metadata=_help("sampling only; 0 = off"))
-    top_p: float = field(default=1.0, metadata=_help("sampling only; 1 = off"))
-    seed: int | None = field(default=0, metadata=_help("seed of sampling and of the random order"))
-    blank_tokens: int = field(default=1, metadata=_help("tokens of a [blank] or ____ without a count"))
-    max_blank_tokens: int = field(default=4, metadata=_help(
-        "[blank:auto]: lengths 1..N are tried and the fill whose whole text the model scores best "
-        "is kept"))
-    max_blanks: int = field(default=8, metadata=_help("blanks one text may have"))
-    max_masked_tokens: int = field(default=64, metadata=_help(
-        "masked tokens one text may have, all blanks together (each costs a forward pass)"))
-    fim: Literal[FIM_MODES] = field(default="auto", metadata=_help(
-        "causal LMs: fill in the middle (reading the text after the blank) with the tokenizer's "
-        "<fim_prefix>/<fim_suffix>/<fim_middle> tokens: 'auto' where it has them, 'off' continues "
-        "from the left of each blank only, 'on' refuses a model without them"))
-    trace: bool = field(default=False, metadata=_help("record the step-by-step trace"))
-    trace_top_k: int = field(default=5, metadata=_help("top tokens per step in the trace"))
+    order: Literal[UNMASKING_ORDERS] = setting("left_to_right",
+        "which masked position is filled at each step: the leftmost (the BERTs paper's order), the one "
+        "the model is surest of (masked diffusion LMs, Mask-Predict), or a random one (seeded)",
+        label="Order", what="infilling order", shown=ORDERS_SHOWN)
+    strategy: Literal[INFILL_STRATEGIES] = setting("greedy",
+        "the token written at the chosen position: the likeliest, or a sample", what="infilling strategy")
+    temperature: float = setting(1.0, "below 1 sharpens the distribution", applies="sampling only",
+                                 low=0.0, high=MAX_TEMPERATURE)
+    top_k: int = setting(0, "draw from the k likeliest tokens (0 = all)", applies="sampling only", low=0)
+    top_p: float = setting(1.0, "draw from the smallest set holding this probability mass (1 = all)",
+                           applies="sampling only", low=0.01, high=1.0)
+    seed: int | None = setting(0, "seed of sampling and of the random order", low=0, high=2**63 - 1,
+                               label="Seed")
+    blank_tokens: int = setting(1, "tokens of a [blank] or ____ without a count", low=1,
+                                high="max_masked_tokens", label="Tokens per [blank]")
+    max_blank_tokens: int = setting(4,
+        "[blank:auto]: lengths 1..N are tried and the fill whose whole text the model scores best is kept",
+        low=1, high="max_masked_tokens")
+    max_blanks: int = setting(8, "blanks one text may have", low=1)
+    max_masked_tokens: int = setting(64,
+        "masked tokens one text may have, all blanks together (each costs a forward pass)", low=1)
+    fim: Literal[FIM_MODES] = setting("auto",
+        "fill in the middle (reading the text after the blank) with the tokenizer's "
+        "<fim_prefix>/<fim_suffix>/<fim_middle> tokens", applies="causal LMs", what="fim mode", more=
+        "'auto' where it has them, 'off' continues from the left of each blank only, 'on' refuses a "
+        "model without them.")
+    trace: bool = setting(False, "record the step-by-step trace")
+    trace_top_k: int = setting(5, "top tokens per step in the trace", low=1)
 
     def __post_init__(self):
-        _choice(self.order, "infilling order", UNMASKING_ORDERS)
-        _choice(self.strategy, "infilling strategy", INFILL_STRATEGIES)
+        check_declared(self)
         _check_sampling(self)
-        _whole(self.seed, "seed", 0, 2**63 - 1, optional=True)
-        _whole(self.max_blanks, "max_blanks", 1)
-        _whole(self.max_masked_tokens, "max_masked_tokens", 1)
-        _whole(self.blank_tokens, "blank_tokens", 1, self.max_masked_tokens)
-        _whole(self.max_blank_tokens, "max_blank_tokens", 1, self.max_masked_tokens)
-        _choice(self.fim, "fim mode", FIM_MODES)
-        _flag(self.trace, "trace")
-        _whole(self.trace_top_k, "trace_top_k", 1)
 
 
 # ---------------------------------------------------------------- evaluation
@@ -510,45 +602,35 @@ class InfillSettings:
 @dataclass(frozen=True)
 class RunSettings:
     """How ``demo.evaluation.evaluate`` runs a task (its scoring is a separate ScoringSettings)."""
-    shots: int | None = field(default=None, metadata=_help("demonstrations (default: the paper's)"))
-    limit: int | None = field(default=None, metadata=_help(
-        "evaluate a fixed random sample of N items (the same for every model and seed)"))
-    seed: int = field(default=0, metadata=_help("demonstration sampling seed"))
-    repetitions: int = field(default=1, metadata=_help("demonstration draws to average"))
-    score: Literal[SCORE_SPANS] | None = field(default=None, metadata=_help(
-        "which span of a ranked example is scored (default: the task's)"))
-    chunk_size: int = field(default=16, metadata=_help("examples scored in one batched call"))
-    execute_limit: int = field(default=20, metadata=_help(
-        "instruction induction: held-out inputs each induced instruction runs on"))
-    max_new_tokens: int | None = field(default=None, metadata=_help(
-        "generated tasks: token limit (default: the task's)"))
-    data_root: str | None = field(default=None, metadata=_help(
-        "folder with the datasets (default: $DEMO_DATA_ROOT, else ../shared/data)"))
-    skip_too_long: bool = field(default=True, metadata=_help(
-        "skip items longer than an absolute-position model reads (BERT: 512 tokens; with their "
-        "demonstrations, in any repetition) and report how many; n and the metrics are then over "
-        "the items kept. Off (--no-skip-too-long): such an item stops the run with an error"))
-    cache: Literal[CACHE_MODES] = field(default="exact", metadata=_help(
-        "masked LMs' decoding of generated items: 'exact' (the paper's method) or 'prefix' (the "
-        "approximate prefix cache, see GenerationSettings; R and margin at its defaults). Ranked "
-        "tasks (scored) and causal LMs are exact whatever this says; the summary's cache column "
-        "records the mode a run used"))
+    shots: int | None = setting(None, "demonstrations (default: the paper's)", low=0)
+    limit: int | None = setting(None, "evaluate a fixed random sample of N items (the same for every model and seed)",
+                                low=1)
+    seed: int = setting(0, "demonstration sampling seed", low=0)
+    repetitions: int = setting(1, "demonstration draws to average", low=1)
+    score: Literal[SCORE_SPANS] | None = setting(None, "which span of a ranked example is scored (default: the task's)",
+                                                 what="scored span")
+    chunk_size: int = setting(16, "examples scored in one batched call", low=1)
+    execute_limit: int = setting(20, "held-out inputs each induced instruction runs on",
+                                 applies="instruction induction", low=1)
+    max_new_tokens: int | None = setting(None, "token limit (default: the task's)", applies="generated tasks",
+                                         low=1, high=MAX_NEW_TOKENS_CAP)
+    data_root: str | None = setting(None, "folder with the datasets (default: $DEMO_DATA_ROOT, else ../shared/data)")
+    skip_too_long: bool = setting(True,
+        "skip items longer than an absolute-position model reads and report how many", more=
+        "BERT: 512 tokens, with their demonstrations, in any repetition; n and the metrics are then over "
+        "the items kept. Off (--no-skip-too-long): such an item stops the run with an error.")
+    cache: Literal[CACHE_MODES] = setting("exact",
+        "decoding of generated items: 'exact' (the paper's method) or 'prefix' (the approximate prefix "
+        "cache)", applies="masked LMs", more=
+        "The prefix cache as in GenerationSettings, R and margin at its defaults. Ranked tasks (scored) "
+        "and causal LMs are exact whatever this says; the summary's cache column records the mode a run used.")
 
     def shots_for(self, task) -> int:
         """The demonstrations per item for ``task``: these settings', else the paper's."""
         return task.shots if self.shots is None else self.shots
 
     def __post_init__(self):
-        _whole(self.shots, "shots", 0, optional=True)
-        _whole(self.limit, "limit", 1, optional=True)
-        _whole(self.seed, "seed", 0)
-        _whole(self.repetitions, "repetitions", 1)
-        _choice(self.score, "scored span", SCORE_SPANS, optional=True)
-        _whole(self.chunk_size, "chunk_size", 1)
-        _whole(self.execute_limit, "execute_limit", 1)
-        _whole(self.max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS_CAP, optional=True)
-        _flag(self.skip_too_long, "skip_too_long")
-        _choice(self.cache, "cache", CACHE_MODES)
+        check_declared(self)
 
 
 # ---------------------------------------------------------------- needle in a haystack
@@ -557,20 +639,24 @@ class RunSettings:
 @dataclass(frozen=True)
 class GridSettings:
     """The needle grid of ``demo.evaluation.haystack.run_grid``: lengths x depths x repetitions."""
-    lengths: list[int] = field(default_factory=lambda: [256, 512, 1024], metadata=_help(
-        "prompt lengths in tokens (every position the model needs to answer)"))
-    depths: list[float] = field(default_factory=lambda: list(DEPTHS), metadata=_help(
-        "needle depths, 0.0 (start) to 1.0 (end)"))
-    repetitions: int = field(default=3, metadata=_help("needles per cell"))
-    seed: int = field(default=0, metadata=_help("seed of the needles and filler positions"))
-    padding_masks: int | None = field(default=None, metadata=_help(
-        "masked LMs: padding masks (default: the family's)"))
-    filler: str | None = field(default=None, metadata=_help(
-        "UTF-8 text file used as the haystack (default: the bundled public-domain book)"))
-    cache: Literal[CACHE_MODES] = field(default="exact", metadata=_help(
-        "masked LMs' decoding of the answer: 'exact' (the paper's method) or 'prefix' (the "
-        "approximate prefix cache, see GenerationSettings; R and margin at its defaults). A causal "
-        "LM is exact whatever this says; the grid's rows record the mode used"))
+    lengths: list[int] = setting(factory=lambda: [256, 512, 1024],
+        help="total prompt lengths in tokens, separated by commas", label="Lengths (tokens)",
+        more="Every position the model needs to answer.")
+    depths: list[float] = setting(factory=lambda: list(DEPTHS),
+        help="where the needle sits, 0 (start) to 1 (end), separated by commas", label="Needle depths")
+    repetitions: int = setting(3, "runs per cell, each with another needle and filler", low=1,
+                               cap="max_grid_cells", label="Repetitions")
+    seed: int = setting(0, "seed for the needles and the filler's starting point", low=0, high=2**63 - 1,
+                        label="Seed")
+    padding_masks: int | None = setting(None, "padding masks (default: the family's)", applies="masked LMs",
+                                        low=0, high=MAX_PADDING_MASKS)
+    filler: str | None = setting(None,
+        "UTF-8 text file used as the haystack (default: the bundled public-domain book)")
+    cache: Literal[CACHE_MODES] = setting("exact",
+        "exact: the paper's method, re-reads the whole prompt for every answer token; fast: reuses the "
+        "prompt's internal states (the prefix cache; faster, approximate)", applies="masked LMs", more=
+        "R and margin at the prefix cache's defaults. A causal LM is exact whatever this says; the "
+        "grid's rows record the mode used.", label="Masked LM decoding", shown={"exact": "exact", "prefix": "fast"})
 
     def __post_init__(self):
         lengths = list(self.lengths) if isinstance(self.lengths, (list, tuple)) else [self.lengths]
@@ -585,10 +671,7 @@ class GridSettings:
             _number(d, "Each depth", lambda v: 0 <= v <= 1, "between 0.0 (start) and 1.0 (end)")
         object.__setattr__(self, "lengths", sorted({int(n) for n in lengths}))
         object.__setattr__(self, "depths", sorted({round(float(d), 6) for d in depths}))
-        _whole(self.repetitions, "repetitions", 1)
-        _whole(self.seed, "seed", 0)
-        _check_padding_masks(self.padding_masks)
-        _choice(self.cache, "cache", CACHE_MODES)
+        check_declared(self)
 
     @property
     def cells(self) -> int:
@@ -601,25 +684,27 @@ class GridSettings:
 @dataclass(frozen=True)
 class SweepSettings:
     """The mask sweep of ``demo.evaluation.mask_sweep``: one task evaluated at each number of masks."""
-    sweep: Literal[SWEEPS] | None = field(default=None, metadata=_help(
-        "mlm-icl probe: instead of the needle grid, sweep a masked LM's padding masks (generation, "
-        "on a generated task) or right masks (the PLL, on a ranked task)"))
-    values: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4], metadata=_help(
-        "the numbers of masks evaluated"))
-    task: str | None = field(default=None, metadata=_help(
-        "the task evaluated at every value (default: ii_singular_to_plural for padding masks, "
-        "copa for right masks)"))
-    shots: int | None = field(default=None, metadata=_help("demonstrations (default: the task's)"))
-    limit: int = field(default=20, metadata=_help(
-        "items evaluated at every value (the evaluator's fixed random sample)"))
-    max_new_tokens: int | None = field(default=None, metadata=_help(
-        "generated tasks: token limit (default: the task's)"))
-    demos_seed: int = field(default=0, metadata=_help("seed of the demonstrations drawn for each item"))
-    data_root: str | None = field(default=None, metadata=_help(
-        "folder with the datasets (default: $DEMO_DATA_ROOT, else ../shared/data)"))
+    sweep: Literal[SWEEPS] | None = setting(None,
+        "padding masks change how the model writes; right masks how it scores candidates",
+        more="mlm-icl probe: instead of the needle grid, sweep a masked LM's padding masks (generation, on a "
+        "generated task) or right masks (the PLL, on a ranked task).", label="What to sweep",
+        shown={"padding_masks": "padding masks: generation (a generated task)",
+               "right_masks": "right masks: ranking (a ranked task)"})
+    values: list[int] = setting(factory=lambda: [0, 1, 2, 3, 4], help="the numbers of masks evaluated",
+                                label="Numbers of masks")
+    task: str | None = setting(None, "the task evaluated at every value", more=
+        "Default: ii_singular_to_plural for padding masks, copa for right masks.", label="Task")
+    shots: int | None = setting(None, "demonstrations before each item (the same at every number of masks)",
+                                low=0, high=MAX_SHOTS, label="Shots")
+    limit: int = setting(20, "items evaluated at each number of masks (a fixed sample of the task)", low=1,
+                         cap="max_sweep_items", label="Items")
+    max_new_tokens: int | None = setting(None, "token limit (default: the task's)", applies="generated tasks",
+                                         low=1, high=MAX_NEW_TOKENS_CAP)
+    demos_seed: int = setting(0, "seed of the demonstrations drawn for each item", low=0)
+    data_root: str | None = setting(None, "folder with the datasets (default: $DEMO_DATA_ROOT, else ../shared/data)")
 
     def __post_init__(self):
-        _choice(self.sweep, "sweep", SWEEPS, optional=True)
+        check_declared(self)
         values = self.values
         if isinstance(values, str):  # a page's text box: "0, 1, 2"
             values = values.replace(",", " ").split()
@@ -634,10 +719,6 @@ class SweepSettings:
         object.__setattr__(self, "values", sorted(set(values)))
         if self.task is not None and (not isinstance(self.task, str) or not self.task.strip()):
             raise ValueError(f"The task must be a task's name (mlm-icl evaluate --list), not {_shown(self.task)}.")
-        _whole(self.shots, "shots", 0, optional=True)
-        _whole(self.limit, "limit", 1)
-        _whole(self.max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS_CAP, optional=True)
-        _whole(self.demos_seed, "demos_seed", 0)
 
 
 # ---------------------------------------------------------------- published and our results
@@ -646,11 +727,11 @@ class SweepSettings:
 @dataclass(frozen=True)
 class ResultsFilter:
     """Which results ``demo.evaluation.results.filter_results`` keeps: rows matching every non-empty list."""
-    papers: list[str] = field(default_factory=list, metadata=_help("papers (\"ours\" for our runs)"))
-    groups: list[str] = field(default_factory=list, metadata=_help("task groups"))
-    models: list[str] = field(default_factory=list, metadata=_help("models, as the tables name them"))
-    shots: list[str] = field(default_factory=list, metadata=_help("shots, e.g. 0-shot few-shot"))
-    tasks: list[str] = field(default_factory=list, metadata=_help("tasks, as the tables name them"))
+    papers: list[str] = setting(factory=list, help="papers (\"ours\" for our runs)")
+    groups: list[str] = setting(factory=list, help="task groups")
+    models: list[str] = setting(factory=list, help="models, as the tables name them")
+    shots: list[str] = setting(factory=list, help="shots, e.g. 0-shot few-shot")
+    tasks: list[str] = setting(factory=list, help="tasks, as the tables name them")
 
     def __post_init__(self):
         for f in fields(self):
@@ -677,44 +758,44 @@ class AppSettings:
 
     ``AppSettings.from_env()`` is the only reader of ``DEMO_*`` variables.
     """
-    concurrency: int = field(default=1, metadata=_help("model runs at a time (1 on CPU)"))
-    queue_size: int = field(default=64, metadata=_help(
-        "requests waiting before new ones are refused (a class of 30, each with a request or two)"))
-    max_models: int = field(default=3, metadata=_help("models kept loaded (least recently used dropped)"))
-    max_model_gb: float = field(default=8.0, metadata=_help("their total parameter memory"))
-    gpu_dtype: str = field(default="float16", metadata=_help(
+    concurrency: int = setting(1, "model runs at a time (1 on CPU)")
+    queue_size: int = setting(64,
+        "requests waiting before new ones are refused (a class of 30, each with a request or two)")
+    max_models: int = setting(3, "models kept loaded (least recently used dropped)")
+    max_model_gb: float = setting(8.0, "their total parameter memory")
+    gpu_dtype: str = setting("float16",
         "weights' precision where the app runs on a GPU (float32 on a CPU). float16 kept every "
         "ranking and greedy output of float32 and scored 1.2-2.5x faster on an H100, scores moved by "
-        "at most 0.07 nats (benchmarks/bench_precision.py --device cuda, docs/method.md section 3)"))
-    max_prompt_chars: int = field(default=6000, metadata=_help("characters of a prompt or context"))
-    max_candidate_chars: int = field(default=400, metadata=_help("characters per candidate"))
-    max_new_tokens: int = field(default=128, metadata=_help("new tokens per generation"))
-    max_grid_cells: int = field(default=24, metadata=_help("needle-grid runs per request"))
-    max_grid_tokens: int = field(default=2048, metadata=_help("longest needle-grid length"))
-    max_sweep_items: int = field(default=40, metadata=_help("mask sweep: items evaluated at each value"))
-    max_request_tflop: float = field(default=4.0, metadata=_help(
-        "work one request may do, in trillions of operations (demo.app.budget); refused beyond"))
-    assumed_gflops: float = field(default=50.0, metadata=_help(
-        "the machine's speed assumed when telling people how long a request would take"))
-    max_request_seconds: float = field(default=120.0, metadata=_help(
-        "a generation or needle grid stops after this long, keeping what it has"))
-    local_models: str = field(default="", metadata=_help(
-        "local model folders or .gguf files offered as 'local', separated by os.pathsep"))
-    local_pairs: str = field(default="", metadata=_help(
-        "JSON file of model pairs to offer: [{name, masked, causal, why}], local folders"))
-    data_root: str = field(default="", metadata=_help("folder with the evaluation datasets"))
-    mcp: bool = field(default=True, metadata=_help(
-        "also serve the app's endpoints as MCP tools, for agents (/gradio_api/mcp/sse)"))
-    public: bool = field(default=False, metadata=_help(
+        "at most 0.07 nats (benchmarks/bench_precision.py --device cuda, docs/method.md section 3)")
+    max_prompt_chars: int = setting(6000, "characters of a prompt or context")
+    max_candidate_chars: int = setting(400, "characters per candidate")
+    max_new_tokens: int = setting(128, "new tokens per generation")
+    max_grid_cells: int = setting(24, "needle-grid runs per request")
+    max_grid_tokens: int = setting(2048, "longest needle-grid length")
+    max_sweep_items: int = setting(40, "mask sweep: items evaluated at each value")
+    max_request_tflop: float = setting(4.0,
+        "work one request may do, in trillions of operations (demo.app.budget); refused beyond")
+    assumed_gflops: float = setting(50.0,
+        "the machine's speed assumed when telling people how long a request would take")
+    max_request_seconds: float = setting(120.0,
+        "a generation or needle grid stops after this long, keeping what it has")
+    local_models: str = setting("",
+        "local model folders or .gguf files offered as 'local', separated by os.pathsep")
+    local_pairs: str = setting("",
+        "JSON file of model pairs to offer: [{name, masked, causal, why}], local folders")
+    data_root: str = setting("", "folder with the evaluation datasets")
+    mcp: bool = setting(True,
+        "also serve the app's endpoints as MCP tools, for agents (/gradio_api/mcp/sse)")
+    public: bool = setting(False,
         "public mode: typed names must be Hub ids, Hub models are size-checked before download, "
-        "and each visitor's model runs are rate-limited (on by itself where SPACE_ID is set)"))
-    max_hub_gb: float = field(default=6.0, metadata=_help(
-        "public mode: weight files a typed Hub model may download, from Hub metadata"))
-    runs_per_minute: int = field(default=20, metadata=_help(
-        "public mode: model runs per visitor per minute"))
-    self_check: bool = field(default=False, metadata=_help(
+        "and each visitor's model runs are rate-limited (on by itself where SPACE_ID is set)")
+    max_hub_gb: float = setting(6.0,
+        "public mode: weight files a typed Hub model may download, from Hub metadata")
+    runs_per_minute: int = setting(20,
+        "public mode: model runs per visitor per minute")
+    self_check: bool = setting(False,
         "check the default models at start-up (obvious words, a COPA slice; mlm-icl check-model) "
-        "and show the result in the page (on by itself where SPACE_ID is set)"))
+        "and show the result in the page (on by itself where SPACE_ID is set)")
 
     @staticmethod
     def variable(name: str) -> str:

@@ -541,10 +541,12 @@ def test_picking_a_chat_model_sets_the_decoding_it_was_trained_with(monkeypatch)
     monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: None)
     catalog = build_catalog(AppSettings())
     cap = AppSettings().max_new_tokens
-    assert trained_decoding(catalog, "dllm-hub/ModernBERT-base-chat-v0.1") == [
-        True, True, True, "confidence", 1, 32, False, 0, "greedy", min(128, cap), False]
+    assert trained_decoding(catalog, "dllm-hub/ModernBERT-base-chat-v0.1") == dict(
+        chat=True, masks_ahead=True, any_order=True, order="confidence", tokens_per_step=1, block_length=32,
+        remask=False, confidence_threshold=0, strategy="greedy", max_new_tokens=min(128, cap), stop_at_newline=False)
     plain = trained_decoding(catalog, "answerdotai/ModernBERT-base")
-    assert plain[:2] == [False, False] and all(v == gr.update() for v in plain[2:]) and len(plain) == 11
+    assert (plain.pop("chat"), plain.pop("masks_ahead")) == (False, False)
+    assert all(v == gr.update() for v in plain.values()) and len(plain) == 9
 
 
 @needs_shared
@@ -721,15 +723,18 @@ def test_length_probe_switch_sets_the_masked_grids_decoding(monkeypatch):
 def test_a_runs_settings_and_what_changed_between_two_runs():
     """The settings line names only the settings that act; the comparison names each change, and
     says when it is the only one (hand-written cases)."""
-    from demo.ui.prompting import changes, setting_items
+    from demo.ui.prompting import SHARED, changes, setting_items
 
-    greedy = setting_items("greedy", 10, 4, 1.0, 0, 1.0, 1.0, "default", False, 0)
+    def items(*values, decoding="exact"):
+        return setting_items(dict(zip(SHARED, values)), decoding)
+
+    greedy = items("greedy", 10, 4, 1.0, 0, 1.0, 1.0, "default", False, 0)
     assert greedy == {"decoding": "exact", "strategy": "greedy", "max new tokens": "10",
                       "padding masks": "family default", "stop at newline": "off"}
-    no_padding = setting_items("greedy", 10, 4, 1.0, 0, 1.0, 1.0, "0", False, 0)
+    no_padding = items("greedy", 10, 4, 1.0, 0, 1.0, 1.0, "0", False, 0)
     assert changes(greedy, no_padding) == "padding masks family default → 0 (the only change)"
     assert changes(greedy, greedy) == "same settings"
-    sampled = setting_items("sample", 10, 4, 0.2, 64, 0.9, 1.0, "default", False, 3, decoding="fast")
+    sampled = items("sample", 10, 4, 0.2, 64, 0.9, 1.0, "default", False, 3, decoding="fast")
     assert changes(greedy, sampled) == ("decoding exact → fast; strategy greedy → sampling; "
                                         "temperature (not used) → 0.2; top-k (not used) → 64; "
                                         "top-p (not used) → 0.9; seed (not used) → 3")

@@ -13,13 +13,10 @@ import gradio as gr
 
 from ..app import budget
 from ..app.catalog import Catalog
-from ..app.limits import check_text, whole
-from ..settings import GenerationSettings, quoted
+from ..app.limits import check_text
+from ..settings import GenerationSettings, ModelSettings, quoted
 from .common import (
-    Dropdown,
-    Number,
     Radio,
-    Slider,
     TabParts,
     deployment,
     emd_radio,
@@ -42,7 +39,7 @@ from .common import (
 )
 from .outputs import components
 from .playback import LEGEND, PLAYER_JS, lane_switch, playback, run_id, window_diagram
-from .settings_form import settings_of
+from .settings_form import arguments, panel, settings_of, shown_value, widget, widget_default
 from .sides import KIND_NAMES, side_columns, side_pickers
 
 HELP = ("Type a prompt or pick a preset: a **masked LM** and a **causal LM** continue it side by side, "
@@ -74,17 +71,14 @@ the prompt as a question in its chat template, every mask of the answer laid out
 block by block, the surest token first.
 """
 
-STRATEGIES = [("greedy", "greedy"), ("beam search", "beam"), ("sampling", "sample")]
-PADDING_CHOICES = [("family default", "default")] + [(str(n), str(n)) for n in range(0, 5)]
-
 _CORE = GenerationSettings()
-# The core's defaults, except two choices of the page: a short answer that stops at the end of
-# its line (a few-shot answer is one line), and padding masks shown as "family default".
-SETTING_DEFAULTS = dict(strategy=_CORE.strategy, max_new_tokens=24, num_beams=_CORE.num_beams,
-                        temperature=_CORE.temperature, top_k=_CORE.top_k, top_p=_CORE.top_p,
-                        repetition_penalty=_CORE.repetition_penalty, padding_masks="default",
-                        stop_at_newline=True, seed=_CORE.seed)
-SETTING_NAMES = tuple(SETTING_DEFAULTS)
+# The settings both models' runs share (the masked LM's widgets after them are its own)
+SHARED = ("strategy", "max_new_tokens", "num_beams", "temperature", "top_k", "top_p", "repetition_penalty",
+          "padding_masks", "stop_at_newline", "seed")
+# The core's defaults, except two choices of the page: a short answer that stops at the end of its
+# line (a few-shot answer is one line)
+PAGE_DEFAULTS = dict(max_new_tokens=24, stop_at_newline=True)
+SETTING_DEFAULTS = {name: PAGE_DEFAULTS.get(name, widget_default(GenerationSettings, name)) for name in SHARED}
 
 # The masked LM's decoding: each choice is the GenerationSettings.cache of the runs it makes
 # (compare: exact first, then fast, on the same prompt and settings).
@@ -95,7 +89,7 @@ RUN_NAMES = {"exact": "exact (the paper's method)", "prefix": "fast (prefix cach
 # Writing in any order (masked diffusion): the page's defaults, small enough to watch: blocks of
 # 8 masks, 2 tokens a step, surest first.
 ANY_ORDER_DEFAULTS = dict(order="confidence", tokens_per_step=2, block_length=8, remask=False, confidence_threshold=0)
-ORDERS = [("most confident first", "confidence"), ("left to right", "left_to_right"), ("random", "random")]
+ANY_ORDER = tuple(ANY_ORDER_DEFAULTS) + ("masks_ahead",)  # the any-order lane's own widgets
 
 
 def masked_caches(decoding) -> tuple[str, ...]:
@@ -121,21 +115,10 @@ def generation_estimate(arguments: dict, kind: str, parameters: float) -> budget
                                             arguments.get("masks_ahead") is True)
 
 
-def _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
-              padding_masks, stop_at_newline, seed, trace, cache_refresh=_CORE.cache_refresh,
-              parallel_threshold=0, **writing):
-    """The page's widgets (or an API call's values) as the core's settings, which check them;
-    ``writing``: any-order writing's fields (window, order, tokens_per_step, ...)."""
-    max_new_tokens = whole(max_new_tokens)
-    if isinstance(max_new_tokens, int) and max_new_tokens > deployment().settings.max_new_tokens:
-        raise ValueError(f"max_new_tokens may be at most {deployment().settings.max_new_tokens} new tokens per request "
-                         f"here (you asked for {max_new_tokens}).")
-    values = dict(max_new_tokens=max_new_tokens, strategy=strategy, num_beams=num_beams, temperature=temperature,
-                  top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty, padding_masks=padding_masks,
-                  stop_at_newline=stop_at_newline, seed=seed, cache_refresh=cache_refresh,
-                  parallel_threshold=None if parallel_threshold == 0 else parallel_threshold,  # the slider's 0: off
-                  **writing)
-    return settings_of(GenerationSettings, values, trace=trace, trace_top_k=5)
+def _settings(given: dict, **fixed) -> GenerationSettings:
+    """A call's values (its arguments by name) as the core's settings, which check them: those
+    that are GenerationSettings' fields, then ``fixed``."""
+    return settings_of(GenerationSettings, given, trace=True, trace_top_k=5, **fixed)
 
 
 def _with_cache(settings: GenerationSettings, cache: str) -> GenerationSettings:
@@ -163,10 +146,12 @@ def preset_values(preset: dict | None) -> dict:
     return values
 
 
-def setting_items(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
-                  padding_masks, stop_at_newline, seed, decoding="exact") -> dict[str, str]:
-    """The settings a run uses, in the page's words (only those that act: sampling's with sampling)."""
-    items = {"decoding": str(decoding), "strategy": dict((v, k) for k, v in STRATEGIES).get(strategy, str(strategy)),
+def setting_items(given: dict, decoding="exact") -> dict[str, str]:
+    """The settings a run uses (the shared ones, by name, as the widgets hold them), in the page's
+    words (only those that act: sampling's with sampling)."""
+    strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty, padding_masks, \
+        stop_at_newline, seed = (given[name] for name in SHARED)
+    items = {"decoding": str(decoding), "strategy": shown_value(GenerationSettings, "strategy", strategy),
              "max new tokens": str(max_new_tokens)}
     if strategy == "beam":
         items["beams"] = str(num_beams)
@@ -366,28 +351,16 @@ class CausalGenerationOutputs(NamedTuple):
         return cls(stats=message)
 
 
-GENERATION_ARGUMENTS = """\
-        prompt: the few-shot prompt to continue
-        model_name: the model: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)
-        strategy: greedy, beam or sample
-        max_new_tokens: upper bound on the continuation's length in tokens
-        num_beams: beams kept (beam search only)
-        temperature: sampling temperature (sampling only)
-        top_k: sample from the k likeliest tokens, 0 = all (sampling only)
-        top_p: sample from the smallest set holding this probability mass (sampling only)
-        repetition_penalty: above 1 discourages repeating tokens
-        padding_masks: masks after the predicted one, or "default" for the family's (masked LMs; a causal LM ignores it)
-        stop_at_newline: end the continuation at the first line break
-        seed: sampling seed
-"""
-# (one line per argument: Gradio's docstring parser keeps only an argument's first line)
-MASKED_DECODING_ARGUMENTS = """\
-        decoding: exact (the paper's method, re-reads the whole prompt at every token), fast (reuses the prompt's internal states between refreshes: faster, approximate) or compare (both, exact first, side by side; counts as two generations)
-        cache_refresh: fast decoding only: re-read the whole prompt every N new tokens (1 = every token, the exact method's output)
-        parallel_threshold: fast decoding only: also write the next tokens guessed at the padding masks whose probability is at least this (0 = off)
-        emd: DeBERTa only: auto (the enhanced mask decoder the paper's model reads, where the checkpoint holds its position table) or off (the last layer, as transformers reads it)
-        chat: the prompt as one user turn of the model's chat template, answered (chat models such as dLLM's BERT-Chat)
-"""
+PAGE_ARGUMENTS = dict(
+    prompt="the few-shot prompt to continue",
+    model_name="the model: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)")
+GENERATION_ARGUMENTS = arguments(*((GenerationSettings, name) for name in SHARED), **PAGE_ARGUMENTS)
+EMD_AND_CHAT = arguments((ModelSettings, "emd"), (GenerationSettings, "chat"))
+MASKED_DECODING_ARGUMENTS = arguments(
+    (GenerationSettings, "cache_refresh"), (GenerationSettings, "parallel_threshold"),
+    decoding="exact (the paper's method, re-reads the whole prompt at every token), fast (reuses the prompt's "
+             "internal states between refreshes: faster, approximate) or compare (both, exact first, side by "
+             "side; counts as two generations)") + EMD_AND_CHAT
 
 
 @handler(MaskedGenerationOutputs.showing, runs=masked_runs, estimate=generation_estimate)
@@ -400,16 +373,14 @@ def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, tem
     masks) and [SEP], predict the first mask, keep it, repeat. Decoding exact, fast (the
     approximate prefix cache) or compare (both side by side). Also returns the decoding playback
     (of the exact run when comparing)."""
-    settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
-                         repetition_penalty, padding_masks, stop_at_newline, seed, trace=True,
-                         cache_refresh=cache_refresh, parallel_threshold=parallel_threshold, chat=chat)
+    given = dict(locals())  # the call's values by name
+    settings = _settings(given)
     runs = [_with_cache(settings, cache) for cache in masked_caches(decoding)]
     lm, results, time_limit, python, shell = _run(prompt, model_name, "masked", runs, emd)
     shown = results[0]  # compare: the exact run (the paper's method) fills the usual outputs
     compared = comparison(*results, settings.cache_refresh) if len(results) == 2 else ""
     run = run_id(prompt, shown.token_ids, shown.seconds)
-    items = setting_items(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
-                          padding_masks, stop_at_newline, seed, decoding)
+    items = setting_items(given, decoding)
     return MaskedGenerationOutputs(text=shown.text, stats=_stats(lm, shown, time_limit, settings.cache_refresh),
                                    trace=playback(shown.steps, "masked", run, newline_note(lm, prompt)),
                                    compare=compared, python=python, shell=shell,
@@ -417,16 +388,7 @@ def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, tem
                                             prompt=prompt, model=lm.name))
 
 
-ANY_ORDER_ARGUMENTS = """\
-        order: which masks a step writes: confidence (the surest: masked diffusion LMs), left_to_right or random
-        tokens_per_step: tokens written per forward pass
-        block_length: masks per block; the next block is appended when one is full
-        remask: confidence order only: earlier tokens of the block compete with new guesses and may be masked again
-        emd: DeBERTa only: auto (the enhanced mask decoder) or off (the last layer)
-        chat: the prompt as one user turn of the model's chat template, answered (chat models such as dLLM's BERT-Chat)
-        masks_ahead: every block's masks follow the prompt from the first step, filled one block at a time (LLaDA's and dLLM's samplers)
-        confidence_threshold: confidence order only: each step also writes every mask of the block whose guess is at least this likely (Fast-dLLM's threshold writing; 0 = off)
-"""
+ANY_ORDER_ARGUMENTS = arguments(*((GenerationSettings, name) for name in ANY_ORDER)) + EMD_AND_CHAT
 
 
 @handler(AnyOrderOutputs.showing, estimate=generation_estimate)
@@ -441,11 +403,7 @@ def generate_any_order(prompt, model_name, strategy, max_new_tokens, num_beams, 
     """Continue a prompt with a masked LM the masked-diffusion way: a block of masks after the
     text, filled in any order, several tokens a step; the next block when it is full. Also
     returns the playback, each token marked with the step that wrote it."""
-    settings = _settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
-                         padding_masks, stop_at_newline, seed, trace=True, window="block", order=order,
-                         tokens_per_step=tokens_per_step, block_length=block_length, remask=remask, chat=chat,
-                         masks_ahead=masks_ahead,
-                         confidence_threshold=None if confidence_threshold == 0 else confidence_threshold)  # 0: off
+    settings = _settings(dict(locals()), window="block")
     lm, (result,), time_limit, python, shell = _run(prompt, model_name, "masked", [settings], emd)
     steps = f"{result.steps_run} steps for {len(result.token_ids)} tokens · "
     return AnyOrderOutputs(text=result.text, stats=message(steps.rstrip(" ·"), "note") + _stats(lm, result, time_limit),
@@ -479,28 +437,171 @@ def generate_causal(prompt, model_name, strategy, max_new_tokens, num_beams, tem
         return CausalGenerationOutputs.showing(message("Skipped: no causal LM picked.", "note"))
     # The padding masks are the masked LM's (the page shares its settings between both sides): a
     # causal LM has none, so its side checks them with the rest, then leaves them out.
-    settings = replace(_settings(strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
-                                 repetition_penalty, padding_masks, stop_at_newline, seed, trace=True),
-                       padding_masks=None)
+    settings = replace(_settings(dict(locals())), padding_masks=None)
     lm, (result,), time_limit, python, shell = _run(prompt, model_name, "causal", [settings])
     return CausalGenerationOutputs(text=result.text, stats=_stats(lm, result, time_limit), python=python,
                                    shell=shell, trace=playback(result.steps, "causal", run_id(prompt, result.token_ids, result.seconds),
                                                                newline_note(lm, prompt)))
 
 
-def trained_decoding(catalog: Catalog, name: str) -> list:
-    """The widgets a picked masked LM sets (chat, masks ahead, any order and its settings,
-    strategy, max new tokens, stop at newline): a model trained to write
+# The widgets a picked masked LM sets (by name: a setting's, or any_order for the lane)
+TRAINED = ("chat", "masks_ahead", "any_order", *ANY_ORDER_DEFAULTS, "strategy", "max_new_tokens", "stop_at_newline")
+
+
+def trained_decoding(catalog: Catalog, name: str) -> dict:
+    """What a picked masked LM sets, by the names of ``TRAINED``: a model trained to write
     (``Catalog.generation_defaults``) gets its decoding, within this app's token cap, its answer
     not cut at a line break; another turns chat and masks ahead off and keeps the rest."""
     trained = catalog.generation_defaults(name)
     if not trained:
-        return [False, False] + [gr.update()] * 9
+        return dict({n: gr.update() for n in TRAINED}, chat=False, masks_ahead=False)
     cap = deployment().settings.max_new_tokens
-    return [trained.get("chat", False), trained.get("masks_ahead", False), trained.get("window") == "block",
-            *(trained.get(key, ANY_ORDER_DEFAULTS[key]) for key in ("order", "tokens_per_step", "block_length",
-                                                                   "remask", "confidence_threshold")),
-            trained.get("strategy", gr.update()), min(trained.get("max_new_tokens", cap), cap), False]
+    return dict({n: trained.get(n, ANY_ORDER_DEFAULTS[n]) for n in ANY_ORDER_DEFAULTS},
+                chat=trained.get("chat", False), masks_ahead=trained.get("masks_ahead", False),
+                any_order=trained.get("window") == "block", strategy=trained.get("strategy", gr.update()),
+                max_new_tokens=min(trained.get("max_new_tokens", cap), cap), stop_at_newline=False)
+
+
+# The decoding settings' panel: rows of GenerationSettings' fields (their widgets read the
+# declarations); the page's own ids and sizes where tests and styles name them
+SETTING_ROWS = [("strategy", "max_new_tokens", "num_beams"), ("temperature", "top_k", "top_p"),
+                ("repetition_penalty", "padding_masks", "stop_at_newline", "seed"),
+                ("order", "tokens_per_step", "block_length", "remask"),
+                ("chat", "masks_ahead", "confidence_threshold"), ("parallel_threshold",)]
+SETTING_LAYOUT = dict(max_new_tokens=dict(elem_id="gen-max"), parallel_threshold=dict(elem_id="gen-parallel"))
+
+
+def _inputs(catalog: Catalog, presets: list[dict], first: dict) -> dict:
+    """The prompt, the models, the decoding choice and the run button, by name."""
+    w = {}
+    w["preset"] = gr.Dropdown(
+        choices=[p["name"] for p in presets], value=presets[0]["name"] if presets else None,
+        label="Preset", elem_id="gen-preset",
+        info="The BERTs paper's qualitative examples (novel words, grammar correction; sampled "
+             "as in the paper) and instruction-induction prompts, including the 'I gave a "
+             "friend an instruction...' meta-prompt. Fills the prompt and the decoding settings.")
+    w["prompt"] = gr.Textbox(
+        value=first["prompt"], label="Prompt", lines=8, elem_id="gen-prompt",
+        max_length=deployment().settings.max_prompt_chars,
+        info=f"Few-shot prompt to continue, at most {deployment().settings.max_prompt_chars:,} characters. Newlines "
+             f"are kept (written as the paper's '\\n ' marker for tokenizers that drop them).")
+    w["paper_output"] = gr.Markdown(first["note"], elem_id="gen-paper-output")
+    w["masked_model"], w["causal_model"] = side_pickers(catalog, "gen")
+    with gr.Row():
+        w["decoding"] = Radio(
+            choices=list(DECODINGS), value="exact", label="Masked LM decoding", elem_id="gen-decoding",
+            scale=2, min_width=300,  # (wraps above the slider on a phone)
+            info="exact: the paper's method, re-reads the whole prompt at every token. fast: reuses "
+                 "the prompt's internal states between refreshes (faster, approximate): for long prompts "
+                 "and answers, where exact is slow. compare: runs both side by side, to see what the "
+                 "speed costs. Masked LM only: a causal LM always uses its own exact cache.")
+        w["cache_refresh"] = widget(GenerationSettings, "cache_refresh", scale=1, min_width=240, elem_id="gen-refresh",
+                                    elem_classes=["demo-with-fast"])  # shown with fast or compare only (style.css)
+    with gr.Row(equal_height=True):
+        w["run"] = gr.Button("Generate with both models", variant="primary", elem_id="gen-run", scale=2,
+                             min_width=220)
+        w["compare_previous"] = gr.Checkbox(
+            value=False, label="Compare with the previous run", elem_id="gen-compare-previous", scale=1,
+            min_width=220, info="The masked LM's last run plays beside this one, step by step, "
+                                "headed by the settings that changed.")
+        w["any_order"] = gr.Checkbox(
+            value=False, label="Also write in any order (masked diffusion)", elem_id="gen-any-order", scale=1,
+            min_width=220, info="Masked diffusion's way: a block of masks, surest first.")
+    w["settings_shown"] = gr.HTML(settings_line(setting_items(first)), elem_id="gen-settings-line")
+    with gr.Accordion("Decoding settings", open=False):
+        w["emd"] = emd_radio("gen-deberta-head", w["masked_model"])
+        w.update(panel(GenerationSettings, SETTING_ROWS, "gen", dict(first, **ANY_ORDER_DEFAULTS), SETTING_LAYOUT))
+    return w
+
+
+def _outputs(w: dict) -> None:
+    """Both sides' outputs, the any-order lane's, and the playback lanes, added to ``w`` by name."""
+    w["sides"] = side_columns("gen", {
+        "text": lambda kind, elem_id: gr.Textbox(label=f"{KIND_NAMES[kind]} continuation", lines=4,
+                                                 elem_id=elem_id, interactive=False),
+        "stats": lambda kind, elem_id: gr.HTML(elem_id=elem_id),
+        "compare": lambda kind, elem_id: (gr.HTML(elem_id=elem_id, elem_classes=["demo-hide-empty"])
+                                          if kind == "masked" else None)})
+    with gr.Column(visible=False, elem_id="gen-any-order-output") as w["any_output"]:
+        w["any_text"] = gr.Textbox(label="Masked LM continuation, written in any order", lines=3,
+                                   elem_id="gen-any-text", interactive=False)
+        w["any_stats"] = gr.HTML(elem_id="gen-any-stats")
+        w["any_python"], w["any_shell"] = reproduce_block("gen-any-reproduce")
+    with gr.Accordion("Playback: both models write, step by step", open=True, elem_classes=["demo-playback"]):
+        gr.HTML(LEGEND, elem_classes=["demo-legend-block"])
+        lane_switch("gen", "gen-playback")
+        lane = dict(min_width=320, elem_classes=["demo-lane"])
+        with gr.Row(elem_id="gen-playback", elem_classes=["demo-lanes"]):
+            with gr.Column(**lane):
+                w["trace"] = gr.HTML(elem_id="gen-trace", js_on_load=PLAYER_JS)
+            with gr.Column(**lane, visible=False, elem_id="gen-any-order-column") as w["any_lane"]:
+                w["any_trace"] = gr.HTML(elem_id="gen-any-trace", js_on_load=PLAYER_JS)
+            with gr.Column(**lane, elem_id="gen-previous-column"):  # shown when comparing
+                w["previous_trace"] = gr.HTML(elem_id="gen-previous-trace", js_on_load=PLAYER_JS)
+            with gr.Column(**lane):
+                w["causal_trace"] = gr.HTML(elem_id="gen-causal-trace", js_on_load=PLAYER_JS)
+
+
+QUICK = dict(api_visibility="private", show_progress="hidden", concurrency_limit=None)
+
+
+def _wire_settings(w: dict, catalog: Catalog, presets: list[dict]) -> list:
+    """Presets fill the prompt and the shared settings; the settings line follows them; a picked
+    masked LM sets what it was trained with. Returns the shared settings' widgets, in SHARED's order."""
+    shared = [w[name] for name in SHARED]
+
+    def fill(name):
+        values = preset_values(preset_named(presets, name))
+        return [values["prompt"], values["note"]] + [values[k] for k in SHARED]
+
+    # select, not change: picking the same preset again restores its text after an edit
+    w["preset"].select(fill, w["preset"], [w["prompt"], w["paper_output"]] + shared, api_visibility="private")
+    gr.on([control.change for control in shared + [w["decoding"]]],
+          lambda *values: settings_line(setting_items(dict(zip(SHARED, values)), values[-1])),
+          shared + [w["decoding"]], w["settings_shown"], **QUICK)
+    w["masked_model"].change(lambda name: list(trained_decoding(catalog, name).values()), w["masked_model"],
+                             [w[n] for n in TRAINED], **QUICK)
+    w["fill"] = fill
+    return shared
+
+
+def _wire_runs(w: dict, shared: list) -> None:
+    """The button's runs: the masked LM's (then the previous run's lane, then any order, when
+    asked), and the causal LM's."""
+    last_run, previous_run = gr.State(None), gr.State(None)
+    # the last run becomes the previous one as the button is pressed (a failed run keeps it)
+    started = w["run"].click(lambda last, previous: last or previous, [last_run, previous_run], previous_run,
+                             js=run_starts("gen"), **QUICK)
+    masked_event = started.then(
+        generate_masked, [w["prompt"], w["masked_model"]] + shared + [w[n] for n in MASKED_ONLY],
+        components(MaskedGenerationOutputs, **w["sides"]["masked"], trace=w["trace"], run=last_run),
+        api_name="generate_mlm", concurrency_id="generate")
+    comparing = [w["compare_previous"], previous_run, last_run]
+    previous_shown = masked_event.then(previous_run_view, comparing, w["previous_trace"], **QUICK)
+    # any order, when asked: a request of its own (its own API), started once the paper's way is done
+    any_request = gr.State(0)
+    any_asked = previous_shown.then(lambda asked, n: n + 1 if asked else gr.update(),
+                                    [w["any_order"], any_request], any_request, **QUICK)
+    any_event = any_request.change(
+        generate_any_order, [w["prompt"], w["masked_model"]] + shared + [w[n] for n in ANY_ORDER_ONLY],
+        components(AnyOrderOutputs, text=w["any_text"], stats=w["any_stats"], trace=w["any_trace"],
+                   python=w["any_python"], shell=w["any_shell"]),
+        api_name="generate_mlm_any_order", concurrency_id="generate", js=run_starts("gen-any"))
+    w["any_order"].change(lambda asked: [gr.update(visible=asked)] * 2, w["any_order"],
+                          [w["any_output"], w["any_lane"]], **QUICK)
+    w["compare_previous"].change(previous_run_view, comparing, w["previous_trace"], **QUICK)
+    causal_event = w["run"].click(generate_causal, [w["prompt"], w["causal_model"]] + shared,
+                                  components(CausalGenerationOutputs, **w["sides"]["causal"], trace=w["causal_trace"]),
+                                  api_name="generate_causal", concurrency_id="generate", js=run_starts("gen"))
+    # a press's run: both chains; the any-order writing, a request of its own, is a run of its own
+    run_ends("gen", any_asked, causal_event)
+    run_ends("gen-any", any_event)
+
+
+# The masked LM's handlers' parameters after the shared settings, in their signatures' order
+MASKED_ONLY = ("decoding", "cache_refresh", "emd", "parallel_threshold", "chat")
+ANY_ORDER_ONLY = ("order", "tokens_per_step", "block_length", "remask", "emd", "chat", "masks_ahead",
+                  "confidence_threshold")
 
 
 def build(catalog: Catalog) -> TabParts:
@@ -509,183 +610,11 @@ def build(catalog: Catalog) -> TabParts:
     presets = read_presets("prompting")
     first = preset_values(presets[0] if presets else None)
     tab_help(HELP, HOW, window_diagram())
-    preset = gr.Dropdown(
-        choices=[p["name"] for p in presets], value=presets[0]["name"] if presets else None,
-        label="Preset", elem_id="gen-preset",
-        info="The BERTs paper's qualitative examples (novel words, grammar correction; sampled "
-             "as in the paper) and instruction-induction prompts, including the 'I gave a "
-             "friend an instruction...' meta-prompt. Fills the prompt and the decoding settings.")
-    prompt = gr.Textbox(
-        value=first["prompt"], label="Prompt", lines=8, elem_id="gen-prompt",
-        max_length=deployment().settings.max_prompt_chars,
-        info=f"Few-shot prompt to continue, at most {deployment().settings.max_prompt_chars:,} characters. Newlines "
-             f"are kept (written as the paper's '\\n ' marker for tokenizers that drop them).")
-    paper_output = gr.Markdown(first["note"], elem_id="gen-paper-output")
-    masked_model, causal_model = side_pickers(catalog, "gen")
-    with gr.Row():
-        decoding = Radio(
-            choices=list(DECODINGS), value="exact", label="Masked LM decoding", elem_id="gen-decoding",
-            scale=2, min_width=300,  # (wraps above the slider on a phone)
-            info="exact: the paper's method, re-reads the whole prompt at every token. fast: reuses "
-                 "the prompt's internal states between refreshes (faster, approximate): for long prompts "
-                 "and answers, where exact is slow. compare: runs both side by side, to see what the "
-                 "speed costs. Masked LM only: a causal LM always uses its own exact cache.")
-        cache_refresh = Slider(
-            1, deployment().settings.max_new_tokens, value=_CORE.cache_refresh, step=1, scale=1, min_width=240,
-            elem_classes=["demo-with-fast"],  # shown with fast or compare only (style.css)
-            label="Refresh every (fast)", elem_id="gen-refresh",
-            info="Fast and compare only: re-read the whole prompt every N new tokens (1 = every "
-                 "token: the exact method's output, no faster).")
-    with gr.Row(equal_height=True):
-        run = gr.Button("Generate with both models", variant="primary", elem_id="gen-run", scale=2, min_width=220)
-        compare_previous = gr.Checkbox(
-            value=False, label="Compare with the previous run", elem_id="gen-compare-previous", scale=1,
-            min_width=220, info="The masked LM's last run plays beside this one, step by step, "
-                                "headed by the settings that changed.")
-        any_order = gr.Checkbox(
-            value=False, label="Also write in any order (masked diffusion)", elem_id="gen-any-order", scale=1,
-            min_width=220, info="Masked diffusion's way: a block of masks, surest first.")
-    settings_shown = gr.HTML(settings_line(setting_items(*(first[k] for k in SETTING_NAMES))),
-                             elem_id="gen-settings-line")
-    with gr.Accordion("Decoding settings", open=False):
-        emd = emd_radio("gen-deberta-head", masked_model)
-        with gr.Row():
-            strategy = Radio(
-                choices=STRATEGIES, value=first["strategy"], label="Strategy", elem_id="gen-strategy",
-                info="Greedy: always the likeliest token. Beam search keeps several candidate "
-                     "texts (the paper: 4 beams). Sampling draws at random (the paper's examples: "
-                     "top-k 64, top-p 0.9, temperature 0.2).")
-            max_new_tokens = Slider(
-                1, deployment().settings.max_new_tokens, value=first["max_new_tokens"], step=1,
-                label="Max new tokens", elem_id="gen-max",
-                info="Upper bound on the continuation's length in tokens.")
-            num_beams = Slider(
-                2, 8, value=first["num_beams"], step=1, label="Beams",
-                info="Beam search only: how many hypotheses are kept.")
-        with gr.Row():
-            temperature = Slider(
-                0.05, 2.0, value=first["temperature"], step=0.05, label="Temperature",
-                info="Sampling only: below 1 sharpens the distribution.")
-            top_k = Slider(
-                0, 200, value=first["top_k"], step=1, label="Top-k",
-                info="Sampling only: draw from the k likeliest tokens (0 = all).")
-            top_p = Slider(
-                0.05, 1.0, value=first["top_p"], step=0.05, label="Top-p",
-                info="Sampling only: draw from the smallest set holding this probability mass "
-                     "(1 = all).")
-        with gr.Row():
-            repetition_penalty = Slider(
-                1.0, 2.0, value=first["repetition_penalty"], step=0.05, label="Repetition penalty",
-                info="Above 1 discourages repeating tokens already seen.")
-            padding_masks = Dropdown(
-                choices=PADDING_CHOICES, value=first["padding_masks"], label="Padding masks (masked LM)",
-                info="Extra [MASK] tokens after the predicted one, so the end-of-text token does "
-                     "not sit right after it (the paper: 2 for DeBERTa).")
-            stop_at_newline = gr.Checkbox(
-                value=first["stop_at_newline"], label="Stop at newline",
-                info="End the continuation at the first line break.")
-            seed = Number(value=first["seed"], precision=0, label="Seed",
-                             info="Sampling seed, for repeatable samples.")
-        with gr.Row():
-            order = Radio(choices=ORDERS, value=ANY_ORDER_DEFAULTS["order"], label="Any order: which masks",
-                          elem_id="gen-order", info="Writing in any order only: the masks a step writes.")
-            tokens_per_step = Slider(1, 8, value=ANY_ORDER_DEFAULTS["tokens_per_step"], step=1,
-                                     label="Any order: tokens per step", elem_id="gen-tokens-per-step",
-                                     info="Several: fewer forward passes; each token guessed without the "
-                                          "others written in the same step.")
-            block_length = Slider(1, 64, value=ANY_ORDER_DEFAULTS["block_length"], step=1,
-                                  label="Any order: block length", elem_id="gen-block-length",
-                                  info="Masks per block; the next block comes when one is full.")
-            remask = gr.Checkbox(value=ANY_ORDER_DEFAULTS["remask"], label="Any order: re-mask",
-                                 elem_id="gen-remask",
-                                 info="Most confident first only: earlier tokens of the block may be masked "
-                                      "again when new guesses are surer.")
-        with gr.Row():
-            chat = gr.Checkbox(value=False, label="Chat turn (masked LM)", elem_id="gen-chat",
-                               info="Chat models: the prompt is a question in the model's chat template, and "
-                                    "the model answers it. Set when a chat model is picked.")
-            masks_ahead = gr.Checkbox(value=False, label="Any order: all masks ahead", elem_id="gen-masks-ahead",
-                                      info="Every block's masks follow the prompt from the first step, so the "
-                                           "model sees how much room is left (LLaDA's and dLLM's samplers).")
-            confidence_threshold = Slider(
-                0, 1, value=0, step=0.05, label="Any order: write all this sure", elem_id="gen-confidence-threshold",
-                info="Most confident first only: each step also writes every mask of the block whose guess "
-                     "is at least this likely (Fast-dLLM's threshold; 0 = off, tokens per step only).")
-        parallel_threshold = Slider(
-            0, 1, value=0, step=0.05, label="Parallel unmasking (fast)", elem_id="gen-parallel",
-            info="Fast and compare only: after each pass also write the tokens guessed at the padding "
-                 "masks whose probability is at least this, without a pass of their own (0 = off). "
-                 "Fewer passes; the guesses were made with masks where the tokens before them now "
-                 "stand, so the text can change.")
-    sides = side_columns("gen", {
-        "text": lambda kind, elem_id: gr.Textbox(label=f"{KIND_NAMES[kind]} continuation", lines=4,
-                                                 elem_id=elem_id, interactive=False),
-        "stats": lambda kind, elem_id: gr.HTML(elem_id=elem_id),
-        "compare": lambda kind, elem_id: (gr.HTML(elem_id=elem_id, elem_classes=["demo-hide-empty"])
-                                          if kind == "masked" else None)})
-    with gr.Column(visible=False, elem_id="gen-any-order-output") as any_output:
-        any_text = gr.Textbox(label="Masked LM continuation, written in any order", lines=3,
-                              elem_id="gen-any-text", interactive=False)
-        any_stats = gr.HTML(elem_id="gen-any-stats")
-        any_python, any_shell = reproduce_block("gen-any-reproduce")
-    with gr.Accordion("Playback: both models write, step by step", open=True, elem_classes=["demo-playback"]):
-        gr.HTML(LEGEND, elem_classes=["demo-legend-block"])
-        lane_switch("gen", "gen-playback")
-        lane = dict(min_width=320, elem_classes=["demo-lane"])
-        with gr.Row(elem_id="gen-playback", elem_classes=["demo-lanes"]):
-            with gr.Column(**lane):
-                trace = gr.HTML(elem_id="gen-trace", js_on_load=PLAYER_JS)
-            with gr.Column(**lane, visible=False, elem_id="gen-any-order-column") as any_lane:
-                any_trace = gr.HTML(elem_id="gen-any-trace", js_on_load=PLAYER_JS)
-            with gr.Column(**lane, elem_id="gen-previous-column"):  # shown when comparing
-                previous_trace = gr.HTML(elem_id="gen-previous-trace", js_on_load=PLAYER_JS)
-            with gr.Column(**lane):
-                causal_trace = gr.HTML(elem_id="gen-causal-trace", js_on_load=PLAYER_JS)
-    last_run, previous_run = gr.State(None), gr.State(None)
-
-    settings = [strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty,
-                padding_masks, stop_at_newline, seed]
-
-    def fill(name):
-        values = preset_values(preset_named(presets, name))
-        return [values["prompt"], values["note"]] + [values[k] for k in SETTING_NAMES]
-
-    # select, not change: picking the same preset again restores its text after an edit
-    preset.select(fill, preset, [prompt, paper_output] + settings, api_visibility="private")
-    quick = dict(api_visibility="private", show_progress="hidden", concurrency_limit=None)
-    gr.on([control.change for control in settings + [decoding]],
-          lambda *values: settings_line(setting_items(*values)), settings + [decoding], settings_shown, **quick)
-    # the last run becomes the previous one as the button is pressed (a failed run keeps it)
-    started = run.click(lambda last, previous: last or previous, [last_run, previous_run], previous_run,
-                        js=run_starts("gen"), **quick)
-    masked_event = started.then(
-        generate_masked, [prompt, masked_model] + settings + [decoding, cache_refresh, emd,
-                                                             parallel_threshold, chat],
-        components(MaskedGenerationOutputs, **sides["masked"], trace=trace, run=last_run),
-        api_name="generate_mlm", concurrency_id="generate")
-    comparing = [compare_previous, previous_run, last_run]
-    previous_shown = masked_event.then(previous_run_view, comparing, previous_trace, **quick)
-    # any order, when asked: a request of its own (its own API), started once the paper's way is done
-    any_request = gr.State(0)
-    any_asked = previous_shown.then(lambda asked, n: n + 1 if asked else gr.update(), [any_order, any_request],
-                                    any_request, **quick)
-    any_event = any_request.change(
-        generate_any_order, [prompt, masked_model] + settings + [order, tokens_per_step, block_length, remask,
-                                                                 emd, chat, masks_ahead, confidence_threshold],
-        components(AnyOrderOutputs, text=any_text, stats=any_stats, trace=any_trace, python=any_python,
-                   shell=any_shell),
-        api_name="generate_mlm_any_order", concurrency_id="generate", js=run_starts("gen-any"))
-    any_order.change(lambda asked: [gr.update(visible=asked)] * 2, any_order, [any_output, any_lane], **quick)
-    trained = [chat, masks_ahead, any_order, order, tokens_per_step, block_length, remask, confidence_threshold,
-               strategy, max_new_tokens, stop_at_newline]
-    masked_model.change(lambda name: trained_decoding(catalog, name), masked_model, trained, **quick)
-    compare_previous.change(previous_run_view, comparing, previous_trace, **quick)
-    causal_event = run.click(generate_causal, [prompt, causal_model] + settings,
-                             components(CausalGenerationOutputs, **sides["causal"], trace=causal_trace),
-                             api_name="generate_causal", concurrency_id="generate", js=run_starts("gen"))
-    # a press's run: both chains; the any-order writing, a request of its own, is a run of its own
-    run_ends("gen", any_asked, causal_event)
-    run_ends("gen-any", any_event)
-    return TabParts(lesson_fields=(preset, prompt, paper_output, *settings, compare_previous, any_order),
-                    lesson_values=lambda step: [step["preset"], *fill(step["preset"]),
+    w = _inputs(catalog, presets, first)
+    _outputs(w)
+    shared = _wire_settings(w, catalog, presets)
+    _wire_runs(w, shared)
+    return TabParts(lesson_fields=(w["preset"], w["prompt"], w["paper_output"], *shared, w["compare_previous"],
+                                   w["any_order"]),
+                    lesson_values=lambda step: [step["preset"], *w["fill"](step["preset"]),
                                                 step.get("compare_previous", False), step.get("any_order", False)])
