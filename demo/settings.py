@@ -466,8 +466,8 @@ class GenerationSettings(WritingSettings):
                                         label="Repetition penalty")
     padding_masks: int | None = setting(None,
         "extra [MASK] tokens after the predicted one, so the end-of-text token does not sit right after "
-        "it (the paper: 2 for DeBERTa; default: the family's)", applies="masked LMs", low=0, high=MAX_PADDING_MASKS, off="default",
-        label="Padding masks (masked LM)")
+        "it (the paper: 2 for DeBERTa; default: the family's)", applies="masked LMs", low=0, high=MAX_PADDING_MASKS,
+        off="default", label="Padding masks (masked LM)")
     cache: Literal[CACHE_MODES] = setting("exact",
         "'exact' re-reads the whole window at every step (the paper's method); 'prefix' reuses the "
         "prompt's keys and values between refreshes (faster, approximate)", applies="masked LMs", more=
@@ -645,7 +645,7 @@ class GridSettings:
     depths: list[float] = setting(factory=lambda: list(DEPTHS),
         help="where the needle sits, 0 (start) to 1 (end), separated by commas", label="Needle depths")
     repetitions: int = setting(3, "runs per cell, each with another needle and filler", low=1,
-                               cap="max_grid_cells", label="Repetitions")
+                               label="Repetitions")
     seed: int = setting(0, "seed for the needles and the filler's starting point", low=0, high=2**63 - 1,
                         label="Seed")
     padding_masks: int | None = setting(None, "padding masks (default: the family's)", applies="masked LMs",
@@ -690,9 +690,10 @@ class SweepSettings:
         "generated task) or right masks (the PLL, on a ranked task).", label="What to sweep",
         shown={"padding_masks": "padding masks: generation (a generated task)",
                "right_masks": "right masks: ranking (a ranked task)"})
-    values: list[int] = setting(factory=lambda: [0, 1, 2, 3, 4], help="the numbers of masks evaluated",
+    values: list[int] = setting(factory=lambda: [0, 1, 2, 3, 4], help=
+        f"the numbers of masks evaluated, separated by commas, each from 0 to {MAX_PADDING_MASKS}",
                                 label="Numbers of masks")
-    task: str | None = setting(None, "the task evaluated at every value", more=
+    task: str | None = setting(None, "the task evaluated at every value (its data must be on the server)", more=
         "Default: ii_singular_to_plural for padding masks, copa for right masks.", label="Task")
     shots: int | None = setting(None, "demonstrations before each item (the same at every number of masks)",
                                 low=0, high=MAX_SHOTS, label="Shots")
@@ -727,11 +728,18 @@ class SweepSettings:
 @dataclass(frozen=True)
 class ResultsFilter:
     """Which results ``demo.evaluation.results.filter_results`` keeps: rows matching every non-empty list."""
-    papers: list[str] = setting(factory=list, help="papers (\"ours\" for our runs)")
-    groups: list[str] = setting(factory=list, help="task groups")
-    models: list[str] = setting(factory=list, help="models, as the tables name them")
-    shots: list[str] = setting(factory=list, help="shots, e.g. 0-shot few-shot")
-    tasks: list[str] = setting(factory=list, help="tasks, as the tables name them")
+    papers: list[str] = setting(factory=list, help=
+        "which source: a paper's published tables, or 'ours' (runs of mlm-icl evaluate); empty = all", label="Paper")
+    groups: list[str] = setting(factory=list, help=
+        "task groups: SuperGLUE, language modeling, translation, closed-book QA, ...; empty = all",
+        label="Task group")
+    models: list[str] = setting(factory=list, help=
+        "models to keep (masked and causal), as the tables name them; empty = all", label="Model")
+    shots: list[str] = setting(factory=list, help=
+        "numbers of in-context examples, e.g. 0-shot (few-shot = the paper's k per task); empty = all",
+        label="Shots")
+    tasks: list[str] = setting(factory=list, help="single tasks to keep, as the tables name them; empty = all",
+                               label="Task")
 
     def __post_init__(self):
         for f in fields(self):

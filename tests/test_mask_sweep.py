@@ -170,7 +170,7 @@ def test_the_length_probe_tabs_sweep_gives_a_plot_a_table_and_the_command(monkey
     refused = list(sweep_masks(str(STANDIN_MLM), "right_masks", "copa", "1, x", 0, 2))[-1]
     assert "Each number of masks must be a whole number" in refused.summary and refused.plot is None
     too_many = list(sweep_masks(str(STANDIN_MLM), "right_masks", "copa", "1", 0, 41))[-1]
-    assert "more than this app evaluates per request (40)" in too_many.summary
+    assert "limit may be at most 40 per request here (mask sweep: items" in too_many.summary
 
 
 @pytest.mark.parametrize("scores, said", [

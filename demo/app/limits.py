@@ -12,7 +12,7 @@ import threading
 import time
 from collections import defaultdict, deque
 
-from ..settings import AppSettings, GridSettings, SweepSettings, check_readable
+from ..settings import AppSettings, GridSettings, check_readable
 
 MIN_CANDIDATES, MAX_CANDIDATES = 2, 8
 
@@ -90,13 +90,6 @@ def check_grid(grid: GridSettings, limits: AppSettings) -> None:
     if max(grid.lengths) > limits.max_grid_tokens:
         raise ValueError(f"Lengths above {limits.max_grid_tokens:,} tokens are not run live here; see the "
                          f"precomputed grids below, or run `mlm-icl probe` locally.")
-
-
-def check_sweep(sweep: SweepSettings, limits: AppSettings) -> None:
-    if sweep.limit > limits.max_sweep_items:
-        raise ValueError(f"{sweep.limit} items at each number of masks is more than this app evaluates "
-                         f"per request ({limits.max_sweep_items}); lower the item limit, or run "
-                         f"`mlm-icl probe --sweep` locally.")
 
 
 class RunsPerVisitor:

@@ -14,11 +14,8 @@ import gradio as gr
 from ..app import budget
 from ..app.catalog import Catalog
 from ..app.limits import check_text
-from ..settings import InfillSettings
+from ..settings import InfillSettings, ModelSettings
 from .common import (
-    Number,
-    Radio,
-    Slider,
     TabParts,
     deployment,
     emd_radio,
@@ -40,7 +37,7 @@ from .common import (
 )
 from .outputs import components
 from .playback import PLAYER_JS, lane_switch, playback, run_id
-from .settings_form import settings_of
+from .settings_form import arguments, panel, settings_of, shown_value
 from .sides import side_columns, side_pickers
 
 HELP = ("Write a text with a **[blank]** in the middle: the **masked LM** fills it reading the words on "
@@ -61,13 +58,9 @@ both models (PLL for the masked LM, log-likelihood for the causal LM): did readi
 context give the masked LM a fill that both models like better?
 """
 
-ORDERS = [("left to right", "left_to_right"), ("most confident first", "confidence"), ("random", "random")]
-_CORE = InfillSettings()
-
-
-def _settings(order, blank_tokens, seed, trace: bool) -> InfillSettings:
-    """The page's widgets (or an API call's values) as the core's settings, which check them."""
-    return settings_of(InfillSettings, dict(order=order, blank_tokens=blank_tokens, seed=seed), trace=trace)
+def _settings(given: dict) -> InfillSettings:
+    """A call's values (its arguments by name) as the core's settings, which check them."""
+    return settings_of(InfillSettings, given, trace=True)
 
 
 def _text(text) -> str:
@@ -114,13 +107,11 @@ class CausalInfillOutputs(NamedTuple):
         return cls(filled=message)
 
 
-INFILL_ARGUMENTS = """\
-        text: a text with blanks: [blank] (a token), [blank:3] (three), [blank:auto] (the model picks 1 to 4), or ____
-        model_name: the model: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)
-        order: left_to_right (the BERTs paper's), confidence (most confident position first) or random (seeded)
-        blank_tokens: tokens of a [blank] or ____ without a count
-        seed: seed of the random order
-"""
+SETTINGS = ("order", "blank_tokens", "seed")  # the page's InfillSettings, in the handlers' order
+INFILL_ARGUMENTS = arguments(
+    *((InfillSettings, name) for name in SETTINGS),
+    text="a text with blanks: [blank] (a token), [blank:3] (three), [blank:auto] (the model picks 1 to 4), or ____",
+    model_name="the model: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)")
 
 
 def _stats(lm, result, extra: str, how: str) -> str:
@@ -145,7 +136,7 @@ def fills_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work
 
 
 @handler(InfillOutputs.showing, estimate=infill_estimate)
-@with_arguments(INFILL_ARGUMENTS + "        emd: DeBERTa only: auto (the enhanced mask decoder) or off (the last layer)\n")
+@with_arguments(INFILL_ARGUMENTS + arguments((ModelSettings, "emd")))
 def infill_masked(text, model_name, order, blank_tokens, seed, emd="auto",
                   progress=gr.Progress(track_tqdm=True)):
     """Fill the blanks of a text with a masked LM, one token per step in the chosen order,
@@ -153,12 +144,12 @@ def infill_masked(text, model_name, order, blank_tokens, seed, emd="auto",
     from ..app.budget import infill_work
     from ..engine.infill import infill
 
-    text, settings = _text(text), _settings(order, blank_tokens, seed, trace=True)
+    text, settings = _text(text), _settings(dict(locals()))
     lm = load(model_name, "masked", emd)
     infill_work(lm, text, settings).check(deployment().settings)
     result = infill(lm, text, settings)
     python, shell = reproduction("infill", model_name, "masked", settings, emd, text=text)
-    extra = f"order: {dict((v, k) for k, v in ORDERS)[settings.order]}"
+    extra = f"order: {shown_value(InfillSettings, 'order', settings.order)}"
     how = "one pass per masked token, each over the whole text" + (
         ", then each length tried scored whole" if result.tries else "")
     return InfillOutputs(filled=filled_html(text, result.fills, settings),
@@ -178,7 +169,7 @@ def infill_causal(text, model_name, order, blank_tokens, seed, progress=gr.Progr
 
     if not model_name:
         return CausalInfillOutputs.showing(message("Skipped: no causal LM picked.", "note"))
-    text, settings = _text(text), _settings(order, blank_tokens, seed, trace=True)
+    text, settings = _text(text), _settings(dict(locals()))
     lm = load(model_name, "causal")
     infill_work(lm, text, settings).check(deployment().settings)
     result = causal_infill(lm, text, settings)
@@ -243,13 +234,8 @@ def build(catalog: Catalog) -> TabParts:
                            "____ is a [blank].")
     note = gr.Markdown(preset_note(presets[0] if presets else None), elem_id="fill-note")
     masked_model, causal_model = side_pickers(catalog, "fill")
-    with gr.Row():
-        order = Radio(choices=ORDERS, value=_CORE.order, label="Order", elem_id="fill-order", scale=2,
-                      info="Which masked position the masked LM fills at each step.")
-        blank_tokens = Slider(1, 8, value=_CORE.blank_tokens, step=1, label="Tokens per [blank]",
-                              elem_id="fill-tokens", info="For a [blank] or ____ without a count.")
-        seed = Number(value=_CORE.seed, precision=0, label="Seed", elem_id="fill-seed",
-                      info="Seed of the random order.")
+    order, blank_tokens, seed = panel(InfillSettings, [SETTINGS], "fill", layout=dict(
+        order=dict(scale=2), blank_tokens=dict(elem_id="fill-tokens"))).values()
     emd = emd_radio("fill-deberta-head", masked_model)
     run = gr.Button("Fill the blanks with both models", variant="primary", elem_id="fill-run")
     sides = side_columns("fill", {"filled": lambda kind, elem_id: gr.HTML(elem_id=elem_id),
@@ -269,7 +255,7 @@ def build(catalog: Catalog) -> TabParts:
         return (chosen["text"], preset_note(chosen)) if chosen else (gr.update(), gr.update())
 
     preset.select(fill, preset, [text, note], api_visibility="private")
-    inputs = [text, masked_model, order, blank_tokens, seed]
+    inputs = [text, masked_model, order, blank_tokens, seed]  # (the handlers' parameters: SETTINGS after the model)
     masked_event = run.click(
         infill_masked, inputs + [emd],
         components(InfillOutputs, **sides["masked"], trace=trace, filled_text=masked_text),

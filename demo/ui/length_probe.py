@@ -19,9 +19,6 @@ from ..settings import GridSettings
 from . import mask_sweep
 from .common import (
     ASSETS,
-    Number,
-    Radio,
-    Slider,
     TabParts,
     deployment,
     handler,
@@ -37,6 +34,7 @@ from .common import (
     with_arguments,
 )
 from .outputs import components
+from .settings_form import arguments, panel, widget
 from .sides import KIND_NAMES, side_columns, side_pickers
 
 GRIDS = ASSETS / "needle_grids"
@@ -174,13 +172,9 @@ def _downloads(table, figure, model_name) -> list[str]:
     return [csv, figure_download(figure, csv, "needle-grid", model_name)]
 
 
-PROBE_ARGUMENTS = """\
-        model_name: the model: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)
-        lengths: prompt lengths in tokens, e.g. "256, 512"
-        depths: needle depths from 0 (start) to 1 (end), e.g. "0, 0.5, 1"
-        repetitions: needles per cell
-        seed: seed of the needles and filler
-"""
+GRID = ("lengths", "depths", "repetitions", "seed")  # the page's GridSettings, in the handlers' order
+PROBE_ARGUMENTS = arguments(*((GridSettings, name) for name in GRID), model_name=(
+    "the model: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)"))
 
 
 def grid_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work:
@@ -191,10 +185,7 @@ def grid_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work:
 
 
 @handler(GridOutputs.showing, estimate=grid_estimate)
-# (one line per argument: Gradio's docstring parser keeps only an argument's first line)
-@with_arguments(PROBE_ARGUMENTS + """\
-        cache: the masked LM's decoding: "exact" (the paper's method) or "prefix" (the faster, approximate prefix cache)
-""")
+@with_arguments(PROBE_ARGUMENTS + arguments((GridSettings, "cache")))
 def probe_masked(model_name, lengths, depths, repetitions, seed, cache="exact",
                  progress=gr.Progress(track_tqdm=True)):
     """Needle in a haystack with a masked LM: can it find a number hidden at each depth of each
@@ -240,27 +231,14 @@ def build(catalog: Catalog):
     Its first view shows the precomputed grids; a lesson step fills its lengths and depths."""
     tab_help(HELP, HOW)
     masked_model, causal_model = side_pickers(catalog, "probe", "Compare with", any_kind=True)
-    decoding = Radio(  # the values are GridSettings.cache's
-        choices=[("exact", "exact"), ("fast", "prefix")], value="exact", label="Masked LM decoding",
-        elem_id="probe-decoding",
-        info="exact: the paper's method, re-reads the whole prompt for every answer token. fast: "
-             "reuses the prompt's internal states (the prefix cache; faster, approximate). The "
-             "compared model always decodes exactly.")
-    with gr.Row():
-        lengths = gr.Textbox(
-            value="128, 256", label="Lengths (tokens)", elem_id="probe-lengths",
-            info=f"Total prompt lengths in tokens, separated by commas (at most "
-                 f"{deployment().settings.max_grid_tokens:,} here; the paper went to 12,288).")
-        depths = gr.Textbox(
-            value="0, 0.5, 1", label="Needle depths", elem_id="probe-depths",
-            info="Where the needle sits, 0 (start) to 1 (end), separated by commas.")
-        repetitions = Slider(1, 5, value=1, step=1, label="Repetitions",
-                                info="Runs per cell, each with another needle and filler.")
-        seed = Number(value=0, precision=0, label="Seed",
-                         info="Seed for the needles and the filler's starting point.")
+    decoding = widget(GridSettings, "cache", elem_id="probe-decoding")
+    # a short first grid, one run a cell: a page's request finishes in seconds
+    lengths, depths, repetitions, seed = panel(GridSettings, [GRID], "probe", dict(
+        lengths="128, 256", depths="0, 0.5, 1", repetitions=1)).values()
     run = gr.Button("Run the grid", variant="primary", elem_id="probe-run")
-    gr.Markdown(f"<sub>At most {deployment().settings.max_grid_cells} runs (lengths x depths x repetitions) per "
-                f"request; the heatmap fills in run by run.</sub>")
+    gr.Markdown(f"<sub>At most {deployment().settings.max_grid_cells} runs (lengths x depths x repetitions) and "
+                f"{deployment().settings.max_grid_tokens:,} tokens per request here (the paper went to 12,288); "
+                f"the heatmap fills in run by run. The compared model always decodes exactly.</sub>")
     sides = side_columns("probe", {
         "plot": lambda kind, elem_id: gr.Plot(label=SIDE_LABELS[kind], elem_id=elem_id),
         "summary": lambda kind, elem_id: gr.HTML(elem_id=elem_id),

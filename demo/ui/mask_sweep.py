@@ -13,12 +13,9 @@ import pandas as pd
 
 from ..app import budget
 from ..app.catalog import Catalog
-from ..app.limits import check_sweep
 from ..settings import SweepSettings
 from .common import (
     Dropdown,
-    Radio,
-    Slider,
     deployment,
     escape,
     handler,
@@ -34,10 +31,8 @@ from .common import (
     with_arguments,
 )
 from .outputs import components
-from .settings_form import settings_of
+from .settings_form import arguments, panel, settings_of, widget
 
-WHAT = [("padding masks: generation (a generated task)", "padding_masks"),
-        ("right masks: ranking (a ranked task)", "right_masks")]
 SYMBOLS = {"padding_masks": "p", "right_masks": "N"}
 SHOWN = ["value", "metric", "score", "stderr", "n", "seconds"]  # the table's columns in the page
 
@@ -80,10 +75,8 @@ def _default_task(setting: str, choices: list[tuple[str, str]]) -> str | None:
 
 
 def _settings(setting, task, values, shots, limit) -> SweepSettings:
-    sweep = settings_of(SweepSettings, dict(sweep=setting, task=task or None, values=values, shots=shots,
-                                            limit=limit), data_root=deployment().settings.data_root or None)
-    check_sweep(sweep, deployment().settings)
-    return sweep
+    return settings_of(SweepSettings, dict(sweep=setting, task=task or None, values=values, shots=shots,
+                                           limit=limit), data_root=deployment().settings.data_root or None)
 
 
 def _summary(lm, table: pd.DataFrame, sweep: SweepSettings) -> str:
@@ -118,15 +111,9 @@ def sweep_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work
 
 
 @handler(SweepOutputs.showing, estimate=sweep_estimate)
-# (one line per argument: Gradio's docstring parser keeps only an argument's first line)
-@with_arguments("""\
-        model_name: the masked LM: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)
-        setting: what to sweep: "padding_masks" (generation, on a generated task) or "right_masks" (ranking, on a ranked task)
-        task: the task's name (its data must be on the server), e.g. "copa" (ranked) or "ii_singular_to_plural" (generated)
-        values: the numbers of masks, e.g. "0, 1, 2, 3, 4"
-        shots: demonstrations per item
-        limit: items evaluated at each number of masks
-""")
+@with_arguments(arguments(
+    (SweepSettings, "sweep", "setting"), *((SweepSettings, name) for name in ("task", "values", "shots", "limit")),
+    model_name="the masked LM: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)"))
 def sweep_masks(model_name, setting, task, values, shots, limit, progress=gr.Progress(track_tqdm=True)):
     """How many masks? A masked LM evaluated on one task at each number of padding masks
     (generation) or right masks (ranking), the paper's choice marked. Streams the curve value by value."""
@@ -162,20 +149,12 @@ def build(catalog: Catalog) -> tuple:
             gr.Markdown(HOW)
         model = model_picker(catalog, "masked", "Masked LM", "sweep-mlm")
         with gr.Row():
-            setting = Radio(choices=WHAT, value="right_masks", label="What to sweep", elem_id="sweep-what",
-                            info="Padding masks change how the model writes; right masks how it scores "
-                                 "candidates.")
+            setting = widget(SweepSettings, "sweep", value="right_masks", elem_id="sweep-what")
             choices = task_choices("right_masks")
-            task = Dropdown(choices=choices, value=_default_task("right_masks", choices), label="Task",
-                            elem_id="sweep-task", info="Tasks of that kind whose data are on this server.")
-        with gr.Row():
-            values = gr.Textbox(value="0, 1, 2, 3, 4", label="Numbers of masks", elem_id="sweep-values",
-                                info="Separated by commas, each from 0 to 16.")
-            shots = Slider(0, 16, value=4, step=1, label="Shots", elem_id="sweep-shots",
-                           info="Demonstrations before each item (the same at every number of masks).")
-            most = deployment().settings.max_sweep_items
-            limit = Slider(1, most, value=min(20, most), step=1, label="Items", elem_id="sweep-limit",
-                           info="Items evaluated at each number of masks (a fixed sample of the task).")
+            task = widget(SweepSettings, "task", component=Dropdown, choices=choices, elem_id="sweep-task",
+                          value=_default_task("right_masks", choices))
+        values, shots, limit = panel(SweepSettings, [("values", "shots", "limit")], "sweep", dict(
+            shots=4, limit=min(20, deployment().settings.max_sweep_items))).values()
         run = gr.Button("Run the sweep", variant="primary", elem_id="sweep-run")
         plot = gr.Plot(label="Score at each number of masks", elem_id="sweep-plot")
         summary = gr.HTML(elem_id="sweep-summary")

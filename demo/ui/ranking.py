@@ -13,13 +13,18 @@ import pandas as pd
 
 from ..app import budget
 from ..app.catalog import Catalog
-from ..app.limits import MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates, whole
+from ..app.limits import MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates
 from ..engine.text import newline_marker_note, special_token_note
-from ..settings import DEFAULT_MASKED_METHOD, PLL_METHODS, ScoringSettings, check_readable
+from ..settings import (
+    DEFAULT_MASKED_METHOD,
+    MASKED_METHODS,
+    PLL_METHODS,
+    ModelSettings,
+    ScoringSettings,
+    check_readable,
+)
 from .common import (
     Dropdown,
-    Radio,
-    Slider,
     TabParts,
     deployment,
     emd_radio,
@@ -35,20 +40,15 @@ from .common import (
     run_starts,
     score_text,
     tab_help,
+    with_arguments,
     work_line,
 )
 from .outputs import components
 from .pll_copies import copies_view
+from .settings_form import arguments, settings_of, shown_value, widget
 from .sides import KIND_NAMES, side_columns, side_pickers
 
-VARIANTS = [
-    ("1 mask (Salazar et al. 2020)", "salazar"),
-    ("+ right masks (Samuel 2024, the BERTs paper)", "right_masks"),
-    ("within-word left-to-right (Kauf & Ivanova 2023)", "within_word_l2r"),
-    ("whole word masked", "whole_word"),
-    ("the decoder's own likelihood (left to right, as it writes)", "decoder"),
-    ("masked diffusion ELBO (random shares masked, averaged: LLaDA, dLLM)", "elbo"),
-]
+VARIANTS = [(shown_value(ScoringSettings, "method", m), m) for m in MASKED_METHODS]
 VARIANT_NAMES = {value: label for label, value in VARIANTS}
 TABLE_WIDTHS = ["40px", "220px", "80px", "80px", "70px"]  # pixels: a phone scrolls, never squeezes
 
@@ -102,16 +102,17 @@ def task_presets() -> list[dict]:
     return presets
 
 
-def _scoring_settings(method, right_masks, normalize, scope, unconditional, fast=False) -> ScoringSettings:
-    """The page's widgets as the core's settings (a causal LM's method is left unset)."""
-    unconditional = check_text(unconditional, "unconditional context", deployment().settings.max_prompt_chars,
-                               allow_empty=True)
-    if not isinstance(normalize, bool):
-        raise ValueError(f"normalize must be true or false, not {normalize!r}.")
-    return ScoringSettings(
-        method=method or None, right_masks=whole(right_masks), scope=scope,
-        reduction="mean" if normalize else "sum",
-        unconditional_context=unconditional.strip() or None, fast=fast)
+def _scoring_settings(given: dict) -> ScoringSettings:
+    """A call's values (its arguments by name) as the core's settings: ScoringSettings' fields, and
+    the page's two of its own, ``normalize`` (the reduction: mean when ticked) and ``unconditional``
+    (the unconditional context, empty for none). A causal LM's method is left unset."""
+    unconditional = check_text(given.get("unconditional"), "unconditional context",
+                               deployment().settings.max_prompt_chars, allow_empty=True)
+    if not isinstance(given.get("normalize"), bool):
+        raise ValueError(f"normalize must be true or false, not {given.get('normalize')!r}.")
+    return settings_of(ScoringSettings, dict(given, method=given.get("method") or None,
+                                             reduction="mean" if given["normalize"] else "sum",
+                                             unconditional_context=unconditional.strip() or None))
 
 
 def fast_help() -> str:
@@ -314,26 +315,25 @@ def ranking_estimate(arguments: dict, kind: str, parameters: float) -> budget.Wo
     return budget.estimated_ranking_work(kind, parameters, str(arguments.get("context") or ""), candidates)
 
 
+# The page's own arguments (the texts, the model, and a view of ScoringSettings.reduction)
+PAGE_ARGUMENTS = dict(
+    context="text before the candidates (may be empty, may hold few-shot examples)",
+    candidates="2 to 8 completions, one per line",
+    normalize="rank by the mean log-prob per token instead of the sum (NormPLL): reduction 'mean'",
+    answer="optional correct candidate, marked in the ranking")
+
+
 @handler(RankingOutputs.showing, estimate=ranking_estimate)
+@with_arguments(arguments(
+    (ScoringSettings, "method"), (ScoringSettings, "right_masks"), (ScoringSettings, "scope"),
+    (ScoringSettings, "unconditional_context", "unconditional"), (ModelSettings, "emd"), (ScoringSettings, "fast"),
+    **PAGE_ARGUMENTS, model_name="a masked LM: one of the app's models (listed as examples) or a Hugging Face Hub "
+                                 "id (owner/name)"))
 def rank_masked(context, candidates, model_name, method, right_masks, normalize, scope, unconditional,
                 answer="", emd="auto", fast=False, progress=gr.Progress(track_tqdm=True)):
-    """Rank candidate completions of a context with a masked LM's pseudo-log-likelihood (PLL).
-
-    Args:
-        context: text before the candidates (may be empty, may hold few-shot examples)
-        candidates: 2 to 8 completions, one per line
-        model_name: a masked LM: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)
-        method: salazar (1 mask), right_masks (the BERTs paper), within_word_l2r, whole_word, decoder (the decoder's own likelihood: each token read as generation writes it), or elbo (the masked diffusion ELBO: random shares of the candidate masked, 64 patterns averaged, with its standard error)
-        right_masks: tokens to the right masked too (right_masks variant; the paper: 2)
-        normalize: rank by the mean log-prob per token instead of the sum (NormPLL)
-        scope: completion (score the candidate only) or full (context + candidate)
-        unconditional: optional neutral context (e.g. "Answer:") whose score is subtracted
-        answer: optional correct candidate, marked in the ranking
-        emd: DeBERTa only: auto (the enhanced mask decoder the paper's model reads, where the checkpoint holds its position table) or off (the last layer, as transformers reads it)
-        fast: score with the approximate PLL where it was measured to keep rankings (by the candidates' length), exactly elsewhere
-    """
+    """Rank candidate completions of a context with a masked LM's pseudo-log-likelihood (PLL)."""
     check_readable(str(answer or ""), "correct answer")
-    settings = _scoring_settings(method, right_masks, normalize, scope, unconditional, fast)
+    settings = _scoring_settings(dict(locals()))
     lm, scores, work = _score(model_name, "masked", context, candidates, settings, emd)
     what = _what(method, settings.right_masks, normalize, scope, unconditional)
     return _outputs("Masked LM", lm, "masked", model_name, context, candidates, settings, scores, work, what, answer,
@@ -341,23 +341,17 @@ def rank_masked(context, candidates, model_name, method, right_masks, normalize,
 
 
 @handler(RankingOutputs.showing, estimate=ranking_estimate)
+@with_arguments(arguments(
+    (ScoringSettings, "scope"), (ScoringSettings, "unconditional_context", "unconditional"),
+    **PAGE_ARGUMENTS, model_name="a causal LM: one of the app's models (listed as examples) or a Hugging Face Hub "
+                                 "id (owner/name); empty skips it"))
 def rank_causal(context, candidates, model_name, normalize, scope, unconditional, answer="",
                 progress=gr.Progress(track_tqdm=True)):
-    """Rank candidate completions of a context by a causal LM's exact log-likelihood.
-
-    Args:
-        context: text before the candidates (may be empty, may hold few-shot examples)
-        candidates: 2 to 8 completions, one per line
-        model_name: a causal LM: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name); empty skips it
-        normalize: rank by the mean log-prob per token instead of the sum
-        scope: completion (score the candidate only) or full (context + candidate)
-        unconditional: optional neutral context (e.g. "Answer:") whose score is subtracted
-        answer: optional correct candidate, marked in the ranking
-    """
+    """Rank candidate completions of a context by a causal LM's exact log-likelihood."""
     if not model_name:
         return RankingOutputs.showing(message("Skipped: no causal LM picked.", "note"))
     check_readable(str(answer or ""), "correct answer")
-    settings = _scoring_settings(None, 0, normalize, scope, unconditional)
+    settings = _scoring_settings(dict(locals(), method=None, right_masks=0))
     lm, scores, work = _score(model_name, "causal", context, candidates, settings)
     what = _what(None, 0, normalize, scope, unconditional)
     return _outputs("Causal LM", lm, "causal", model_name, context, candidates, settings, scores, work, what,
@@ -374,7 +368,7 @@ def compare_variants(context, candidates, model_name, method, compare_method, ri
     if not compare_method or compare_method == method or not first_scores:
         return DifferenceOutputs.showing(message("Pick a second PLL variant, different from the first, "
                                                  "to see where they disagree.", "note") if first_scores else "")
-    settings = _scoring_settings(compare_method, right_masks, normalize, scope, unconditional, fast)
+    settings = _scoring_settings(dict(locals(), method=compare_method))
     _, second_scores, _ = _score(model_name, "masked", context, candidates, settings, emd)
     first_label = variant_name(method, settings.right_masks)
     second_label = variant_name(compare_method, settings.right_masks)
@@ -456,70 +450,62 @@ def preset_note(preset: dict | None) -> str:
     return "".join(message(line, "note") for line in lines)
 
 
-def build(catalog: Catalog) -> TabParts:
-    """The Ranking tab's components and events (call inside a gr.Blocks/gr.Tab context)."""
-    presets = read_presets("ranking") + task_presets()
-    tab_help(HELP, HOW)
+def _inputs(catalog: Catalog, presets: list[dict]) -> dict:
+    """The preset, the texts, the models and the scoring settings, by name."""
     first = presets[0] if presets else {"context": "", "candidates": [], "answer": None}
-    preset = gr.Dropdown(
+    w = {}
+    w["preset"] = gr.Dropdown(
         choices=[p["name"] for p in presets], value=presets[0]["name"] if presets else None,
         label="Preset",
         info="COPA, Winograd and Winogradversarial items, and the BERTs paper's multi-token word "
              "example. Picking one fills the context, the candidates and the correct answer.",
         elem_id="rank-preset")
-    note = gr.HTML(preset_note(presets[0] if presets else None), elem_id="rank-preset-note")
-    context = gr.Textbox(
+    w["note"] = gr.HTML(preset_note(presets[0] if presets else None), elem_id="rank-preset-note")
+    w["context"] = gr.Textbox(
         value=first["context"], label="Context", lines=3, elem_id="rank-context",
         max_length=deployment().settings.max_prompt_chars,
         info=f"Text before the candidates (may be empty, may hold few-shot examples); at most "
              f"{deployment().settings.max_prompt_chars:,} characters. Each candidate is appended after a space.")
-    candidates = gr.Textbox(
+    w["candidates"] = gr.Textbox(
         value="\n".join(first["candidates"]), label="Candidates, one per line", lines=4,
         elem_id="rank-candidates",
         info=f"{MIN_CANDIDATES} to {MAX_CANDIDATES} completions, one per line, "
              f"each at most {deployment().settings.max_candidate_chars} characters.")
-    answer = gr.Textbox(
+    w["answer"] = gr.Textbox(
         value=_answer_of(first), label="Correct answer (optional)", elem_id="rank-answer",
         info="If you know it, the ranking marks where it lands; presets fill it in.")
-    run = gr.Button("Rank candidates", variant="primary", elem_id="rank-run")
-    masked_model, causal_model = side_pickers(catalog, "rank")
+    w["run"] = gr.Button("Rank candidates", variant="primary", elem_id="rank-run")
+    w["masked_model"], w["causal_model"] = side_pickers(catalog, "rank")
     with gr.Row():
         with gr.Column():
-            method = Radio(
-                choices=VARIANTS, value=DEFAULT_MASKED_METHOD, label="PLL variant", elem_id="rank-variant",
-                info="How the masked LM scores a token: mask it alone, also mask tokens to its "
-                     "right, mask the rest of its word, mask the whole word, or read it as the "
-                     "decoder writes it (the text before it and masks, nothing after).")
-            right_masks = Slider(
-                1, 4, value=ScoringSettings().right_masks, step=1, label="Right masks",
-                info="How many tokens to the right are masked too (the paper: 2; its ablation "
-                     "on ReCoRD: 1 mask 80.9, 2 masks 86.0, 3 masks 87.1 EM).")
-            fast = gr.Checkbox(value=ScoringSettings().fast, label="Fast scoring (approximate PLL)",
-                               info=fast_help(), visible=bool(fast_help()), elem_id="rank-fast")
+            w["method"] = widget(ScoringSettings, "method", only=MASKED_METHODS, value=DEFAULT_MASKED_METHOD,
+                                 elem_id="rank-variant")
+            w["right_masks"] = widget(ScoringSettings, "right_masks", elem_id="rank-right-masks")
+            w["fast"] = widget(ScoringSettings, "fast", visible=bool(fast_help()), elem_id="rank-fast")
+            gr.Markdown(f"<sub>{fast_help()}</sub>", visible=bool(fast_help()), elem_id="rank-fast-measured")
         with gr.Column():
-            compare_method = Dropdown(
+            w["compare_method"] = Dropdown(
                 choices=[("(no difference view)", "")] + VARIANTS, value="salazar",
                 label="Difference view: compare with", elem_id="rank-compare",
                 info="A second PLL variant for the same masked LM; the view shows, token by "
                      "token, where the two disagree.")
-            emd = emd_radio("rank-deberta-head", masked_model)
+            w["emd"] = emd_radio("rank-deberta-head", w["masked_model"])
     with gr.Accordion("Scoring options", open=False):
         with gr.Row():
-            normalize = gr.Checkbox(
-                value=False, label="Normalise by length (NormPLL)",
+            w["normalize"] = gr.Checkbox(
+                value=False, label="Normalise by length (NormPLL)", elem_id="rank-normalize",
                 info="Rank by the mean log-prob per scored token instead of the sum (the ALBERT "
                      "paper's NormPLL); helps when candidates differ in length.")
-            scope = Radio(
-                choices=[("the candidate only", "completion"), ("full text", "full")],
-                value="completion", label="Score",
-                info="Score only the candidate's tokens (the context just conditions), or every "
-                     "token of context + candidate (the ALBERT paper's full scoring).")
-            unconditional = gr.Textbox(
-                label="Unconditional context (optional)", value="",
-                info="If set (e.g. 'Answer:'), subtract each candidate's score after this neutral "
-                     "text, as GPT-3 did for ARC and OpenBookQA.")
+            w["scope"] = widget(ScoringSettings, "scope", elem_id="rank-scope")
+            w["unconditional"] = widget(ScoringSettings, "unconditional_context", value="",
+                                        elem_id="rank-unconditional")
+    return w
+
+
+def _outputs_panel(w: dict) -> None:
+    """Both rankings, their heatmaps, the copies view and the difference view, added to ``w``."""
     # Rankings side by side; the per-token heatmaps full width below, so tokens stay readable.
-    sides = side_columns("rank", {
+    w["sides"] = side_columns("rank", {
         "summary": lambda kind, elem_id: gr.HTML(elem_id=elem_id),
         # the summary above is titled "Masked LM ranking": the table does not say it again
         "table": lambda kind, elem_id: gr.Dataframe(label=f"{KIND_NAMES[kind]} scores", show_label=False,
@@ -528,27 +514,48 @@ def build(catalog: Catalog) -> TabParts:
         "files": lambda kind, elem_id: gr.File(label="Per-token scores (CSV) and the heatmap (HTML)",
                                                file_count="multiple", elem_id=elem_id)})
     # a cell per token at a readable width: a long text scrolls sideways inside the figure's box
-    masked_plot = gr.Plot(label="Masked LM: per-token log-probs", elem_id="rank-mlm-plot",
-                          elem_classes=["demo-scroll-plot"])
-    causal_plot = gr.Plot(label="Causal LM: per-token log-probs", elem_id="rank-causal-plot",
-                          elem_classes=["demo-scroll-plot"])
+    w["masked_plot"] = gr.Plot(label="Masked LM: per-token log-probs", elem_id="rank-mlm-plot",
+                               elem_classes=["demo-scroll-plot"])
+    w["causal_plot"] = gr.Plot(label="Causal LM: per-token log-probs", elem_id="rank-causal-plot",
+                               elem_classes=["demo-scroll-plot"])
     with gr.Accordion("The PLL made visible: one candidate's masked copies", open=False, elem_id="rank-copies"):
         with gr.Row():
-            copies_candidate = gr.Dropdown(
+            w["copies_candidate"] = gr.Dropdown(
                 choices=[], value=None, label="Candidate", elem_id="rank-copies-candidate",
                 info="Filled by a ranking, best first.")
-            copies_variant = gr.Radio(
+            w["copies_variant"] = gr.Radio(
                 choices=[], value=None, label="PLL variant shown", elem_id="rank-copies-variant",
                 info="The ranking's variant and the difference view's: switch to see which positions "
                      "each masks. Another variant: pick it there and rank again.")
-        copies = gr.HTML(elem_id="rank-copies-view")
-    difference_note = gr.HTML(elem_id="rank-diff-note")
-    difference_plot = gr.Plot(label="Difference between two PLL variants", elem_id="rank-diff-plot",
-                              elem_classes=["demo-scroll-plot"])
-    # the full scores and the variants they come from, for the next events
-    masked_scores, causal_scores, compare_scores = gr.State(), gr.State(), gr.State()
-    masked_variant, causal_variant, compare_variant = gr.State(""), gr.State(""), gr.State("")
+        w["copies"] = gr.HTML(elem_id="rank-copies-view")
+    w["difference_note"] = gr.HTML(elem_id="rank-diff-note")
+    w["difference_plot"] = gr.Plot(label="Difference between two PLL variants", elem_id="rank-diff-plot",
+                                   elem_classes=["demo-scroll-plot"])
 
+
+def _edited_note(presets: list[dict], lines, given, name) -> str:
+    """The preset's note, or, where edited candidates lost the preset's answer, a word on it."""
+    chosen = preset_named(presets, name)
+    lost = chosen and chosen.get("answer") is not None and _answer_of(chosen) not in {
+        line.strip() for line in (lines or "").splitlines()}
+    if not lost or (given or "").strip():
+        return preset_note(chosen)
+    return message(f"The candidates were edited: the preset's correct answer ({_answer_of(chosen)}) is no "
+                   "longer one of them, so none is marked. Type one in, or pick the preset again.",
+                   "note") + preset_note(dict(chosen, answer=None))
+
+
+# A correct answer the edited candidates no longer hold is cleared in the browser, at once (a server
+# round trip could clear an answer typed meanwhile); a preset's fill and a lesson step set candidates
+# and answer together, so their answer stays. Then the note says why.
+CLEAR_LOST_ANSWER = """
+    (lines, given) => (given && !lines.split('\\n').map((l) => l.trim()).includes(given.trim())) ? '' : given
+"""
+
+
+def _wire_inputs(w: dict, presets: list[dict]):
+    """Presets fill the texts; edits keep the note true; the right-masks slider follows the variant.
+    Returns the preset filler (a lesson step's too)."""
     def fill(name):
         chosen = preset_named(presets, name)
         if chosen is None:
@@ -556,63 +563,66 @@ def build(catalog: Catalog) -> TabParts:
         return chosen["context"], "\n".join(chosen["candidates"]), _answer_of(chosen), preset_note(chosen)
 
     # select, not change: picking the same preset again restores its text after an edit
-    preset.select(fill, preset, [context, candidates, answer, note], api_visibility="private")
-
-    def edited_note(lines, given, name):
-        """The preset's note, or, where edited candidates lost the preset's answer, a word on it."""
-        chosen = preset_named(presets, name)
-        lost = chosen and chosen.get("answer") is not None and _answer_of(chosen) not in {
-            line.strip() for line in (lines or "").splitlines()}
-        if not lost or (given or "").strip():
-            return preset_note(chosen)
-        return message(f"The candidates were edited: the preset's correct answer ({_answer_of(chosen)}) is no "
-                       "longer one of them, so none is marked. Type one in, or pick the preset again.",
-                       "note") + preset_note(dict(chosen, answer=None))
-
-    # A correct answer the edited candidates no longer hold is cleared in the browser, at once (a
-    # server round trip could clear an answer typed meanwhile); a preset's fill and a lesson step
-    # set candidates and answer together, so their answer stays. Then the note says why.
-    clear_lost_answer = """
-        (lines, given) => (given && !lines.split('\\n').map((l) => l.trim()).includes(given.trim())) ? '' : given
-    """
-    edited = candidates.change(None, [candidates, answer], answer, api_visibility="private",
-                               js=run_starts("rank-edit", clear_lost_answer)).then(
-        edited_note, [candidates, answer, preset], note, api_visibility="private", show_progress="hidden",
+    w["preset"].select(fill, w["preset"], [w["context"], w["candidates"], w["answer"], w["note"]],
+                       api_visibility="private")
+    edited = w["candidates"].change(None, [w["candidates"], w["answer"]], w["answer"], api_visibility="private",
+                                    js=run_starts("rank-edit", CLEAR_LOST_ANSWER)).then(
+        lambda lines, given, name: _edited_note(presets, lines, given, name),
+        [w["candidates"], w["answer"], w["preset"]], w["note"], api_visibility="private", show_progress="hidden",
         concurrency_limit=None)
     run_ends("rank-edit", edited)
     # The right-masks slider only means something for the right-masks variant.
-    method.change(lambda m: gr.update(interactive=m == "right_masks"), method, right_masks,
-                  api_visibility="private")
-    masked_outputs = components(RankingOutputs, **sides["masked"], plot=masked_plot, scores=masked_scores,
-                                variant=masked_variant)
-    causal_outputs = components(RankingOutputs, **sides["causal"], plot=causal_plot, scores=causal_scores,
-                                variant=causal_variant)
-    # One chain, in order: the views that need both sides (one colour scale, the copies view with
-    # the causal pass) run once both have, never on one side's new scores and the other's old.
-    masked_event = run.click(
-        rank_masked, [context, candidates, masked_model, method, right_masks, normalize, scope,
-                      unconditional, answer, emd, fast],
-        masked_outputs, api_name="rank_mlm", concurrency_id="score", js=run_starts("rank"))
+    w["method"].change(lambda m: gr.update(interactive=m == "right_masks"), w["method"], w["right_masks"],
+                       api_visibility="private")
+    return fill
+
+
+def _wire_runs(w: dict) -> None:
+    """One chain, in order: the views that need both sides (one colour scale, the copies view with
+    the causal pass) run once both have, never on one side's new scores and the other's old."""
+    masked_scores, causal_scores, compare_scores = gr.State(), gr.State(), gr.State()
+    masked_variant, causal_variant, compare_variant = gr.State(""), gr.State(""), gr.State("")
+    texts = [w["context"], w["candidates"]]
+    scoring = [w[n] for n in ("normalize", "scope", "unconditional")]
+    masked_event = w["run"].click(
+        rank_masked, texts + [w["masked_model"], w["method"], w["right_masks"]] + scoring
+        + [w["answer"], w["emd"], w["fast"]],
+        components(RankingOutputs, **w["sides"]["masked"], plot=w["masked_plot"], scores=masked_scores,
+                   variant=masked_variant),
+        api_name="rank_mlm", concurrency_id="score", js=run_starts("rank"))
     causal_event = masked_event.then(
-        rank_causal, [context, candidates, causal_model, normalize, scope, unconditional, answer],
-        causal_outputs, api_name="rank_causal", concurrency_id="score")
+        rank_causal, texts + [w["causal_model"]] + scoring + [w["answer"]],
+        components(RankingOutputs, **w["sides"]["causal"], plot=w["causal_plot"], scores=causal_scores,
+                   variant=causal_variant),
+        api_name="rank_causal", concurrency_id="score")
     difference_event = causal_event.then(
-        compare_variants,
-        [context, candidates, masked_model, method, compare_method, right_masks, normalize, scope,
-         unconditional, masked_scores, emd, fast],
-        components(DifferenceOutputs, plot=difference_plot, note=difference_note, scores=compare_scores,
+        compare_variants, texts + [w["masked_model"], w["method"], w["compare_method"], w["right_masks"]] + scoring
+        + [masked_scores, w["emd"], w["fast"]],
+        components(DifferenceOutputs, plot=w["difference_plot"], note=w["difference_note"], scores=compare_scores,
                    variant=compare_variant),
         api_visibility="private", concurrency_id="score")
     kept = [masked_variant, masked_scores, compare_variant, compare_scores, causal_scores]
     shared = difference_event.then(
         after_ranking, kept,
-        components(SharedViews, masked_plot=masked_plot, causal_plot=causal_plot, candidate=copies_candidate,
-                   variant=copies_variant, copies=copies),
+        components(SharedViews, masked_plot=w["masked_plot"], causal_plot=w["causal_plot"],
+                   candidate=w["copies_candidate"], variant=w["copies_variant"], copies=w["copies"]),
         api_visibility="private")
     run_ends("rank", shared)
-    for picker in (copies_candidate, copies_variant):  # a redraw from the kept scores: no model run
-        picker.input(show_copies, [copies_candidate, copies_variant, *kept], copies, api_visibility="private")
-    return TabParts(lesson_fields=(preset, context, candidates, answer, note, method, compare_method),
+    pickers = [w["copies_candidate"], w["copies_variant"]]
+    for picker in pickers:  # a redraw from the kept scores: no model run
+        picker.input(show_copies, pickers + kept, w["copies"], api_visibility="private")
+
+
+def build(catalog: Catalog) -> TabParts:
+    """The Ranking tab's components and events (call inside a gr.Blocks/gr.Tab context)."""
+    presets = read_presets("ranking") + task_presets()
+    tab_help(HELP, HOW)
+    w = _inputs(catalog, presets)
+    _outputs_panel(w)
+    fill = _wire_inputs(w, presets)
+    _wire_runs(w)
+    return TabParts(lesson_fields=tuple(w[n] for n in ("preset", "context", "candidates", "answer", "note", "method",
+                                                        "compare_method")),
                     lesson_values=lambda step: [step["preset"], *fill(step["preset"]),
                                                 step.get("method", DEFAULT_MASKED_METHOD),
                                                 step.get("compare", "salazar")])

@@ -7,6 +7,7 @@ model (``model_colours``, made once from every model the tab can show).
 """
 
 import re
+from dataclasses import fields
 from typing import Any, NamedTuple
 
 import gradio as gr
@@ -23,8 +24,10 @@ from .common import (
     run_starts,
     shows_errors,
     tab_help,
+    with_arguments,
 )
 from .outputs import components
+from .settings_form import arguments, widget
 
 HELP = ("The papers' published numbers next to our runs: filter, then read score against model size "
         "and against the number of examples.")
@@ -127,70 +130,29 @@ def _ranking_ablation(frame: pd.DataFrame, colours: dict[str, str]) -> gr.Accord
     return opener
 
 
-def build() -> TabParts:
-    """The Results tab's components and events (call inside a gr.Blocks/gr.Tab context).
+def _filters(frame: pd.DataFrame, default_papers: list[str]) -> list:
+    """A dropdown per ResultsFilter field, offering the values the tables hold."""
+    from ..evaluation.results import FILTER_COLUMNS, filter_choices
 
-    Its first view is the default filter's tables (none when the tables cannot be read); a lesson
-    step sets the papers shown.
-    """
-    from ..evaluation.plots import model_colours
-    from ..evaluation.results import FILTER_COLUMNS, filter_choices, load_results
-
-    tab_help(HELP, HOW)
-    try:
-        frame = load_results()
-    except ValueError as err:  # assets/results missing or broken: say so, keep the app up
-        gr.Markdown(f"**The result tables could not be read:** {err}", elem_id="results-error")
-        return TabParts()
-
-    default_papers = [DEFAULT_PAPER] if DEFAULT_PAPER in set(frame["paper"]) else []
     offered = filter_choices(ResultsFilter(papers=default_papers), frame)
-    colours = model_colours(frame)  # every figure, every filter: a model keeps its colour
-    with gr.Row():
-        papers = Dropdown(
-            choices=offered["papers"], value=default_papers, multiselect=True, label="Paper",
-            elem_id="results-paper",
-            info="Which source: a paper's published tables, or 'ours' (runs of mlm-icl evaluate). "
-                 "Empty = all.")
-        groups = Dropdown(
-            choices=offered["groups"], value=[], multiselect=True, label="Task group",
-            elem_id="results-group",
-            info="SuperGLUE, language modeling, translation, closed-book QA, ... Empty = all.")
-    with gr.Row():
-        models = Dropdown(
-            choices=offered["models"], value=[], multiselect=True, label="Model",
-            elem_id="results-model", info="Models to keep (masked and causal). Empty = all.")
-        shots = Dropdown(
-            choices=offered["shots"], value=[], multiselect=True, label="Shots",
-            elem_id="results-shots",
-            info="Number of in-context examples (few-shot = the paper's k per task). Empty = all.")
-        tasks = Dropdown(
-            choices=offered["tasks"], value=[], multiselect=True, label="Task",
-            elem_id="results-task", info="Single tasks to keep. Empty = all.")
-    count = gr.HTML(elem_id="results-count")
-    table = gr.Dataframe(label="Results", elem_id="results-table", interactive=False, max_height=420,
-                         wrap=True,  # pixel widths: on a phone the table scrolls sideways, stays readable
-                         column_widths=_column_widths(frame))
-    # side by side on a wide screen, one above the other on a phone (a column wraps below its
-    # min_width); each figure stacks its panels, so it reads the same at either width
-    with gr.Row(equal_height=False):
-        with gr.Column(min_width=520):
-            size_plot = gr.Plot(label="Score vs model size (Figure 1)", elem_id="results-size-plot")
-        with gr.Column(min_width=520):
-            shots_plot = gr.Plot(label="Score vs shots (Figure 4)", elem_id="results-shots-plot")
+    ids = dict(papers="paper", groups="group", models="model", shots="shots", tasks="task")
+    rows = [("papers", "groups"), ("models", "shots", "tasks")]
+    made = {}
+    for row in rows:
+        with gr.Row():
+            for name in row:
+                made[name] = widget(ResultsFilter, name, component=Dropdown, choices=offered[name], multiselect=True,
+                                    value=default_papers if name == "papers" else [], elem_id=f"results-{ids[name]}")
+    return [made[name] for name in FILTER_COLUMNS]
 
-    # no model, no torch: need not wait for the core import; an empty filter clears the stale view
+
+def results_lookup(frame: pd.DataFrame, colours: dict[str, str]):
+    """The /results endpoint over the tables ``frame`` (no model, no torch: it need not wait for
+    the core import); an empty filter clears the stale view."""
     @shows_errors(ResultsOutputs.showing)
+    @with_arguments(arguments(*((ResultsFilter, f.name) for f in fields(ResultsFilter))))
     def lookup_results(papers, groups, models, shots, tasks):
-        """Published results of the papers next to our runs, filtered (an empty filter keeps all).
-
-        Args:
-            papers: papers to show ("ours" for our runs)
-            groups: task groups
-            models: models, as the tables name them
-            shots: numbers of demonstrations, e.g. "0-shot"
-            tasks: tasks, as the tables name them
-        """
+        """Published results of the papers next to our runs, filtered (an empty filter keeps all)."""
         from ..app.downloads import download
         from ..evaluation.exports import figure_download
         from ..evaluation.plots import accuracy_vs_shots, accuracy_vs_size
@@ -212,29 +174,68 @@ def build() -> TabParts:
         python, shell = reproduction("results", None, None, filters)
         return ResultsOutputs(count=note, table=shown, size_plot=size, shots_plot=by_shots, files=files,
                               python=python, shell=shell)
+    return lookup_results
 
-    filters = [papers, groups, models, shots, tasks]
-    csv = gr.File(label="These results (CSV, every column) and both figures (HTML)",
-                  file_count="multiple", elem_id="results-csv")
-    python, shell = reproduce_block("results-reproduce")
-    ablation = _ranking_ablation(frame, colours)  # the filters' view above, this fixed view under it
-    outputs = components(ResultsOutputs, count=count, table=table, size_plot=size_plot, shots_plot=shots_plot,
-                         files=csv, python=python, shell=shell)
-    looked_up = gr.on([control.change for control in filters], lookup_results, filters, outputs, api_name="results",
-                      show_progress="minimal", js=run_starts("results"))
+
+def narrowing(frame: pd.DataFrame):
+    """Each filter offers only the values that keep some row given the others (choices only: a
+    value never changes here, so this fires no change event of its own)."""
+    from ..evaluation.results import FILTER_COLUMNS, filter_choices
 
     def narrow(*chosen):
-        """Each filter offers only the values that keep some row given the others (choices only:
-        a value never changes here, so this fires no change event of its own)."""
         try:
             filters = ResultsFilter(**{name: values or [] for name, values in zip(FILTER_COLUMNS, chosen)})
             offered = filter_choices(filters, frame)
         except (ValueError, TypeError):  # values no page sends: the lookup says what is wrong
             return [gr.skip()] * len(chosen)
         return [gr.Dropdown(choices=offered[name]) for name in FILTER_COLUMNS]
+    return narrow
 
-    narrowed = gr.on([control.change for control in filters], narrow, filters, filters, api_visibility="private",
-                     show_progress="hidden", concurrency_limit=None, js=run_starts("results"))
+
+def _views(frame: pd.DataFrame) -> dict:
+    """The count, the table, both figures, the files and the Reproduce block, by output name."""
+    views = dict(count=gr.HTML(elem_id="results-count"),
+                 table=gr.Dataframe(label="Results", elem_id="results-table", interactive=False, max_height=420,
+                                    wrap=True,  # pixel widths: on a phone the table scrolls sideways
+                                    column_widths=_column_widths(frame)))
+    # side by side on a wide screen, one above the other on a phone (a column wraps below its
+    # min_width); each figure stacks its panels, so it reads the same at either width
+    with gr.Row(equal_height=False):
+        with gr.Column(min_width=520):
+            views["size_plot"] = gr.Plot(label="Score vs model size (Figure 1)", elem_id="results-size-plot")
+        with gr.Column(min_width=520):
+            views["shots_plot"] = gr.Plot(label="Score vs shots (Figure 4)", elem_id="results-shots-plot")
+    views["files"] = gr.File(label="These results (CSV, every column) and both figures (HTML)",
+                             file_count="multiple", elem_id="results-csv")
+    views["python"], views["shell"] = reproduce_block("results-reproduce")
+    return views
+
+
+def build() -> TabParts:
+    """The Results tab's components and events (call inside a gr.Blocks/gr.Tab context).
+
+    Its first view is the default filter's tables (none when the tables cannot be read); a lesson
+    step sets the papers shown.
+    """
+    from ..evaluation.plots import model_colours
+    from ..evaluation.results import load_results
+
+    tab_help(HELP, HOW)
+    try:
+        frame = load_results()
+    except ValueError as err:  # assets/results missing or broken: say so, keep the app up
+        gr.Markdown(f"**The result tables could not be read:** {err}", elem_id="results-error")
+        return TabParts()
+    colours = model_colours(frame)  # every figure, every filter: a model keeps its colour
+    filters = _filters(frame, [DEFAULT_PAPER] if DEFAULT_PAPER in set(frame["paper"]) else [])
+    outputs = components(ResultsOutputs, **_views(frame))
+    ablation = _ranking_ablation(frame, colours)  # the filters' view above, this fixed view under it
+    lookup_results = results_lookup(frame, colours)
+    looked_up = gr.on([control.change for control in filters], lookup_results, filters, outputs, api_name="results",
+                      show_progress="minimal", js=run_starts("results"))
+    narrowed = gr.on([control.change for control in filters], narrowing(frame), filters, filters,
+                     api_visibility="private", show_progress="hidden", concurrency_limit=None,
+                     js=run_starts("results"))
     run_ends("results", looked_up, narrowed)
     # the first view: the app runs this once when a page loads; a lesson step sets the papers shown
     return TabParts(first_view=(lookup_results, filters, outputs), lesson_fields=tuple(filters), openers=(ablation,),

@@ -29,14 +29,15 @@ def widget(cls, name: str, only=None, **layout):
     ``layout``'s ``value``), and from its type and declaration its kind and range: a choice a
     radio (``only``: the values this page offers), a flag a checkbox, a bounded number a slider
     (down to its ``off`` value, which leaves it unset), an unbounded one a number box, an optional
-    count with a named ``off`` a dropdown; its ``cap`` is the deployment's. The widget remembers
+    count with a named ``off`` a dropdown; its ``cap`` is the deployment's; ``layout``'s
+    ``component``, where given, the widget's kind instead. The widget remembers
     its declaration (``.declared``)."""
     f = declaration(cls, name)
     hint, _ = kind_of(typing.get_type_hints(cls)[name])
     declared = dict(label=f.metadata.get("label", name), info=help_line(f), value=widget_default(cls, name))
+    kind = layout.pop("component", None)  # a widget of the page's choosing (a list of tasks found)
     declared.update(layout)
-    component = _component(cls, f, hint, only)
-    made = component[0](**component[1], **declared)
+    made = kind(**declared) if kind else (lambda make, own: make(**own, **declared))(*_component(cls, f, hint, only))
     made.declared = (cls, name)
     return made
 
