@@ -179,7 +179,8 @@ def check_declared(settings) -> None:
     """Every field of ``settings`` against its declaration: a choice among its type's values, a
     flag true or false, a number of its kind within its bounds; None only where the type allows."""
     hints = typing.get_type_hints(type(settings))
-    for f in fields(settings):
+    bounding = {f.metadata.get("high") for f in fields(settings)}  # a field bounding another is checked first
+    for f in sorted(fields(settings), key=lambda f: f.name not in bounding):
         value, (kind, optional) = getattr(settings, f.name), kind_of(hints[f.name])
         name = f.metadata.get("what", f.name)
         if optional and value is None:

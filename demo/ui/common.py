@@ -301,10 +301,11 @@ def emd_radio(elem_id: str, masked_picker):
         entry = deployment().catalog.entry(name) if name else None
         return entry is None or not entry.family or entry.family.startswith("deberta")
 
-    radio = Radio(choices=[("enhanced mask decoder (the paper)", "auto"), ("last layer (transformers)", "off")],
-                  value="auto", label="DeBERTa head", elem_id=elem_id, visible=maybe_deberta(masked_picker.value),
-                  info="DeBERTa was pretrained with its head reading an enhanced mask decoder, which "
-                       "transformers leaves out; the paper's numbers come with it. Other models ignore this.")
+    from ..settings import ModelSettings
+    from .settings_form import widget  # (it builds on this module's widgets)
+
+    radio = widget(ModelSettings, "emd", only=("auto", "off"), elem_id=elem_id,
+                   visible=maybe_deberta(masked_picker.value))
     run_ends("model-pick", masked_picker.change(lambda name: gr.update(visible=maybe_deberta(name)), masked_picker,
                                                 radio, api_visibility="private", concurrency_limit=None,
                                                 show_progress="hidden", js=run_starts("model-pick")))
