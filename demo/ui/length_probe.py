@@ -225,6 +225,29 @@ def show_precomputed(choice):
 SIDE_LABELS = {"masked": KIND_NAMES["masked"], "causal": "Compared model"}
 
 
+def _precomputed(catalog: Catalog) -> tuple[list, list]:
+    """Two precomputed grids side by side: (the grid each shows first, their outputs)."""
+    gr.Markdown("### Precomputed grids")
+    grids = precomputed_grids()
+    # As the live grids above: a masked LM's grid on the left, a causal LM's on the right; of
+    # two of a kind, a real model's before the offline stand-in's (labelled as such).
+    ordered = sorted(grids, key=lambda choice: _side(catalog, choice[1].partition("::")[2]))
+    defaults = [ordered[0][1] if ordered else None, ordered[-1][1] if len(ordered) > 1 else None]
+    shown = []
+    with gr.Row():
+        for k, default in enumerate(defaults):
+            with gr.Column():
+                picker = gr.Dropdown(
+                    choices=grids, value=default, label="Precomputed grid", elem_id=f"probe-precomputed-{k}",
+                    info="Larger grids computed offline with `mlm-icl probe` (assets/needle_grids/).")
+                note = gr.HTML(elem_id=f"probe-precomputed-note-{k}")
+                plot = gr.Plot(label="Precomputed grid", elem_id=f"probe-precomputed-plot-{k}")
+                view = components(PrecomputedGridOutputs, plot=plot, note=note)
+                picker.change(show_precomputed, picker, view, api_visibility="private")
+                shown += view
+    return defaults, shown
+
+
 def build(catalog: Catalog):
     """The Length probe tab's components and events (call inside a gr.Blocks/gr.Tab context).
 
@@ -248,24 +271,7 @@ def build(catalog: Catalog):
         with gr.Row():
             for kind in SIDE_LABELS:
                 sides[kind]["table"] = gr.Dataframe(label=f"{SIDE_LABELS[kind]} runs", interactive=False)
-    gr.Markdown("### Precomputed grids")
-    grids = precomputed_grids()
-    # As the live grids above: a masked LM's grid on the left, a causal LM's on the right; of
-    # two of a kind, a real model's before the offline stand-in's (labelled as such).
-    ordered = sorted(grids, key=lambda choice: _side(catalog, choice[1].partition("::")[2]))
-    defaults = [ordered[0][1] if ordered else None, ordered[-1][1] if len(ordered) > 1 else None]
-    shown = []
-    with gr.Row():
-        for k, default in enumerate(defaults):
-            with gr.Column():
-                picker = gr.Dropdown(
-                    choices=grids, value=default, label="Precomputed grid", elem_id=f"probe-precomputed-{k}",
-                    info="Larger grids computed offline with `mlm-icl probe` (assets/needle_grids/).")
-                note = gr.HTML(elem_id=f"probe-precomputed-note-{k}")
-                plot = gr.Plot(label="Precomputed grid", elem_id=f"probe-precomputed-plot-{k}")
-                view = components(PrecomputedGridOutputs, plot=plot, note=note)
-                picker.change(show_precomputed, picker, view, api_visibility="private")
-                shown += view
+    defaults, shown = _precomputed(catalog)
 
     inputs = [lengths, depths, repetitions, seed]
     # Grids are long jobs: their own queue, so rankings and generations never wait behind them.

@@ -290,11 +290,14 @@ def _newline_note(lm, scores) -> str:
     return message(note, "note") if note else ""
 
 
-def _outputs(title, lm, kind, model_name, context, candidates, settings, scores, work, what,
-             answer, emd="auto", variant="") -> RankingOutputs:
-    """A side's outputs, from its scores."""
+def _outputs(lm, given: dict, settings: ScoringSettings, scores, work, what: str, variant="") -> RankingOutputs:
+    """A side's outputs, from its scores; ``given``: the call's values by name (the texts, the model,
+    the correct answer, the DeBERTa head)."""
     from ..app.downloads import download
     from ..evaluation.exports import figure_download, score_table
+
+    title, kind, model_name = KIND_NAMES[lm.kind], lm.kind, given["model_name"]
+    context, candidates, answer, emd = given["context"], given["candidates"], given["answer"], given.get("emd", "auto")
 
     figure = heatmap(title, scores)
     summary = ranking_summary(f"{title} ranking", lm, what, scores, answer, work)
@@ -333,11 +336,11 @@ def rank_masked(context, candidates, model_name, method, right_masks, normalize,
                 answer="", emd="auto", fast=False, progress=gr.Progress(track_tqdm=True)):
     """Rank candidate completions of a context with a masked LM's pseudo-log-likelihood (PLL)."""
     check_readable(str(answer or ""), "correct answer")
-    settings = _scoring_settings(dict(locals()))
+    given = dict(locals())
+    settings = _scoring_settings(given)
     lm, scores, work = _score(model_name, "masked", context, candidates, settings, emd)
     what = _what(method, settings.right_masks, normalize, scope, unconditional)
-    return _outputs("Masked LM", lm, "masked", model_name, context, candidates, settings, scores, work, what, answer,
-                    emd, variant_name(method, settings.right_masks))
+    return _outputs(lm, given, settings, scores, work, what, variant_name(method, settings.right_masks))
 
 
 @handler(RankingOutputs.showing, estimate=ranking_estimate)
@@ -351,25 +354,30 @@ def rank_causal(context, candidates, model_name, normalize, scope, unconditional
     if not model_name:
         return RankingOutputs.showing(message("Skipped: no causal LM picked.", "note"))
     check_readable(str(answer or ""), "correct answer")
-    settings = _scoring_settings(dict(locals(), method=None, right_masks=0))
+    given = dict(locals(), method=None, right_masks=0)
+    settings = _scoring_settings(given)
     lm, scores, work = _score(model_name, "causal", context, candidates, settings)
-    what = _what(None, 0, normalize, scope, unconditional)
-    return _outputs("Causal LM", lm, "causal", model_name, context, candidates, settings, scores, work, what,
-                    answer)
+    return _outputs(lm, given, settings, scores, work, _what(None, 0, normalize, scope, unconditional))
+
+
+# What the difference view reads of the first ranking's settings, after its own arguments
+SCORING_INPUTS = ("right_masks", "normalize", "scope", "unconditional", "emd", "fast")
 
 
 @handler(DifferenceOutputs.showing, estimate=ranking_estimate)
-def compare_variants(context, candidates, model_name, method, compare_method, right_masks, normalize,
-                     scope, unconditional, first_scores, emd="auto", fast=False,
+def compare_variants(context, candidates, model_name, method, compare_method, first_scores, *scoring,
                      progress=gr.Progress(track_tqdm=True)):
-    """The difference view: the same MLM and texts under a second PLL variant (fast as the first)."""
+    """The difference view: the same MLM and texts under a second PLL variant; ``scoring``: the
+    first ranking's values of ``SCORING_INPUTS`` (fast as the first)."""
     from ..evaluation.plots import pll_difference
+
+    given = dict(zip(SCORING_INPUTS, scoring), context=context, candidates=candidates, method=compare_method)
 
     if not compare_method or compare_method == method or not first_scores:
         return DifferenceOutputs.showing(message("Pick a second PLL variant, different from the first, "
                                                  "to see where they disagree.", "note") if first_scores else "")
-    settings = _scoring_settings(dict(locals(), method=compare_method))
-    _, second_scores, _ = _score(model_name, "masked", context, candidates, settings, emd)
+    settings = _scoring_settings(given)
+    _, second_scores, _ = _score(model_name, "masked", context, candidates, settings, given["emd"])
     first_label = variant_name(method, settings.right_masks)
     second_label = variant_name(compare_method, settings.right_masks)
     figure = pll_difference(first_scores, second_scores, first_label, second_label)
@@ -596,8 +604,8 @@ def _wire_runs(w: dict) -> None:
                    variant=causal_variant),
         api_name="rank_causal", concurrency_id="score")
     difference_event = causal_event.then(
-        compare_variants, texts + [w["masked_model"], w["method"], w["compare_method"], w["right_masks"]] + scoring
-        + [masked_scores, w["emd"], w["fast"]],
+        compare_variants, texts + [w["masked_model"], w["method"], w["compare_method"], masked_scores]
+        + [w[n] for n in SCORING_INPUTS],
         components(DifferenceOutputs, plot=w["difference_plot"], note=w["difference_note"], scores=compare_scores,
                    variant=compare_variant),
         api_visibility="private", concurrency_id="score")
