@@ -253,39 +253,21 @@ def _multirc_f1a(records):
     return multirc_f1a([r["pred"] for r in records], [r["label"] for r in records])
 
 
-@metric("exact_match", "EM acc.", "example", reads="text")
-def _exact_match(record):
-    return exact_match(record["text"], record["answers"])
-
-
-@metric("token_f1", "F1", "example", reads="text")
-def _token_f1(record):
-    return token_f1(record["text"], record["answers"])
+# The example-level metrics of a generated text against its gold answers
+for _name, _label, _score in (
+        ("exact_match", "EM acc.", exact_match),
+        ("token_f1", "F1", token_f1),
+        ("ii_exact_match", "exact match", ii_exact_match),
+        ("ii_exact_set", "exact set match", ii_exact_set),
+        ("ii_contains", "contains", ii_contains),
+        ("ii_f1", "unigram F1", ii_f1)):
+    metric(_name, _label, "example", reads="text")(
+        lambda record, score=_score: score(record["text"], record["answers"]))
 
 
 @metric("bleu", "BLEU", "corpus", reads="text")
 def _bleu(records):
     return bleu([r["text"] for r in records], [r["answers"][0] for r in records])
-
-
-@metric("ii_exact_match", "exact match", "example", reads="text")
-def _ii_exact_match(record):
-    return ii_exact_match(record["text"], record["answers"])
-
-
-@metric("ii_exact_set", "exact set match", "example", reads="text")
-def _ii_exact_set(record):
-    return ii_exact_set(record["text"], record["answers"])
-
-
-@metric("ii_contains", "contains", "example", reads="text")
-def _ii_contains(record):
-    return ii_contains(record["text"], record["answers"])
-
-
-@metric("ii_f1", "unigram F1", "example", reads="text")
-def _ii_f1(record):
-    return ii_f1(record["text"], record["answers"])
 
 
 @metric("execution_accuracy", "execution accuracy", "example", reads="execution")

@@ -33,7 +33,7 @@ from .common import (
     tab_help,
     with_arguments,
 )
-from .outputs import components
+from .outputs import FigureOutputs, components
 from .settings_form import arguments, panel, widget
 from .sides import KIND_NAMES, side_columns, side_pickers
 
@@ -52,19 +52,7 @@ Figure 3). Small grids run here live; larger ones computed offline are listed at
 """
 
 
-class GridOutputs(NamedTuple):
-    """One model's needle grid, as /probe_mlm and /probe_second give it (in this order)."""
-    plot: Any = None  # Plotly figure: the heatmap of exact matches
-    summary: str = ""  # HTML: model, runs, exact-match share; or the message shown instead
-    table: pd.DataFrame | None = None  # every run: needle, answer, seconds
-    files: list[str] | None = None  # the grid as CSV and its heatmap as an HTML page
-    python: str | None = None  # Reproduce: the Python call
-    shell: str | None = None  # Reproduce: the command line
-
-    @classmethod
-    def showing(cls, message: str) -> "GridOutputs":
-        """Only ``message`` (an error, or why this side did not run); no stale grid."""
-        return cls(summary=message)
+GridOutputs = FigureOutputs  # one model's figure, summary, table, files and Reproduce block
 
 
 class PrecomputedGridOutputs(NamedTuple):

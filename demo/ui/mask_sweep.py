@@ -6,7 +6,6 @@ Wiring only: ``demo.evaluation.mask_sweep`` runs the sweep (the evaluator at eac
 """
 
 from dataclasses import replace
-from typing import Any, NamedTuple
 
 import gradio as gr
 import pandas as pd
@@ -30,7 +29,7 @@ from .common import (
     run_starts,
     with_arguments,
 )
-from .outputs import components
+from .outputs import FigureOutputs, components
 from .settings_form import arguments, panel, settings_of, widget
 
 SYMBOLS = {"padding_masks": "p", "right_masks": "N"}
@@ -47,18 +46,7 @@ Distracting" (arXiv 2511.21338) finds that more appended masks hurt masked diffu
 """
 
 
-class SweepOutputs(NamedTuple):
-    """The mask sweep, as /sweep_masks gives it (in this order)."""
-    plot: Any = None  # Plotly figure: the score at each number of masks, the paper's choice marked
-    summary: str = ""  # HTML: model, task, the best value and the paper's; or the message shown instead
-    table: pd.DataFrame | None = None  # a row per value: metric, score, stderr, items, seconds
-    files: list[str] | None = None  # the sweep as CSV and its plot as an HTML page
-    python: str | None = None  # Reproduce: the Python call
-    shell: str | None = None  # Reproduce: the command line
-
-    @classmethod
-    def showing(cls, message: str) -> "SweepOutputs":
-        return cls(summary=message)
+SweepOutputs = FigureOutputs  # one model's figure, summary, table, files and Reproduce block
 
 
 def task_choices(setting: str) -> list[tuple[str, str]]:

@@ -12,6 +12,25 @@ The record is the whole contract, written once:
 The field order is the public API's (clients read outputs by position): a new output goes last.
 """
 
+from typing import Any, NamedTuple
+
+import pandas as pd
+
+
+class FigureOutputs(NamedTuple):
+    """A probe's outputs, as /probe_mlm, /probe_second and /sweep_masks give them (in this order)."""
+    plot: Any = None  # Plotly figure: the needle grid's heatmap, or the score at each number of masks
+    summary: str = ""  # HTML: the model, what it found, the best value; or the message shown instead
+    table: pd.DataFrame | None = None  # a row per run (the grid) or per value (the sweep)
+    files: list[str] | None = None  # the table as CSV and the figure as an HTML page
+    python: str | None = None  # Reproduce: the Python call
+    shell: str | None = None  # Reproduce: the command line
+
+    @classmethod
+    def showing(cls, message: str) -> "FigureOutputs":
+        """Only ``message`` (an error, or why this side did not run); nothing stale."""
+        return cls(summary=message)
+
 
 def components(record_type, **by_name) -> list:
     """The outputs list of an event whose handler returns ``record_type``: the components named by
