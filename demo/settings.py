@@ -116,6 +116,7 @@ DECLARED = {
     "more": "what only the command line's help adds after that line",
     "applies": "the models or modes it acts in ('masked LMs', 'sampling only'), said before the help",
     "low": "the least value (inclusive)",
+    "above": "true: the value must be above ``low``, not equal to it (a probability in (0, 1])",
     "high": "the largest value (inclusive); a field's name: that field's value",
     "step": "a slider's step (a number setting's resolution on the page)",
     "label": "the widget's label, for a setting the page shows",
@@ -191,11 +192,14 @@ def check_declared(settings) -> None:
             _flag(value, name)
         elif kind in (int, float) and "low" in f.metadata:
             low, high = bounds(settings, f.name)
+            above = f.metadata.get("above", False)
             if kind is int:
                 _whole(value, name, low, high)
             else:
-                within = f"a number from {low:g} to {high:g}" if high is not None else f"a number >= {low:g}"
-                _number(value, name, lambda v: v >= low and (high is None or v <= high), within)
+                within = (f"a number {'above' if above else 'from'} {low:g}"
+                          + (f" {'up ' if above else ''}to {high:g}" if high is not None else " or more"))
+                _number(value, name, lambda v: (v > low if above else v >= low) and (high is None or v <= high),
+                        within)
 
 
 def check_caps(cls, values: dict, app) -> None:
@@ -299,9 +303,9 @@ class ScoringSettings:
     """How candidates are scored by ``demo.engine.pll`` (masked LMs by PLL or by their decoder's
     likelihood, causal LMs exactly)."""
     method: Literal[METHODS] | None = setting(None,
-        "how a masked LM scores a token: mask it alone, also mask tokens to its right, mask the rest of "
-        "its word, mask the whole word, read it as the decoder writes it, or average random maskings "
-        "(the ELBO)", more=
+        "how a masked LM scores a token: salazar masks it alone, right_masks also tokens to its right (the "
+        "paper), within_word_l2r the rest of its word, whole_word its whole word, decoder reads it as the "
+        "decoder writes it, elbo averages random maskings", more=
         "salazar hides only that token (1 mask); right_masks also hides the next few tokens (the "
         "BERTs paper's PLL, the default); within_word_l2r also hides the rest of its word; whole_word "
         "hides its whole word; decoder shows the model only the text before the token, then [MASK] and "
@@ -401,8 +405,8 @@ class WritingSettings:
         "each step also writes every mask of the block whose guess is at least this likely (Fast-dLLM's "
         "threshold; 0 = off, tokens per step only)", applies="most confident first only", more=
         "It reads the open block's masks and writes at least tokens_per_step, the surest: many tokens a "
-        "pass where the model is sure, one where it is not.", low=0.05, high=1.0, step=0.05, off=0,
-        label="Any order: write all this sure")
+        "pass where the model is sure, one where it is not.", low=0.0, above=True, high=1.0, step=0.05,
+        off=0, label="Any order: write all this sure")
     order: Literal[UNMASKING_ORDERS] = setting("left_to_right",
         "the masks a step writes: the leftmost (the BERTs paper's), those the model is surest of "
         "(masked diffusion LMs, Mask-Predict), or random ones (seeded)", applies="any order",
@@ -461,9 +465,9 @@ class GenerationSettings(WritingSettings):
     top_k: int = setting(0, "draw from the k likeliest tokens (0 = all)", applies="sampling only", low=0,
                          label="Top-k")
     top_p: float = setting(1.0, "draw from the smallest set holding this probability mass (1 = all)",
-                           applies="sampling only", low=0.01, high=1.0, step=0.01, label="Top-p")
+                           applies="sampling only", low=0.0, above=True, high=1.0, step=0.01, label="Top-p")
     repetition_penalty: float = setting(1.0, "above 1 discourages repeating tokens already seen (1 = off)",
-                                        low=0.05, high=MAX_REPETITION_PENALTY, step=0.05,
+                                        low=0.0, above=True, high=MAX_REPETITION_PENALTY, step=0.05,
                                         label="Repetition penalty")
     padding_masks: int | None = setting(None,
         "extra [MASK] tokens after the predicted one, so the end-of-text token does not sit right after "
@@ -490,7 +494,7 @@ class GenerationSettings(WritingSettings):
         "least this, without a pass of their own (0 = off)", applies="prefix cache", more=
         "Confidence-gated parallel unmasking: fewer passes, approximate (the guesses were made with "
         "masks where the tokens before them now stand); speed and agreement per threshold: "
-        "benchmarks/bench_cache.py. A causal LM ignores it.", low=0.05, high=1.0, step=0.05, off=0,
+        "benchmarks/bench_cache.py. A causal LM ignores it.", low=0.0, above=True, high=1.0, step=0.05, off=0,
         label="Parallel unmasking (fast)")
     chat: bool = setting(False,
         "the prompt is a question in the model's chat template, and the model answers it (chat models)",
@@ -573,7 +577,7 @@ class InfillSettings:
                                  low=0.0, high=MAX_TEMPERATURE)
     top_k: int = setting(0, "draw from the k likeliest tokens (0 = all)", applies="sampling only", low=0)
     top_p: float = setting(1.0, "draw from the smallest set holding this probability mass (1 = all)",
-                           applies="sampling only", low=0.01, high=1.0)
+                           applies="sampling only", low=0.0, above=True, high=1.0)
     seed: int | None = setting(0, "seed of sampling and of the random order", low=0, high=2**63 - 1,
                                label="Seed")
     blank_tokens: int = setting(1, "tokens of a [blank] or ____ without a count", low=1,

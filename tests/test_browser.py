@@ -338,7 +338,7 @@ def test_fast_scoring_is_offered_with_its_measured_agreement_and_says_what_it_di
         assert page.locator("#rank-fast").is_hidden()  # nothing measured to keep rankings: not offered
         return
     band = min(bands, key=lambda b: b.span_min)
-    assert f"{band.agreement:.1%}" in page.locator("#rank-fast").inner_text()
+    assert f"{band.agreement:.1%}" in page.locator("#rank-fast-measured").inner_text()
     tokenizer = AutoTokenizer.from_pretrained(STANDIN_MLM)
     words = "the old grey cat slept all day long by the warm kitchen stove while rain fell outside".split()
     long = " ".join(words * 4)

@@ -51,7 +51,9 @@ def _page_range(cls, f: dataclasses.Field) -> tuple:
         cap = getattr(deployment().settings, f.metadata["cap"])
         high = cap if high is None else min(high, cap)
     off = f.metadata.get("off")
-    return (off if isinstance(off, (int, float)) and not isinstance(off, bool) else low), high
+    if isinstance(off, (int, float)) and not isinstance(off, bool):
+        return off, high
+    return (low + f.metadata["step"] if f.metadata.get("above") else low), high
 
 
 def test_every_tab_builds_its_settings_from_their_declarations(page):
@@ -108,8 +110,11 @@ def test_the_validation_holds_each_declared_bound(cls):
         low, high = s.bounds(cls, f.name)
         step = 1 if kind is int else f.metadata.get("step", 0.01)
         what = f.metadata.get("what", f.name)
-        assert _refusal(cls, f.name, low, what) is None, f.name
-        assert _refusal(cls, f.name, low - step, what), f.name
+        if f.metadata.get("above"):  # the least itself refused, a step above it taken
+            assert _refusal(cls, f.name, low, what) and _refusal(cls, f.name, low + step, what) is None, f.name
+        else:
+            assert _refusal(cls, f.name, low, what) is None, f.name
+            assert _refusal(cls, f.name, low - step, what), f.name
         if high is not None:
             assert _refusal(cls, f.name, high, what) is None, f.name
             assert _refusal(cls, f.name, high + step, what), f.name

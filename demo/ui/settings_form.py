@@ -70,7 +70,9 @@ def _component(cls, f: dataclasses.Field, hint, only) -> tuple:
             return Dropdown, dict(choices=choices + [(str(n), str(n)) for n in range(low, high + 1)])
         if high is None:
             return Number, dict(minimum=low)  # (no precision: 3.5 reaches the check, never rounded)
-        return Slider, dict(minimum=low, maximum=high, step=f.metadata.get("step", 1))
+        above = f.metadata.get("above", False) and not isinstance(f.metadata.get("off"), (int, float))
+        return Slider, dict(minimum=low + f.metadata["step"] if above else low, maximum=high,
+                            step=f.metadata.get("step", 1))
     return gr.Textbox, {}
 
 
