@@ -13,6 +13,7 @@ never wait for torch.
 - :class:`RunSettings`: how a task is evaluated (``demo.evaluation.evaluate``).
 - :class:`GridSettings`: the needle-in-a-haystack grid (``demo.evaluation.haystack``).
 - :class:`SweepSettings`: how many masks? one task at each number of masks (``demo.evaluation.mask_sweep``).
+- :class:`HarnessSettings`: lm-eval's model_args beside the others (``demo.harness``).
 - :class:`AppSettings`: what a deployment sets through ``DEMO_*`` environment variables; the
   only place they are read (``spaces_config/settings.env`` lists them, a test keeps both equal).
 """
@@ -43,9 +44,10 @@ MAX_ELBO_SAMPLES = 4096  # ScoringSettings.elbo_samples: masked copies per text
 STRATEGIES = ("greedy", "beam", "sample")
 EMD_MODES = ("auto", "on", "off")  # DeBERTa's enhanced mask decoder: demo.engine.families.deberta
 CACHE_MODES = ("exact", "prefix")  # masked-LM generation: demo.engine.prefix_cache
-MAX_NEW_TOKENS_CAP = 512  # every step of the exact MLM method re-encodes the whole window
+MAX_NEW_TOKENS_CAP = 512  # a deployment's most new tokens per request, and the longest block and refresh
 MAX_PADDING_MASKS = 16
 MAX_BEAMS = 16
+AUTO_BATCH = 8  # lm-eval's batch_size=auto: prompts a masked LM writes together
 MAX_SHOTS = 64  # demonstrations a sweep may put before each item
 MAX_TEMPERATURE = 5.0
 MAX_REPETITION_PENALTY = 2.0  # 1 is off; beyond 2 every repeat is all but barred
@@ -156,7 +158,7 @@ def bounds(settings, name: str) -> tuple:
 
 
 def _default(cls, name: str):
-    """A field's default, or a class attribute's value (``GenerationSettings.max_new_tokens_cap``)."""
+    """A field's default, or a class attribute's value."""
     f = {f.name: f for f in fields(cls)}.get(name)
     if f is None:
         return getattr(cls, name)
@@ -453,7 +455,9 @@ class WritingSettings:
 class GenerationSettings(WritingSettings):
     """How ``demo.engine.generation.generate`` continues a prompt."""
     max_new_tokens: int = setting(32, "upper bound on the continuation's length in tokens", low=1,
-                                  high="max_new_tokens_cap", cap="max_new_tokens", label="Max new tokens")
+                                  cap="max_new_tokens", label="Max new tokens", more=
+        "Only the model bounds it (an absolute-position model's window, prompt included: "
+        "demo.engine.generation.check_prompt); the app's deployment caps it per request (DEMO_MAX_NEW_TOKENS).")
     strategy: Literal[STRATEGIES] = setting("greedy",
         "greedy: always the likeliest token; beam search keeps several candidate texts (the paper: 4 "
         "beams); sampling draws at random", label="Strategy",
@@ -509,11 +513,6 @@ class GenerationSettings(WritingSettings):
     seed: int | None = setting(0, "sampling seed, for repeatable samples", low=0, high=2**63 - 1, label="Seed")
     trace: bool = setting(False, "record the step-by-step trace")
     trace_top_k: int = setting(5, "top tokens per step in the trace", low=1)
-
-    # Not a setting (no annotation, so no field or option): the bound on max_new_tokens for
-    # interactive use. lm-eval's requests lift it (demo.harness.model): its task configs ask for
-    # up to 32k tokens, which only the model bounds.
-    max_new_tokens_cap = MAX_NEW_TOKENS_CAP
 
     def __post_init__(self):
         # A single string where a list belongs is one stop string / one choice, not its letters.
@@ -636,6 +635,41 @@ class RunSettings:
 
     def __post_init__(self):
         check_declared(self)
+
+
+# ---------------------------------------------------------------- lm-eval's model
+
+
+@dataclass(frozen=True)
+class HarnessSettings:
+    """What lm-eval's ``--model_args`` sets for ``demo.harness`` beside the model, scoring and writing
+    settings (its keys are these fields' names)."""
+    add_bos_token: bool | None = setting(None,
+        "a start token before every text (true) or before none (false); unset: as the tokenizer does "
+        "(HFLM's key)", applies="causal LMs")
+    parallelize: bool = setting(False, "one model across this machine's GPUs (device_map=auto)")
+    device_map: str | None = setting(None, "one model across GPUs: a transformers device map, or auto")
+    batch_size: int | str = setting(1,
+        "generate_until: prompts with the same settings written together (a masked LM writing in any "
+        f"order; auto: {AUTO_BATCH})")
+
+    def __post_init__(self):
+        check_declared(self)
+        if self.parallelize and self.device_map not in (None, "auto"):
+            raise ValueError("parallelize=true means device_map=auto; give one of the two.")
+        size = self.batch_size
+        if isinstance(size, str) and size.strip().lower().startswith("auto"):  # lm-eval's "auto", "auto:N"
+            size = AUTO_BATCH
+        elif isinstance(size, str) and size.strip().isdigit():
+            size = int(size)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"batch_size must be a whole number >= 1 or 'auto', not {_shown(self.batch_size)}.")
+        object.__setattr__(self, "batch_size", size)
+
+    @property
+    def model_parallel(self) -> str | None:
+        """The device map of one model across GPUs (None: on one device)."""
+        return "auto" if self.parallelize else self.device_map
 
 
 # ---------------------------------------------------------------- needle in a haystack

@@ -33,10 +33,11 @@ from lm_eval.api.instance import Instance  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 
 import tests.floats as floats  # noqa: E402
+from demo.engine.fitting import rolling_pairs  # noqa: E402
 from demo.engine.generation import generate  # noqa: E402
 from demo.engine.pll import input_length, score_batch  # noqa: E402
 from demo.evaluation.evaluate import evaluate  # noqa: E402
-from demo.harness.model import MaskedLMEval, generation_settings, rolling_pairs  # noqa: E402
+from demo.harness.model import MaskedLMEval, generation_settings  # noqa: E402
 from demo.settings import GenerationSettings, RunSettings, ScoringSettings  # noqa: E402
 from demo.tasks import read_task_file  # noqa: E402
 from tests.conftest import HAYSTACK, STANDIN_MLM, TOKENIZERS, needs_shared  # noqa: E402
@@ -296,7 +297,7 @@ def test_the_decoders_likelihood_uses_generations_padding_masks(tasks):
     """method=decoder scores each continuation in the windows generate_until writes from, with the
     same padding_masks; is_greedy is then "greedy decoding writes it", every token ranked first."""
     model = MaskedLMEval(pretrained=str(STANDIN_MLM), device="cpu", method="decoder", padding_masks=2)
-    assert (model.scoring.method, model.scoring.padding_masks, model.settings.padding_masks) == ("decoder", 2, 2)
+    assert (model.scoring.method, model.scoring.padding_masks, model.settings.scoring.padding_masks) == ("decoder", 2, 2)
     results = run_lm_eval(model, tasks, ["capitals_lm"])
     assert (results["config"]["pll_method"], results["config"]["padding_masks"]) == ("decoder", 2)
     items = per_item(results)
@@ -371,7 +372,7 @@ def test_generation_kwargs_read_as_lm_eval_means_them():
     with pytest.raises(ValueError, match="temperature must be > 0"):
         generation_settings({"do_sample": True, "temperature": 0.0})
     # lm-eval ships configs asking for up to 32768 tokens: the model's window bounds them
-    # (fit_generation), not the app's interactive cap of 512
+    # (fit_generation); only a deployment caps them (the app's DEMO_MAX_NEW_TOKENS)
     assert generation_settings({"max_gen_toks": 32_768}).max_new_tokens == 32_768
     with pytest.raises(ValueError, match="max_new_tokens must be a whole number >= 1"):
         generation_settings({"max_gen_toks": 0})
@@ -457,10 +458,10 @@ def naive_generation_fit(lm, prompt, max_gen_toks):
     first token until max_gen_toks fit after it (HFLM's rule); if none does, until half the window
     does, then the most new tokens that fit."""
     from demo.engine.generation import check_prompt
-    from demo.harness.model import HarnessGenerationSettings
+    from demo.settings import GenerationSettings
 
     def fits(text, n):
-        return accepted(lambda: check_prompt(lm, text, HarnessGenerationSettings(max_new_tokens=n)))
+        return accepted(lambda: check_prompt(lm, text, GenerationSettings(max_new_tokens=n)))
 
     ends = [prompt[start:] for start in token_starts(lm, prompt)]
     for end in ends:
@@ -804,7 +805,7 @@ def test_generate_until_writes_a_batch_together_as_each_alone(monkeypatch):
     import demo.engine.generation as generation
     calls = []
     real = generation.generate_together
-    monkeypatch.setattr("demo.harness.model.generate_together",
+    monkeypatch.setattr("demo.engine.generation.generate_together",
                         lambda lm, prompts, settings: calls.append(len(prompts)) or real(lm, prompts, settings))
     model = MaskedLMEval(pretrained=str(STANDIN_MLM), device="cpu", window="block", block_length=4,
                          tokens_per_step=2, order="confidence", batch_size=4)

@@ -19,6 +19,7 @@ papers and the app need on top:
 """
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 
 from ..settings import GenerationSettings
@@ -176,6 +177,24 @@ def generate_together(lm, prompts: list[str], settings: GenerationSettings | Non
     runs = unmask_together(lm, s, [ids for ids, _, _ in prepared], ends, progress=progress, time_limit=time_limit)
     return [_result(lm, prompt, s, ids, ends, rules, run)
             for prompt, (ids, _, rules), run in zip(prompts, prepared, runs)]
+
+
+def generate_grouped(lm, requests: list[tuple[str, GenerationSettings]], batch_size: int,
+                     done: Callable[[int], None] | None = None) -> list[GenerationResult]:
+    """Each (prompt, settings) request generated, those with the same settings ``batch_size`` at a
+    time (:func:`generate_together`), in the requests' order; ``done(n)`` after every batch."""
+    groups: dict[str, list[int]] = {}
+    for i, (_, settings) in enumerate(requests):
+        groups.setdefault(repr(settings), []).append(i)
+    results: list[GenerationResult | None] = [None] * len(requests)
+    for group in groups.values():
+        for at in range(0, len(group), batch_size):
+            batch = group[at:at + batch_size]
+            for i, result in zip(batch, generate_together(lm, [requests[i][0] for i in batch], requests[batch[0]][1])):
+                results[i] = result
+            if done is not None:
+                done(len(batch))
+    return results
 
 
 def _prepared(lm, prompt: str, s: GenerationSettings) -> tuple[list[int], list[int], Constraints]:

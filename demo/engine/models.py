@@ -11,6 +11,7 @@ DeBERTa's enhanced mask decoder (``demo.engine.families.deberta``) is switched h
 position table is read from the checkpoint's files, which transformers leaves unread.
 """
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -192,6 +193,28 @@ def load_tokenizer(name: str, revision: str | None = None, trust_remote_code: bo
     return AutoTokenizer.from_pretrained(source.location, trust_remote_code=bool(trust_remote_code),
                                          **source.extra, **_revision(name, bool(trust_remote_code), revision),
                                          **options)
+
+
+def with_bos_token(lm: LoadedModel, add_bos_token: bool | None, revision: str | None = None,
+                   trust_remote_code: bool = False) -> LoadedModel:
+    """``lm`` reading texts as lm-eval's HFLM does with ``add_bos_token``: None, as its tokenizer
+    starts them; true or false, with the tokenizer loaded again from the same files with
+    ``from_pretrained(add_bos_token=...)`` (the cached model's own tokenizer stays as it is). The
+    tokenizer decides what the option does (SmolLM2's GGUF tokenizer ignores it, GPT-2's obeys),
+    so lm-eval and we read the same tokens; a warning says when it changes nothing. The scoring
+    engine adds its start token only where a text's first token is scored and the tokenizer put
+    none there (``demo.engine.pll``), as HFLM's prefix token."""
+    if add_bos_token is None:
+        return lm
+    tokenizer = load_tokenizer(lm.name, revision, trust_remote_code, add_bos_token=add_bos_token)
+    if tokenizer.pad_token_id is None:  # as load_model sets it; padding is masked out
+        tokenizer.pad_token = lm.tokenizer.pad_token
+    ids = tokenizer("a", verbose=False)["input_ids"]
+    if tokenizer.bos_token_id is None or (ids[:1] == [tokenizer.bos_token_id]) != add_bos_token:
+        logging.getLogger(__name__).warning(
+            "add_bos_token=%s changes nothing for %s's tokenizer (%s): its texts start as without it, "
+            "under lm-eval's HFLM too.", add_bos_token, lm.label, type(tokenizer).__name__)
+    return replace(lm, tokenizer=tokenizer)
 
 
 def _load_uncached(source: ModelSource, o: LoadOptions, device: torch.device) -> LoadedModel:

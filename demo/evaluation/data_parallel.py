@@ -16,6 +16,7 @@ How the shares are saved, resumed and merged into one output: ``demo.evaluation.
 """
 
 import atexit
+import logging
 import os
 from dataclasses import dataclass
 from datetime import timedelta
@@ -78,6 +79,25 @@ def start(device: str = "auto") -> Processes:
     atexit.register(leave_process_group)
     return Processes(rank=accelerator.process_index, count=accelerator.num_processes,
                      device=str(accelerator.device), accelerator=accelerator)
+
+
+def start_model(device: str, model_parallel: str | None = None) -> Processes:
+    """:func:`start` for a run of one model that may be spread across GPUs (``model_parallel``, a
+    device map), which a launch of several processes cannot be. Alone, a CUDA device asked for on
+    a machine without one is the CPU, with a warning, as lm-eval's HFLM does it (its --device is
+    cuda:0 unless given)."""
+    if launched_processes() > 1:
+        if model_parallel is not None:
+            raise ValueError("parallelize / device_map (one model across GPUs) and a multi-process "
+                             "launch (a model per process) do not mix here; pick one.")
+        return start(device)
+    import torch
+    if model_parallel is None and device.startswith("cuda") and not torch.cuda.is_available():
+        logging.getLogger(__name__).warning(
+            "No CUDA device here: running on the CPU instead of %s (lm-eval's --device, cuda:0 unless "
+            "given).", device)
+        device = "cpu"
+    return Processes(device=device)
 
 
 # ---------------------------------------------------------------- sharing out
