@@ -70,9 +70,7 @@ def _load(model: ModelSettings, progress: bool = True):
     if model.threads:
         import torch
         torch.set_num_threads(model.threads)
-    lm = _deployment().load(model.model, kind=model.kind, paths=True, device=model.device,
-                            dtype=model.dtype, trust_remote_code=model.trust_remote_code,
-                            revision=model.revision, emd=model.emd)
+    lm = _deployment().load(model.model, paths=True, **model.load_options())
     if lm.emd_note:
         print(f"note: {lm.emd_note}", file=sys.stderr)
     return lm

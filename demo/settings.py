@@ -282,6 +282,8 @@ class ModelSettings:
         "allow Hub code for the allowlisted models, at their pinned commits (demo.engine.models)")
     revision: str | None = setting(None, "Hub branch, tag or commit to load")
     threads: int | None = setting(None, "torch CPU threads (1 is fastest on a crowded machine)", low=1)
+    device_map: str | None = setting(None, "one model across several GPUs: auto, or a transformers device map "
+                                     "(accelerate; inputs go to its first layer's device)")
     emd: Literal[EMD_MODES] = setting("auto",
         "DeBERTa was pretrained with its head reading an enhanced mask decoder, which transformers "
         "leaves out; the paper's numbers come with it. Other models ignore this", more=
@@ -289,6 +291,10 @@ class ModelSettings:
         "'off' the last layer (transformers' DebertaForMaskedLM); 'auto' is on where the checkpoint "
         "holds the position table the decoder needs.",
         label="DeBERTa head", shown={"auto": "enhanced mask decoder (the paper)", "off": "last layer (transformers)"})
+
+    def load_options(self) -> dict:
+        """The fields that say how ``demo.engine.models.load_model`` loads the model (its keywords)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("model", "threads")}
 
     def __post_init__(self):
         if not isinstance(self.model, str) or not self.model.strip():
@@ -648,15 +654,12 @@ class HarnessSettings:
         "a start token before every text (true) or before none (false); unset: as the tokenizer does "
         "(HFLM's key)", applies="causal LMs")
     parallelize: bool = setting(False, "one model across this machine's GPUs (device_map=auto)")
-    device_map: str | None = setting(None, "one model across GPUs: a transformers device map, or auto")
     batch_size: int | str = setting(1,
         "generate_until: prompts with the same settings written together (a masked LM writing in any "
         f"order; auto: {AUTO_BATCH})")
 
     def __post_init__(self):
         check_declared(self)
-        if self.parallelize and self.device_map not in (None, "auto"):
-            raise ValueError("parallelize=true means device_map=auto; give one of the two.")
         size = self.batch_size
         if isinstance(size, str) and size.strip().lower().startswith("auto"):  # lm-eval's "auto", "auto:N"
             size = AUTO_BATCH
@@ -665,11 +668,6 @@ class HarnessSettings:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"batch_size must be a whole number >= 1 or 'auto', not {_shown(self.batch_size)}.")
         object.__setattr__(self, "batch_size", size)
-
-    @property
-    def model_parallel(self) -> str | None:
-        """The device map of one model across GPUs (None: on one device)."""
-        return "auto" if self.parallelize else self.device_map
 
 
 # ---------------------------------------------------------------- needle in a haystack

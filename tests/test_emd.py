@@ -613,7 +613,7 @@ def test_off_reads_the_last_layer_and_other_families_ignore_the_setting(checkpoi
         plain = lm.model(input_ids=ids, attention_mask=mask).logits[rows, cols]
     torch.testing.assert_close(got, plain, **floats.states(lm, plain))
     assert load_model(str(checkpoint("v2")), device="cpu", emd="on").emd
-    with pytest.raises(ValueError, match="emd must be one of"):
+    with pytest.raises(ValueError, match="Unknown emd .yes.; use one of auto, on, off"):
         load_model(str(checkpoint("v2")), device="cpu", emd="yes")
     bert = tiny_model("bert")
     assert not bert.emd and bert.emd_note is None

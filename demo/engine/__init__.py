@@ -25,4 +25,5 @@ one settings object, applies the text conventions itself, and knows nothing of t
 - ``constraints``   what the decoder may write and when it stops: digits, choices, stop strings
 - ``trace``         the step-by-step record of a generation (windows, top-k, beams)
 - ``counting``      the work a request did: forward passes and the tokens they read, counted as they run
+- ``fitting``       inputs longer than a model reads: cut from the left or skipped; long texts in windows
 """

@@ -22,7 +22,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
 from .. import settings
-from ..settings import EMD_MODES, AppSettings
+from ..settings import AppSettings, ModelSettings
 from . import sources
 from .families import FAMILIES, Family, deberta, family_of, max_positions, pretrained_length
 from .sources import ModelSource, label, resolve
@@ -108,24 +108,6 @@ class LoadedModel:
                 f"The {what} is {n_tokens} tokens long, but {self.label} ({self.family.name}, "
                 f"absolute positions) can read at most {self.max_length} tokens. Shorten it or "
                 f"pick a model with relative positions (DeBERTa, ModernBERT).")
-
-
-@dataclass(frozen=True)
-class LoadOptions:
-    """How :func:`load_model` loads a model (its keywords; together they key the model cache)."""
-    kind: str | None = None  # "masked" or "causal"; None: the family's natural kind
-    device: str | None = "auto"  # "auto": cuda if any
-    dtype: str = "float32"
-    trust_remote_code: bool = False  # allowlisted models only, at their pinned commits
-    revision: str | None = None  # a Hub branch, tag or commit
-    device_map: str | dict | None = None  # one model across several GPUs (accelerate)
-    emd: str = "auto"  # DeBERTa's enhanced mask decoder: "auto", "on" or "off"
-
-    def __post_init__(self):
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {self.dtype!r}")
-        if self.emd not in EMD_MODES:
-            raise ValueError(f"emd must be one of {EMD_MODES}, not {self.emd!r}")
 
 
 # ---------------------------------------------------------------- loading
@@ -217,7 +199,7 @@ def with_bos_token(lm: LoadedModel, add_bos_token: bool | None, revision: str | 
     return replace(lm, tokenizer=tokenizer)
 
 
-def _load_uncached(source: ModelSource, o: LoadOptions, device: torch.device) -> LoadedModel:
+def _load_uncached(source: ModelSource, o: ModelSettings, device: torch.device) -> LoadedModel:
     name, location, extra, local = source.name, source.location, dict(source.extra), source.local
     shown = source.label  # messages name a local model by its folder, never the server's path
 
@@ -386,11 +368,12 @@ CACHE = _ModelCache(max_models=0, max_bytes=0)
 CACHE.bound(AppSettings().max_models, AppSettings().max_model_gb)
 
 
-def load_model(name: str, options: LoadOptions | None = None, *,
+def load_model(name: str, options: ModelSettings | None = None, *,
                loading: Callable[[], None] | None = None, **keywords) -> LoadedModel:
     """Load (or fetch from the cache) a masked or causal LM with its tokenizer: ``name`` is a Hub
     id, a local folder or a .gguf file (a local model's short name, ``smollm2``, is the app's to
-    resolve: ``demo.app.deployment``). ``options`` (a :class:`LoadOptions`) says how; its fields
+    resolve: ``demo.app.deployment``). ``options`` (a ``demo.settings.ModelSettings``, but its ``model`` and
+    ``threads``) says how; its fields
     can be given or overridden by keyword (``load_model(name, device="cpu", emd="off")``):
 
     ``kind`` defaults to the family's natural kind ("masked" for BERT-likes). ``revision``: a Hub
@@ -406,7 +389,7 @@ def load_model(name: str, options: LoadOptions | None = None, *,
     Raises ValueError with a readable message for unknown ids, folders that are not models,
     missing heads.
     """
-    o = replace(options or LoadOptions(), **keywords)  # checked by LoadOptions
+    o = replace(options, model=name, **keywords) if options else ModelSettings(model=name, **keywords)
     dev = _pick_device(o.device)
     prepare_attention(dev, o.dtype)
     source = resolve(name)

@@ -81,7 +81,7 @@ def score_file(files: ScoreFiles, model: ModelSettings, sides: list[ModelSetting
     if Path(files.output).exists() and not files.overwrite:
         raise ValueError(f"{files.output} exists; pass --overwrite to replace it, or pick another file.")
     requests = read_requests(files.input)
-    processes = data_parallel.start(model.device)
+    processes = data_parallel.start_model(model.device, model.device_map)
     progress = progress and processes.main
     scored, all_parts = [], []
     for number, side in enumerate(sides):
@@ -158,7 +158,7 @@ def probe_file(files: ProbeFiles, sides: list[ModelSettings], grid: GridSettings
     by this process alone or by every process of a launch, each its share of the cells; rank 0
     reports each side's grid and draws its heatmap."""
     from .haystack import run_grid
-    processes = data_parallel.start(sides[0].device)
+    processes = data_parallel.start_model(sides[0].device, sides[0].device_map)
     progress = progress and processes.main
     for side in sides:
         lm = load(dataclasses.replace(side, device=processes.device), progress)
@@ -190,7 +190,7 @@ def sweep_file(files: ProbeFiles, sides: list[ModelSettings], sweep: SweepSettin
     one CSV file, by this process alone or by every process of a launch, each its share of the
     values; rank 0 reports the curve and draws it."""
     from .mask_sweep import run_sweep
-    processes = data_parallel.start(sides[0].device)
+    processes = data_parallel.start_model(sides[0].device, sides[0].device_map)
     progress = progress and processes.main
     for side in sides:
         if len(sides) > 1 and side.kind == "causal":
@@ -239,7 +239,7 @@ def evaluate_tasks(tasks: list, sides: list[ModelSettings], scoring: ScoringSett
     says each summary row. Every split is read and checked before a model loads (minutes)."""
     from .evaluate import evaluate
     check_task_data(tasks)
-    processes = data_parallel.start(sides[0].device)
+    processes = data_parallel.start_model(sides[0].device, sides[0].device_map)
     progress = progress and processes.main
     for side in sides:
         lm = load(dataclasses.replace(side, device=processes.device), progress)

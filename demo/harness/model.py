@@ -65,6 +65,11 @@ class EvalSettings:
     harness: HarnessSettings
     given: tuple[str, ...] = ()  # the keys the user set (to refuse masked-only ones on causal LMs)
 
+    @property
+    def model_parallel(self) -> str | dict | None:
+        """The device map of one model across GPUs (None: on one device)."""
+        return "auto" if self.harness.parallelize else self.model.device_map
+
 
 def parse_model_args(args: dict) -> EvalSettings:
     """``--model_args`` (already split by lm-eval into a dict) into our settings; ValueError if bad."""
@@ -83,6 +88,8 @@ def parse_model_args(args: dict) -> EvalSettings:
         return {k: args[k] for k in keys if k in args}
 
     scoring = ScoringSettings(**given(SCORING_KEYS))
+    if args.get("parallelize") is True and args.get("device_map") not in (None, "auto"):
+        raise ValueError("parallelize=true means device_map=auto; give one of the two.")
     if "right_masks" in args and scoring.method not in (None, "right_masks"):
         raise ValueError(f"right_masks only applies to method=right_masks, not method={scoring.method}.")
     return EvalSettings(model=ModelSettings(model=args["pretrained"], **given(MODEL_KEYS[1:])), scoring=scoring,
@@ -146,14 +153,13 @@ class MaskedLMEval(LM):
         self.settings = parse_model_args(model_args)
         if self.settings.model.threads:
             torch.set_num_threads(self.settings.model.threads)
-        processes = start_model(self.settings.model.device, self.settings.harness.model_parallel)
+        processes = start_model(self.settings.model.device, self.settings.model_parallel)
         self.accelerator = processes.accelerator  # (the same processes as `mlm-icl score` and `probe` start)
         self._rank, self._world_size = processes.rank, processes.count  # global: across nodes too
         m = self.settings.model
         # the deployment's door, as for mlm-icl: a local model's short name, a folder, a .gguf file or a Hub id
-        self.lm = Deployment.current().load(m.model, kind=m.kind, paths=True, device=processes.device, dtype=m.dtype,
-                                            trust_remote_code=m.trust_remote_code, revision=m.revision,
-                                            device_map=self.settings.harness.model_parallel, emd=m.emd)
+        self.lm = Deployment.current().load(m.model, paths=True, **dict(
+            m.load_options(), device=processes.device, device_map=self.settings.model_parallel))
         if self.lm.emd_note:
             logger.warning(self.lm.emd_note)
         self.scoring = check_kind(self.lm, self.settings)  # refuse mismatches before any request
