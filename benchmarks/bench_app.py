@@ -35,7 +35,7 @@ STANDIN = ROOT.parent / "shared" / "models" / "minilm-l6-mlm-standin"
 CONTEXT = "My body cast a shadow over the grass because"
 CANDIDATES = "the sun was rising.\nthe grass was cut."
 MODEL_LOAD_MARKERS = ("Loading weights", "de-quantizing GGUF")
-CORE_READY_MESSAGE = "demo: core imported"  # demo.ui.common prints it (not imported: no torch here)
+CORE_READY_MESSAGE = "demo: core imported"  # demo.ui.handlers prints it (not imported: no torch here)
 
 
 def gradio_import_seconds() -> float:

@@ -107,7 +107,7 @@ def _runs_ended(view, name: str) -> int:
 
 def _wait_runs(view, ended: dict[str, int]) -> None:
     """Wait until the page marks, for each name in ``ended``, at least that many runs ended, and
-    no run of any name in flight (demo.ui.common.run_starts, run_ends): their chains have all
+    no run of any name in flight (demo.ui.run_marker.run_starts, run_ends): their chains have all
     finished and their outputs are drawn, so what a test reads next stays. Output text is no such
     sign: a run streams it, and the last run's stays until this one's replaces it."""
     view.wait_for_function("(ended) => Object.entries(ended).every(([name, least]) =>"

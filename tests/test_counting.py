@@ -28,7 +28,7 @@ def lesson_step(number: int) -> dict:
 
 
 def preset(tab: str, name: str) -> dict:
-    from demo.ui.common import read_presets
+    from demo.ui.presets import read_presets
     return next(p for p in read_presets(tab) if p["name"] == name)
 
 

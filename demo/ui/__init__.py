@@ -1,10 +1,15 @@
 """Gradio wiring only: every computation lives in the floors below (``demo.app`` and down).
 
 - ``app``           the page: five tabs, the queue, launching
-- ``common``        messages in the page, model pickers, widgets, the handler wrapper, the GPU slot
+- ``common``        the deployment served, widgets, messages, the work line, a tab's help and parts
+- ``handlers``      what every model-running handler gets: errors as messages, a visitor's share, the GPU slot
+- ``run_marker``    the page's end-of-run marker, which tests and lessons wait for
+- ``pickers``       model pickers, the pair picker, the model note, DeBERTa's head
+- ``presets``       a tab's presets, from assets/presets/
+- ``reproduce_block`` the Reproduce block under a result: its Python call and command line
 - ``outputs``       each event's outputs as one named record
 - ``sides``         the masked and causal sides every tab compares: their pickers and output columns
-- ``settings_form`` a page's values as the core's settings, each by its field's type
+- ``settings_form`` a setting's widget, API line and values, read from its declaration (demo.settings)
 - ``prompting``     the Prompting tab: generation, masked vs causal
 - ``infill_tab``    the Infill tab: a blank in the middle, masked vs causal
 - ``playback``      decoding playback: the steps of a generation as frames of a player

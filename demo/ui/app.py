@@ -18,9 +18,22 @@ from ..app.catalog import LOCAL_MODELS_VAR
 from ..app.deployment import Deployment
 from ..app.downloads import KEEP_SECONDS
 from ..paths import STYLE
-from . import common, infill_tab, length_probe, lesson, playback, prompting, ranking, results_tab, startup_check
-from .common import import_core_in_background, message, run_ends, run_starts, use
+from . import (
+    common,
+    handlers,
+    infill_tab,
+    length_probe,
+    lesson,
+    playback,
+    prompting,
+    ranking,
+    results_tab,
+    startup_check,
+)
+from .common import message, use
 from .gradio_mends import mend
+from .handlers import import_core_in_background
+from .run_marker import run_ends, run_starts
 from .scroll_hint import scroll_hints
 
 TITLE = "Masked language models are generative in-context learners"
@@ -111,7 +124,7 @@ def preload() -> None:
     for kind in ("masked", "causal"):
         entry = common.deployment().catalog.default(kind)
         if entry is not None:
-            common.load(entry.name, kind)
+            handlers.load(entry.name, kind)
 
 
 def launch(app: gr.Blocks, **kwargs) -> None:

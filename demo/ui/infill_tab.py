@@ -15,28 +15,14 @@ from ..app import budget
 from ..app.catalog import Catalog
 from ..app.limits import check_text
 from ..settings import InfillSettings, ModelSettings
-from .common import (
-    TabParts,
-    deployment,
-    emd_radio,
-    escape,
-    handler,
-    load,
-    message,
-    model_note,
-    number_or,
-    preset_named,
-    read_presets,
-    reproduction,
-    run_ends,
-    run_starts,
-    score_text,
-    tab_help,
-    with_arguments,
-    work_line,
-)
-from .outputs import components
+from .common import TabParts, deployment, escape, message, score_text, tab_help, work_line
+from .handlers import handler, load, number_or, with_arguments
+from .outputs import components, shown_in
+from .pickers import emd_radio, model_note
 from .playback import PLAYER_JS, lane_switch, playback, run_id
+from .presets import preset_named, read_presets
+from .reproduce_block import reproduction
+from .run_marker import run_ends, run_starts
 from .settings_form import arguments, panel, settings_of, shown_value
 from .sides import side_columns, side_pickers
 
@@ -88,9 +74,7 @@ class InfillOutputs(NamedTuple):
     python: str = ""  # Reproduce: the Python call
     shell: str = ""  # Reproduce: the command line
 
-    @classmethod
-    def showing(cls, message: str) -> "InfillOutputs":
-        return cls(filled=message)
+    showing = shown_in("filled")
 
 
 class CausalInfillOutputs(NamedTuple):
@@ -102,9 +86,7 @@ class CausalInfillOutputs(NamedTuple):
     shell: str = ""  # Reproduce: the command line
     trace: str = ""  # HTML: the decoding playback, blank after blank, in step with the masked LM's
 
-    @classmethod
-    def showing(cls, message: str) -> "CausalInfillOutputs":
-        return cls(filled=message)
+    showing = shown_in("filled")
 
 
 SETTINGS = ("order", "blank_tokens", "seed")  # the page's InfillSettings, in the handlers' order

@@ -15,25 +15,15 @@ import pandas as pd
 from ..app import budget
 from ..app.catalog import Catalog, standin_note
 from ..app.limits import check_grid, parse_numbers, whole
+from ..paths import ASSETS
 from ..settings import GridSettings
 from . import mask_sweep
-from .common import (
-    ASSETS,
-    TabParts,
-    deployment,
-    handler,
-    load,
-    message,
-    model_note,
-    number_or,
-    reproduction,
-    run_ends,
-    run_starts,
-    shows_errors,
-    tab_help,
-    with_arguments,
-)
-from .outputs import FigureOutputs, components
+from .common import TabParts, deployment, message, tab_help
+from .handlers import handler, load, number_or, shows_errors, with_arguments
+from .outputs import FigureOutputs, components, shown_in
+from .pickers import model_note
+from .reproduce_block import reproduction
+from .run_marker import run_ends, run_starts
 from .settings_form import arguments, panel, widget
 from .sides import KIND_NAMES, side_columns, side_pickers
 
@@ -60,9 +50,7 @@ class PrecomputedGridOutputs(NamedTuple):
     plot: Any = None  # Plotly figure: its heatmap
     note: str = ""  # HTML: where it comes from; or the message shown instead
 
-    @classmethod
-    def showing(cls, message: str) -> "PrecomputedGridOutputs":
-        return cls(note=message)
+    showing = shown_in("note")
 
 
 def precomputed_grids() -> list[tuple[str, str]]:

@@ -11,7 +11,9 @@ from typing import NamedTuple
 
 import gradio as gr
 
-from .common import TabParts, escape, read_presets, run_ends, run_starts
+from .common import TabParts, escape
+from .presets import read_presets
+from .run_marker import run_ends, run_starts
 
 TAB_NAMES = {"prompting": "Prompting", "infill": "Infill", "ranking": "Ranking", "length": "Length probe", "results": "Results"}
 

@@ -13,23 +13,12 @@ import pandas as pd
 from ..app import budget
 from ..app.catalog import Catalog
 from ..settings import SweepSettings
-from .common import (
-    Dropdown,
-    deployment,
-    escape,
-    handler,
-    load,
-    message,
-    model_note,
-    model_picker,
-    number_or,
-    reproduce_block,
-    reproduction,
-    run_ends,
-    run_starts,
-    with_arguments,
-)
+from .common import Dropdown, deployment, escape, message
+from .handlers import handler, load, number_or, with_arguments
 from .outputs import FigureOutputs, components
+from .pickers import model_note, model_picker
+from .reproduce_block import reproduce_block, reproduction
+from .run_marker import run_ends, run_starts
 from .settings_form import arguments, panel, settings_of, widget
 
 SYMBOLS = {"padding_masks": "p", "right_masks": "N"}

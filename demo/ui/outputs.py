@@ -17,6 +17,12 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 
+def shown_in(field: str) -> classmethod:
+    """A record's ``showing(message)``: the message in ``field``, every other output its default
+    (what a cleared output shows)."""
+    return classmethod(lambda cls, message: cls(**{field: message}))
+
+
 class FigureOutputs(NamedTuple):
     """A probe's outputs, as /probe_mlm, /probe_second and /sweep_masks give them (in this order)."""
     plot: Any = None  # Plotly figure: the needle grid's heatmap, or the score at each number of masks
@@ -26,10 +32,7 @@ class FigureOutputs(NamedTuple):
     python: str | None = None  # Reproduce: the Python call
     shell: str | None = None  # Reproduce: the command line
 
-    @classmethod
-    def showing(cls, message: str) -> "FigureOutputs":
-        """Only ``message`` (an error, or why this side did not run); nothing stale."""
-        return cls(summary=message)
+    showing = shown_in("summary")  # an error, or why this side did not run; nothing stale
 
 
 def components(record_type, **by_name) -> list:

@@ -15,30 +15,14 @@ from ..app import budget
 from ..app.catalog import Catalog
 from ..app.limits import check_text
 from ..settings import GenerationSettings, ModelSettings, quoted
-from .common import (
-    Radio,
-    TabParts,
-    deployment,
-    emd_radio,
-    escape,
-    handler,
-    load,
-    message,
-    model_note,
-    number_or,
-    preset_named,
-    read_presets,
-    reproduce_block,
-    reproduction,
-    run_ends,
-    run_starts,
-    tab_help,
-    with_arguments,
-    work_line,
-    work_text,
-)
-from .outputs import components
+from .common import Radio, TabParts, deployment, escape, message, tab_help, work_line, work_text
+from .handlers import handler, load, number_or, with_arguments
+from .outputs import components, shown_in
+from .pickers import emd_radio, model_note
 from .playback import LEGEND, PLAYER_JS, lane_switch, playback, run_id, window_diagram
+from .presets import preset_named, read_presets
+from .reproduce_block import reproduce_block, reproduction
+from .run_marker import run_ends, run_starts
 from .settings_form import arguments, panel, settings_of, shown_value, widget, widget_default
 from .sides import KIND_NAMES, side_columns, side_pickers
 
@@ -318,10 +302,7 @@ class MaskedGenerationOutputs(NamedTuple):
     shell: str = ""  # Reproduce: the command line(s)
     run: dict | None = None  # (page only, a gr.State) what "compare with the previous run" shows of it
 
-    @classmethod
-    def showing(cls, message: str) -> "MaskedGenerationOutputs":
-        """Only ``message``; no stale continuation."""
-        return cls(stats=message)
+    showing = shown_in("stats")  # Only ``message``; no stale continuation.
 
 
 class AnyOrderOutputs(NamedTuple):
@@ -332,9 +313,7 @@ class AnyOrderOutputs(NamedTuple):
     python: str = ""  # Reproduce: the Python call
     shell: str = ""  # Reproduce: the command line
 
-    @classmethod
-    def showing(cls, message: str) -> "AnyOrderOutputs":
-        return cls(stats=message)
+    showing = shown_in("stats")
 
 
 class CausalGenerationOutputs(NamedTuple):
@@ -345,10 +324,7 @@ class CausalGenerationOutputs(NamedTuple):
     shell: str = ""  # Reproduce: the command line
     trace: str = ""  # HTML: the decoding playback's frames, one per step
 
-    @classmethod
-    def showing(cls, message: str) -> "CausalGenerationOutputs":
-        """Only ``message`` (an error, or why this side did not run); no stale continuation."""
-        return cls(stats=message)
+    showing = shown_in("stats")  # an error, or why this side did not run; no stale continuation
 
 
 PAGE_ARGUMENTS = dict(

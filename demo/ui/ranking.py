@@ -23,28 +23,14 @@ from ..settings import (
     ScoringSettings,
     check_readable,
 )
-from .common import (
-    Dropdown,
-    TabParts,
-    deployment,
-    emd_radio,
-    escape,
-    handler,
-    load,
-    message,
-    model_note,
-    preset_named,
-    read_presets,
-    reproduction,
-    run_ends,
-    run_starts,
-    score_text,
-    tab_help,
-    with_arguments,
-    work_line,
-)
-from .outputs import components
+from .common import Dropdown, TabParts, deployment, escape, message, score_text, tab_help, work_line
+from .handlers import handler, load, with_arguments
+from .outputs import components, shown_in
+from .pickers import emd_radio, model_note
 from .pll_copies import copies_view
+from .presets import preset_named, read_presets
+from .reproduce_block import reproduction
+from .run_marker import run_ends, run_starts
 from .settings_form import arguments, settings_of, shown_value, widget
 from .sides import KIND_NAMES, side_columns, side_pickers
 
@@ -259,10 +245,7 @@ class RankingOutputs(NamedTuple):
     shell: str | None = None  # Reproduce: the command line
     variant: str = ""  # a gr.State: the PLL variant the scores come from ("" for a causal LM)
 
-    @classmethod
-    def showing(cls, message: str) -> "RankingOutputs":
-        """Only ``message`` (an error, or why this side did not run); no stale ranking."""
-        return cls(summary=message)
+    showing = shown_in("summary")  # an error, or why this side did not run; no stale ranking
 
 
 class DifferenceOutputs(NamedTuple):
@@ -272,9 +255,7 @@ class DifferenceOutputs(NamedTuple):
     scores: list | None = None  # a gr.State: the second variant's scores, for the copies view
     variant: str = ""  # a gr.State: the second variant's name
 
-    @classmethod
-    def showing(cls, message: str) -> "DifferenceOutputs":
-        return cls(note=message)
+    showing = shown_in("note")
 
 
 def heatmap(title: str, scores, zmin: float | None = None, order: list[int] | None = None):

@@ -14,19 +14,11 @@ import gradio as gr
 import pandas as pd
 
 from ..settings import ResultsFilter
-from .common import (
-    Dropdown,
-    TabParts,
-    message,
-    reproduce_block,
-    reproduction,
-    run_ends,
-    run_starts,
-    shows_errors,
-    tab_help,
-    with_arguments,
-)
-from .outputs import components
+from .common import Dropdown, TabParts, message, tab_help
+from .handlers import shows_errors, with_arguments
+from .outputs import components, shown_in
+from .reproduce_block import reproduce_block, reproduction
+from .run_marker import run_ends, run_starts
 from .settings_form import arguments, widget
 
 HELP = ("The papers' published numbers next to our runs: filter, then read score against model size "
@@ -58,10 +50,7 @@ class ResultsOutputs(NamedTuple):
     python: str | None = None  # Reproduce: the Python call
     shell: str | None = None  # Reproduce: the command line
 
-    @classmethod
-    def showing(cls, message: str) -> "ResultsOutputs":
-        """Only ``message``; no stale table or plots."""
-        return cls(count=message)
+    showing = shown_in("count")  # Only ``message``; no stale table or plots.
 
 
 CHAR_PX, CELL_PADDING_PX = 8.4, 16  # a character of the table's monospace font (14 px), a cell's padding

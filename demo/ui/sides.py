@@ -8,7 +8,8 @@ from collections.abc import Callable
 import gradio as gr
 
 from ..app.catalog import Catalog
-from .common import model_picker, pair_picker, reproduce_block
+from .pickers import model_picker, pair_picker
+from .reproduce_block import reproduce_block
 
 SIDES = {"masked": "mlm", "causal": "causal"}  # a side's kind -> its part of the element ids
 KIND_NAMES = {"masked": "Masked LM", "causal": "Causal LM"}
