@@ -7,7 +7,6 @@ page loads a model (:func:`load`).
 import functools
 import inspect
 import logging
-import math
 import threading
 import time
 
@@ -81,7 +80,7 @@ def gpu_seconds(fn, runs=None, estimate=None, models=("model_name",)):
     """A function of the handler's own arguments: the seconds its request needs, from the work
     its ``estimate`` declares for each model it loads (as for :func:`handler`; the catalog's
     parameter count, else 1B) times the model runs one request makes; the least when it declares
-    none."""
+    none, or when the request's settings are refused (the handler says why, before any run)."""
     signature = inspect.signature(fn)
 
     def seconds(*args, **kwargs) -> int:
@@ -94,7 +93,10 @@ def gpu_seconds(fn, runs=None, estimate=None, models=("model_name",)):
             entry = deployment().catalog.entry(str(given.get(argument) or ""))
             kind = entry.kind if entry else "masked"  # unknown: the costlier kind
             parameters = _parameters(entry.size if entry else "") or 1e9
-            work += estimate(given, kind, parameters).seconds(GPU_GFLOPS)
+            try:
+                work += estimate(given, kind, parameters).seconds(GPU_GFLOPS)
+            except ValueError:  # settings the handler refuses before any run: the least
+                return low
         return int(min(high, low + max(0.0, _runs(runs, given) * work)))
     return seconds
 
@@ -111,16 +113,6 @@ def _parameters(size: str) -> float | None:
         return float(size[:-1]) * scale if scale else None
     except ValueError:
         return None
-
-
-def number_or(value, default: float) -> float:
-    """A finite number from an unchecked argument, else ``default`` (the handler refuses it later):
-    for work estimates, made before the handler checks its arguments."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return default
-    return number if math.isfinite(number) else default
 
 
 # The app imports torch and the engines in a background thread once the page is served

@@ -16,7 +16,7 @@ from ..app.catalog import Catalog
 from ..app.limits import check_text
 from ..settings import InfillSettings, ModelSettings
 from .common import TabParts, deployment, escape, message, score_text, tab_help, work_line
-from .handlers import handler, load, number_or, with_arguments
+from .handlers import handler, load, with_arguments
 from .outputs import components, shown_in
 from .pickers import emd_radio, model_note
 from .playback import PLAYER_JS, lane_switch, playback, run_id
@@ -103,11 +103,11 @@ def _stats(lm, result, extra: str, how: str) -> str:
 
 
 def infill_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work:
-    """One fill's work, from its unchecked arguments (``common.handler``'s ``estimate``): a step
+    """One fill's work, from the request's settings (``handlers.handler``'s ``estimate``): a step
     per blank token, each over the whole text, as a generation of that many tokens reads."""
-    text = str(arguments.get("text") or "")
+    text, settings = str(arguments.get("text") or ""), _settings(arguments)
     blanks = max(1, text.count("[blank") + text.count("____"))
-    steps = blanks * max(1, int(number_or(arguments.get("blank_tokens"), 1)))
+    steps = blanks * settings.blank_tokens
     return budget.estimated_generation_work(kind, parameters, text, steps, 1)
 
 

@@ -19,7 +19,7 @@ from ..paths import ASSETS
 from ..settings import GridSettings
 from . import mask_sweep
 from .common import TabParts, deployment, message, tab_help
-from .handlers import handler, load, number_or, shows_errors, with_arguments
+from .handlers import handler, load, shows_errors, with_arguments
 from .outputs import FigureOutputs, components, shown_in
 from .pickers import model_note
 from .reproduce_block import reproduction
@@ -154,10 +154,9 @@ PROBE_ARGUMENTS = arguments(*((GridSettings, name) for name in GRID), model_name
 
 
 def grid_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work:
-    """One grid's work, from its unchecked arguments (``common.handler``'s ``estimate``)."""
-    lengths = [int(number_or(n, 0)) for n in str(arguments.get("lengths") or "").replace(",", " ").split()]
-    cells = len(str(arguments.get("depths") or "").split(",")) * int(number_or(arguments.get("repetitions"), 1))
-    return budget.estimated_grid_work(kind, parameters, lengths, cells)
+    """One grid's work, from the request's settings (``handlers.handler``'s ``estimate``)."""
+    grid = _grid(*(arguments.get(name) for name in GRID))
+    return budget.estimated_grid_work(kind, parameters, grid.lengths, len(grid.depths) * grid.repetitions)
 
 
 @handler(GridOutputs.showing, estimate=grid_estimate)

@@ -14,7 +14,7 @@ from ..app import budget
 from ..app.catalog import Catalog
 from ..settings import SweepSettings
 from .common import Dropdown, deployment, escape, message
-from .handlers import handler, load, number_or, with_arguments
+from .handlers import handler, load, with_arguments
 from .outputs import FigureOutputs, components
 from .pickers import model_note, model_picker
 from .reproduce_block import reproduce_block, reproduction
@@ -81,10 +81,9 @@ def _downloads(table, figure, model_name) -> list[str]:
 
 
 def sweep_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work:
-    """A sweep's work from its unchecked arguments (``common.handler``'s ``estimate``)."""
-    values = len(str(arguments.get("values") or "").replace(",", " ").split()) or 1
-    items = int(number_or(arguments.get("limit"), 1))
-    return budget.estimated_sweep_work(kind, parameters, str(arguments.get("setting")), values, items)
+    """A sweep's work, from the request's settings (``handlers.handler``'s ``estimate``)."""
+    sweep = _settings(*(arguments.get(name) for name in ("setting", "task", "values", "shots", "limit")))
+    return budget.estimated_sweep_work(kind, parameters, sweep.sweep, len(sweep.values), sweep.limit)
 
 
 @handler(SweepOutputs.showing, estimate=sweep_estimate)

@@ -6,6 +6,7 @@ method), fast (the approximate prefix cache, ``demo.engine.prefix_cache``) or bo
 side; a causal LM always decodes with its own exact KV cache.
 """
 
+import functools
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -16,7 +17,7 @@ from ..app.catalog import Catalog
 from ..app.limits import check_text
 from ..settings import GenerationSettings, ModelSettings, quoted
 from .common import Radio, TabParts, deployment, escape, message, tab_help, work_line, work_text
-from .handlers import handler, load, number_or, with_arguments
+from .handlers import handler, load, with_arguments
 from .outputs import components, shown_in
 from .pickers import emd_radio, model_note
 from .playback import LEGEND, PLAYER_JS, lane_switch, playback, run_id, window_diagram
@@ -91,12 +92,13 @@ def masked_runs(arguments: dict) -> int:
         return 1
 
 
-def generation_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work:
-    """One generation's work, from its unchecked arguments (``common.handler``'s ``estimate``)."""
-    beams = int(number_or(arguments.get("num_beams"), 1)) if arguments.get("strategy") == "beam" else 1
-    steps = int(number_or(arguments.get("max_new_tokens"), SETTING_DEFAULTS["max_new_tokens"]))
-    return budget.estimated_generation_work(kind, parameters, str(arguments.get("prompt") or ""), steps, beams,
-                                            arguments.get("masks_ahead") is True)
+def generation_estimate(arguments: dict, kind: str, parameters: float, **fixed) -> budget.Work:
+    """One generation's work, from the request's settings (``handlers.handler``'s ``estimate``;
+    ``fixed`` as for :func:`_settings`)."""
+    s = _settings(arguments, **fixed)
+    beams = s.num_beams if s.strategy == "beam" else 1
+    return budget.estimated_generation_work(kind, parameters, str(arguments.get("prompt") or ""), s.max_new_tokens,
+                                            beams, s.masks_ahead)
 
 
 def _settings(given: dict, **fixed) -> GenerationSettings:
@@ -367,7 +369,7 @@ def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, tem
 ANY_ORDER_ARGUMENTS = arguments(*((GenerationSettings, name) for name in ANY_ORDER)) + EMD_AND_CHAT
 
 
-@handler(AnyOrderOutputs.showing, estimate=generation_estimate)
+@handler(AnyOrderOutputs.showing, estimate=functools.partial(generation_estimate, window="block"))
 @with_arguments(GENERATION_ARGUMENTS + ANY_ORDER_ARGUMENTS)
 def generate_any_order(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                        repetition_penalty, padding_masks, stop_at_newline, seed,
