@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..engine.elbo import pattern_count
-from ..engine.mask_window import padding_masks_of, unmasking_windows, window_length
+from ..engine.mask_window import open_masks, padding_masks_of, unmasking_windows, window_length
 from ..engine.text import encode_newlines, join, model_pair, prompt_ids_of
 from ..settings import (
     AppSettings,
@@ -182,8 +182,8 @@ def generation_work(lm, prompt: str, settings: GenerationSettings) -> Work:
     padding_masks = padding_masks_of(lm, settings.padding_masks)
     if lm.kind == "masked" and settings.any_order:  # the unmasking loop's steps (typed masks are read, not written)
         s = settings
-        windows = unmasking_windows(n, s.max_new_tokens, s.block_length if s.window == "block" else 1 + padding_masks,
-                                    s.tokens_per_step, s.window, s.order, s.masks_ahead)
+        windows = unmasking_windows(n, s.max_new_tokens, open_masks(lm, s), s.tokens_per_step, s.window, s.order,
+                                    s.masks_ahead)
         return Work(sum(windows), lm.n_parameters, f"up to {len(windows)} steps for {steps} tokens, each re-reading "
                     f"a window of {n}+ tokens", len(windows))
     tokens = generation_tokens(lm.kind, n, steps, rows, padding_masks)

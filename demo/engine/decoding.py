@@ -20,7 +20,7 @@ from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteria
 from ..settings import GenerationSettings
 from .constraints import Constraints, pieces
 from .counting import Reads, count_pass, counting
-from .mask_window import padding_masks_of
+from .mask_window import open_masks, padding_masks_of
 from .mlm_decoder import DecodingRecord, MaskedLMAsCausalLM, WindowSpecials
 from .text import decode_newlines
 from .trace import StepRecorder
@@ -140,7 +140,7 @@ def decode(lm, s: GenerationSettings, prompt_ids: list[int], ends: list[int], ru
 def _unmask(lm, s: GenerationSettings, prompt_ids: list[int], ends: list[int], *, progress: bool,
             time_limit: float | None) -> Decoded:
     """A masked LM writing in any order: ``demo.engine.unmasking.write``, its masks after the text
-    as the settings say (sliding: 1 + padding masks; block: block_length), until the end token,
+    as the settings say (``mask_window.open_masks``), until the end token,
     a stop string or ``max_new_tokens`` decided tokens."""
     return unmask_together(lm, s, [prompt_ids], ends, progress=progress, time_limit=time_limit)[0]
 
@@ -149,8 +149,7 @@ def unmask_together(lm, s: GenerationSettings, prompts: list[list[int]], ends: l
                     progress: bool = False, time_limit: float | None = None) -> list[Decoded]:
     """:func:`_unmask` for several prompts, their steps read together (``write_together``):
     each output is the one it gets alone; the seconds are the batch's."""
-    masks = 1 + padding_masks_of(lm, s.padding_masks) if s.window == "slide" else s.block_length
-    growth = Growth(s.window, masks, s.max_new_tokens, ends[0], s.masks_ahead)
+    growth = Growth(s.window, open_masks(lm, s), s.max_new_tokens, ends[0], s.masks_ahead)
     bar = tqdm(total=s.max_new_tokens * len(prompts), desc="generating", unit="token", leave=False) \
         if progress else None
     start = time.perf_counter()

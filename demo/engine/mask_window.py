@@ -20,6 +20,13 @@ def padding_masks_of(lm, requested: int | None) -> int:
     return lm.padding_masks if requested is None else requested
 
 
+def open_masks(lm, settings) -> int:
+    """The masks a masked LM's generation keeps open after its text (a ``GenerationSettings``'s):
+    sliding, the predicted mask and its padding masks (the paper's window); in blocks, a block's
+    ``block_length``."""
+    return settings.block_length if settings.window == "block" else 1 + padding_masks_of(lm, settings.padding_masks)
+
+
 def last_window(n_prompt: int, max_new_tokens: int, padding_masks: int, window: str = "slide") -> int:
     """Tokens in a generation's longest window: sliding, the one that predicts its last token;
     with blocks (``GenerationSettings.window``), the prompt and every block's tokens between the
@@ -33,7 +40,7 @@ def unmasking_windows(n_prompt: int, max_new_tokens: int, masks: int, tokens_per
                       window: str = "slide", order: str = "left_to_right", masks_ahead: bool = False) -> list[int]:
     """The tokens each forward pass reads, at most, when a masked LM writes ``max_new_tokens``
     tokens by unmasking (``demo.engine.unmasking``; fewer passes where it ends or stops early):
-    one entry per pass. ``masks``: a block's length, or the sliding window's 1 + padding masks.
+    one entry per pass. ``masks``: the masks kept open after the text (:func:`open_masks`).
 
     Each step fills ``tokens_per_step`` more positions, re-masking or not (a re-masked token gives
     way to a new one), so a block of L masks takes ceil(L / tokens_per_step) steps, each reading the

@@ -277,7 +277,7 @@ def fill(lm, ids: list[int], blanks: list[int], how: Unmasking, banned: list[int
 class Growth:
     """How a generation's masks follow the text (``GenerationSettings``)."""
     window: str  # "slide": M masks kept after the text; "block": blocks of M masks, one after another
-    masks: int  # M
+    open_masks: int  # M (demo.engine.mask_window.open_masks)
     max_new_tokens: int
     end_id: int  # the token that ends the text (a masked LM's [SEP])
     # block: every block's masks follow the prompt from the first step, filled one block at a time
@@ -296,13 +296,13 @@ class _Growing:
         self.begin = 1 + len(prompt_ids)
         self.unmasker = Unmasker(lm, [start_id, *prompt_ids, growth.end_id], how, banned)
         self.appended, self.ended, self.stopped, self.decided = 0, False, False, []
-        self.append(growth.max_new_tokens if growth.ahead else growth.masks)
+        self.append(growth.max_new_tokens if growth.ahead else growth.open_masks)
 
     def append(self, n: int) -> None:
         # a block never reaches past the budget; sliding, the last window is the paper's last:
         # max_new_tokens - 1 tokens and M masks
         growth, unmasker = self.growth, self.unmasker
-        room = growth.max_new_tokens + (growth.masks - 1 if growth.window == "slide" else 0)
+        room = growth.max_new_tokens + (growth.open_masks - 1 if growth.window == "slide" else 0)
         n = min(n, room - self.appended)
         at = len(unmasker.ids) - 1  # before the end token
         unmasker.ids[at:at] = [unmasker.mask] * n
@@ -318,8 +318,8 @@ class _Growing:
             return None
         if self.growth.window == "slide":
             return masks[0], None
-        open_from = self.begin + (masks[0] - self.begin) // self.growth.masks * self.growth.masks
-        return open_from, open_from + self.growth.masks
+        open_from = self.begin + (masks[0] - self.begin) // self.growth.open_masks * self.growth.open_masks
+        return open_from, open_from + self.growth.open_masks
 
     def after(self, written: list[int]) -> None:
         """What a step's writing does to the window: an end token ends the text there (what follows
@@ -333,7 +333,7 @@ class _Growing:
         if not self.ended and self.growth.window == "slide":
             self.append(len(written))
         elif not self.ended and not unmasker.masks():
-            self.append(self.growth.masks)
+            self.append(self.growth.open_masks)
         self.decided = _decided(unmasker.ids, self.begin, unmasker.mask)
         self.stopped = bool(self.stop and self.stop(self.decided))
 
