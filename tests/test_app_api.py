@@ -273,8 +273,8 @@ def test_a_long_grid_does_not_hold_up_a_ranking(app, client):
 
 def test_a_request_over_budget_is_refused_before_it_starts(client):
     began = time.perf_counter()
-    result = client.predict(**dict(VALID["/rank_mlm"], context="word " * 1200,
-                                   candidates="\n".join(["some candidate text " * 20] * 8)),
+    result = client.predict(**dict(VALID["/rank_mlm"], context="word " * 380,  # within 512 tokens: the budget refuses it
+                                   candidates="\n".join(f"{k}: " + "some candidate text " * 19 for k in range(8))),
                             api_name="/rank_mlm")
     assert time.perf_counter() - began < 10  # refused, not run
     assert "too big" in result[0] and "trillion operations" in result[0]

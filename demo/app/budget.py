@@ -32,9 +32,8 @@ tokens estimated from characters and the catalog's parameter count (the ``estima
 import math
 from dataclasses import dataclass, replace
 
-from ..engine.elbo import pattern_count
 from ..engine.mask_window import open_masks, padding_masks_of, unmasking_windows, window_length
-from ..engine.text import encode_newlines, join, model_pair, prompt_ids_of
+from ..engine.text import encode_newlines, join, prompt_ids_of
 from ..settings import (
     AppSettings,
     GenerationSettings,
@@ -90,12 +89,6 @@ def ranking_tokens(kind: str, total: int, scored: int, starts: bool = True) -> i
     return total + starts if kind == "causal" else max(scored, 1) * total
 
 
-def decoder_tokens(n_text: int, scored: int, padding_masks: int) -> int:
-    """The decoder's likelihood of a text of ``n_text`` tokens (specials aside), its last
-    ``scored`` scored: the window of the token after k text tokens holds window_length(k, p)."""
-    return sum(window_length(k, padding_masks) for k in range(n_text - scored, n_text))
-
-
 def ranking_passes(kind: str, scored: int) -> int:
     """One text, ``scored`` of its tokens scored: a pass, or a masked copy per scored token."""
     return 1 if kind == "causal" else max(scored, 1)
@@ -116,37 +109,12 @@ def grid_tokens(kind: str, lengths: list[int], runs: int) -> int:
     return runs * sum(ANSWER_TOKENS * n if kind == "masked" else n for n in lengths)
 
 
-def _scored(lm, context: str, completion: str, scope: str) -> tuple[int, int, bool]:
-    """(tokens the text is, tokens scored, whether its first token is scored) for one text as
-    scoring reads it (``demo.engine.pll``): the tokenizer's specials are read, never scored."""
-    model_context, completion = model_pair(context, completion, lm.newline_survives)
-    total = _count(lm, model_context + completion)
-    if scope == "full":
-        scored = _count(lm, model_context + completion, specials=False)
-    else:
-        scored = total - _count(lm, model_context)  # (an empty context: its specials alone)
-    first = lm.tokenizer(model_context + completion, verbose=False)["input_ids"][:1]
-    first_scored = (bool(first) and first[0] not in lm.tokenizer.all_special_ids
-                    and (scope == "full" or not model_context))
-    return total, scored, first_scored
-
-
 def _pairs_work(lm, pairs: list[tuple[str, str]], settings: ScoringSettings) -> tuple[int, int]:
-    """(tokens, passes) of scoring each (context, completion) pair as ``settings`` say."""
-    method = settings.method_for(lm)
-    tokens = passes = 0
-    for pair in pairs:
-        total, scored, starts = _scored(lm, *pair, settings.scope)
-        copies = pattern_count(scored, settings.elbo_samples) if method == "elbo" else ranking_passes(lm.kind, scored)
-        if method == "decoder":
-            n_text = _count(lm, "".join(model_pair(*pair, lm.newline_survives)), specials=False)
-            tokens += decoder_tokens(n_text, scored, padding_masks_of(lm, settings.padding_masks))
-        elif method == "elbo":  # a masked copy of the whole text per masking pattern
-            tokens += copies * total
-        else:
-            tokens += ranking_tokens(lm.kind, total, scored, starts)
-        passes += copies
-    return tokens, passes
+    """(tokens, passes) of scoring each (context, completion) pair exactly as ``settings`` say, as
+    the engine plans them (``demo.engine.pll.planned_reads``): the approximate PLL reads less."""
+    from ..engine.pll import planned_reads
+    reads = planned_reads(lm, pairs, None, replace(settings, fast=False, stride=1, rescore_band=0.0))
+    return reads.tokens, reads.passes
 
 
 def ranking_reads(kind: str, method: str | None, elbo_samples: int, stride: int = 1) -> str:

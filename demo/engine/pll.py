@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 
 from ..settings import PLL_METHODS, ScoringSettings, check_readable, quoted
 from .batching import logprobs_and_ranks, padded, sub_batches
-from .counting import count_pass
+from .counting import Reads, count_pass
 from .elbo import Pattern, enumerated, estimate, patterns
 from .heads import causal_head, mlm_head
 from .mask_window import padding_masks_of, window_length
@@ -587,13 +587,23 @@ def tokens_read(lm, choice_sets: list[list[Choice]], settings: ScoringSettings |
         return sum(_in_groups(lm, choice_sets, settings, lambda group, chosen: [
             tokens_read(lm, [ranking], chosen) for ranking in group]))
     flat, sets = _flatten(choice_sets)
-    items, rankings = _choice_items(flat, sets, settings.unconditional_context)
+    return planned_reads(lm, *_choice_items(flat, sets, settings.unconditional_context), settings).tokens
+
+
+def planned_reads(lm, items: list[tuple[str, str]], rankings: list[range] | None = None,
+                  settings: ScoringSettings | None = None) -> Reads:
+    """The rows and tokens scoring ``items`` reads as :func:`score_batch` reads them (a masked LM:
+    a row per masked copy, the whole text; a causal LM: a row per text; the decoder: a row per
+    window), counted without running the model: what the app's work budget asks of the engine."""
+    settings = settings or ScoringSettings()
     _, _, texts, copies = _prepare(lm, items, settings, rankings)
     if settings.method_for(lm) == "decoder":
-        return sum(len(window) for *_, window in windows(lm, texts, padding_masks_of(lm, settings.padding_masks)))
-    if copies is None:
-        return sum(len(t.ids) for t in texts)
-    return sum(len(texts[copy.text_index].ids) for copy in copies)
+        rows = [len(window) for *_, window in windows(lm, texts, padding_masks_of(lm, settings.padding_masks))]
+    elif copies is None:
+        rows = [len(t.ids) for t in texts]
+    else:
+        rows = [len(texts[copy.text_index].ids) for copy in copies]
+    return Reads(passes=len(rows), tokens=sum(rows))
 
 
 def check_choices(lm, choices: list[Choice], settings: ScoringSettings | None = None) -> None:
