@@ -493,7 +493,7 @@ class GenerationSettings(WritingSettings):
         "re-read the whole prompt every N new tokens (1 = every token: the exact method's output, no "
         "faster)", applies="prefix cache", more="window='block': every N steps of a block, and at each "
         "block. Speed and agreement per N: benchmarks/bench_cache.py, docs/method.md sections 2 and 9.",
-        low=1, high=MAX_NEW_TOKENS_CAP, cap="max_new_tokens", label="Refresh every (fast)")
+        low=1, high=MAX_NEW_TOKENS_CAP, cap="max_new_tokens", label="Refresh every (prefix cache)")
     cache_margin: float = setting(0.1,
         "a step whose top two tokens are less than this many nats apart is redone exactly (0 = never)",
         applies="prefix cache", more="Scaled down for the 24 tokens after a refresh: near-ties are where "
@@ -505,7 +505,7 @@ class GenerationSettings(WritingSettings):
         "Confidence-gated parallel unmasking: fewer passes, approximate (the guesses were made with "
         "masks where the tokens before them now stand); speed and agreement per threshold: "
         "benchmarks/bench_cache.py. A causal LM ignores it.", low=0.0, above=True, high=1.0, step=0.05, off=0,
-        label="Parallel unmasking (fast)")
+        label="Parallel unmasking (prefix cache)")
     chat: bool = setting(False,
         "the prompt is a question in the model's chat template, and the model answers it (chat models)",
         applies="masked LMs", more="A masked LM's text then ends at its tokenizer's end-of-sequence "
@@ -690,10 +690,11 @@ class GridSettings:
     filler: str | None = setting(None,
         "UTF-8 text file used as the haystack (default: the bundled public-domain book)")
     cache: Literal[CACHE_MODES] = setting("exact",
-        "exact: the paper's method, re-reads the whole prompt for every answer token; fast: reuses the "
+        "exact: the paper's method, re-reads the whole prompt for every answer token; prefix: reuses the "
         "prompt's internal states (the prefix cache; faster, approximate)", applies="masked LMs", more=
         "R and margin at the prefix cache's defaults. A causal LM is exact whatever this says; the "
-        "grid's rows record the mode used.", label="Masked LM decoding", shown={"exact": "exact", "prefix": "fast"})
+        "grid's rows record the mode used.", label="Masked LM decoding",
+        shown={"exact": "exact", "prefix": "prefix cache"})
 
     def __post_init__(self):
         lengths = list(self.lengths) if isinstance(self.lengths, (list, tuple)) else [self.lengths]

@@ -372,7 +372,7 @@ def test_compare_through_the_api_gives_both_runs_as_the_core_does(client):
     assert len(re.findall(r"\d tokens/s", shown)) == 2 and f"refreshes: {fast.refreshes} (set: every 2 tokens)" in shown
     same = exact.token_ids == fast.token_ids
     assert ("Identical: both wrote the same" in shown) == same and ("First differs at token" in shown) == (not same)
-    assert "--cache prefix --cache-refresh 2" in shell and "--cache" not in shell.split("# fast")[0]
+    assert "--cache prefix --cache-refresh 2" in shell and "--cache" not in shell.split("# prefix cache")[0]
 
 
 TEXT = dict(context="My body cast a shadow over the grass because",

@@ -250,7 +250,7 @@ def test_prompting_fast_decoding_with_parallel_unmasking(page):
     _open_tab(page, "Prompting")
     page.locator("#gen-prompt textarea").fill(
         "The capital of France is Paris. The capital of Germany is Berlin. The capital of Italy is")
-    page.locator("#gen-decoding").get_by_label("fast", exact=True).check()
+    page.locator("#gen-decoding").get_by_label("prefix cache", exact=True).check()
     if not page.locator("#gen-parallel").is_visible():
         page.get_by_role("button", name="Decoding settings").click()
     for slider, value in (("#gen-parallel", "0.05"), ("#gen-max", "12")):

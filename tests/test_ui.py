@@ -596,7 +596,7 @@ def test_compare_shows_both_outputs_their_speeds_and_where_they_part(standin_mlm
                   None if exact.token_ids == fast.token_ids else min(len(exact.tokens), len(fast.tokens)))
     expected = (f"Identical: both wrote the same {len(exact.tokens)} tokens." if parted is None else
                 f"First differs at token {parted + 1}: exact wrote {exact.tokens[parted]!r}, "
-                f"fast wrote {fast.tokens[parted]!r}.")
+                f"the prefix cache wrote {fast.tokens[parted]!r}.")
     assert expected in panel
     # the usual outputs show the exact run; the Reproduce block gives both calls, fast with its cache
     assert shown.text == exact.text and "Fast decoding" not in shown.stats
@@ -617,10 +617,10 @@ def test_the_comparison_says_where_outputs_part_and_shows_text_as_text():
 
     exact = result(["<img src=x>", " cat", "\n"], 3.0)
     fast = result(["<img src=x>", " dog", "\n"], 1.0, refreshes=1)
-    assert difference_line(exact, fast) == "First differs at token 2: exact wrote ' cat', fast wrote ' dog'."
+    assert difference_line(exact, fast) == "First differs at token 2: exact wrote ' cat', the prefix cache wrote ' dog'."
     assert difference_line(exact, result(["<img src=x>", " cat", "\n"], 1.0)) == "Identical: both wrote the same 3 tokens."
     shorter = result(["<img src=x>"], 1.0, stop="eos")
-    assert difference_line(exact, shorter) == "First differs at token 2: exact wrote ' cat', fast wrote nothing more (stopped by: eos)."
+    assert difference_line(exact, shorter) == "First differs at token 2: exact wrote ' cat', the prefix cache wrote nothing more (stopped by: eos)."
     panel = comparison(exact, fast, 16)
     assert "<img" not in panel and "&lt;img src=x&gt; cat" in panel and "&lt;img src=x&gt; dog" in panel
     assert "1.0 tokens/s" in panel and "3.0 tokens/s" in panel and "Speed-up: 3.0x" in panel
@@ -713,7 +713,7 @@ def test_length_probe_switch_sets_the_masked_grids_decoding(monkeypatch):
     assert inputs["probe_mlm"][-1] is switch and switch not in inputs["probe_second"]
 
     fast = list(probe_masked(str(STANDIN_MLM), "96", "0.5", 1, 0, "prefix"))[-1]
-    assert fast.table["cache"].tolist() == ["prefix"] and "fast decoding (prefix cache)" in fast.summary
+    assert fast.table["cache"].tolist() == ["prefix"] and "decoded with the prefix cache" in fast.summary
     assert "cache='prefix'" in fast.python and "--cache prefix" in fast.shell
     summary = list(probe_masked(str(STANDIN_MLM), "96", "0.5", 1, 0, "exact"))[-1].summary
     assert "prefix cache" not in summary

@@ -94,7 +94,7 @@ def _summary(lm, table: pd.DataFrame, grid: GridSettings) -> str:
     accuracy = f"{answered['correct'].mean():.0%}" if len(answered) else "n/a"
     line = (f"{len(table)} of {grid.cells} runs · exact match {accuracy} over {len(answered)} answered"
             + (f" · {beyond} beyond the model's {lm.max_length}-token limit" if beyond else "")
-            + (" · fast decoding (prefix cache)" if (table["cache"] == "prefix").any() else ""))
+            + (" · decoded with the prefix cache" if (table["cache"] == "prefix").any() else ""))
     trained = ""  # relative positions run past pretraining: say so
     if lm.max_length is None and lm.pretrained_length and max(grid.lengths) > lm.pretrained_length:
         why = (": its enhanced mask decoder's position table ends there, and later positions reuse its "

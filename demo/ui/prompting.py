@@ -2,7 +2,7 @@
 
 Wiring only: ``demo.engine.generation.generate`` decodes (with ``trace=True``, which feeds the
 decoding playback of both models, ``demo.ui.playback``). The masked LM decodes exactly (the paper's
-method), fast (the approximate prefix cache, ``demo.engine.prefix_cache``) or both, compared side by
+method), with the approximate prefix cache (``demo.engine.prefix_cache``; the API's decoding "fast") or both, compared side by
 side; a causal LM always decodes with its own exact KV cache.
 """
 
@@ -38,8 +38,8 @@ predicts each next token from the text on its left and keeps what it has read (i
 cache): after the prompt, each step reads only the token it wrote last. The **Work** line under
 each output counts both: the forward passes and the tokens they read. Whether that makes the
 masked LM slower depends on the pair and the machine: per step it reads far more tokens, so on
-a CPU it is slower than a causal LM of its size, but a much smaller masked LM can be quicker. *Fast* decoding reuses
-the prompt's internal states between refreshes (approximate, fewer tokens read); *compare* runs
+a CPU it is slower than a causal LM of its size, but a much smaller masked LM can be quicker. The *prefix cache*
+reuses the prompt's internal states between refreshes (approximate, fewer tokens read); *compare* runs
 both and shows where they part. The **playback** shows, step by step, the window each model read
 and what that step read, its top guesses with probabilities, the token kept and, with beam
 search, the beams.
@@ -66,9 +66,11 @@ PAGE_DEFAULTS = dict(max_new_tokens=24, stop_at_newline=True)
 SETTING_DEFAULTS = {name: PAGE_DEFAULTS.get(name, widget_default(GenerationSettings, name)) for name in SHARED}
 
 # The masked LM's decoding: each choice is the GenerationSettings.cache of the runs it makes
-# (compare: exact first, then fast, on the same prompt and settings).
+# (compare: exact first, then the prefix cache, on the same prompt and settings). "fast" is the
+# public API's word for the prefix cache; the page says "prefix cache", as the code and CLI do.
 DECODINGS = {"exact": ("exact",), "fast": ("prefix",), "compare": ("exact", "prefix")}
-RUN_NAMES = {"exact": "exact (the paper's method)", "prefix": "fast (prefix cache, approximate)"}
+RUN_NAMES = {"exact": "exact (the paper's method)", "prefix": "prefix cache (approximate)"}
+DECODING_NAMES = [("exact", "exact"), ("prefix cache", "fast"), ("compare", "compare")]
 
 
 # Writing in any order (masked diffusion): the page's defaults, small enough to watch: blocks of
@@ -108,7 +110,7 @@ def _settings(given: dict, **fixed) -> GenerationSettings:
 
 
 def _with_cache(settings: GenerationSettings, cache: str) -> GenerationSettings:
-    """The settings of one masked-LM run. The page's approximations are all "fast": parallel
+    """The settings of one masked-LM run. The page's approximations all ride on the prefix cache: parallel
     unmasking rides on the prefix cache, so an exact run stays the paper's method; it keeps the
     default refresh (which it does not use), so its Reproduce snippet does not list it."""
     if cache == "prefix":
@@ -179,13 +181,13 @@ def how_it_read(result, kind: str) -> str:
 
 
 def _stats(lm, result, time_limit: float, refresh: int | None = None) -> str:
-    """The lines under an output: the model, the run's numbers and the work it did (a fast
+    """The lines under an output: the model, the run's numbers and the work it did (a prefix-cache
     run's refreshes too)."""
     stats = (f"{len(result.tokens)} tokens in {result.seconds:.1f} s "
              f"({result.seconds_per_step * 1000:.0f} ms per step) · prompt {result.prompt_tokens} "
              f"tokens · stopped by: {result.stop_reason.replace('_', ' ')}")
     work = work_line(result.reads, how_it_read(result, lm.kind))
-    fast = (f"<div>Fast decoding (approximate): {tokens_per_second(result):.1f} tokens/s · "
+    fast = (f"<div>Prefix cache (approximate): {tokens_per_second(result):.1f} tokens/s · "
             f"{_refreshes(result, refresh)}</div>" if result.refreshes is not None else "")
     timed_out = result.stop_reason == "time_limit"
     return (f"<div>{model_note(lm)}</div><div>{stats}</div>{_likelihood(result)}{work}{fast}"
@@ -227,18 +229,18 @@ def _token(result, at: int) -> str:
 
 
 def difference_line(exact, fast) -> str:
-    """Where the fast output parts from the exact one, in words (plain text: escape it to show).
+    """Where the prefix cache's output parts from the exact one, in words (plain text: escape it to show).
     Tokens count from 1, as the playback's steps do."""
     from ..engine.generation import first_difference
 
     at = first_difference(exact, fast)
     if at is None:
         return f"Identical: both wrote the same {len(exact.tokens)} tokens."
-    return f"First differs at token {at + 1}: exact wrote {_token(exact, at)}, fast wrote {_token(fast, at)}."
+    return f"First differs at token {at + 1}: exact wrote {_token(exact, at)}, the prefix cache wrote {_token(fast, at)}."
 
 
 def comparison(exact, fast, refresh: int) -> str:
-    """The exact and the fast output side by side (HTML; the texts escaped), each with its
+    """The exact and the prefix cache's output side by side (HTML; the texts escaped), each with its
     tokens/s (the fast one with its refreshes), then the speed-up and where the two first differ."""
     def card(cache, result, extra=""):
         return (f'<div class="demo-compare-run"><div class="demo-compare-title">{escape(RUN_NAMES[cache])}</div>'
@@ -250,7 +252,7 @@ def comparison(exact, fast, refresh: int) -> str:
     slow = tokens_per_second(exact)
     speedup = (f"Speed-up: {tokens_per_second(fast) / slow:.1f}x (fast's tokens/s over exact's)."
                if slow > 0 else "Speed-up: none to show (the exact run wrote nothing).")
-    return ('<div class="demo-compare"><div class="demo-compare-head"><b>Exact vs fast</b>, same '
+    return ('<div class="demo-compare"><div class="demo-compare-head"><b>Exact vs prefix cache</b>, same '
             'prompt and settings (the text box above and the playback show the exact run)'
             '</div><div class="demo-compare-runs">'
             + card("exact", exact) + card("prefix", fast, f" · {_refreshes(fast, refresh)}") + "</div>"
@@ -276,7 +278,7 @@ def _run(prompt, model_name, kind, runs: list[GenerationSettings], emd: str = "a
         try:  # refused before any run: a family the prefix cache does not cover
             encoder_of(lm.model)
         except ValueError as err:
-            raise ValueError(f"{err} On this page: choose 'exact' (fast and compare use the prefix "
+            raise ValueError(f"{err} On this page: choose 'exact' (the prefix cache and compare use it "
                              f"cache).") from None
     time_limit = deployment().settings.max_request_seconds / len(runs)
     results = [generate(lm, prompt, s, progress=True, time_limit=time_limit) for s in runs]
@@ -299,7 +301,7 @@ class MaskedGenerationOutputs(NamedTuple):
     text: str = ""  # the continuation (of the exact run when comparing)
     stats: str = ""  # HTML: model, speed, why it stopped, the work (forward passes, tokens read); or the message shown instead
     trace: str = ""  # HTML: the decoding playback's frames, one per step (of the exact run when comparing)
-    compare: str = ""  # HTML: exact and fast side by side (decoding "compare" only)
+    compare: str = ""  # HTML: exact and prefix cache side by side (decoding "compare" only)
     python: str = ""  # Reproduce: the Python call(s)
     shell: str = ""  # Reproduce: the command line(s)
     run: dict | None = None  # (page only, a gr.State) what "compare with the previous run" shows of it
@@ -336,8 +338,8 @@ GENERATION_ARGUMENTS = arguments(*((GenerationSettings, name) for name in SHARED
 EMD_AND_CHAT = arguments((ModelSettings, "emd"), (GenerationSettings, "chat"))
 MASKED_DECODING_ARGUMENTS = arguments(
     (GenerationSettings, "cache_refresh"), (GenerationSettings, "parallel_threshold"),
-    decoding="exact (the paper's method, re-reads the whole prompt at every token), fast (reuses the prompt's "
-             "internal states between refreshes: faster, approximate) or compare (both, exact first, side by "
+    decoding="exact (the paper's method, re-reads the whole prompt at every token), fast (the prefix cache: reuses "
+             "the prompt's internal states between refreshes, faster, approximate) or compare (both, exact first, side by "
              "side; counts as two generations)") + EMD_AND_CHAT
 
 
@@ -467,14 +469,14 @@ def _inputs(catalog: Catalog, presets: list[dict], first: dict) -> dict:
     w["masked_model"], w["causal_model"] = side_pickers(catalog, "gen")
     with gr.Row():
         w["decoding"] = Radio(
-            choices=list(DECODINGS), value="exact", label="Masked LM decoding", elem_id="gen-decoding",
+            choices=DECODING_NAMES, value="exact", label="Masked LM decoding", elem_id="gen-decoding",
             scale=2, min_width=300,  # (wraps above the slider on a phone)
-            info="exact: the paper's method, re-reads the whole prompt at every token. fast: reuses "
+            info="exact: the paper's method, re-reads the whole prompt at every token. prefix cache: reuses "
                  "the prompt's internal states between refreshes (faster, approximate): for long prompts "
                  "and answers, where exact is slow. compare: runs both side by side, to see what the "
                  "speed costs. Masked LM only: a causal LM always uses its own exact cache.")
         w["cache_refresh"] = widget(GenerationSettings, "cache_refresh", scale=1, min_width=240, elem_id="gen-refresh",
-                                    elem_classes=["demo-with-fast"])  # shown with fast or compare only (style.css)
+                                    elem_classes=["demo-with-fast"])  # shown with the prefix cache or compare only (style.css)
     with gr.Row(equal_height=True):
         w["run"] = gr.Button("Generate with both models", variant="primary", elem_id="gen-run", scale=2,
                              min_width=220)
