@@ -121,6 +121,7 @@ DECLARED = {
     "above": "true: the value must be above ``low``, not equal to it (a probability in (0, 1])",
     "high": "the largest value (inclusive); a field's name: that field's value",
     "step": "a slider's step (a number setting's resolution on the page)",
+    "typed": "true: the page asks for it in a number box, not on a slider (a seed: any whole number)",
     "label": "the widget's label, for a setting the page shows",
     "shown": "{value: the page's words for it}, for a choice",
     "off": "the widget's value that leaves an optional setting unset (the core's default)",
@@ -144,7 +145,8 @@ def setting(default=dataclasses.MISSING, help: str = "", *, factory=None, **decl
 def help_line(f: dataclasses.Field) -> str:
     """A setting's one line: where it applies, then what it does."""
     applies = f.metadata.get("applies")
-    return f"{applies[0].upper()}{applies[1:]}: {f.metadata['help']}" if applies else f.metadata["help"]
+    line = f"{applies}: {f.metadata['help']}" if applies else f.metadata["help"]
+    return line[0].upper() + line[1:]
 
 
 def bounds(settings, name: str) -> tuple:
@@ -516,7 +518,8 @@ class GenerationSettings(WritingSettings):
                                       aliases=["--stop"])
     digits: int | None = setting(None, "answer with exactly this many digits", low=1)
     choices: list[str] | None = setting(None, "allowed continuations: the output is one of them")
-    seed: int | None = setting(0, "sampling seed, for repeatable samples", low=0, high=2**63 - 1, label="Seed")
+    seed: int | None = setting(0, "sampling seed, for repeatable samples", low=0, high=2**63 - 1, typed=True,
+                               label="Seed")
     trace: bool = setting(False, "record the step-by-step trace")
     trace_top_k: int = setting(5, "top tokens per step in the trace", low=1)
 
@@ -584,7 +587,7 @@ class InfillSettings:
     top_p: float = setting(1.0, "draw from the smallest set holding this probability mass (1 = all)",
                            applies="sampling only", low=0.0, above=True, high=1.0)
     seed: int | None = setting(0, "seed of sampling and of the random order", low=0, high=2**63 - 1,
-                               label="Seed")
+                               typed=True, label="Seed")
     blank_tokens: int = setting(1, "tokens of a [blank] or ____ without a count", low=1,
                                 high="max_masked_tokens", label="Tokens per [blank]")
     max_blank_tokens: int = setting(4,
@@ -684,7 +687,7 @@ class GridSettings:
     repetitions: int = setting(3, "runs per cell, each with another needle and filler", low=1,
                                label="Repetitions")
     seed: int = setting(0, "seed for the needles and the filler's starting point", low=0, high=2**63 - 1,
-                        label="Seed")
+                        typed=True, label="Seed")
     padding_masks: int | None = setting(None, "padding masks (default: the family's)", applies="masked LMs",
                                         low=0, high=MAX_PADDING_MASKS)
     filler: str | None = setting(None,

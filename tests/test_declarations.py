@@ -15,6 +15,7 @@ import dataclasses
 import inspect
 import re
 
+import gradio as gr
 import pytest
 
 from demo import settings as s
@@ -70,11 +71,12 @@ def test_every_tab_builds_its_settings_from_their_declarations(page):
         where = f"{cls.__name__}.{name} ({w.elem_id})"
         assert w.label == f.metadata["label"], where
         assert w.info == help_line(f), where
-        if hasattr(w, "maximum") and w.maximum is not None:  # a slider
+        if isinstance(w, gr.Slider):
             assert (w.minimum, w.maximum) == _page_range(cls, f), where
             assert w.step == f.metadata.get("step", 1), where
-        elif hasattr(w, "minimum") and "low" in f.metadata:  # a number box
-            assert w.minimum == f.metadata["low"] and f.metadata.get("high") is None, where
+        elif isinstance(w, gr.Number):  # a number box: unbounded above, or a seed
+            assert (w.minimum, w.maximum) == (f.metadata["low"], f.metadata.get("high")), where
+            assert f.metadata.get("high") is None or f.metadata.get("typed"), where
         if hasattr(w, "choices") and w.choices and typing_literal(cls, name):
             assert {value for _, value in w.choices} <= set(s.choices_of(cls, name)), where
             shown_words = f.metadata.get("shown", {})

@@ -736,6 +736,6 @@ def test_a_runs_settings_and_what_changed_between_two_runs():
     assert changes(greedy, no_padding) == "padding masks family default → 0 (the only change)"
     assert changes(greedy, greedy) == "same settings"
     sampled = items("sample", 10, 4, 0.2, 64, 0.9, 1.0, "default", False, 3, decoding="fast")
-    assert changes(greedy, sampled) == ("decoding exact → fast; strategy greedy → sampling; "
+    assert changes(greedy, sampled) == ("decoding exact → prefix cache; strategy greedy → sampling; "
                                         "temperature (not used) → 0.2; top-k (not used) → 64; "
                                         "top-p (not used) → 0.9; seed (not used) → 3")

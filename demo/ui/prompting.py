@@ -139,7 +139,7 @@ def setting_items(given: dict, decoding="exact") -> dict[str, str]:
     words (only those that act: sampling's with sampling)."""
     strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty, padding_masks, \
         stop_at_newline, seed = (given[name] for name in SHARED)
-    items = {"decoding": str(decoding), "strategy": shown_value(GenerationSettings, "strategy", strategy),
+    items = {"decoding": dict((v, k) for k, v in DECODING_NAMES).get(decoding, str(decoding)), "strategy": shown_value(GenerationSettings, "strategy", strategy),
              "max new tokens": str(max_new_tokens)}
     if strategy == "beam":
         items["beams"] = str(num_beams)

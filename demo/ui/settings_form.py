@@ -68,8 +68,8 @@ def _component(cls, f: dataclasses.Field, hint, only) -> tuple:
         if isinstance(off, str):  # an optional count: its unset value named, then each count
             choices = [(f.metadata.get("shown", {}).get(off, "family default"), off)]
             return Dropdown, dict(choices=choices + [(str(n), str(n)) for n in range(low, high + 1)])
-        if high is None:
-            return Number, dict(minimum=low)  # (no precision: 3.5 reaches the check, never rounded)
+        if high is None or f.metadata.get("typed"):
+            return Number, dict(minimum=low, maximum=high)  # (no precision: 3.5 reaches the check, never rounded)
         above = f.metadata.get("above", False) and not isinstance(f.metadata.get("off"), (int, float))
         return Slider, dict(minimum=low + f.metadata["step"] if above else low, maximum=high,
                             step=f.metadata.get("step", 1))
