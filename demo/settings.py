@@ -333,10 +333,10 @@ class ScoringSettings:
                "elbo": "masked diffusion ELBO (random shares masked, averaged: LLaDA, dLLM)"})
     right_masks: int = setting(2,
         "how many tokens to the right are masked too (the paper: 2; its ablation on ReCoRD: 1 mask "
-        "80.9, 2 masks 86.0, 3 masks 87.1 EM)", applies="right_masks", low=0, high=MAX_RIGHT_MASKS,
+        "80.9, 2 masks 86.0, 3 masks 87.1 EM)", applies="the right-masks variant", low=0, high=MAX_RIGHT_MASKS,
         label="Right masks")
     padding_masks: int | None = setting(None, "masks after the predicted one, as when generating (default: "
-                                        "the family's)", applies="decoder", low=0, high=MAX_PADDING_MASKS)
+                                        "the family's)", applies="method decoder", low=0, high=MAX_PADDING_MASKS)
     reduction: Literal[REDUCTIONS] = setting("sum",
         "rank by the sum of log-probs, or by their mean per scored token (NormPLL)")
     scope: Literal[SCOPES] = setting("completion",
@@ -356,10 +356,10 @@ class ScoringSettings:
         "with stride > 1: candidates within this many nats of the best are scored again, exactly "
         "(0 = none)", more="In rankings (several candidates), per token with reduction=mean, so that "
         "near-ties are ranked as the exact PLL ranks them.", low=0.0)
-    elbo_samples: int = setting(64, "masking patterns per text, each a masked copy", applies="elbo",
+    elbo_samples: int = setting(64, "masking patterns per text, each a masked copy", applies="method elbo",
         more="A text with no more patterns than this (2^L - 1 for L scored tokens) is scored exactly, every "
         "pattern once.", low=1, high=MAX_ELBO_SAMPLES)
-    elbo_seed: int = setting(0, "seed of the masking patterns drawn", applies="elbo", low=0, high=2**63 - 1)
+    elbo_seed: int = setting(0, "seed of the masking patterns drawn", applies="method elbo", low=0, high=2**63 - 1)
     fast: bool = setting(False,
         "score with the approximate PLL where it was measured to keep rankings (by the candidates' "
         "length), exactly elsewhere", applies="the PLL methods", more=

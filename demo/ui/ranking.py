@@ -471,7 +471,7 @@ def _inputs(catalog: Catalog, presets: list[dict]) -> dict:
                                  elem_id="rank-variant")
             w["right_masks"] = widget(ScoringSettings, "right_masks", elem_id="rank-right-masks")
             w["fast"] = widget(ScoringSettings, "fast", visible=bool(fast_help()), elem_id="rank-fast")
-            gr.Markdown(f"<sub>{fast_help()}</sub>", visible=bool(fast_help()), elem_id="rank-fast-measured")
+            gr.HTML(message(fast_help(), "note"), visible=bool(fast_help()), elem_id="rank-fast-measured")
         with gr.Column():
             w["compare_method"] = Dropdown(
                 choices=[("(no difference view)", "")] + VARIANTS, value="salazar",
