@@ -65,11 +65,6 @@ class EvalSettings:
     harness: HarnessSettings
     given: tuple[str, ...] = ()  # the keys the user set (to refuse masked-only ones on causal LMs)
 
-    @property
-    def model_parallel(self) -> str | dict | None:
-        """The device map of one model across GPUs (None: on one device)."""
-        return "auto" if self.harness.parallelize else self.model.device_map
-
 
 def parse_model_args(args: dict) -> EvalSettings:
     """``--model_args`` (already split by lm-eval into a dict) into our settings; ValueError if bad."""
@@ -92,9 +87,10 @@ def parse_model_args(args: dict) -> EvalSettings:
         raise ValueError("parallelize=true means device_map=auto; give one of the two.")
     if "right_masks" in args and scoring.method not in (None, "right_masks"):
         raise ValueError(f"right_masks only applies to method=right_masks, not method={scoring.method}.")
-    return EvalSettings(model=ModelSettings(model=args["pretrained"], **given(MODEL_KEYS[1:])), scoring=scoring,
-                        writing=WritingSettings(**given(WRITING_KEYS)), harness=HarnessSettings(**given(HARNESS_KEYS)),
-                        given=tuple(args))
+    harness = HarnessSettings(**given(HARNESS_KEYS))
+    model = ModelSettings(model=args["pretrained"], **dict(given(MODEL_KEYS[1:]), **(
+        {"device_map": "auto"} if harness.parallelize else {})))
+    return EvalSettings(model, scoring, WritingSettings(**given(WRITING_KEYS)), harness, tuple(args))
 
 
 def check_kind(lm, s: EvalSettings) -> ScoringSettings:
@@ -138,7 +134,6 @@ def generation_settings(gen_kwargs: dict, padding_masks: int | None = None,
         raise ValueError(f"Generation kwargs {gen_kwargs}: {err}") from err
 
 
-
 @register_model("mlm")
 class MaskedLMEval(LM):
     """A masked or causal LM behind lm-eval's three request types, on this project's engines.
@@ -153,13 +148,12 @@ class MaskedLMEval(LM):
         self.settings = parse_model_args(model_args)
         if self.settings.model.threads:
             torch.set_num_threads(self.settings.model.threads)
-        processes = start_model(self.settings.model.device, self.settings.model_parallel)
+        m = self.settings.model
+        processes = start_model(m.device, m.device_map)
         self.accelerator = processes.accelerator  # (the same processes as `mlm-icl score` and `probe` start)
         self._rank, self._world_size = processes.rank, processes.count  # global: across nodes too
-        m = self.settings.model
         # the deployment's door, as for mlm-icl: a local model's short name, a folder, a .gguf file or a Hub id
-        self.lm = Deployment.current().load(m.model, paths=True, **dict(
-            m.load_options(), device=processes.device, device_map=self.settings.model_parallel))
+        self.lm = Deployment.current().load(m.model, paths=True, **dict(m.load_options(), device=processes.device))
         if self.lm.emd_note:
             logger.warning(self.lm.emd_note)
         self.scoring = check_kind(self.lm, self.settings)  # refuse mismatches before any request
