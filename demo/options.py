@@ -14,10 +14,9 @@ that ``--help`` needs neither transformers nor torch.
 
 import argparse
 import dataclasses
-import types
 import typing
 
-from .settings import help_line
+from .settings import help_line, kind_of
 
 
 def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
@@ -25,7 +24,7 @@ def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         if f.init:
-            _add_option(parser, f, _without_none(hints[f.name]))
+            _add_option(parser, f, kind_of(hints[f.name])[0])  # X | None: unset is the default, never typed
 
 
 def boolean(text: str) -> bool:
@@ -36,15 +35,6 @@ def boolean(text: str) -> bool:
         return False
     raise argparse.ArgumentTypeError(f"Truthy value expected: got {text} but expected one of "
                                      f"yes/no, true/false, t/f, y/n, 1/0 (case insensitive).")
-
-
-def _without_none(annotation):
-    """``X | None`` -> ``X`` (unset is the default, never typed)."""
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return annotation
 
 
 def _add_option(parser: argparse.ArgumentParser, f: dataclasses.Field, kind) -> None:

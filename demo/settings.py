@@ -106,8 +106,6 @@ def _shown(value) -> str:
     return f"'{quoted(value)}'" if isinstance(value, str) else repr(value)
 
 
-# ---------------------------------------------------------------- checks
-
 # ---------------------------------------------------------------- declarations
 
 # What a setting's declaration may say, beside its default (``setting``'s keywords). One
@@ -149,22 +147,22 @@ def help_line(f: dataclasses.Field) -> str:
     return line[0].upper() + line[1:]
 
 
+def declaration(settings, name: str) -> dataclasses.Field:
+    """The field ``name`` of a settings dataclass (or of an instance's class)."""
+    found = {f.name: f for f in fields(settings)}.get(name)
+    if found is None:
+        raise KeyError(f"{getattr(settings, '__name__', type(settings).__name__)} declares no setting {name!r}")
+    return found
+
+
 def bounds(settings, name: str) -> tuple:
     """(low, high) of a declared setting, a high that names a field read from ``settings`` (an
-    instance, or the class for its defaults)."""
-    f = {f.name: f for f in fields(settings)}[name]
+    instance, or the class for that field's default)."""
+    f = declaration(settings, name)
     low, high = f.metadata.get("low"), f.metadata.get("high")
     if isinstance(high, str):
-        high = getattr(settings, high) if not isinstance(settings, type) else _default(settings, high)
+        high = declaration(settings, high).default if isinstance(settings, type) else getattr(settings, high)
     return low, high
-
-
-def _default(cls, name: str):
-    """A field's default, or a class attribute's value."""
-    f = {f.name: f for f in fields(cls)}.get(name)
-    if f is None:
-        return getattr(cls, name)
-    return f.default if f.default is not dataclasses.MISSING else f.default_factory()
 
 
 def choices_of(cls, name: str) -> tuple:
@@ -217,6 +215,9 @@ def check_caps(cls, values: dict, app) -> None:
             limit = {f.name: f for f in fields(app)}[cap]
             raise ValueError(f"{f.metadata.get('what', f.name)} may be at most {getattr(app, cap)} per request "
                              f"here ({limit.metadata['help']}); you asked for {value}.")
+
+
+# ---------------------------------------------------------------- checks
 
 
 def _whole(value, name: str, low: int | None = None, high: int | None = None, optional=False):

@@ -10,18 +10,10 @@ import typing
 import gradio as gr
 
 from ..app.limits import whole
-from ..settings import bounds, check_caps, choices_of, help_line, kind_of
+from ..settings import bounds, check_caps, choices_of, declaration, help_line, kind_of
 from .common import Dropdown, Number, Radio, Slider, deployment
 
 UNSET = (None, "")  # what an optional setting's widget shows when it is left to the core
-
-
-def declaration(cls, name: str) -> dataclasses.Field:
-    """The field ``name`` of the settings dataclass ``cls``."""
-    found = {f.name: f for f in dataclasses.fields(cls)}.get(name)
-    if found is None:
-        raise KeyError(f"{cls.__name__} declares no setting {name!r}")
-    return found
 
 
 def widget(cls, name: str, only=None, **layout):
@@ -35,23 +27,27 @@ def widget(cls, name: str, only=None, **layout):
     f = declaration(cls, name)
     hint, _ = kind_of(typing.get_type_hints(cls)[name])
     declared = dict(label=f.metadata.get("label", name), info=help_line(f), value=widget_default(cls, name))
-    kind = layout.pop("component", None)  # a widget of the page's choosing (a list of tasks found)
-    declared.update(layout)
-    made = kind(**declared) if kind else (lambda make, own: make(**own, **declared))(*_component(cls, f, hint, only))
+    if "component" in layout:  # a widget of the page's choosing (a list of the tasks found)
+        make, own = layout.pop("component"), {}
+    else:
+        make, own = _component(cls, f, hint, only)
+    made = make(**own, **dict(declared, **layout))
     made.declared = (cls, name)
     return made
 
 
 def widget_range(cls, name: str) -> tuple:
-    """(least, largest) a page's widget offers for ``cls.name``: the declared bounds, down to the
-    ``off`` value and up to the deployment's ``cap``."""
+    """(least, largest) a page's widget offers for ``cls.name``: the declared bounds (an open
+    lower bound one step up), down to the ``off`` value and up to the deployment's ``cap``."""
     f = declaration(cls, name)
     low, high = bounds(cls, name)
     cap = f.metadata.get("cap")
     if cap is not None:
         high = getattr(deployment().settings, cap) if high is None else min(high, getattr(deployment().settings, cap))
     off = f.metadata.get("off")
-    return (off if isinstance(off, (int, float)) else low), high
+    if isinstance(off, (int, float)):
+        return off, high
+    return (low + f.metadata["step"] if f.metadata.get("above") else low), high
 
 
 def _component(cls, f: dataclasses.Field, hint, only) -> tuple:
@@ -70,9 +66,7 @@ def _component(cls, f: dataclasses.Field, hint, only) -> tuple:
             return Dropdown, dict(choices=choices + [(str(n), str(n)) for n in range(low, high + 1)])
         if high is None or f.metadata.get("typed"):
             return Number, dict(minimum=low, maximum=high)  # (no precision: 3.5 reaches the check, never rounded)
-        above = f.metadata.get("above", False) and not isinstance(f.metadata.get("off"), (int, float))
-        return Slider, dict(minimum=low + f.metadata["step"] if above else low, maximum=high,
-                            step=f.metadata.get("step", 1))
+        return Slider, dict(minimum=low, maximum=high, step=f.metadata.get("step", 1))
     return gr.Textbox, {}
 
 
