@@ -42,9 +42,6 @@ Figure 3). Small grids run here live; larger ones computed offline are listed at
 """
 
 
-GridOutputs = FigureOutputs  # one model's figure, summary, table, files and Reproduce block
-
-
 class PrecomputedGridOutputs(NamedTuple):
     """A grid computed offline, from assets/needle_grids/."""
     plot: Any = None  # Plotly figure: its heatmap
@@ -114,7 +111,7 @@ def _grid(lengths, depths, repetitions, seed, cache="exact") -> GridSettings:
 
 
 def _stream(model_name, kind, lengths, depths, repetitions, seed, cache="exact"):
-    """The GridOutputs after every finished cell; the grid stops at the time limit."""
+    """The FigureOutputs after every finished cell; the grid stops at the time limit."""
     from ..app.budget import grid_work
     from ..evaluation.haystack import iter_grid  # torch: imported on first use
 
@@ -127,14 +124,14 @@ def _stream(model_name, kind, lengths, depths, repetitions, seed, cache="exact")
                            time_limit=deployment().settings.max_request_seconds):
         if len(table):
             figure = _figure(table, lm.label, lm)
-            yield GridOutputs(plot=figure, summary=_summary(lm, table, grid), table=table,
+            yield FigureOutputs(plot=figure, summary=_summary(lm, table, grid), table=table,
                               files=_downloads(table, figure, model_name), python=python, shell=shell)
     if len(table) < grid.cells:
         figure = _figure(table, lm.label, lm) if len(table) else None
         stopped = message(f"Stopped after {deployment().settings.max_request_seconds:.0f} s, the time one request may take "
                           f"here: {len(table)} of {grid.cells} runs are shown. Run fewer or shorter cells, "
                           f"or the whole grid on your own machine with mlm-icl probe.", "note")
-        yield GridOutputs(plot=figure, summary=_summary(lm, table, grid) + stopped, table=table,
+        yield FigureOutputs(plot=figure, summary=_summary(lm, table, grid) + stopped, table=table,
                           files=_downloads(table, figure, model_name) if figure else None,
                           python=python, shell=shell)
 
@@ -159,7 +156,7 @@ def grid_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work:
     return budget.estimated_grid_work(kind, parameters, grid.lengths, len(grid.depths) * grid.repetitions)
 
 
-@handler(GridOutputs.showing, estimate=grid_estimate)
+@handler(FigureOutputs.showing, estimate=grid_estimate)
 @with_arguments(PROBE_ARGUMENTS + arguments((GridSettings, "cache")))
 def probe_masked(model_name, lengths, depths, repetitions, seed, cache="exact",
                  progress=gr.Progress(track_tqdm=True)):
@@ -168,12 +165,12 @@ def probe_masked(model_name, lengths, depths, repetitions, seed, cache="exact",
     yield from _stream(model_name, "masked", lengths, depths, repetitions, seed, cache)
 
 
-@handler(GridOutputs.showing, estimate=grid_estimate)
+@handler(FigureOutputs.showing, estimate=grid_estimate)
 @with_arguments(PROBE_ARGUMENTS)
 def probe_second(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
     """Needle in a haystack with a second model (a causal LM, or any model in its natural kind)."""
     if not model_name:
-        yield GridOutputs.showing(message("Skipped: no second model picked.", "note"))
+        yield FigureOutputs.showing(message("Skipped: no second model picked.", "note"))
         return
     yield from _stream(model_name, None, lengths, depths, repetitions, seed)
 
@@ -251,10 +248,10 @@ def build(catalog: Catalog):
     inputs = [lengths, depths, repetitions, seed]
     # Grids are long jobs: their own queue, so rankings and generations never wait behind them.
     masked_event = run.click(probe_masked, [masked_model] + inputs + [decoding],
-                             components(GridOutputs, **sides["masked"]),
+                             components(FigureOutputs, **sides["masked"]),
                              api_name="probe_mlm", concurrency_id="probe", js=run_starts("probe"))
     causal_event = run.click(probe_second, [causal_model] + inputs,
-                             components(GridOutputs, **sides["causal"]),
+                             components(FigureOutputs, **sides["causal"]),
                              api_name="probe_second", concurrency_id="probe", js=run_starts("probe"))
     run_ends("probe", masked_event, causal_event)
 

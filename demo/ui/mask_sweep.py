@@ -35,9 +35,6 @@ Distracting" (arXiv 2511.21338) finds that more appended masks hurt masked diffu
 """
 
 
-SweepOutputs = FigureOutputs  # one model's figure, summary, table, files and Reproduce block
-
-
 def task_choices(setting: str) -> list[tuple[str, str]]:
     """(label, name) of the few-shot tasks ``setting`` acts in whose data are on this machine."""
     from ..evaluation.mask_sweep import sweep_tasks
@@ -86,7 +83,7 @@ def sweep_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work
     return budget.estimated_sweep_work(kind, parameters, sweep.sweep, len(sweep.values), sweep.limit)
 
 
-@handler(SweepOutputs.showing, estimate=sweep_estimate)
+@handler(FigureOutputs.showing, estimate=sweep_estimate)
 @with_arguments(arguments(
     (SweepSettings, "sweep", "setting"), *((SweepSettings, name) for name in ("task", "values", "shots", "limit")),
     model_name="the masked LM: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)"))
@@ -104,14 +101,14 @@ def sweep_masks(model_name, setting, task, values, shots, limit, progress=gr.Pro
     table = None
     for table in iter_sweep(lm, sweep, model_name=lm.label, progress=True, time_limit=seconds):
         figure = mask_sweep_plot(table)
-        yield SweepOutputs(plot=figure, summary=_summary(lm, table, sweep), table=table[SHOWN],
+        yield FigureOutputs(plot=figure, summary=_summary(lm, table, sweep), table=table[SHOWN],
                            files=_downloads(table, figure, model_name), python=python, shell=shell)
     done = 0 if table is None else table["value"].nunique()
     if done < len(sweep.values):
         stopped = message(f"Stopped after {seconds:.0f} s, the time one request may take here: {done} of "
                           f"{len(sweep.values)} values are shown. Evaluate fewer items or values, or the "
                           f"whole sweep on your own machine with mlm-icl probe --sweep.", "note")
-        yield SweepOutputs(plot=mask_sweep_plot(table) if done else None,
+        yield FigureOutputs(plot=mask_sweep_plot(table) if done else None,
                            summary=(_summary(lm, table, sweep) if done else "") + stopped,
                            table=table[SHOWN] if done else None, python=python, shell=shell)
 
@@ -144,7 +141,7 @@ def build(catalog: Catalog) -> tuple:
 
     setting.change(tasks_of, setting, task, api_visibility="private")
     swept = run.click(sweep_masks, [model, setting, task, values, shots, limit],
-                      components(SweepOutputs, plot=plot, summary=summary, table=table, files=files,
+                      components(FigureOutputs, plot=plot, summary=summary, table=table, files=files,
                                  python=python, shell=shell),
                       api_name="sweep_masks", concurrency_id="probe", js=run_starts("sweep"))
     run_ends("sweep", swept)
