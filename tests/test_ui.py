@@ -537,12 +537,16 @@ def test_picking_a_chat_model_sets_the_decoding_it_was_trained_with(monkeypatch)
     """dLLM's BERT-Chat: chat, masks ahead, any order, block of 32, surest first, one token a
     step, greedy, at most this app's token cap, not stopped at a line break; any other model
     turns chat and masks ahead off and leaves the rest as the person set it."""
-    from demo.ui.prompting import trained_decoding
+    from demo.ui.prompting import TRAINED, trained_decoding, trained_values
 
     monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: None)
     catalog = build_catalog(AppSettings())
     cap = AppSettings().max_new_tokens
     assert trained_decoding(catalog, "dllm-hub/ModernBERT-base-chat-v0.1") == dict(
+        chat=True, masks_ahead=True, any_order=True, order="confidence", tokens_per_step=1, block_length=32,
+        remask=False, confidence_threshold=0, strategy="greedy", max_new_tokens=min(128, cap), stop_at_newline=False)
+    # what the page's outputs receive, in the order of their widgets (TRAINED names them)
+    assert dict(zip(TRAINED, trained_values(catalog, "dllm-hub/ModernBERT-base-chat-v0.1"))) == dict(
         chat=True, masks_ahead=True, any_order=True, order="confidence", tokens_per_step=1, block_length=32,
         remask=False, confidence_threshold=0, strategy="greedy", max_new_tokens=min(128, cap), stop_at_newline=False)
     plain = trained_decoding(catalog, "answerdotai/ModernBERT-base")

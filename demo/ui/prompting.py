@@ -110,8 +110,8 @@ def _settings(given: dict, **fixed) -> GenerationSettings:
 
 
 def _with_cache(settings: GenerationSettings, cache: str) -> GenerationSettings:
-    """The settings of one masked-LM run. The page's approximations all ride on the prefix cache: parallel
-    unmasking rides on the prefix cache, so an exact run stays the paper's method; it keeps the
+    """The settings of one masked-LM run. Parallel unmasking rides on the prefix cache, so an exact
+    run stays the paper's method; it keeps the
     default refresh (which it does not use), so its Reproduce snippet does not list it."""
     if cache == "prefix":
         return replace(settings, cache=cache)
@@ -278,8 +278,8 @@ def _run(prompt, model_name, kind, runs: list[GenerationSettings], emd: str = "a
         try:  # refused before any run: a family the prefix cache does not cover
             encoder_of(lm.model)
         except ValueError as err:
-            raise ValueError(f"{err} On this page: choose 'exact' (the prefix cache and compare use it "
-                             f"cache).") from None
+            raise ValueError(f"{err} On this page: choose 'exact' (the prefix cache and compare need "
+                             f"it).") from None
     time_limit = deployment().settings.max_request_seconds / len(runs)
     results = [generate(lm, prompt, s, progress=True, time_limit=time_limit) for s in runs]
     return (lm, results, time_limit, *_reproductions(model_name, kind, runs, prompt, emd))
@@ -442,6 +442,12 @@ def trained_decoding(catalog: Catalog, name: str) -> dict:
                 max_new_tokens=min(trained.get("max_new_tokens", cap), cap), stop_at_newline=False)
 
 
+def trained_values(catalog: Catalog, name: str) -> list:
+    """:func:`trained_decoding`'s values in ``TRAINED``'s order: the outputs of a model pick."""
+    trained = trained_decoding(catalog, name)
+    return [trained[n] for n in TRAINED]
+
+
 # The decoding settings' panel: rows of GenerationSettings' fields (their widgets read the
 # declarations); the page's own ids and sizes where tests and styles name them
 SETTING_ROWS = [("strategy", "max_new_tokens", "num_beams"), ("temperature", "top_k", "top_p"),
@@ -539,7 +545,7 @@ def _wire_settings(w: dict, catalog: Catalog, presets: list[dict]) -> list:
     gr.on([control.change for control in shared + [w["decoding"]]],
           lambda *values: settings_line(setting_items(dict(zip(SHARED, values)), values[-1])),
           shared + [w["decoding"]], w["settings_shown"], **QUICK)
-    w["masked_model"].change(lambda name: list(trained_decoding(catalog, name).values()), w["masked_model"],
+    w["masked_model"].change(lambda name: trained_values(catalog, name), w["masked_model"],
                              [w[n] for n in TRAINED], **QUICK)
     w["fill"] = fill
     return shared
