@@ -19,6 +19,7 @@ never wait for torch.
 """
 
 import dataclasses
+import functools
 import math
 import os
 import types
@@ -147,9 +148,18 @@ def help_line(f: dataclasses.Field) -> str:
     return line[0].upper() + line[1:]
 
 
+@functools.cache
+def _declared(cls) -> tuple[dict, dict, list]:
+    """(fields by name, type hints, fields in the order they are checked: a field bounding another
+    first) of a settings dataclass, read once per class: settings objects are built in loops."""
+    bounding = {f.metadata.get("high") for f in fields(cls)}
+    return ({f.name: f for f in fields(cls)}, typing.get_type_hints(cls),
+            sorted(fields(cls), key=lambda f: f.name not in bounding))
+
+
 def declaration(settings, name: str) -> dataclasses.Field:
     """The field ``name`` of a settings dataclass (or of an instance's class)."""
-    found = {f.name: f for f in fields(settings)}.get(name)
+    found = _declared(settings if isinstance(settings, type) else type(settings))[0].get(name)
     if found is None:
         raise KeyError(f"{getattr(settings, '__name__', type(settings).__name__)} declares no setting {name!r}")
     return found
@@ -181,9 +191,8 @@ def kind_of(hint) -> tuple:
 def check_declared(settings) -> None:
     """Every field of ``settings`` against its declaration: a choice among its type's values, a
     flag true or false, a number of its kind within its bounds; None only where the type allows."""
-    hints = typing.get_type_hints(type(settings))
-    bounding = {f.metadata.get("high") for f in fields(settings)}  # a field bounding another is checked first
-    for f in sorted(fields(settings), key=lambda f: f.name not in bounding):
+    _, hints, ordered = _declared(type(settings))
+    for f in ordered:
         value, (kind, optional) = getattr(settings, f.name), kind_of(hints[f.name])
         name = f.metadata.get("what", f.name)
         if optional and value is None:
@@ -496,7 +505,7 @@ class GenerationSettings(WritingSettings):
         "re-read the whole prompt every N new tokens (1 = every token: the exact method's output, no "
         "faster)", applies="prefix cache", more="window='block': every N steps of a block, and at each "
         "block. Speed and agreement per N: benchmarks/bench_cache.py, docs/method.md sections 2 and 9.",
-        low=1, high=MAX_NEW_TOKENS_CAP, cap="max_new_tokens", label="Refresh every (prefix cache)")
+        low=1, high=MAX_NEW_TOKENS_CAP, label="Refresh every (prefix cache)")
     cache_margin: float = setting(0.1,
         "a step whose top two tokens are less than this many nats apart is redone exactly (0 = never)",
         applies="prefix cache", more="Scaled down for the 24 tokens after a refresh: near-ties are where "

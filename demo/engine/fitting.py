@@ -5,7 +5,8 @@ check, so the rule of what fits is never re-done.
 
 - ``fit_pair`` / ``fit_generation``: cut the context or prompt from the left, at a token start, until
   the engine accepts it (lm-eval's HFLM's rule; a generation keeps room for its new tokens); what
-  cannot fit is skipped. ``accepts`` is the check alone: the evaluator skips an item it refuses.
+  cannot fit is skipped. ``accepts`` is the check alone. (The evaluator skips an item the engines
+  refuse instead: ``demo.evaluation.evaluate``.)
 - ``rolling_pairs``: a text longer than a window, as (context, chunk) pairs that score every token
   once (lm-eval's ``loglikelihood_rolling``).
 

@@ -180,9 +180,10 @@ def generate_together(lm, prompts: list[str], settings: GenerationSettings | Non
 
 
 def generate_grouped(lm, requests: list[tuple[str, GenerationSettings]], batch_size: int,
-                     done: Callable[[int], None] | None = None) -> list[GenerationResult]:
+                     done: Callable[[list[int], list[GenerationResult]], None] | None = None) -> list[GenerationResult]:
     """Each (prompt, settings) request generated, those with the same settings ``batch_size`` at a
-    time (:func:`generate_together`), in the requests' order; ``done(n)`` after every batch."""
+    time (:func:`generate_together`), in the requests' order; ``done(indices, results)`` after each
+    batch, with its requests' indices and results (a caller that saves as it goes)."""
     groups: dict[str, list[int]] = {}
     for i, (_, settings) in enumerate(requests):
         groups.setdefault(repr(settings), []).append(i)
@@ -190,10 +191,11 @@ def generate_grouped(lm, requests: list[tuple[str, GenerationSettings]], batch_s
     for group in groups.values():
         for at in range(0, len(group), batch_size):
             batch = group[at:at + batch_size]
-            for i, result in zip(batch, generate_together(lm, [requests[i][0] for i in batch], requests[batch[0]][1])):
+            written = generate_together(lm, [requests[i][0] for i in batch], requests[batch[0]][1])
+            for i, result in zip(batch, written):
                 results[i] = result
             if done is not None:
-                done(len(batch))
+                done(batch, written)
     return results
 
 

@@ -194,8 +194,6 @@ class MaskedLMEval(LM):
     def _progress(self, disable_tqdm: bool) -> bool:
         return not disable_tqdm and self.rank == 0
 
-    # -- the three request types
-
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         """(score, is_greedy) of each (context, continuation) (``score_fitted``); (-inf, False) skipped."""
         pairs = [tuple(req.args) for req in requests]
@@ -222,13 +220,15 @@ class MaskedLMEval(LM):
             req.args[1], self.settings.scoring.padding_masks, self.settings.writing)) for req in requests]
         kept = [i for i, (_, _, change) in enumerate(fitted) if SKIPPED not in change]
         outputs = [""] * len(requests)
+        def done(batch: list[int], results: list) -> None:  # each batch cached as it is written
+            for k, result in zip(batch, results):
+                outputs[kept[k]] = result.text
+                self.cache_hook.add_partial("generate_until", requests[kept[k]].args, result.text)
+            bar.update(len(batch))
+
         with tqdm(total=len(requests), desc="generate_until", disable=not self._progress(disable_tqdm)) as bar:
-            results = generate_grouped(self.lm, [fitted[i][:2] for i in kept], self.settings.harness.batch_size,
-                                       bar.update)
+            generate_grouped(self.lm, [fitted[i][:2] for i in kept], self.settings.harness.batch_size, done)
             bar.update(len(requests) - bar.n)  # the skipped ones
-        for i, result in zip(kept, results):
-            outputs[i] = result.text
-            self.cache_hook.add_partial("generate_until", requests[i].args, result.text)
         self._record("generate_until", [change for _, _, change in fitted])
         return outputs
 

@@ -47,7 +47,7 @@ def widget_range(cls, name: str) -> tuple:
     off = f.metadata.get("off")
     if isinstance(off, (int, float)):
         return off, high
-    return (low + f.metadata["step"] if f.metadata.get("above") else low), high
+    return (low + f.metadata.get("step", 1) if f.metadata.get("above") else low), high
 
 
 def _component(cls, f: dataclasses.Field, hint, only) -> tuple:
