@@ -818,8 +818,16 @@ class AppSettings:
     ``AppSettings.from_env()`` is the only reader of ``DEMO_*`` variables.
     """
     concurrency: int = setting(1, "model runs at a time (1 on CPU)")
-    queue_size: int = setting(64,
-        "requests waiting before new ones are refused (a class of 30, each with a request or two)")
+    queue_size: int = setting(256,
+        "requests waiting before new ones are refused (a class of 30 pressing buttons that each start "
+        "two to four requests, twice over)")
+    share_results: bool = setting(True,
+        "compute identical requests once and share the answer (greedy, beams, seeded sampling: "
+        "a class on one lesson step waits for one run)")
+    shared_results: int = setting(256, "answers of identical requests kept to share (least recently used dropped)")
+    warm_lesson: bool = setting(True,
+        "at start-up, load the default pair and compute every lesson step in the background, so "
+        "a class's first press of each step is answered at once")
     max_models: int = setting(3, "models kept loaded (least recently used dropped)")
     max_model_gb: float = setting(8.0, "their total parameter memory")
     gpu_dtype: str = setting("float16",

@@ -40,6 +40,9 @@ def app_reads_its_deployment_afresh():
     common = sys.modules.get("demo.ui.common")  # the core's tests never import gradio
     if common is not None:
         common.use(None)
+    handlers = sys.modules.get("demo.ui.handlers")  # and no test reuses another's shared answers
+    if handlers is not None:
+        handlers.RESULTS.forget()
     yield
 
 

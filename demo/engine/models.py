@@ -333,24 +333,37 @@ class _ModelCache:
     def __init__(self, max_models: int, max_bytes: int):
         self.max_models, self.max_bytes = max_models, max_bytes
         self._models: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the table
+        self._loading = threading.Lock()  # one load at a time: two at once could double memory use
 
     def get(self, key, load, loading=None):
         """The model under ``key``, loaded by ``load()`` if it is not in memory; ``loading()`` is
-        called just before that load, never for a model in memory."""
-        with self._lock:  # one load at a time: two concurrent loads could double memory use
+        called before waiting for that load (this request's, or another's of the same model),
+        never for a model in memory. A model in memory is served while another one loads."""
+        lm = self._lookup(key)
+        if lm is not None:
+            return lm
+        if loading is not None:
+            loading()
+        with self._loading:
+            lm = self._lookup(key)  # loaded meanwhile by the request this one waited for
+            if lm is not None:
+                return lm
+            lm = load()
+            with self._lock:
+                self._models[key] = lm
+                while len(self._models) > 1 and (
+                        len(self._models) > self.max_models
+                        or sum(m.nbytes for m in self._models.values()) > self.max_bytes):
+                    self._models.popitem(last=False)
+            return lm
+
+    def _lookup(self, key):
+        with self._lock:
             if key in self._models:
                 self._models.move_to_end(key)
                 return self._models[key]
-            if loading is not None:
-                loading()
-            lm = load()
-            self._models[key] = lm
-            while len(self._models) > 1 and (
-                    len(self._models) > self.max_models
-                    or sum(m.nbytes for m in self._models.values()) > self.max_bytes):
-                self._models.popitem(last=False)
-            return lm
+            return None
 
     def clear(self):
         with self._lock:

@@ -121,6 +121,22 @@ class Identity:
         return json.dumps(self.flat, sort_keys=True, ensure_ascii=False)
 
 
+def request_identity(endpoint: str, models: dict, arguments: dict) -> Identity:
+    """The identity of one request to the app: its ``endpoint``, each model it loads (by argument
+    name: a ``LoadedModel``, as :func:`model_identity` reads it) and its ``arguments`` by name (a
+    whole number is one value whether it came as 10 or 10.0, as page and API may send it)."""
+    return Identity({"endpoint": endpoint, "models": {name: model_identity(lm) for name, lm in models.items()},
+                     "arguments": {name: _one_number(value) for name, value in arguments.items()}})
+
+
+def _one_number(value):
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, (list, tuple)):
+        return [_one_number(v) for v in value]
+    return value
+
+
 def differences(described: list[str]) -> list[str]:
     """For runs described by :meth:`Identity.describe` (the summary rows' ``identity``), what sets
     each apart from the others: the settings where its value is not the usual one (the most common

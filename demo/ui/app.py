@@ -29,6 +29,7 @@ from . import (
     ranking,
     results_tab,
     startup_check,
+    warm_up,
 )
 from .common import message, use
 from .gradio_mends import mend
@@ -80,6 +81,7 @@ def build_app(deployment: Deployment | None = None) -> gr.Blocks:
             with gr.Tab("Results", id="results"):
                 tabs["results"] = results_tab.build()
         lesson.wire(guide, tab_bar, tabs)
+        warm_up.prepare(app, guide.steps if guide else [], tabs)
         # A link to this page as it is now (the tab in use, its inputs, settings and results, the
         # playback's steps), kept by the server: the link holds each component as the server last
         # saw it, so the tab a person picks and the players' steps are told to the server as they
@@ -117,13 +119,16 @@ def on_zerogpu() -> bool:
     return bool(spaces.config.Config.zero_gpu)
 
 
-def preload() -> None:
-    """Load the served deployment's default masked and causal LMs now, at start-up: on ZeroGPU,
-    weights must be put on the GPU outside the requests (``spaces`` moves them when a request gets
-    a GPU), or every first request would spend its GPU time loading."""
+def preload(progress: warm_up.Progress | None = None) -> None:
+    """Load the served deployment's default masked and causal LMs now, at start-up (``progress``
+    says which is loading): on ZeroGPU, weights must be put on the GPU outside the requests
+    (``spaces`` moves them when a request gets a GPU), or every first request would spend its GPU
+    time loading; elsewhere the lesson's warm-up loads them first."""
     for kind in ("masked", "causal"):
         entry = common.deployment().catalog.default(kind)
         if entry is not None:
+            if progress is not None:
+                progress.loading = handlers.loading_words(entry.name)
             handlers.load(entry.name, kind)
 
 
@@ -135,6 +140,7 @@ def launch(app: gr.Blocks, **kwargs) -> None:
         print("demo: public mode (typed names must be Hub ids; size cap "
               f"{settings.max_hub_gb:g} GB; {settings.runs_per_minute} runs per visitor a minute)")
     app.queue(default_concurrency_limit=settings.concurrency, max_size=settings.queue_size)
+    handlers.RESULTS.max_entries = settings.shared_results
     options = dict(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                    ssr_mode=False, show_error=False, footer_links=["api", "gradio"],
                    prevent_thread_lock=True, css_paths=[STYLE], mcp_server=settings.mcp)
@@ -142,5 +148,7 @@ def launch(app: gr.Blocks, **kwargs) -> None:
     app.launch(**options)
     mend(app)
     core = import_core_in_background(settings)
+    if settings.warm_lesson and not on_zerogpu():  # (ZeroGPU lends its GPU to visitors' requests only)
+        warm_up.start(preload, after=core)
     self_check.start(common.deployment(), after=core, on_zerogpu=on_zerogpu())
     app.block_thread()

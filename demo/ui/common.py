@@ -106,3 +106,4 @@ class TabParts(NamedTuple):
     lesson_fields: tuple = ()  # the inputs a lesson step fills (demo.ui.lesson) ...
     lesson_values: Callable[[dict], list] | None = None  # ... and their values for a step
     openers: tuple = ()  # closed sections a lesson step may open (its "opens": their elem_ids)
+    presses: Callable[[dict], tuple] | None = None  # the handlers a step's press of the tab's button runs, in order

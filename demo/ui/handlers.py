@@ -12,7 +12,10 @@ import time
 
 from gradio.context import LocalContext  # the request being served (Gradio sets it per event)
 
+from ..app.downloads import KEEP_SECONDS
 from ..app.limits import RUNS
+from ..app.shared_results import Abandoned, SharedResults
+from ..evaluation.identity import request_identity
 from ..settings import AppSettings
 from .common import deployment, message
 
@@ -20,6 +23,8 @@ log = logging.getLogger("demo.ui")
 UNEXPECTED = ("Something went wrong on the server with this input (the details are in the server's "
               "log). Try another input or model; the app keeps working for everyone.")
 OUT_OF_MEMORY = "Out of memory: pick a smaller model or a shorter input."
+# The answers identical requests share, kept less long than the downloads they name
+RESULTS = SharedResults(AppSettings().shared_results, max_age_s=KEEP_SECONDS / 2)
 
 
 def _sentence(err: Exception, name: str) -> str:
@@ -57,7 +62,7 @@ def shows_errors(error_outputs):
     return decorate
 
 
-def on_gpu(fn, runs=None, estimate=None, models=("model_name",)):
+def on_gpu(fn, runs=None, estimate=None, models=None):
     """ZeroGPU's ``spaces.GPU`` when that package is installed (a Space), else the function itself.
 
     The GPU is asked for as long as this request needs (:func:`gpu_seconds`; ``runs`` and
@@ -76,7 +81,7 @@ GPU_GFLOPS = 20_000.0  # sustained float32 speed assumed on a ZeroGPU slice (an 
 GPU_SECONDS = (15, 120)  # the least asked for (loading a model, moving it) and the most
 
 
-def gpu_seconds(fn, runs=None, estimate=None, models=("model_name",)):
+def gpu_seconds(fn, runs=None, estimate=None, models=None):
     """A function of the handler's own arguments: the seconds its request needs, from the work
     its ``estimate`` declares for each model it loads (as for :func:`handler`; the catalog's
     parameter count, else 1B) times the model runs one request makes; the least when it declares
@@ -89,7 +94,7 @@ def gpu_seconds(fn, runs=None, estimate=None, models=("model_name",)):
         if estimate is None:
             return low
         work = 0.0
-        for argument in models:
+        for argument in models or {"model_name": "masked"}:
             entry = deployment().catalog.entry(str(given.get(argument) or ""))
             kind = entry.kind if entry else "masked"  # unknown: the costlier kind
             parameters = _parameters(entry.size if entry else "") or 1e9
@@ -203,19 +208,95 @@ def with_arguments(arguments: str):
     return decorate
 
 
-def handler(error_outputs, runs=None, estimate=None, models=("model_name",)):
+def handler(error_outputs, runs=None, estimate=None, models=None, shareable=None):
     """What every model-running handler gets: messages in its outputs (``error_outputs`` maps the
-    message to them), a per-visitor share on a public Space, a GPU slot on ZeroGPU, and a wait
+    message to them), a per-visitor share on a public Space, its answer shared with identical
+    requests (:func:`shares`), a GPU slot on ZeroGPU (not taken for a shared answer), and a wait
     for the background import of the core.
 
     ``runs``, a function of the handler's arguments by name, says how many model runs one call
     makes (default one): each counts against the visitor's share and the GPU time asked for.
     ``estimate(arguments, kind, parameters)`` declares the work of one run (a ``budget.Work``),
     estimated before the model loads, from which ZeroGPU's time is asked (default: the least);
-    ``models``: the arguments that name the models one run loads (the work is estimated for each).
+    ``models``: the arguments that name the models one run loads, with the kind each loads as
+    (default ``{"model_name": "masked"}``; the work is estimated for each, the answer shared per
+    model as loaded). ``shareable(arguments)``: whether the answer is the same for every identical
+    request (default :func:`reproducible`).
     """
-    return lambda fn: shows_errors(error_outputs)(
-        _first(_counts_runs(runs))(_first(_core_imported)(on_gpu(fn, runs, estimate, models))))
+    models = models or {"model_name": "masked"}
+    return lambda fn: shows_errors(error_outputs)(_first(_counts_runs(runs))(_first(_core_imported)(
+        shares(on_gpu(fn, runs, estimate, models), error_outputs, models, shareable or reproducible))))
+
+
+def reproducible(arguments: dict) -> bool:
+    """Whether a request's answer is the same each time: nothing drawn at random, or drawn from a
+    given seed (an empty seed box means a new draw each time)."""
+    random = arguments.get("strategy") == "sample" or arguments.get("order") == "random"
+    return not random or arguments.get("seed") not in (None, "")
+
+
+def _loaded(models: dict, arguments: dict) -> dict:
+    """The models a request loads, by argument name (none for an empty picker: that side skips)."""
+    emd = arguments.get("emd", "auto")
+    return {name: load(arguments[name], kind, emd if kind == "masked" else "auto")
+            for name, kind in models.items() if arguments.get(name)}
+
+
+def shares(fn, error_outputs, models: dict, shareable):
+    """``fn`` with its answer shared by identical requests (``demo.app.shared_results``): keyed by
+    the request's identity (the endpoint, each model as loaded, every argument), computed once,
+    and shown to the others with a line saying so. A streaming handler's updates go to the request
+    computing it; the others get its last."""
+    signature = inspect.signature(fn)
+
+    def key_of(args, kwargs) -> str | None:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        arguments = {k: v for k, v in bound.arguments.items() if k != "progress"}
+        if not deployment().settings.share_results or not shareable(arguments):
+            return None
+        return request_identity(fn.__name__, _loaded(models, arguments), arguments).digest
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def streaming(*args, **kwargs):
+            key = key_of(args, kwargs)
+            if key is None:
+                yield from fn(*args, **kwargs)
+                return
+            claim = RESULTS.claim(key)
+            while not claim.leader:
+                try:
+                    yield _noted(claim.wait(), error_outputs)
+                    return
+                except Abandoned:
+                    claim = RESULTS.claim(key)
+            yield from claim.lead(fn(*args, **kwargs))
+        return streaming
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        key = key_of(args, kwargs)
+        if key is None:
+            return fn(*args, **kwargs)
+        return _noted(RESULTS.get(key, lambda: fn(*args, **kwargs)), error_outputs)
+    return wrapper
+
+
+def _noted(shared, error_outputs):
+    """A shared answer as this request shows it: computed for it, as it is; otherwise with a line
+    in its message field saying when it was computed, how long it took and for how many."""
+    if shared.computed:
+        return shared.value
+    marker = object()
+    showing = error_outputs(marker)
+    note = message(f"Shared result: computed once at {time.strftime('%H:%M:%S', time.localtime(shared.computed_at))} "
+                   f"in {shared.seconds:.1f} s, for {shared.served} identical requests so far (the work counts "
+                   f"are that run's). Change any setting or input to compute anew.", "note")
+    if showing is marker:  # a handler whose one output is its message
+        return note + shared.value
+    fields = [note + value if shown is marker else value for shown, value in zip(showing, shared.value)]
+    return type(shared.value)(*fields) if hasattr(shared.value, "_fields") else type(shared.value)(fields)
 
 
 def load(name: str, kind: str | None, emd: str = "auto"):
@@ -227,4 +308,12 @@ def load(name: str, kind: str | None, emd: str = "auto"):
         raise ValueError("The DeBERTa head is 'auto' (the enhanced mask decoder, where the checkpoint "
                          "holds what it needs) or 'off' (the last layer, as transformers reads it).")
     # only when the model is not in memory (a first request waits tens of seconds for it)
-    return deployment().load(name, kind, emd=emd, loading=lambda: _say(f"loading {str(name).strip()} (first use)"))
+    return deployment().load(name, kind, emd=emd, loading=lambda: _say(loading_words(name)))
+
+
+def loading_words(name: str) -> str:
+    """What a request waiting for a model's first load is told."""
+    name = str(name).strip()
+    if name.endswith(".gguf") or deployment().catalog.location(name).endswith(".gguf"):
+        return f"loading {name}: converting its weights from GGUF on first use, about a minute"
+    return f"loading {name} (first use)"

@@ -141,7 +141,7 @@ def infill_masked(text, model_name, order, blank_tokens, seed, emd="auto",
                          filled_text=result.filled, python=python, shell=shell)
 
 
-@handler(CausalInfillOutputs.showing, estimate=infill_estimate)
+@handler(CausalInfillOutputs.showing, estimate=infill_estimate, models={"model_name": "causal"})
 @with_arguments(INFILL_ARGUMENTS)
 def infill_causal(text, model_name, order, blank_tokens, seed, progress=gr.Progress(track_tqdm=True)):
     """Fill the blanks of a text with a causal LM: it continues the words before each blank (it
@@ -166,7 +166,7 @@ def infill_causal(text, model_name, order, blank_tokens, seed, progress=gr.Progr
                                               group="fill"))
 
 
-RANK_BOTH_MODELS = ("masked_name", "causal_name")  # both models score both texts
+RANK_BOTH_MODELS = {"masked_name": "masked", "causal_name": "causal"}  # both models score both texts
 
 
 @handler(lambda text: text, estimate=fills_estimate, models=RANK_BOTH_MODELS)
@@ -249,4 +249,5 @@ def build(catalog: Catalog) -> TabParts:
     ranked = causal_event.then(rank_both, [masked_text, causal_text, masked_model, causal_model, emd], ranking,
                                api_visibility="private", concurrency_id="score")
     run_ends("fill", ranked)
-    return TabParts(lesson_fields=(preset, text, note), lesson_values=lambda step: [step["preset"], *fill(step["preset"])])
+    return TabParts(lesson_fields=(preset, text, note), lesson_values=lambda step: [step["preset"], *fill(step["preset"])],
+                    presses=lambda step: (infill_masked, infill_causal, rank_both))

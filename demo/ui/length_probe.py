@@ -15,6 +15,7 @@ import pandas as pd
 from ..app import budget
 from ..app.catalog import Catalog, standin_note
 from ..app.limits import check_grid, parse_numbers, whole
+from ..app.shared_results import cut_short
 from ..paths import ASSETS
 from ..settings import GridSettings
 from . import mask_sweep
@@ -127,6 +128,7 @@ def _stream(model_name, kind, lengths, depths, repetitions, seed, cache="exact")
             yield FigureOutputs(plot=figure, summary=_summary(lm, table, grid), table=table,
                               files=_downloads(table, figure, model_name), python=python, shell=shell)
     if len(table) < grid.cells:
+        cut_short()  # stopped by the time limit: not an answer to share
         figure = _figure(table, lm.label, lm) if len(table) else None
         stopped = message(f"Stopped after {deployment().settings.max_request_seconds:.0f} s, the time one request may take "
                           f"here: {len(table)} of {grid.cells} runs are shown. Run fewer or shorter cells, "
@@ -165,7 +167,7 @@ def probe_masked(model_name, lengths, depths, repetitions, seed, cache="exact",
     yield from _stream(model_name, "masked", lengths, depths, repetitions, seed, cache)
 
 
-@handler(FigureOutputs.showing, estimate=grid_estimate)
+@handler(FigureOutputs.showing, estimate=grid_estimate, models={"model_name": None})
 @with_arguments(PROBE_ARGUMENTS)
 def probe_second(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
     """Needle in a haystack with a second model (a causal LM, or any model in its natural kind)."""
@@ -269,4 +271,5 @@ def build(catalog: Catalog):
         return [gr.update(), gr.update(), gr.update(open=True), s["task"], s["values"], s["shots"], s["limit"]]
 
     return TabParts(first_view=(first_view, [], shown), lesson_fields=(lengths, depths, *sweep),
-                    lesson_values=lesson_values)
+                    lesson_values=lesson_values,
+                    presses=lambda step: (mask_sweep.sweep_masks,) if "sweep" in step else (probe_masked, probe_second))

@@ -11,7 +11,8 @@ from typing import NamedTuple
 
 import gradio as gr
 
-from .common import TabParts, escape
+from . import handlers, warm_up
+from .common import TabParts, escape, message
 from .presets import read_presets
 from .run_marker import run_ends, run_starts
 
@@ -53,7 +54,34 @@ def build() -> LessonParts | None:
         with gr.Row():
             load = gr.Button("Load this step", variant="primary", elem_id="lesson-load", scale=2)
             following = gr.Button("Next step", elem_id="lesson-next", scale=1)
+        ready = gr.HTML(elem_id="lesson-ready", elem_classes=["demo-hide-empty"])
+        with gr.Row():
+            fresh = gr.Button("Compute every step anew", size="sm", elem_id="lesson-fresh", scale=0)
+            gr.Markdown("<sub>Identical runs (the same step, settings and text) are computed once and shared by "
+                        "the class; this forgets the shared answers, so the next press of each computes "
+                        "again.</sub>")
+        _wire_readiness(ready, fresh)
     return LessonParts(lesson, opener, step, card, load, following)
+
+
+def _wire_readiness(ready: gr.HTML, fresh: gr.Button) -> None:
+    """The line saying which steps are computed in advance (refreshed until all are), and the
+    teacher's button for fresh runs."""
+    def readiness():
+        progress = warm_up.progress()
+        said = warm_up.line(progress)
+        return (message(said, "note") if said else "",
+                gr.Timer(active=progress is not None and not progress.done))
+
+    def forget():
+        dropped = handlers.RESULTS.forget()
+        return message(f"Forgot {dropped} shared answer{'' if dropped == 1 else 's'}: the next press of each step "
+                       f"computes anew.", "note")
+
+    timer = gr.Timer(2.0)
+    quick = dict(api_visibility="private", concurrency_limit=None, show_progress="hidden", queue=False)
+    timer.tick(readiness, None, [ready, timer], **quick)
+    fresh.click(forget, None, ready, **quick)
 
 
 def wire(parts: LessonParts | None, tabs: gr.Tabs, tab_parts: dict[str, TabParts]) -> None:

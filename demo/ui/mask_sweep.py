@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..app import budget
 from ..app.catalog import Catalog
+from ..app.shared_results import cut_short
 from ..settings import SweepSettings
 from .common import Dropdown, deployment, escape, message
 from .handlers import handler, load, with_arguments
@@ -105,6 +106,7 @@ def sweep_masks(model_name, setting, task, values, shots, limit, progress=gr.Pro
                            files=_downloads(table, figure, model_name), python=python, shell=shell)
     done = 0 if table is None else table["value"].nunique()
     if done < len(sweep.values):
+        cut_short()  # stopped by the time limit: not an answer to share
         stopped = message(f"Stopped after {seconds:.0f} s, the time one request may take here: {done} of "
                           f"{len(sweep.values)} values are shown. Evaluate fewer items or values, or the "
                           f"whole sweep on your own machine with mlm-icl probe --sweep.", "note")

@@ -15,6 +15,7 @@ import gradio as gr
 from ..app import budget
 from ..app.catalog import Catalog
 from ..app.limits import check_text
+from ..app.shared_results import cut_short
 from ..settings import GenerationSettings, ModelSettings, quoted
 from .common import Radio, TabParts, deployment, escape, message, tab_help, work_line, work_text
 from .handlers import handler, load, with_arguments
@@ -282,6 +283,8 @@ def _run(prompt, model_name, kind, runs: list[GenerationSettings], emd: str = "a
                              f"it).") from None
     time_limit = deployment().settings.max_request_seconds / len(runs)
     results = [generate(lm, prompt, s, progress=True, time_limit=time_limit) for s in runs]
+    if any(r.stop_reason == "time_limit" for r in results):
+        cut_short()  # stopped by the time limit: not an answer to share
     return (lm, results, time_limit, *_reproductions(model_name, kind, runs, prompt, emd))
 
 
@@ -406,7 +409,7 @@ def previous_run_view(compare: bool, previous: dict | None, current: dict | None
                     f"Changed since: {changed}. It wrote: “{quoted(previous['text'])}”")
 
 
-@handler(CausalGenerationOutputs.showing, estimate=generation_estimate)
+@handler(CausalGenerationOutputs.showing, estimate=generation_estimate, models={"model_name": "causal"})
 @with_arguments(GENERATION_ARGUMENTS)
 def generate_causal(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                     repetition_penalty, padding_masks, stop_at_newline, seed,
@@ -603,4 +606,6 @@ def build(catalog: Catalog) -> TabParts:
     return TabParts(lesson_fields=(w["preset"], w["prompt"], w["paper_output"], *shared, w["compare_previous"],
                                    w["any_order"]),
                     lesson_values=lambda step: [step["preset"], *w["fill"](step["preset"]),
-                                                step.get("compare_previous", False), step.get("any_order", False)])
+                                                step.get("compare_previous", False), step.get("any_order", False)],
+                    presses=lambda step: (generate_masked, generate_causal)
+                    + ((generate_any_order,) if step.get("any_order") else ()))

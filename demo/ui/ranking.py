@@ -324,7 +324,7 @@ def rank_masked(context, candidates, model_name, method, right_masks, normalize,
     return _outputs(lm, given, settings, scores, work, what, variant_name(method, settings.right_masks))
 
 
-@handler(RankingOutputs.showing, estimate=ranking_estimate)
+@handler(RankingOutputs.showing, estimate=ranking_estimate, models={"model_name": "causal"})
 @with_arguments(arguments(
     (ScoringSettings, "scope"), (ScoringSettings, "unconditional_context", "unconditional"),
     **PAGE_ARGUMENTS, model_name="a causal LM: one of the app's models (listed as examples) or a Hugging Face Hub "
@@ -346,13 +346,14 @@ SCORING_INPUTS = ("right_masks", "normalize", "scope", "unconditional", "emd", "
 
 
 @handler(DifferenceOutputs.showing, estimate=ranking_estimate)
-def compare_variants(context, candidates, model_name, method, compare_method, first_scores, *scoring,
-                     progress=gr.Progress(track_tqdm=True)):
-    """The difference view: the same MLM and texts under a second PLL variant; ``scoring``: the
-    first ranking's values of ``SCORING_INPUTS`` (fast as the first)."""
+def compare_variants(context, candidates, model_name, method, compare_method, first_scores, right_masks, normalize,
+                     scope, unconditional, emd, fast, progress=gr.Progress(track_tqdm=True)):
+    """The difference view: the same MLM and texts under a second PLL variant; the settings after
+    ``first_scores`` are the first ranking's (``SCORING_INPUTS``; fast as the first)."""
     from ..evaluation.plots import pll_difference
 
-    given = dict(zip(SCORING_INPUTS, scoring), context=context, candidates=candidates, method=compare_method)
+    given = dict(right_masks=right_masks, normalize=normalize, scope=scope, unconditional=unconditional, emd=emd,
+                 fast=fast, context=context, candidates=candidates, method=compare_method)
 
     if not compare_method or compare_method == method or not first_scores:
         return DifferenceOutputs.showing(message("Pick a second PLL variant, different from the first, "
@@ -614,7 +615,8 @@ def build(catalog: Catalog) -> TabParts:
                                                         "compare_method")),
                     lesson_values=lambda step: [step["preset"], *fill(step["preset"]),
                                                 step.get("method", DEFAULT_MASKED_METHOD),
-                                                step.get("compare", "salazar")])
+                                                step.get("compare", "salazar")],
+                    presses=lambda step: (rank_masked, rank_causal, compare_variants))
 
 
 def _answer_of(preset: dict) -> str:

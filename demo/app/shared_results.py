@@ -1,0 +1,199 @@
+"""Identical requests computed once: a class pressing Run on the same lesson step shares one run.
+
+A request's key is its run identity (``demo.evaluation.identity.request_identity``: the endpoint,
+each model as loaded, every argument). :meth:`SharedResults.get` runs ``compute()`` for the first
+request of a key and hands its answer to every identical request: those arriving while it runs
+wait for it (single flight, as a CDN collapses requests for one object), those arriving later get
+the stored answer. Only deterministic work is shared (the caller says which: greedy, beams,
+seeded sampling); a run cut short by the time limit (:func:`cut_short`) is handed to those
+waiting for it but not kept. At most ``max_entries`` answers are kept, the least recently used
+dropped first; :meth:`forget` drops them all (a teacher asking for fresh runs).
+
+No library does this for us: Gradio caches examples, not requests, and functools' caches neither
+wait for a call in flight nor say who shared an answer.
+"""
+
+import threading
+import time
+from collections import OrderedDict
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+# set by a handler whose run stopped early (a time limit): its answer is not kept for others
+_CUT_SHORT: ContextVar[list | None] = ContextVar("cut_short", default=None)
+
+
+def cut_short() -> None:
+    """Say that the request being computed stopped early, so its answer is not stored."""
+    flags = _CUT_SHORT.get()
+    if flags is not None:
+        flags.append(True)
+
+
+@dataclass
+class Shared:
+    """An answer and how it was had: ``computed_at`` (wall clock), ``seconds`` it took, how many
+    requests it has ``served`` (the first included), and whether this request ``computed`` it."""
+    value: Any
+    computed_at: float
+    seconds: float
+    served: int
+    computed: bool
+
+
+class Abandoned(Exception):
+    """The request computing an answer went away before it finished (its client left)."""
+
+
+@dataclass
+class _Entry:
+    done: threading.Event = field(default_factory=threading.Event)
+    value: Any = None
+    error: BaseException | None = None
+    computed_at: float = 0.0
+    started: float = 0.0
+    seconds: float = 0.0
+    served: int = 0
+    cut_short: list = field(default_factory=list)
+
+
+@dataclass
+class Claim:
+    """A request's place for ``key``: the ``leader`` computes it (then :meth:`finish` or
+    :meth:`fail`), every other request :meth:`wait`s for the leader's answer."""
+    results: "SharedResults"
+    key: str
+    entry: _Entry
+    leader: bool
+
+    @contextmanager
+    def computing(self):
+        """Open around (each part of) the leader's work: :func:`cut_short` inside it marks the
+        answer as not to be kept. The clock starts the first time."""
+        if not self.entry.started:
+            self.entry.started, self.entry.computed_at = time.perf_counter(), time.time()
+        token = _CUT_SHORT.set(self.entry.cut_short)
+        try:
+            yield
+        finally:
+            _CUT_SHORT.reset(token)
+
+    def lead(self, updates: Iterator) -> Iterator:
+        """The leader's streamed ``updates`` passed on, the last one its answer. Each update is
+        computed in a context of its own (a server may run each in another thread), so each is
+        opened with :meth:`computing`. If the consumer stops early (its client left), the
+        requests waiting get :class:`Abandoned` and one of them computes it anew."""
+        last, settled = None, False
+        try:
+            while True:
+                try:
+                    with self.computing():
+                        last = next(updates)
+                except StopIteration:
+                    settled = True
+                    self.finish(last)
+                    return
+                except BaseException as err:
+                    settled = True
+                    self.fail(err)
+                    raise
+                yield last
+        finally:
+            if not settled:
+                self.fail(Abandoned())
+
+    def finish(self, value) -> Shared:
+        self.entry.value = value
+        return self.results._settle(self, computed=True)
+
+    def fail(self, error: BaseException) -> None:
+        self.entry.error = error
+        self.results._settle(self, computed=True)
+
+    def wait(self) -> Shared:
+        """The leader's answer (raises the leader's error; :class:`Abandoned` if it went away)."""
+        self.entry.done.wait()
+        if self.entry.error is not None:
+            raise self.entry.error
+        return self.results._settle(self, computed=False)
+
+
+class SharedResults:
+    """Answers by key, each computed once (see the module's docstring)."""
+
+    def __init__(self, max_entries: int, max_age_s: float = float("inf")):
+        self.max_entries, self.max_age_s = max_entries, max_age_s
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        self.computed = 0  # answers computed (not shared), for tests and the benchmark
+
+    def claim(self, key: str) -> Claim:
+        """This request's :class:`Claim` on ``key``: the leader's if no answer is stored or being
+        computed (or the stored one is older than ``max_age_s``)."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry.done.is_set() and time.time() - entry.computed_at > self.max_age_s:
+                entry = None
+            leader = entry is None
+            if leader:
+                entry = self._entries[key] = _Entry()
+            self._entries.move_to_end(key)
+            return Claim(self, key, entry, leader)
+
+    def get(self, key: str, compute: Callable[[], Any]) -> Shared:
+        """The answer for ``key``: computed now, awaited from the identical request computing it,
+        or the stored one. An error is raised to every request that waited for that run, and not
+        stored (the next request tries again); if the leader went away, a waiting request
+        computes it itself."""
+        while True:
+            claim = self.claim(key)
+            if not claim.leader:
+                try:
+                    return claim.wait()
+                except Abandoned:
+                    continue
+            try:
+                with claim.computing():
+                    value = compute()
+            except BaseException as err:
+                claim.fail(err)
+                raise
+            return claim.finish(value)
+
+    def _settle(self, claim: Claim, computed: bool) -> Shared:
+        entry = claim.entry
+        with self._lock:
+            entry.served += entry.error is None
+            if computed:
+                self.computed += 1
+                entry.seconds = time.perf_counter() - entry.started
+                if entry.error is not None or entry.cut_short or self.max_entries <= 0:
+                    if self._entries.get(claim.key) is entry:  # those waiting still get it; later ones compute
+                        del self._entries[claim.key]
+                while len(self._entries) > self.max_entries > 0:
+                    self._drop_oldest_finished()
+                entry.done.set()
+            return Shared(entry.value, entry.computed_at, entry.seconds, entry.served, computed)
+
+    def _drop_oldest_finished(self) -> None:
+        for key, entry in self._entries.items():  # oldest first; a run in flight stays
+            if entry.done.is_set():
+                del self._entries[key]
+                return
+        self._entries.popitem(last=False)
+
+    def ready(self, key: str) -> bool:
+        """Whether an answer for ``key`` is stored."""
+        with self._lock:
+            entry = self._entries.get(key)
+            return entry is not None and entry.done.is_set()
+
+    def forget(self) -> int:
+        """Drop every stored answer (runs in flight finish for those waiting); how many were dropped."""
+        with self._lock:
+            stored = [key for key, entry in self._entries.items() if entry.done.is_set()]
+            for key in stored:
+                del self._entries[key]
+            return len(stored)
