@@ -6,5 +6,6 @@
 - ``limits``      per-request caps and the parsing of what people type; runs per visitor
 - ``self_check``  the start-up check of the default models (``mlm-icl check-model``'s checks)
 - ``reproduce``   the Python call and the ``mlm-icl`` command behind a result
+- ``shared_results`` identical requests computed once: single flight, kept answers
 - ``downloads``   the web app's download folder: a folder per file, swept after a day
 """

@@ -2,7 +2,7 @@
 
 - ``app``           the page: five tabs, the queue, launching
 - ``common``        the deployment served, widgets, messages, the work line, a tab's help and parts
-- ``handlers``      what every model-running handler gets: errors as messages, a visitor's share, the GPU slot
+- ``handlers``      what every model-running handler gets: errors as messages, a visitor's share, shared answers, the GPU slot
 - ``run_marker``    the page's end-of-run marker, which tests and lessons wait for
 - ``pickers``       model pickers, the pair picker, the model note, DeBERTa's head
 - ``presets``       a tab's presets, from assets/presets/
@@ -20,6 +20,7 @@
 - ``mask_sweep``    how many masks? in the Length probe tab: a task at each number of masks
 - ``results_tab``   the Results tab: published tables next to our runs
 - ``lesson``        the lesson above the tabs: its steps, each loads its tab's inputs
+- ``warm_up``       the lesson ready before the class: every step computed at start-up
 - ``startup_check`` the start-up check of the default models, above the tabs
 - ``gradio_mends``  the one place that reaches inside Gradio: missing API inputs, MCP tool calls
 """

@@ -133,7 +133,15 @@ def preload(progress: warm_up.Progress | None = None) -> None:
 
 
 def launch(app: gr.Blocks, **kwargs) -> None:
-    """Serve ``app`` (built by :func:`build_app`) with its deployment's queue and bounds."""
+    """Serve ``app`` (built by :func:`build_app`) with its deployment's queue and bounds, until the
+    process stops."""
+    serve(app, **kwargs)
+    app.block_thread()
+
+
+def serve(app: gr.Blocks, **kwargs) -> None:
+    """Start serving ``app`` (``kwargs`` go to Gradio's ``launch``) and its background work: the
+    core's import, the lesson's warm-up, the start-up check. Returns once the page is served."""
     settings, catalog = common.deployment().settings, common.deployment().catalog
     print("demo: " + catalog.summary().replace("\n", "\ndemo: "), flush=True)
     if settings.public:
@@ -151,4 +159,3 @@ def launch(app: gr.Blocks, **kwargs) -> None:
     if settings.warm_lesson and not on_zerogpu():  # (ZeroGPU lends its GPU to visitors' requests only)
         warm_up.start(preload, after=core)
     self_check.start(common.deployment(), after=core, on_zerogpu=on_zerogpu())
-    app.block_thread()

@@ -346,6 +346,11 @@ SCORING_INPUTS = ("right_masks", "normalize", "scope", "unconditional", "emd", "
 
 
 @handler(DifferenceOutputs.showing, estimate=ranking_estimate)
+@with_arguments(arguments(
+    (ScoringSettings, "right_masks"), (ScoringSettings, "scope"), (ScoringSettings, "unconditional_context", "unconditional"),
+    (ModelSettings, "emd"), (ScoringSettings, "fast"), **PAGE_ARGUMENTS,
+    model_name="the masked LM of the first ranking", method="the first ranking's PLL variant",
+    compare_method="the second PLL variant, scored here", first_scores="the first ranking's scores"))
 def compare_variants(context, candidates, model_name, method, compare_method, first_scores, right_masks, normalize,
                      scope, unconditional, emd, fast, progress=gr.Progress(track_tqdm=True)):
     """The difference view: the same MLM and texts under a second PLL variant; the settings after

@@ -78,6 +78,20 @@ def _event_of(app: gr.Blocks, handler):
     raise LookupError(f"no event of this page runs {handler.__name__}")
 
 
+def api_requests(app: gr.Blocks, part: TabParts, step: dict) -> list[tuple[str, list]]:
+    """A step's press as API calls (benchmarks/class_load.py): each public endpoint it runs and
+    the values the page sends it (a ``gr.State`` input is not an API parameter; events the page
+    alone runs, such as the ranking's difference view, are left out)."""
+    values = _filled(page_values(app), part, step)
+    calls = []
+    for handler in part.presses(step):
+        event = _event_of(app, handler)
+        if event.api_name and event.api_visibility == "public":
+            calls.append(("/" + event.api_name, [_as_sent(c, values[c._id]) for c in event.inputs
+                                                 if not isinstance(c, gr.State)]))
+    return calls
+
+
 def run_step(app: gr.Blocks, part: TabParts, step: dict) -> str | None:
     """Run the requests a press of the step's button makes, one after another, as the page would
     (a streaming handler to its last update); the first message in words a request answered
@@ -149,6 +163,8 @@ def start(load_models, after: threading.Thread | None = None) -> Progress | None
                 log.exception("warming lesson step %d", index + 1)
                 progress.set(index, f"failed: {err}")
         progress.finished = time.time()
+        print(f"demo: lesson ready: {len(steps)} steps in {progress.finished - progress.started:.1f} s "
+              f"({sum(state == 'ready' for state in progress.states)} computed in advance)", flush=True)
 
     threading.Thread(target=warm, name="warm-lesson", daemon=True).start()
     return progress

