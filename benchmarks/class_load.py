@@ -91,9 +91,17 @@ def press(client, requests: list, timeout: float) -> tuple[float, str | None]:
 
 
 def clients(url: str, count: int) -> list:
+    """Students with the page open: each client's session made by the Results tab's first view, as
+    a page's opening makes it (a server builds a session's copy of the page on its first event);
+    answers read, not their files downloaded, as a page does."""
     from gradio_client import Client
+
+    def student(_):
+        client = Client(url, verbose=False, download_files=False)
+        client.predict(["ours"], [], [], [], [], api_name="/results")
+        return client
     with ThreadPoolExecutor(8) as pool:
-        return list(pool.map(lambda _: Client(url, verbose=False), range(count)))
+        return list(pool.map(student, range(count)))
 
 
 def browser_press(url: str, step: int, ready: threading.Barrier, timeout: float) -> tuple[float, str | None]:

@@ -817,7 +817,10 @@ class AppSettings:
 
     ``AppSettings.from_env()`` is the only reader of ``DEMO_*`` variables.
     """
-    concurrency: int = setting(1, "model runs at a time (1 on CPU)")
+    concurrency: int = setting(1, "model runs at a time of each kind: generating, scoring, probing (1 on CPU)")
+    answers_at_once: int = setting(8,
+        "requests of a kind the queue lets in at once: shared answers and refusals go out while "
+        "`concurrency` of them run a model")
     queue_size: int = setting(256,
         "requests waiting before new ones are refused (a class of 30 pressing buttons that each start "
         "two to four requests, twice over)")

@@ -147,7 +147,8 @@ def serve(app: gr.Blocks, **kwargs) -> None:
     if settings.public:
         print("demo: public mode (typed names must be Hub ids; size cap "
               f"{settings.max_hub_gb:g} GB; {settings.runs_per_minute} runs per visitor a minute)")
-    app.queue(default_concurrency_limit=settings.concurrency, max_size=settings.queue_size)
+    app.queue(default_concurrency_limit=max(settings.concurrency, settings.answers_at_once),
+              max_size=settings.queue_size)
     handlers.RESULTS.max_entries = settings.shared_results
     options = dict(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                    ssr_mode=False, show_error=False, footer_links=["api", "gradio"],

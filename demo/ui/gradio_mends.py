@@ -1,5 +1,6 @@
-"""Four mends to Gradio 6.31's internals, each for an upstream behaviour named below; the one
-place the app reaches inside Gradio. :func:`mend` applies them to a launched app.
+"""Four mends to Gradio 6.31's internals, each for an upstream behaviour named below, and one
+question Gradio has no public answer to (:func:`still_wanted`); the one place the app reaches
+inside Gradio. :func:`mend` applies the mends to a launched app.
 
 **A link to this view loses values** once an update has changed a component's other properties.
 The server keeps a copy of each session's components, and "Copy a link to this view" saves that
@@ -33,6 +34,7 @@ fails. The mend drops them all at once.
 
 import gradio as gr
 from anyio.to_thread import run_sync
+from gradio.context import LocalContext
 from gradio.state_holder import SessionState
 
 _replace = SessionState.__setitem__
@@ -85,3 +87,20 @@ def mend(app: gr.Blocks) -> None:
     if app.mcp_server_obj is not None:
         app.mcp_server_obj._execute_tool_without_progress = _outputs_as_a_list
         app.mcp_server_obj.pop_returned_state = _without_states
+
+
+def still_wanted() -> bool:
+    """Whether someone still waits for the request being served (True outside a request).
+
+    Gradio drops a cancelled or abandoned request only while it waits in its queue; one already
+    let in (``AppSettings.answers_at_once``) runs to its end, with no public way to ask. A
+    cancelled one is no longer among its session's pending events (``/cancel`` completes it), and
+    one whose client left is marked not ``alive`` among the queue's active jobs."""
+    event_id, request, blocks = (LocalContext.event_id.get(None), LocalContext.request.get(None),
+                                 LocalContext.blocks.get(None))
+    queue = getattr(blocks, "_queue", None)
+    if not (event_id and request is not None and queue is not None):
+        return True
+    if event_id not in queue.pending_event_ids_session.get(request.session_hash, ()):
+        return False
+    return all(event.alive for jobs in queue.active_jobs if jobs for event in jobs if event._id == event_id)

@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 
+from gradio.components.plot import PlotData  # a figure as Gradio sends it
 from gradio.context import LocalContext  # the request being served (Gradio sets it per event)
 
 from ..app.downloads import KEEP_SECONDS
@@ -18,6 +19,7 @@ from ..app.shared_results import Abandoned, SharedResults
 from ..evaluation.identity import request_identity
 from ..settings import AppSettings
 from .common import deployment, message
+from .gradio_mends import still_wanted
 
 log = logging.getLogger("demo.ui")
 UNEXPECTED = ("Something went wrong on the server with this input (the details are in the server's "
@@ -30,6 +32,8 @@ RESULTS = SharedResults(AppSettings().shared_results, max_age_s=KEEP_SECONDS / 2
 def _sentence(err: Exception, name: str) -> str:
     if isinstance(err, ValueError):  # the core's way of saying "bad input", worded for people
         return str(err)
+    if isinstance(err, Abandoned):  # nobody waits for this answer any more
+        return "Cancelled."
     if isinstance(err, MemoryError) or "out of memory" in str(err).lower():
         return OUT_OF_MEMORY
     log.exception("handler %s failed", name)  # a bug or a broken model: for the maintainers
@@ -208,11 +212,12 @@ def with_arguments(arguments: str):
     return decorate
 
 
-def handler(error_outputs, runs=None, estimate=None, models=None, shareable=None):
+def handler(group: str, error_outputs, runs=None, estimate=None, models=None, shareable=None):
     """What every model-running handler gets: messages in its outputs (``error_outputs`` maps the
     message to them), a per-visitor share on a public Space, its answer shared with identical
-    requests (:func:`shares`), a GPU slot on ZeroGPU (not taken for a shared answer), and a wait
-    for the background import of the core.
+    requests (:func:`shares`), a turn among the model runs of its ``group`` (:func:`takes_turns`;
+    its events' ``concurrency_id`` is the handler's ``.group``), a GPU slot on ZeroGPU (neither
+    taken for a shared answer), and a wait for the background import of the core.
 
     ``runs``, a function of the handler's arguments by name, says how many model runs one call
     makes (default one): each counts against the visitor's share and the GPU time asked for.
@@ -224,8 +229,73 @@ def handler(error_outputs, runs=None, estimate=None, models=None, shareable=None
     request (default :func:`reproducible`).
     """
     models = models or {"model_name": "masked"}
-    return lambda fn: shows_errors(error_outputs)(_first(_counts_runs(runs))(_first(_core_imported)(
-        shares(on_gpu(fn, runs, estimate, models), error_outputs, models, shareable or reproducible))))
+
+    def decorate(fn):
+        wrapped = shows_errors(error_outputs)(_first(_counts_runs(runs))(_first(_core_imported)(
+            shares(error_outputs, models, shareable)(takes_turns(group)(on_gpu(fn, runs, estimate, models))))))
+        wrapped.group = group
+        return wrapped
+    return decorate
+
+
+# Model runs at a time per group (generating, scoring, probing: a long grid never holds up a
+# ranking). Gradio's queue lets more requests of a group in at once (AppSettings.answers_at_once),
+# so shared answers and refusals go out while a model runs; only runs take these turns.
+_TURNS: dict[str, threading.BoundedSemaphore] = {}
+_TURNS_LOCK = threading.Lock()
+
+
+def _turns(group: str) -> threading.BoundedSemaphore:
+    with _TURNS_LOCK:
+        if group not in _TURNS:
+            _TURNS[group] = threading.BoundedSemaphore(deployment().settings.concurrency)
+        return _TURNS[group]
+
+
+def takes_turns(group: str):
+    """Decorator: the handler runs when its ``group`` has a free turn (``AppSettings.concurrency``
+    runs at a time), saying it waits meanwhile; a streaming one holds its turn until its last
+    update or until its client leaves."""
+    def decorate(fn):
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def streaming(*args, **kwargs):
+                turn = _wait_for_turn(group)
+                try:
+                    yield from fn(*args, **kwargs)
+                finally:
+                    turn.release()
+            return streaming
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            turn = _wait_for_turn(group)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                turn.release()
+        return wrapper
+    return decorate
+
+
+class Cancelled(Abandoned):
+    """The request was cancelled, or its client left, while it waited for its turn (an identical
+    request waiting for its answer computes it instead)."""
+
+
+def _wait_for_turn(group: str) -> threading.BoundedSemaphore:
+    """The group's turn, once free; :class:`Cancelled` (nobody to answer) if the request was
+    cancelled or its client left meanwhile, so it never runs."""
+    turn = _turns(group)
+    if not turn.acquire(blocking=False):
+        _say("waiting: another request of this kind is running (the queue shows how many wait)")
+        while not turn.acquire(timeout=0.1):
+            if not still_wanted():
+                raise Cancelled()
+    if not still_wanted():
+        turn.release()
+        raise Cancelled()
+    return turn
 
 
 def reproducible(arguments: dict) -> bool:
@@ -242,12 +312,18 @@ def _loaded(models: dict, arguments: dict) -> dict:
             for name, kind in models.items() if arguments.get(name)}
 
 
-def shares(fn, error_outputs, models: dict, shareable):
-    """``fn`` with its answer shared by identical requests (``demo.app.shared_results``): keyed by
-    the request's identity (the endpoint, each model as loaded, every argument), computed once,
-    and shown to the others with a line saying so. A streaming handler's updates go to the request
-    computing it; the others get its last."""
+def shares(error_outputs, models: dict, shareable=None, said: bool = True):
+    """Decorator: the handler's answer shared by identical requests (``demo.app.shared_results``):
+    keyed by the request's identity (the endpoint, each of ``models`` as loaded, every argument),
+    computed once, and, where ``said``, shown to the others with a line saying so (in the field
+    ``error_outputs`` puts messages in). ``shareable(arguments)`` as for :func:`handler`. A
+    streaming handler's updates go to the request computing it; the others get its last."""
+    return lambda fn: _sharing(fn, error_outputs, models, shareable or reproducible, said)
+
+
+def _sharing(fn, error_outputs, models: dict, shareable, said: bool):
     signature = inspect.signature(fn)
+    noted = functools.partial(_noted, error_outputs=error_outputs) if said else lambda shared: shared.value
 
     def key_of(args, kwargs) -> str | None:
         bound = signature.bind(*args, **kwargs)
@@ -267,11 +343,11 @@ def shares(fn, error_outputs, models: dict, shareable):
             claim = RESULTS.claim(key)
             while not claim.leader:
                 try:
-                    yield _noted(claim.wait(), error_outputs)
+                    yield noted(claim.wait())
                     return
                 except Abandoned:
                     claim = RESULTS.claim(key)
-            yield from claim.lead(fn(*args, **kwargs))
+            yield from claim.lead(map(_as_sent, fn(*args, **kwargs)))
         return streaming
 
     @functools.wraps(fn)
@@ -279,8 +355,21 @@ def shares(fn, error_outputs, models: dict, shareable):
         key = key_of(args, kwargs)
         if key is None:
             return fn(*args, **kwargs)
-        return _noted(RESULTS.get(key, lambda: fn(*args, **kwargs)), error_outputs)
+        return noted(RESULTS.get(key, lambda: _as_sent(fn(*args, **kwargs))))
     return wrapper
+
+
+def _as_sent(answer):
+    """An answer with its figures in the form Gradio sends them (``PlotData``, their JSON made
+    once), so a shared answer's plots are not serialized again for every request it serves."""
+    def sent(value):
+        if type(value).__module__.startswith("plotly."):
+            return PlotData(type="plotly", plot=value.to_json())
+        return value
+    if isinstance(answer, tuple):
+        fields = [sent(value) for value in answer]
+        return type(answer)(*fields) if hasattr(answer, "_fields") else tuple(fields)
+    return sent(answer)
 
 
 def _noted(shared, error_outputs):

@@ -117,7 +117,7 @@ def fills_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work
     return budget.estimated_ranking_work(kind, parameters, "", texts)
 
 
-@handler(InfillOutputs.showing, estimate=infill_estimate)
+@handler("generate", InfillOutputs.showing, estimate=infill_estimate)
 @with_arguments(INFILL_ARGUMENTS + arguments((ModelSettings, "emd")))
 def infill_masked(text, model_name, order, blank_tokens, seed, emd="auto",
                   progress=gr.Progress(track_tqdm=True)):
@@ -141,7 +141,7 @@ def infill_masked(text, model_name, order, blank_tokens, seed, emd="auto",
                          filled_text=result.filled, python=python, shell=shell)
 
 
-@handler(CausalInfillOutputs.showing, estimate=infill_estimate, models={"model_name": "causal"})
+@handler("generate", CausalInfillOutputs.showing, estimate=infill_estimate, models={"model_name": "causal"})
 @with_arguments(INFILL_ARGUMENTS)
 def infill_causal(text, model_name, order, blank_tokens, seed, progress=gr.Progress(track_tqdm=True)):
     """Fill the blanks of a text with a causal LM: it continues the words before each blank (it
@@ -169,7 +169,7 @@ def infill_causal(text, model_name, order, blank_tokens, seed, progress=gr.Progr
 RANK_BOTH_MODELS = {"masked_name": "masked", "causal_name": "causal"}  # both models score both texts
 
 
-@handler(lambda text: text, estimate=fills_estimate, models=RANK_BOTH_MODELS)
+@handler("score", lambda text: text, estimate=fills_estimate, models=RANK_BOTH_MODELS)
 def rank_both(masked_text, causal_text, masked_name, causal_name, emd="auto"):
     """Both filled texts scored whole by both models (their own measures): which fill does each
     model like better? Its own step, with its own budget: when scoring is too big, the fills
@@ -241,13 +241,13 @@ def build(catalog: Catalog) -> TabParts:
     masked_event = run.click(
         infill_masked, inputs + [emd],
         components(InfillOutputs, **sides["masked"], trace=trace, filled_text=masked_text),
-        api_name="infill_mlm", concurrency_id="generate", js=run_starts("fill"))
+        api_name="infill_mlm", concurrency_id=infill_masked.group, js=run_starts("fill"))
     causal_event = masked_event.then(
         infill_causal, [text, causal_model, order, blank_tokens, seed],
         components(CausalInfillOutputs, **sides["causal"], filled_text=causal_text, trace=causal_trace),
-        api_name="infill_causal", concurrency_id="generate")
+        api_name="infill_causal", concurrency_id=infill_causal.group)
     ranked = causal_event.then(rank_both, [masked_text, causal_text, masked_model, causal_model, emd], ranking,
-                               api_visibility="private", concurrency_id="score")
+                               api_visibility="private", concurrency_id=rank_both.group)
     run_ends("fill", ranked)
     return TabParts(lesson_fields=(preset, text, note), lesson_values=lambda step: [step["preset"], *fill(step["preset"])],
                     presses=lambda step: (infill_masked, infill_causal, rank_both))

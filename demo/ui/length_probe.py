@@ -158,7 +158,7 @@ def grid_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work:
     return budget.estimated_grid_work(kind, parameters, grid.lengths, len(grid.depths) * grid.repetitions)
 
 
-@handler(FigureOutputs.showing, estimate=grid_estimate)
+@handler("probe", FigureOutputs.showing, estimate=grid_estimate)
 @with_arguments(PROBE_ARGUMENTS + arguments((GridSettings, "cache")))
 def probe_masked(model_name, lengths, depths, repetitions, seed, cache="exact",
                  progress=gr.Progress(track_tqdm=True)):
@@ -167,7 +167,7 @@ def probe_masked(model_name, lengths, depths, repetitions, seed, cache="exact",
     yield from _stream(model_name, "masked", lengths, depths, repetitions, seed, cache)
 
 
-@handler(FigureOutputs.showing, estimate=grid_estimate, models={"model_name": None})
+@handler("probe", FigureOutputs.showing, estimate=grid_estimate, models={"model_name": None})
 @with_arguments(PROBE_ARGUMENTS)
 def probe_second(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
     """Needle in a haystack with a second model (a causal LM, or any model in its natural kind)."""
@@ -251,10 +251,10 @@ def build(catalog: Catalog):
     # Grids are long jobs: their own queue, so rankings and generations never wait behind them.
     masked_event = run.click(probe_masked, [masked_model] + inputs + [decoding],
                              components(FigureOutputs, **sides["masked"]),
-                             api_name="probe_mlm", concurrency_id="probe", js=run_starts("probe"))
+                             api_name="probe_mlm", concurrency_id=probe_masked.group, js=run_starts("probe"))
     causal_event = run.click(probe_second, [causal_model] + inputs,
                              components(FigureOutputs, **sides["causal"]),
-                             api_name="probe_second", concurrency_id="probe", js=run_starts("probe"))
+                             api_name="probe_second", concurrency_id=probe_second.group, js=run_starts("probe"))
     run_ends("probe", masked_event, causal_event)
 
     sweep = mask_sweep.build(catalog)  # how many masks? below the needle grids

@@ -84,7 +84,7 @@ def sweep_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work
     return budget.estimated_sweep_work(kind, parameters, sweep.sweep, len(sweep.values), sweep.limit)
 
 
-@handler(FigureOutputs.showing, estimate=sweep_estimate)
+@handler("probe", FigureOutputs.showing, estimate=sweep_estimate)
 @with_arguments(arguments(
     (SweepSettings, "sweep", "setting"), *((SweepSettings, name) for name in ("task", "values", "shots", "limit")),
     model_name="the masked LM: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)"))
@@ -145,6 +145,6 @@ def build(catalog: Catalog) -> tuple:
     swept = run.click(sweep_masks, [model, setting, task, values, shots, limit],
                       components(FigureOutputs, plot=plot, summary=summary, table=table, files=files,
                                  python=python, shell=shell),
-                      api_name="sweep_masks", concurrency_id="probe", js=run_starts("sweep"))
+                      api_name="sweep_masks", concurrency_id=sweep_masks.group, js=run_starts("sweep"))
     run_ends("sweep", swept)
     return opener, task, values, shots, limit

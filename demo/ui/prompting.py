@@ -346,7 +346,7 @@ MASKED_DECODING_ARGUMENTS = arguments(
              "side; counts as two generations)") + EMD_AND_CHAT
 
 
-@handler(MaskedGenerationOutputs.showing, runs=masked_runs, estimate=generation_estimate)
+@handler("generate", MaskedGenerationOutputs.showing, runs=masked_runs, estimate=generation_estimate)
 @with_arguments(GENERATION_ARGUMENTS + MASKED_DECODING_ARGUMENTS)
 def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                     repetition_penalty, padding_masks, stop_at_newline, seed, decoding="exact",
@@ -374,7 +374,7 @@ def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, tem
 ANY_ORDER_ARGUMENTS = arguments(*((GenerationSettings, name) for name in ANY_ORDER)) + EMD_AND_CHAT
 
 
-@handler(AnyOrderOutputs.showing, estimate=functools.partial(generation_estimate, window="block"))
+@handler("generate", AnyOrderOutputs.showing, estimate=functools.partial(generation_estimate, window="block"))
 @with_arguments(GENERATION_ARGUMENTS + ANY_ORDER_ARGUMENTS)
 def generate_any_order(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                        repetition_penalty, padding_masks, stop_at_newline, seed,
@@ -409,7 +409,7 @@ def previous_run_view(compare: bool, previous: dict | None, current: dict | None
                     f"Changed since: {changed}. It wrote: “{quoted(previous['text'])}”")
 
 
-@handler(CausalGenerationOutputs.showing, estimate=generation_estimate, models={"model_name": "causal"})
+@handler("generate", CausalGenerationOutputs.showing, estimate=generation_estimate, models={"model_name": "causal"})
 @with_arguments(GENERATION_ARGUMENTS)
 def generate_causal(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
                     repetition_penalty, padding_masks, stop_at_newline, seed,
@@ -564,7 +564,7 @@ def _wire_runs(w: dict, shared: list) -> None:
     masked_event = started.then(
         generate_masked, [w["prompt"], w["masked_model"]] + shared + [w[n] for n in MASKED_ONLY],
         components(MaskedGenerationOutputs, **w["sides"]["masked"], trace=w["trace"], run=last_run),
-        api_name="generate_mlm", concurrency_id="generate")
+        api_name="generate_mlm", concurrency_id=generate_masked.group)
     comparing = [w["compare_previous"], previous_run, last_run]
     previous_shown = masked_event.then(previous_run_view, comparing, w["previous_trace"], **QUICK)
     # any order, when asked: a request of its own (its own API), started once the paper's way is done
@@ -575,13 +575,13 @@ def _wire_runs(w: dict, shared: list) -> None:
         generate_any_order, [w["prompt"], w["masked_model"]] + shared + [w[n] for n in ANY_ORDER_ONLY],
         components(AnyOrderOutputs, text=w["any_text"], stats=w["any_stats"], trace=w["any_trace"],
                    python=w["any_python"], shell=w["any_shell"]),
-        api_name="generate_mlm_any_order", concurrency_id="generate", js=run_starts("gen-any"))
+        api_name="generate_mlm_any_order", concurrency_id=generate_any_order.group, js=run_starts("gen-any"))
     w["any_order"].change(lambda asked: [gr.update(visible=asked)] * 2, w["any_order"],
                           [w["any_output"], w["any_lane"]], **QUICK)
     w["compare_previous"].change(previous_run_view, comparing, w["previous_trace"], **QUICK)
     causal_event = w["run"].click(generate_causal, [w["prompt"], w["causal_model"]] + shared,
                                   components(CausalGenerationOutputs, **w["sides"]["causal"], trace=w["causal_trace"]),
-                                  api_name="generate_causal", concurrency_id="generate", js=run_starts("gen"))
+                                  api_name="generate_causal", concurrency_id=generate_causal.group, js=run_starts("gen"))
     # a press's run: both chains; the any-order writing, a request of its own, is a run of its own
     run_ends("gen", any_asked, causal_event)
     run_ends("gen-any", any_event)

@@ -307,7 +307,7 @@ PAGE_ARGUMENTS = dict(
     answer="optional correct candidate, marked in the ranking")
 
 
-@handler(RankingOutputs.showing, estimate=ranking_estimate)
+@handler("score", RankingOutputs.showing, estimate=ranking_estimate)
 @with_arguments(arguments(
     (ScoringSettings, "method"), (ScoringSettings, "right_masks"), (ScoringSettings, "scope"),
     (ScoringSettings, "unconditional_context", "unconditional"), (ModelSettings, "emd"), (ScoringSettings, "fast"),
@@ -324,7 +324,7 @@ def rank_masked(context, candidates, model_name, method, right_masks, normalize,
     return _outputs(lm, given, settings, scores, work, what, variant_name(method, settings.right_masks))
 
 
-@handler(RankingOutputs.showing, estimate=ranking_estimate, models={"model_name": "causal"})
+@handler("score", RankingOutputs.showing, estimate=ranking_estimate, models={"model_name": "causal"})
 @with_arguments(arguments(
     (ScoringSettings, "scope"), (ScoringSettings, "unconditional_context", "unconditional"),
     **PAGE_ARGUMENTS, model_name="a causal LM: one of the app's models (listed as examples) or a Hugging Face Hub "
@@ -345,7 +345,7 @@ def rank_causal(context, candidates, model_name, normalize, scope, unconditional
 SCORING_INPUTS = ("right_masks", "normalize", "scope", "unconditional", "emd", "fast")
 
 
-@handler(DifferenceOutputs.showing, estimate=ranking_estimate)
+@handler("score", DifferenceOutputs.showing, estimate=ranking_estimate)
 @with_arguments(arguments(
     (ScoringSettings, "right_masks"), (ScoringSettings, "scope"), (ScoringSettings, "unconditional_context", "unconditional"),
     (ModelSettings, "emd"), (ScoringSettings, "fast"), **PAGE_ARGUMENTS,
@@ -584,18 +584,18 @@ def _wire_runs(w: dict) -> None:
         + [w["answer"], w["emd"], w["fast"]],
         components(RankingOutputs, **w["sides"]["masked"], plot=w["masked_plot"], scores=masked_scores,
                    variant=masked_variant),
-        api_name="rank_mlm", concurrency_id="score", js=run_starts("rank"))
+        api_name="rank_mlm", concurrency_id=rank_masked.group, js=run_starts("rank"))
     causal_event = masked_event.then(
         rank_causal, texts + [w["causal_model"]] + scoring + [w["answer"]],
         components(RankingOutputs, **w["sides"]["causal"], plot=w["causal_plot"], scores=causal_scores,
                    variant=causal_variant),
-        api_name="rank_causal", concurrency_id="score")
+        api_name="rank_causal", concurrency_id=rank_causal.group)
     difference_event = causal_event.then(
         compare_variants, texts + [w["masked_model"], w["method"], w["compare_method"], masked_scores]
         + [w[n] for n in SCORING_INPUTS],
         components(DifferenceOutputs, plot=w["difference_plot"], note=w["difference_note"], scores=compare_scores,
                    variant=compare_variant),
-        api_visibility="private", concurrency_id="score")
+        api_visibility="private", concurrency_id=compare_variants.group)
     kept = [masked_variant, masked_scores, compare_variant, compare_scores, causal_scores]
     shared = difference_event.then(
         after_ranking, kept,

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..settings import ResultsFilter
 from .common import Dropdown, TabParts, message, tab_help
-from .handlers import shows_errors, with_arguments
+from .handlers import shares, shows_errors, with_arguments
 from .outputs import components, shown_in
 from .reproduce_block import reproduce_block, reproduction
 from .run_marker import run_ends, run_starts
@@ -139,6 +139,7 @@ def results_lookup(frame: pd.DataFrame, colours: dict[str, str]):
     """The /results endpoint over the tables ``frame`` (no model, no torch: it need not wait for
     the core import); an empty filter clears the stale view."""
     @shows_errors(ResultsOutputs.showing)
+    @shares(ResultsOutputs.showing, models={}, said=False)  # a class opening the page asks for one view
     @with_arguments(arguments(*((ResultsFilter, f.name) for f in fields(ResultsFilter))))
     def lookup_results(papers, groups, models, shots, tasks):
         """Published results of the papers next to our runs, filtered (an empty filter keeps all)."""
@@ -228,4 +229,5 @@ def build() -> TabParts:
     run_ends("results", looked_up, narrowed)
     # the first view: the app runs this once when a page loads; a lesson step sets the papers shown
     return TabParts(first_view=(lookup_results, filters, outputs), lesson_fields=tuple(filters), openers=(ablation,),
+                    presses=lambda step: (lookup_results,),
                     lesson_values=lambda step: [step["papers"], [], [], [], []])

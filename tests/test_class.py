@@ -1,0 +1,73 @@
+"""A class on one app, served in this process so the engine's calls can be counted: students who ask
+the same thing at once get one run's answer; a request cancelled while it waits never runs."""
+
+import threading
+import time
+
+import pytest
+
+from benchmarks.app_process import free_port
+from tests.conftest import STANDIN_MLM
+
+gradio_client = pytest.importorskip("gradio_client")
+pytestmark = pytest.mark.skipif(not STANDIN_MLM.is_dir(), reason="../shared/models (offline stand-in MLM) is "
+                                "not beside this clone")
+PROMPT = "The capital of France is Paris. The capital of Italy is"
+HOLD = "Hold the queue: "
+
+
+@pytest.fixture
+def served(monkeypatch):
+    """(the app's URL, the prompts the engine's generate() was called with); a prompt starting
+    with HOLD waits in the engine until ``release`` is set."""
+    import demo.engine.generation as generation
+    from demo.ui.app import build_app, serve
+
+    prompts, release, real = [], threading.Event(), generation.generate
+
+    def counted(lm, prompt, *args, **kwargs):
+        prompts.append(prompt)
+        if prompt.startswith(HOLD):
+            release.wait(timeout=60)
+        return real(lm, prompt, *args, **kwargs)
+    monkeypatch.setattr(generation, "generate", counted)
+    app = build_app()
+    serve(app, server_port=free_port(), quiet=True)
+    try:
+        yield app.local_url, prompts, release
+    finally:
+        release.set()
+        app.close()
+
+
+def _request(prompt: str) -> dict:
+    return dict(prompt=prompt, model_name=STANDIN_MLM.name, strategy="greedy", max_new_tokens=4, num_beams=1,
+                temperature=1.0, top_k=0, top_p=1.0, repetition_penalty=1.0, padding_masks="default",
+                stop_at_newline=True, seed=0)
+
+
+def test_students_asking_the_same_at_once_get_one_runs_answer(served):
+    url, prompts, _ = served
+    students = [gradio_client.Client(url, verbose=False) for _ in range(6)]
+    jobs = [s.submit(**_request(PROMPT), api_name="/generate_mlm") for s in students]
+    answers = [job.result(timeout=120) for job in jobs]
+    assert prompts == [PROMPT]  # the engine ran once for the six
+    assert len({a[0] for a in answers}) == 1 and answers[0][0]
+    assert sum("Shared result: computed once" in a[1] for a in answers) == 5
+
+
+def test_a_request_cancelled_while_it_waits_never_runs(served):
+    url, prompts, release = served
+    first, second = (gradio_client.Client(url, verbose=False) for _ in range(2))
+    running = first.submit(**_request(HOLD + PROMPT), api_name="/generate_mlm")
+    began = time.perf_counter()
+    while not prompts:  # the first request is in the engine, holding the generation queue
+        assert time.perf_counter() - began < 60, "the first request never started"
+        time.sleep(0.05)
+    waiting = second.submit(**_request("Cancelled: " + PROMPT), api_name="/generate_mlm")
+    time.sleep(0.5)  # queued behind the first
+    waiting.cancel()
+    release.set()
+    running.result(timeout=120)
+    time.sleep(1.0)  # time for a queued request to start, had it stayed
+    assert prompts == [HOLD + PROMPT]
