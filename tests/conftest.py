@@ -41,9 +41,9 @@ def app_reads_its_deployment_afresh():
     common = sys.modules.get("demo.ui.common")  # the core's tests never import gradio
     if common is not None:
         common.use(None)
-    handlers = sys.modules.get("demo.ui.handlers")  # and no test reuses another's shared answers
-    if handlers is not None:
-        handlers.RESULTS.forget()
+    sharing = sys.modules.get("demo.ui.sharing")  # and no test reuses another's shared answers
+    if sharing is not None:
+        sharing.RESULTS.forget()
     yield
 
 

@@ -19,6 +19,7 @@ from demo.ui.common import score_text
 from demo.ui.pll_copies import copies_view
 from demo.ui.presets import read_presets
 from demo.ui.ranking import after_ranking, rank_masked, ranking_summary, ranking_table, show_copies
+from demo.ui.sharing import RESULTS
 from tests.conftest import STANDIN_MLM, needs_shared
 
 VARIANTS = ["salazar", "right_masks", "within_word_l2r", "whole_word"]
@@ -242,6 +243,7 @@ def test_fast_scoring_says_how_each_ranking_was_scored(monkeypatch, tmp_path):
         assert "Fast scoring" not in off.summary and [s.total for s in off.scores] != [s.total for s in reference]
         monkeypatch.setattr(pll_approx, "FAST_PLL", tmp_path / "no table.csv")
         pll_approx.fast_bands.cache_clear()
+        RESULTS.forget()  # another table is another app: nothing shared from this one
         assert fast_help() == "" and "no length of candidate was measured" in rank_masked(
             "The cat", "\n".join(long), STANDIN_MLM.name, "right_masks", 2, False, "completion", "", fast=True).summary
     finally:

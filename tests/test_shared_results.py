@@ -188,9 +188,9 @@ def test_sampling_is_shared_with_a_seed_and_not_without(engine_calls):
 
 @needs_standin
 def test_a_teacher_asking_for_fresh_runs_computes_again(engine_calls):
-    from demo.ui import handlers, prompting
+    from demo.ui import prompting, sharing
     prompting.generate_masked(**_generation())
-    handlers.RESULTS.forget()
+    sharing.RESULTS.forget()
     prompting.generate_masked(**_generation())
     assert engine_calls == ["generate", "generate"]
 
@@ -236,7 +236,7 @@ def test_a_request_that_differs_in_any_argument_is_another_run(endpoint, monkeyp
     same arguments again give the same one. Keys are read where the handler asks the store."""
     import importlib
 
-    from demo.ui import handlers
+    from demo.ui import sharing
     module = importlib.import_module(f"demo.ui.{endpoint[0]}")
     handler = getattr(module, endpoint[1])
     keys = []
@@ -246,7 +246,7 @@ def test_a_request_that_differs_in_any_argument_is_another_run(endpoint, monkeyp
             keys.append(key)
             raise LookupError("key recorded")  # (the handler shows it as a message: nothing runs)
 
-    monkeypatch.setattr(handlers, "RESULTS", Recording(8))
+    monkeypatch.setattr(sharing, "RESULTS", Recording(8))
     base = ENDPOINTS[endpoint]
     every = {k: p.default for k, p in inspect.signature(handler).parameters.items()
              if k != "progress" and p.default is not inspect.Parameter.empty}

@@ -1,7 +1,7 @@
 """Public mode (a Hugging Face Space): typed names are Hub ids only, Hub models are size-checked
 before they download, and each visitor gets a share of the model runs.
 
-The checks run in-process on ``demo.ui.handlers.load`` and ``handler`` (what every tab calls; the
+The checks run in-process on ``demo.ui.loading.load`` and ``demo.ui.handlers.handler`` (what every tab calls; the
 app reads its settings once, so a test that changes a DEMO_* variable restarts it: ``common.use``);
 test_app_api.py checks the served API schema for server paths.
 """
@@ -11,7 +11,7 @@ import types
 import pytest
 
 from demo.app.limits import RunsPerVisitor
-from demo.ui import common, handlers, infill_tab, prompting
+from demo.ui import common, handlers, infill_tab, loading, prompting
 from demo.ui import ranking as ranking_tab
 from tests.conftest import STANDIN_MLM, needs_shared
 
@@ -36,7 +36,7 @@ def test_every_path_like_name_gets_the_same_refusal(public):
     messages = set()
     for name in PATH_LIKE:
         with pytest.raises(ValueError) as refused:
-            handlers.load(name, "masked")
+            loading.load(name, "masked")
         messages.add(str(refused.value).replace(f"'{name}'", "'NAME'", 1))
     assert len(PATH_LIKE) >= 20 and public == []  # nothing was loaded
     assert messages == {"'NAME' is not one of this app's models: pick a model from the list, or type "
@@ -45,10 +45,10 @@ def test_every_path_like_name_gets_the_same_refusal(public):
 
 @needs_shared
 def test_listed_local_models_load_by_short_name_only(public, monkeypatch):
-    assert handlers.load(STANDIN_MLM.name, "masked") == str(STANDIN_MLM.resolve())
+    assert loading.load(STANDIN_MLM.name, "masked") == str(STANDIN_MLM.resolve())
     monkeypatch.delenv("SPACE_ID")  # on your own machine the listed path works too
     common.use(None)
-    assert handlers.load(str(STANDIN_MLM), "masked") == str(STANDIN_MLM.resolve())
+    assert loading.load(str(STANDIN_MLM), "masked") == str(STANDIN_MLM.resolve())
 
 
 def _hub_record(monkeypatch, files: dict[str, float]):
@@ -66,17 +66,17 @@ def test_a_hub_model_over_the_size_cap_is_refused_before_download(public, monkey
                               "model-00002.safetensors": 2e9, "tokenizer.json": 2e6})
     with pytest.raises(ValueError, match=r"'big/model' has 7\.0 GB of weights; this app downloads "
                                          r"Hub models of up to 6 GB"):
-        handlers.load("big/model", "masked")
+        loading.load("big/model", "masked")
     assert public == []
     # safetensors are what loads: a repository's extra .bin copy does not count against it
     _hub_record(monkeypatch, {"model.safetensors": 3e9, "pytorch_model.bin": 3e9})
-    assert handlers.load("small/model", "masked") == "small/model"
+    assert loading.load("small/model", "masked") == "small/model"
     _hub_record(monkeypatch, {"pytorch_model.bin": 6.5e9})  # no safetensors: its .bin files count
     with pytest.raises(ValueError, match="6.5 GB"):
-        handlers.load("old/model", "masked")
+        loading.load("old/model", "masked")
     monkeypatch.delenv("SPACE_ID")  # not public: no check, it loads
     common.use(None)
-    assert handlers.load("old/model", "masked") == "old/model"
+    assert loading.load("old/model", "masked") == "old/model"
 
 
 def _request(address, forwarded=""):
@@ -103,7 +103,7 @@ def test_the_share_is_applied_to_every_model_running_handler(monkeypatch):
     monkeypatch.setenv("DEMO_RUNS_PER_MINUTE", "2")
     monkeypatch.setattr(handlers, "RUNS", RunsPerVisitor())
     ran = []
-    run = handlers.handler(lambda error: error)(lambda x: ran.append(x) or "ok")
+    run = handlers.handler("score", lambda error: error)(lambda x: ran.append(x) or "ok")
     LocalContext.request.set(_request("3.3.3.3"))
     try:
         answers = [run(k) for k in range(3)]

@@ -14,7 +14,7 @@ import pytest
 from demo.app.catalog import HUB_MODELS, LOCAL_MODELS_VAR, build_catalog
 from demo.app.limits import check_grid, check_text, parse_candidates, parse_numbers
 from demo.settings import AppSettings, GridSettings
-from demo.ui import common, handlers
+from demo.ui import common, handlers, loading
 from demo.ui.handlers import shows_errors
 from demo.ui.reproduce_block import reproduction
 from tests.conftest import STANDIN_MLM, needs_shared
@@ -203,9 +203,9 @@ def test_a_request_that_loads_its_model_says_so_without_a_percentage(tmp_path, m
     monkeypatch.setattr(models, "_load_uncached", lambda *args: while_loading.append(sent[-1]) or _Fake())
     token = LocalContext.progress.set(gr.Progress(track_tqdm=True))  # what Gradio sets for a handler
     try:
-        first = handlers.load("my-mlm", "masked")
+        first = loading.load("my-mlm", "masked")
         updates = len(sent)
-        again = handlers.load("my-mlm", "masked")
+        again = loading.load("my-mlm", "masked")
     finally:
         LocalContext.progress.reset(token)
     assert while_loading == [[("loading my-mlm (first use)", None, None, None)]]

@@ -2,7 +2,10 @@
 
 - ``app``           the page: five tabs, the queue, launching
 - ``common``        the deployment served, widgets, messages, the work line, a tab's help and parts
-- ``handlers``      what every model-running handler gets: errors as messages, a visitor's share, shared answers, the GPU slot
+- ``handlers``      what every model-running handler gets: errors as messages, a visitor's share, the GPU slot
+- ``loading``       the page's one way to load a model, and what a waiting request is told
+- ``sharing``       identical requests answered once: a handler's answer shared by its identity
+- ``turns``         model runs take turns, one kind at a time; a cancelled request never runs
 - ``run_marker``    the page's end-of-run marker, which tests and lessons wait for
 - ``pickers``       model pickers, the pair picker, the model note, DeBERTa's head
 - ``presets``       a tab's presets, from assets/presets/

@@ -20,14 +20,15 @@ from ..app.downloads import KEEP_SECONDS
 from ..paths import STYLE
 from . import (
     common,
-    handlers,
     infill_tab,
     length_probe,
     lesson,
+    loading,
     playback,
     prompting,
     ranking,
     results_tab,
+    sharing,
     startup_check,
     warm_up,
 )
@@ -128,8 +129,8 @@ def preload(progress: warm_up.Progress | None = None) -> None:
         entry = common.deployment().catalog.default(kind)
         if entry is not None:
             if progress is not None:
-                progress.loading = handlers.loading_words(entry.name)
-            handlers.load(entry.name, kind)
+                progress.loading = loading.loading_words(entry.name)
+            loading.load(entry.name, kind)
 
 
 def launch(app: gr.Blocks, **kwargs) -> None:
@@ -149,7 +150,7 @@ def serve(app: gr.Blocks, **kwargs) -> None:
               f"{settings.max_hub_gb:g} GB; {settings.runs_per_minute} runs per visitor a minute)")
     app.queue(default_concurrency_limit=max(settings.concurrency, settings.answers_at_once),
               max_size=settings.queue_size)
-    handlers.RESULTS.max_entries = settings.shared_results
+    sharing.RESULTS.max_entries = settings.shared_results
     options = dict(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                    ssr_mode=False, show_error=False, footer_links=["api", "gradio"],
                    prevent_thread_lock=True, css_paths=[STYLE], mcp_server=settings.mcp)

@@ -10,23 +10,20 @@ import logging
 import threading
 import time
 
-from gradio.components.plot import PlotData  # a figure as Gradio sends it
 from gradio.context import LocalContext  # the request being served (Gradio sets it per event)
 
-from ..app.downloads import KEEP_SECONDS
 from ..app.limits import RUNS
-from ..app.shared_results import Abandoned, SharedResults
-from ..evaluation.identity import request_identity
+from ..app.shared_results import Abandoned
 from ..settings import AppSettings
 from .common import deployment, message
-from .gradio_mends import still_wanted
+from .loading import say
+from .sharing import shares
+from .turns import takes_turns
 
 log = logging.getLogger("demo.ui")
 UNEXPECTED = ("Something went wrong on the server with this input (the details are in the server's "
               "log). Try another input or model; the app keeps working for everyone.")
 OUT_OF_MEMORY = "Out of memory: pick a smaller model or a shorter input."
-# The answers identical requests share, kept less long than the downloads they name
-RESULTS = SharedResults(AppSettings().shared_results, max_age_s=KEEP_SECONDS / 2)
 
 
 def _sentence(err: Exception, name: str) -> str:
@@ -178,17 +175,9 @@ def _first(check):
 
 def _core_imported(arguments):
     if not _CORE_IMPORT.acquire(blocking=False):  # the first request after start-up: say why it waits
-        _say("starting: importing the model libraries (first request only)")
+        say("starting: importing the model libraries (first request only)")
         _CORE_IMPORT.acquire()
     _CORE_IMPORT.release()
-
-
-def _say(line: str) -> None:
-    """Show ``line`` as the request's progress, without a percentage (nothing to count yet): it
-    stays until the request's first counted step (a model's "Loading weights", generation's steps)."""
-    progress = LocalContext.progress.get(None)  # the handler's, set by Gradio for this request
-    if progress is not None:
-        progress(None, desc=line)
 
 
 def _counts_runs(runs):
@@ -236,173 +225,3 @@ def handler(group: str, error_outputs, runs=None, estimate=None, models=None, sh
         wrapped.group = group
         return wrapped
     return decorate
-
-
-# Model runs at a time per group (generating, scoring, probing: a long grid never holds up a
-# ranking). Gradio's queue lets more requests of a group in at once (AppSettings.answers_at_once),
-# so shared answers and refusals go out while a model runs; only runs take these turns.
-_TURNS: dict[str, threading.BoundedSemaphore] = {}
-_TURNS_LOCK = threading.Lock()
-
-
-def _turns(group: str) -> threading.BoundedSemaphore:
-    with _TURNS_LOCK:
-        if group not in _TURNS:
-            _TURNS[group] = threading.BoundedSemaphore(deployment().settings.concurrency)
-        return _TURNS[group]
-
-
-def takes_turns(group: str):
-    """Decorator: the handler runs when its ``group`` has a free turn (``AppSettings.concurrency``
-    runs at a time), saying it waits meanwhile; a streaming one holds its turn until its last
-    update or until its client leaves."""
-    def decorate(fn):
-        if inspect.isgeneratorfunction(fn):
-            @functools.wraps(fn)
-            def streaming(*args, **kwargs):
-                turn = _wait_for_turn(group)
-                try:
-                    yield from fn(*args, **kwargs)
-                finally:
-                    turn.release()
-            return streaming
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            turn = _wait_for_turn(group)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                turn.release()
-        return wrapper
-    return decorate
-
-
-class Cancelled(Abandoned):
-    """The request was cancelled, or its client left, while it waited for its turn (an identical
-    request waiting for its answer computes it instead)."""
-
-
-def _wait_for_turn(group: str) -> threading.BoundedSemaphore:
-    """The group's turn, once free; :class:`Cancelled` (nobody to answer) if the request was
-    cancelled or its client left meanwhile, so it never runs."""
-    turn = _turns(group)
-    if not turn.acquire(blocking=False):
-        _say("waiting: another request of this kind is running (the queue shows how many wait)")
-        while not turn.acquire(timeout=0.1):
-            if not still_wanted():
-                raise Cancelled()
-    if not still_wanted():
-        turn.release()
-        raise Cancelled()
-    return turn
-
-
-def reproducible(arguments: dict) -> bool:
-    """Whether a request's answer is the same each time: nothing drawn at random, or drawn from a
-    given seed (an empty seed box means a new draw each time)."""
-    random = arguments.get("strategy") == "sample" or arguments.get("order") == "random"
-    return not random or arguments.get("seed") not in (None, "")
-
-
-def _loaded(models: dict, arguments: dict) -> dict:
-    """The models a request loads, by argument name (none for an empty picker: that side skips)."""
-    emd = arguments.get("emd", "auto")
-    return {name: load(arguments[name], kind, emd if kind == "masked" else "auto")
-            for name, kind in models.items() if arguments.get(name)}
-
-
-def shares(error_outputs, models: dict, shareable=None, said: bool = True):
-    """Decorator: the handler's answer shared by identical requests (``demo.app.shared_results``):
-    keyed by the request's identity (the endpoint, each of ``models`` as loaded, every argument),
-    computed once, and, where ``said``, shown to the others with a line saying so (in the field
-    ``error_outputs`` puts messages in). ``shareable(arguments)`` as for :func:`handler`. A
-    streaming handler's updates go to the request computing it; the others get its last."""
-    return lambda fn: _sharing(fn, error_outputs, models, shareable or reproducible, said)
-
-
-def _sharing(fn, error_outputs, models: dict, shareable, said: bool):
-    signature = inspect.signature(fn)
-    noted = functools.partial(_noted, error_outputs=error_outputs) if said else lambda shared: shared.value
-
-    def key_of(args, kwargs) -> str | None:
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        arguments = {k: v for k, v in bound.arguments.items() if k != "progress"}
-        if not deployment().settings.share_results or not shareable(arguments):
-            return None
-        return request_identity(fn.__name__, _loaded(models, arguments), arguments).digest
-
-    if inspect.isgeneratorfunction(fn):
-        @functools.wraps(fn)
-        def streaming(*args, **kwargs):
-            key = key_of(args, kwargs)
-            if key is None:
-                yield from fn(*args, **kwargs)
-                return
-            claim = RESULTS.claim(key)
-            while not claim.leader:
-                try:
-                    yield noted(claim.wait())
-                    return
-                except Abandoned:
-                    claim = RESULTS.claim(key)
-            yield from claim.lead(map(_as_sent, fn(*args, **kwargs)))
-        return streaming
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        key = key_of(args, kwargs)
-        if key is None:
-            return fn(*args, **kwargs)
-        return noted(RESULTS.get(key, lambda: _as_sent(fn(*args, **kwargs))))
-    return wrapper
-
-
-def _as_sent(answer):
-    """An answer with its figures in the form Gradio sends them (``PlotData``, their JSON made
-    once), so a shared answer's plots are not serialized again for every request it serves."""
-    def sent(value):
-        if type(value).__module__.startswith("plotly."):
-            return PlotData(type="plotly", plot=value.to_json())
-        return value
-    if isinstance(answer, tuple):
-        fields = [sent(value) for value in answer]
-        return type(answer)(*fields) if hasattr(answer, "_fields") else tuple(fields)
-    return sent(answer)
-
-
-def _noted(shared, error_outputs):
-    """A shared answer as this request shows it: computed for it, as it is; otherwise with a line
-    in its message field saying when it was computed, how long it took and for how many."""
-    if shared.computed:
-        return shared.value
-    marker = object()
-    showing = error_outputs(marker)
-    note = message(f"Shared result: computed once at {time.strftime('%H:%M:%S', time.localtime(shared.computed_at))} "
-                   f"in {shared.seconds:.1f} s, for {shared.served} identical requests so far (the work counts "
-                   f"are that run's). Change any setting or input to compute anew.", "note")
-    if showing is marker:  # a handler whose one output is its message
-        return note + shared.value
-    fields = [note + value if shown is marker else value for shown, value in zip(showing, shared.value)]
-    return type(shared.value)(*fields) if hasattr(shared.value, "_fields") else type(shared.value)(fields)
-
-
-def load(name: str, kind: str | None, emd: str = "auto"):
-    """Load a model from the picker's value (a catalog entry or what the user typed); ``kind``
-    "masked" or "causal", or None for the model's natural kind; ``emd`` as the
-    :func:`emd_radio` says. The deployment says which names the page may load
-    (``demo.app.deployment``)."""
-    if emd not in ("auto", "off"):
-        raise ValueError("The DeBERTa head is 'auto' (the enhanced mask decoder, where the checkpoint "
-                         "holds what it needs) or 'off' (the last layer, as transformers reads it).")
-    # only when the model is not in memory (a first request waits tens of seconds for it)
-    return deployment().load(name, kind, emd=emd, loading=lambda: _say(loading_words(name)))
-
-
-def loading_words(name: str) -> str:
-    """What a request waiting for a model's first load is told."""
-    name = str(name).strip()
-    if name.endswith(".gguf") or deployment().catalog.location(name).endswith(".gguf"):
-        return f"loading {name}: converting its weights from GGUF on first use, about a minute"
-    return f"loading {name} (first use)"

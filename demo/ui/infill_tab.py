@@ -16,7 +16,8 @@ from ..app.catalog import Catalog
 from ..app.limits import check_text
 from ..settings import InfillSettings, ModelSettings
 from .common import TabParts, deployment, escape, message, score_text, tab_help, work_line
-from .handlers import handler, load, with_arguments
+from .handlers import handler, with_arguments
+from .loading import load
 from .outputs import components, shown_in
 from .pickers import emd_radio, model_note
 from .playback import PLAYER_JS, lane_switch, playback, run_id

@@ -20,7 +20,8 @@ from ..paths import ASSETS
 from ..settings import GridSettings
 from . import mask_sweep
 from .common import TabParts, deployment, message, tab_help
-from .handlers import handler, load, shows_errors, with_arguments
+from .handlers import handler, shows_errors, with_arguments
+from .loading import load
 from .outputs import FigureOutputs, components, shown_in
 from .pickers import model_note
 from .reproduce_block import reproduction

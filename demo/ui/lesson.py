@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import gradio as gr
 
-from . import handlers, warm_up
+from . import sharing, warm_up
 from .common import TabParts, escape, message
 from .presets import read_presets
 from .run_marker import run_ends, run_starts
@@ -74,7 +74,7 @@ def _wire_readiness(ready: gr.HTML, fresh: gr.Button) -> None:
                 gr.Timer(active=progress is not None and not progress.done))
 
     def forget():
-        dropped = handlers.RESULTS.forget()
+        dropped = sharing.RESULTS.forget()
         return message(f"Forgot {dropped} shared answer{'' if dropped == 1 else 's'}: the next press of each step "
                        f"computes anew.", "note")
 

@@ -15,7 +15,8 @@ from ..app.catalog import Catalog
 from ..app.shared_results import cut_short
 from ..settings import SweepSettings
 from .common import Dropdown, deployment, escape, message
-from .handlers import handler, load, with_arguments
+from .handlers import handler, with_arguments
+from .loading import load
 from .outputs import FigureOutputs, components
 from .pickers import model_note, model_picker
 from .reproduce_block import reproduce_block, reproduction

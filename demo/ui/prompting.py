@@ -18,7 +18,8 @@ from ..app.limits import check_text
 from ..app.shared_results import cut_short
 from ..settings import GenerationSettings, ModelSettings, quoted
 from .common import Radio, TabParts, deployment, escape, message, tab_help, work_line, work_text
-from .handlers import handler, load, with_arguments
+from .handlers import handler, with_arguments
+from .loading import load
 from .outputs import components, shown_in
 from .pickers import emd_radio, model_note
 from .playback import LEGEND, PLAYER_JS, lane_switch, playback, run_id, window_diagram

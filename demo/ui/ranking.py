@@ -24,7 +24,8 @@ from ..settings import (
     check_readable,
 )
 from .common import Dropdown, TabParts, deployment, escape, message, score_text, tab_help, work_line
-from .handlers import handler, load, with_arguments
+from .handlers import handler, with_arguments
+from .loading import load
 from .outputs import components, shown_in
 from .pickers import emd_radio, model_note
 from .pll_copies import copies_view

@@ -15,11 +15,12 @@ import pandas as pd
 
 from ..settings import ResultsFilter
 from .common import Dropdown, TabParts, message, tab_help
-from .handlers import shares, shows_errors, with_arguments
+from .handlers import shows_errors, with_arguments
 from .outputs import components, shown_in
 from .reproduce_block import reproduce_block, reproduction
 from .run_marker import run_ends, run_starts
 from .settings_form import arguments, widget
+from .sharing import shares
 
 HELP = ("The papers' published numbers next to our runs: filter, then read score against model size "
         "and against the number of examples.")

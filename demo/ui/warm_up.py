@@ -1,6 +1,6 @@
 """The lesson ready before the class: at start-up, in the background, the default pair loads and
 every lesson step's requests run once, so their answers wait in the shared answers
-(``demo.ui.handlers.RESULTS``) and a class's first press of each step is answered at once.
+(``demo.ui.sharing.RESULTS``) and a class's first press of each step is answered at once.
 
 A step's requests are the ones its tab's button starts after "Load this step", with the page's
 values: each tab says which handlers a press runs (``TabParts.presses``), the step fills its

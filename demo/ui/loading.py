@@ -1,0 +1,34 @@
+"""The page's one way to load a model (:func:`load`), and what a request waiting is told
+(:func:`say`): the words show as the request's progress in the page."""
+
+from gradio.context import LocalContext  # the request being served (Gradio sets it per event)
+
+from .common import deployment
+
+
+def say(line: str) -> None:
+    """Show ``line`` as the request's progress, without a percentage (nothing to count yet): it
+    stays until the request's first counted step (a model's "Loading weights", generation's steps)."""
+    progress = LocalContext.progress.get(None)  # the handler's, set by Gradio for this request
+    if progress is not None:
+        progress(None, desc=line)
+
+
+def load(name: str, kind: str | None, emd: str = "auto"):
+    """Load a model from the picker's value (a catalog entry or what the user typed); ``kind``
+    "masked" or "causal", or None for the model's natural kind; ``emd`` as the
+    :func:`emd_radio` says. The deployment says which names the page may load
+    (``demo.app.deployment``)."""
+    if emd not in ("auto", "off"):
+        raise ValueError("The DeBERTa head is 'auto' (the enhanced mask decoder, where the checkpoint "
+                         "holds what it needs) or 'off' (the last layer, as transformers reads it).")
+    # only when the model is not in memory (a first request waits tens of seconds for it)
+    return deployment().load(name, kind, emd=emd, loading=lambda: say(loading_words(name)))
+
+
+def loading_words(name: str) -> str:
+    """What a request waiting for a model's first load is told."""
+    name = str(name).strip()
+    if name.endswith(".gguf") or deployment().catalog.location(name).endswith(".gguf"):
+        return f"loading {name}: converting its weights from GGUF on first use, about a minute"
+    return f"loading {name} (first use)"

@@ -1,0 +1,96 @@
+"""Identical requests answered once: a handler's answer is shared by every request with its
+identity (the endpoint, each model as loaded, every argument; ``demo.evaluation.identity``),
+through the app's store of answers (:data:`RESULTS`, ``demo.app.shared_results``). Only what is
+the same each time is shared (:func:`reproducible`); the requests that did not compute it see a
+line saying when it was computed, in how long, and for how many."""
+
+import functools
+import inspect
+import time
+
+from ..app.downloads import KEEP_SECONDS
+from ..app.shared_results import Abandoned, SharedResults
+from ..evaluation.identity import request_identity
+from ..settings import AppSettings
+from .common import deployment, message
+from .loading import load
+
+# The answers identical requests share, kept less long than the downloads they name
+RESULTS = SharedResults(AppSettings().shared_results, max_age_s=KEEP_SECONDS / 2)
+
+
+def reproducible(arguments: dict) -> bool:
+    """Whether a request's answer is the same each time: nothing drawn at random, or drawn from a
+    given seed (an empty seed box means a new draw each time)."""
+    random = arguments.get("strategy") == "sample" or arguments.get("order") == "random"
+    return not random or arguments.get("seed") not in (None, "")
+
+
+def _loaded(models: dict, arguments: dict) -> dict:
+    """The models a request loads, by argument name (none for an empty picker: that side skips)."""
+    emd = arguments.get("emd", "auto")
+    return {name: load(arguments[name], kind, emd if kind == "masked" else "auto")
+            for name, kind in models.items() if arguments.get(name)}
+
+
+def shares(error_outputs, models: dict, shareable=None, said: bool = True):
+    """Decorator: the handler's answer shared by identical requests (``demo.app.shared_results``):
+    keyed by the request's identity (the endpoint, each of ``models`` as loaded, every argument),
+    computed once, and, where ``said``, shown to the others with a line saying so (in the field
+    ``error_outputs`` puts messages in). ``shareable(arguments)`` as for :func:`handler`. A
+    streaming handler's updates go to the request computing it; the others get its last."""
+    return lambda fn: _sharing(fn, error_outputs, models, shareable or reproducible, said)
+
+
+def _sharing(fn, error_outputs, models: dict, shareable, said: bool):
+    signature = inspect.signature(fn)
+    noted = functools.partial(_noted, error_outputs=error_outputs) if said else lambda shared: shared.value
+
+    def key_of(args, kwargs) -> str | None:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        arguments = {k: v for k, v in bound.arguments.items() if k != "progress"}
+        if not deployment().settings.share_results or not shareable(arguments):
+            return None
+        return request_identity(fn.__name__, _loaded(models, arguments), arguments).digest
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def streaming(*args, **kwargs):
+            key = key_of(args, kwargs)
+            if key is None:
+                yield from fn(*args, **kwargs)
+                return
+            claim = RESULTS.claim(key)
+            while not claim.leader:
+                try:
+                    yield noted(claim.wait())
+                    return
+                except Abandoned:
+                    claim = RESULTS.claim(key)
+            yield from claim.lead(fn(*args, **kwargs))
+        return streaming
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        key = key_of(args, kwargs)
+        if key is None:
+            return fn(*args, **kwargs)
+        return noted(RESULTS.get(key, lambda: fn(*args, **kwargs)))
+    return wrapper
+
+
+def _noted(shared, error_outputs):
+    """A shared answer as this request shows it: computed for it, as it is; otherwise with a line
+    in its message field saying when it was computed, how long it took and for how many."""
+    if shared.computed:
+        return shared.value
+    marker = object()
+    showing = error_outputs(marker)
+    note = message(f"Shared result: computed once at {time.strftime('%H:%M:%S', time.localtime(shared.computed_at))} "
+                   f"in {shared.seconds:.1f} s, for {shared.served} identical requests so far (the work counts "
+                   f"are that run's). Change any setting or input to compute anew.", "note")
+    if showing is marker:  # a handler whose one output is its message
+        return note + shared.value
+    fields = [note + value if shown is marker else value for shown, value in zip(showing, shared.value)]
+    return type(shared.value)(*fields) if hasattr(shared.value, "_fields") else type(shared.value)(fields)
