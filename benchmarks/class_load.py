@@ -151,7 +151,10 @@ def the_class(url, presses: list, students: list, browsers: int, step: int, time
         return answers + [page.result() for page in pages]
 
 
-def summary(label: str, alone: float, answers: list) -> dict:
+def summary(label: str, alone: float, answers: list, browsers: int = 0) -> dict:
+    """The class's figures for one press (``answers``: the API students', then ``browsers``
+    pages')."""
+    pages = [t for t, _ in answers[len(answers) - browsers:]] if browsers else []
     times = sorted(t for t, _ in answers if t == t)
     problems = [p for _, p in answers if p]
     p95 = times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))] if times else float("nan")
@@ -160,6 +163,7 @@ def summary(label: str, alone: float, answers: list) -> dict:
                queue_full=sum("Queue is full" in p for p in problems))
     print(f"{label:<72} alone {alone:5.2f} s · median {row['median']:5.2f} · p95 {p95:5.2f} · last "
           f"{row['last']:5.2f} · {row['failures']} failed · {row['queue_full']} queue full"
+          + (f" · pages in Chromium {', '.join(f'{t:.2f}' for t in pages)} s" if pages else "")
           + (f" (first: {problems[0]})" if problems else ""), flush=True)
     return row
 
@@ -261,7 +265,7 @@ def main() -> None:
             if not requests:
                 continue
             answers = the_class(app.url, [requests] * api_count, students, args.browsers, step, args.timeout)
-            rows.append(summary(f"step {step + 1} ({title[:40]}), same", alone[step], answers))
+            rows.append(summary(f"step {step + 1} ({title[:40]}), same", alone[step], answers, args.browsers))
             worst["same"] = max(worst["same"], rows[-1]["p95"] / alone[step])
             if any(endpoint in TEXT_FIELDS for endpoint, _ in requests):
                 mine = [own_text(requests, i) for i in range(api_count)]

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from demo.app.shared_results import Abandoned, SharedResults, cut_short
+from demo.app.shared_results import Abandoned, SharedResults, cut_short, pinned
 
 
 def _together(count: int, call) -> list:
@@ -94,6 +94,17 @@ def test_the_least_recently_used_answer_goes_first_and_forget_drops_all():
     results.get("c", _slow(calls, "c", seconds=0))
     assert results.ready("a") and results.ready("c") and not results.ready("b")
     assert results.forget() == 2 and not results.ready("a")
+
+
+def test_a_pinned_answer_stays_however_many_come_after_until_forgotten():
+    results, calls = SharedResults(2), []
+    with pinned():
+        results.get("lesson", _slow(calls, seconds=0))
+    for key in "abcd":
+        results.get(key, _slow(calls, key, seconds=0))
+    assert results.ready("lesson") and results.ready("d") and not results.ready("a")
+    results.forget()
+    assert not results.ready("lesson")
 
 
 def test_answers_older_than_their_age_are_computed_again():

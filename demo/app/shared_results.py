@@ -7,7 +7,8 @@ wait for it (single flight, as a CDN collapses requests for one object), those a
 the stored answer. Only deterministic work is shared (the caller says which: greedy, beams,
 seeded sampling); a run cut short by the time limit (:func:`cut_short`) is handed to those
 waiting for it but not kept. At most ``max_entries`` answers are kept, the least recently used
-dropped first; :meth:`forget` drops them all (a teacher asking for fresh runs).
+dropped first, but those computed :func:`pinned` (a lesson computed in advance) stay;
+:meth:`forget` drops them all (a teacher asking for fresh runs).
 
 No library does this for us: Gradio caches examples, not requests, and functools' caches neither
 wait for a call in flight nor say who shared an answer.
@@ -23,6 +24,19 @@ from typing import Any, Callable, Iterator
 
 # set by a handler whose run stopped early (a time limit): its answer is not kept for others
 _CUT_SHORT: ContextVar[list | None] = ContextVar("cut_short", default=None)
+# set around work whose answers stay until forgotten (pinned): a lesson computed in advance
+_PINNING: ContextVar[bool] = ContextVar("pinning", default=False)
+
+
+@contextmanager
+def pinned():
+    """Answers first computed inside are kept until :meth:`SharedResults.forget`, however many
+    others come after (what a lesson will ask, computed before the class asks)."""
+    token = _PINNING.set(True)
+    try:
+        yield
+    finally:
+        _PINNING.reset(token)
 
 
 def cut_short() -> None:
@@ -57,6 +71,7 @@ class _Entry:
     seconds: float = 0.0
     served: int = 0
     cut_short: list = field(default_factory=list)
+    pinned: bool = False
 
 
 @dataclass
@@ -138,7 +153,7 @@ class SharedResults:
                 entry = None
             leader = entry is None
             if leader:
-                entry = self._entries[key] = _Entry()
+                entry = self._entries[key] = _Entry(pinned=_PINNING.get())
             self._entries.move_to_end(key)
             return Claim(self, key, entry, leader)
 
@@ -172,17 +187,16 @@ class SharedResults:
                 if entry.error is not None or entry.cut_short or self.max_entries <= 0:
                     if self._entries.get(claim.key) is entry:  # those waiting still get it; later ones compute
                         del self._entries[claim.key]
-                while len(self._entries) > self.max_entries > 0:
-                    self._drop_oldest_finished()
+                self._bound()
                 entry.done.set()
             return Shared(entry.value, entry.computed_at, entry.seconds, entry.served, computed)
 
-    def _drop_oldest_finished(self) -> None:
-        for key, entry in self._entries.items():  # oldest first; a run in flight stays
-            if entry.done.is_set():
-                del self._entries[key]
-                return
-        self._entries.popitem(last=False)
+    def _bound(self) -> None:
+        """Drop the least recently used answers beyond ``max_entries``; pinned answers and runs in
+        flight stay (they may keep it above the bound)."""
+        excess = len(self._entries) - self.max_entries
+        for key in [k for k, e in self._entries.items() if e.done.is_set() and not e.pinned][:max(excess, 0)]:
+            del self._entries[key]
 
     def ready(self, key: str) -> bool:
         """Whether an answer for ``key`` is stored."""

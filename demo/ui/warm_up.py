@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
+from ..app.shared_results import pinned
 from .common import TabParts
 
 log = logging.getLogger("demo.ui")
@@ -157,7 +158,8 @@ def start(load_models, after: threading.Thread | None = None) -> Progress | None
                 continue
             progress.set(index, "computing")
             try:
-                problem = run_step(app, part, step)
+                with pinned():  # kept however many other answers a class asks for meanwhile
+                    problem = run_step(app, part, step)
                 progress.set(index, f"failed: {problem}" if problem else "ready")
             except Exception as err:  # noqa: BLE001
                 log.exception("warming lesson step %d", index + 1)
