@@ -18,7 +18,7 @@ until the last answer is in.
 ``--space-shapes``: a random-weight masked LM of the Space's default's shape (Ettin-150M:
 ModernBERT, 22 layers, hidden 768) beside SmolLM2, steps 2 and 5 only.
 
-    python benchmarks/class_load.py [--students 30 --browsers 2 --steps 1-10 --space-shapes]
+    python benchmarks/class_load.py [--students 30 --browsers 2 --steps 1-10 --space-shapes --same-only]
 
 Per step: alone, median, p95, last, failures, queue full. Last line:
 ``class_load students=30 same_p95_over_alone=<x> distinct_p95_over_alone=<y> failures=<n>
@@ -236,6 +236,7 @@ def main() -> None:
     parser.add_argument("--steps", default="1-10", help="lesson steps, e.g. 2,5 or 1-10")
     parser.add_argument("--space-shapes", action="store_true", help="a masked LM of Ettin-150M's shape (steps 2, 5)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one press may take")
+    parser.add_argument("--same-only", action="store_true", help="skip the students' own texts (and the abandoning)")
     args = parser.parse_args()
     if not STANDIN.is_dir():
         raise SystemExit(f"{STANDIN} does not exist: this benchmark needs ../shared/models beside the clone.")
@@ -267,12 +268,17 @@ def main() -> None:
             answers = the_class(app.url, [requests] * api_count, students, args.browsers, step, args.timeout)
             rows.append(summary(f"step {step + 1} ({title[:40]}), same", alone[step], answers, args.browsers))
             worst["same"] = max(worst["same"], rows[-1]["p95"] / alone[step])
-            if any(endpoint in TEXT_FIELDS for endpoint, _ in requests):
+            if not args.same_only and any(endpoint in TEXT_FIELDS for endpoint, _ in requests):
                 mine = [own_text(requests, i) for i in range(api_count)]
                 answers = the_class(app.url, mine, students, 0, step, args.timeout)
                 rows.append(summary(f"step {step + 1} ({title[:40]}), each their own text", alone[step], answers))
                 worst["distinct"] = max(worst["distinct"], rows[-1]["p95"] / alone[step])
 
+        if args.same_only:
+            print(f"class_load students={args.students} same_p95_over_alone={worst['same']:.2f} "
+                  f"failures={sum(r['failures'] for r in rows)} queue_full={sum(r['queue_full'] for r in rows)} "
+                  f"warm_s={warm_s:.0f}")
+            return
         # 3. forty vanish mid-queue, forty time out while connected; then a class on step 2
         step2 = presses[1][1]
         vanish(app.url, step2[0], 40)

@@ -55,11 +55,10 @@ def build() -> LessonParts | None:
             load = gr.Button("Load this step", variant="primary", elem_id="lesson-load", scale=2)
             following = gr.Button("Next step", elem_id="lesson-next", scale=1)
         ready = gr.HTML(elem_id="lesson-ready", elem_classes=["demo-hide-empty"])
-        with gr.Row():
-            fresh = gr.Button("Compute every step anew", size="sm", elem_id="lesson-fresh", scale=0)
-            gr.Markdown("<sub>Identical runs (the same step, settings and text) are computed once and shared by "
-                        "the class; this forgets the shared answers, so the next press of each computes "
-                        "again.</sub>")
+        fresh = gr.Button("Compute every step anew", elem_id="lesson-fresh")
+        gr.Markdown("<sub>Identical runs (the same step, settings and text) are computed once and shared by the "
+                    "class; this button forgets the shared answers, so the next press of each step computes again."
+                    "</sub>")
         _wire_readiness(ready, fresh)
     return LessonParts(lesson, opener, step, card, load, following)
 
