@@ -47,9 +47,14 @@ TEXT_FIELDS = {"/generate_mlm": 0, "/generate_causal": 0, "/generate_mlm_any_ord
                "/infill_causal": 0, "/rank_mlm": 0, "/rank_causal": 0}  # the position of each endpoint's text
 
 
-def step_presses(local_models: list[str]) -> list[tuple[str, list]]:
-    """Each lesson step's title and its press (``api_requests``), from the page built here as the
-    app builds it."""
+# The button a step's press clicks on the page, and the name of its end-of-run marker, by tab
+BUTTONS = {"prompting": ("#gen-run", "gen"), "infill": ("#fill-run", "fill"), "ranking": ("#rank-run", "rank"),
+           "length": ("#probe-run", "probe"), "sweep": ("#sweep-run", "sweep")}
+
+
+def step_presses(local_models: list[str]) -> list[tuple[str, list, tuple | None]]:
+    """Each lesson step's title, its press (``api_requests``), from the page built here as the
+    app builds it, and the page's button for it (None where loading the step runs it)."""
     os.environ["DEMO_LOCAL_MODELS"] = os.pathsep.join(local_models)
     from demo.ui import warm_up
     from demo.ui.app import build_app
@@ -57,7 +62,8 @@ def step_presses(local_models: list[str]) -> list[tuple[str, list]]:
     app = build_app()
     _, steps, parts = warm_up._PLAN[0]
     return [(step["title"], warm_up.api_requests(app, parts[step["tab"]], step)
-             if parts.get(step["tab"]) and parts[step["tab"]].presses else []) for step in steps]
+             if parts.get(step["tab"]) and parts[step["tab"]].presses else [],
+             BUTTONS.get("sweep" if "sweep" in step else step["tab"])) for step in steps]
 
 
 def own_text(press: list, student: int) -> list:
@@ -104,12 +110,13 @@ def clients(url: str, count: int) -> list:
         return list(pool.map(student, range(count)))
 
 
-def browser_press(url: str, step: int, ready: threading.Barrier, timeout: float) -> tuple[float, str | None]:
-    """A student in Chromium: opens the page, loads the step from the lesson, then presses its tab's
-    button with the others and waits for the page's end-of-run marker."""
+def browser_press(url: str, step: int, button: tuple, ready: threading.Barrier,
+                  timeout: float) -> tuple[float, str | None]:
+    """A student in Chromium: opens the page, loads the step from the lesson, then presses the
+    step's ``button`` (its selector and end-of-run marker) with the others and waits for the
+    page's end-of-run marker."""
     from playwright.sync_api import sync_playwright
-    buttons = {"Prompting": ("#gen-run", "gen"), "Infill": ("#fill-run", "fill"), "Ranking": ("#rank-run", "rank"),
-               "Length probe": ("#probe-run", "probe")}
+    button, marker = button
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
             "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
@@ -119,11 +126,9 @@ def browser_press(url: str, step: int, ready: threading.Barrier, timeout: float)
             page.locator("#lesson").click()
             page.locator("#lesson-step label").nth(step).click()
             page.locator("#lesson-load").click()
-            tab = page.locator("#lesson-card .demo-lesson-where").inner_text().removesuffix(" tab")
-            button, marker = buttons.get(tab, (None, None))
+            page.wait_for_function("() => Number(document.body.getAttribute('data-runs-lesson') || 0) >= 1 && "
+                                   "document.body.getAttribute('data-running-lesson') === '0'")
             ready.wait()
-            if button is None:
-                return 0.0, None
             began = time.perf_counter()
             page.locator(button).click()
             page.wait_for_function(f"() => Number(document.body.getAttribute('data-runs-{marker}') || 0) >= 1 && "
@@ -137,8 +142,11 @@ def browser_press(url: str, step: int, ready: threading.Barrier, timeout: float)
             browser.close()
 
 
-def the_class(url, presses: list, students: list, browsers: int, step: int, timeout: float) -> list:
-    """Every student presses at once (their ``presses``: one per student); (seconds, problem) each."""
+def the_class(url, presses: list, students: list, browsers: int, step: int, button: tuple | None,
+              timeout: float) -> list:
+    """Every student presses at once (their ``presses``: one per student; ``browsers`` more press
+    ``button`` in Chromium, none where the step has no button); (seconds, problem) each."""
+    browsers = browsers if button else 0
     gate = threading.Barrier(len(students) + browsers)
 
     def api_student(i):
@@ -146,7 +154,7 @@ def the_class(url, presses: list, students: list, browsers: int, step: int, time
         return press(students[i], presses[i], timeout)
 
     with ThreadPoolExecutor(len(students) + browsers) as pool:
-        pages = [pool.submit(browser_press, url, step, gate, timeout) for _ in range(browsers)]
+        pages = [pool.submit(browser_press, url, step, button, gate, timeout) for _ in range(browsers)]
         answers = list(pool.map(api_student, range(len(students))))
         return answers + [page.result() for page in pages]
 
@@ -262,15 +270,16 @@ def main() -> None:
         print(f"the lesson was ready {warm_s:.0f} s after start-up (page served after {app.page_s:.1f} s)")
         students = clients(app.url, api_count)
         for step in steps:
-            title, requests = presses[step]
+            title, requests, button = presses[step]
             if not requests:
                 continue
-            answers = the_class(app.url, [requests] * api_count, students, args.browsers, step, args.timeout)
-            rows.append(summary(f"step {step + 1} ({title[:40]}), same", alone[step], answers, args.browsers))
+            answers = the_class(app.url, [requests] * api_count, students, args.browsers, step, button, args.timeout)
+            rows.append(summary(f"step {step + 1} ({title[:40]}), same", alone[step], answers,
+                                args.browsers if button else 0))
             worst["same"] = max(worst["same"], rows[-1]["p95"] / alone[step])
             if not args.same_only and any(endpoint in TEXT_FIELDS for endpoint, _ in requests):
                 mine = [own_text(requests, i) for i in range(api_count)]
-                answers = the_class(app.url, mine, students, 0, step, args.timeout)
+                answers = the_class(app.url, mine, students, 0, step, None, args.timeout)
                 rows.append(summary(f"step {step + 1} ({title[:40]}), each their own text", alone[step], answers))
                 worst["distinct"] = max(worst["distinct"], rows[-1]["p95"] / alone[step])
 
@@ -284,7 +293,7 @@ def main() -> None:
         vanish(app.url, step2[0], 40)
         time_out(clients(app.url, 40), step2)
         after = summary("step 2 after 40 vanished and 40 timed out, same", alone[1],
-                        the_class(app.url, [step2] * api_count, students, 0, 1, args.timeout))
+                        the_class(app.url, [step2] * api_count, students, 0, 1, None, args.timeout))
     print(f"class_load students={args.students} same_p95_over_alone={worst['same']:.2f} "
           f"distinct_p95_over_alone={worst['distinct']:.2f} failures={sum(r['failures'] for r in rows)} "
           f"queue_full={sum(r['queue_full'] for r in rows) + after['queue_full']} "
