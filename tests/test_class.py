@@ -71,3 +71,17 @@ def test_a_request_cancelled_while_it_waits_never_runs(served):
     running.result(timeout=120)
     time.sleep(1.0)  # time for a queued request to start, had it stayed
     assert prompts == [HOLD + PROMPT]
+
+
+def test_the_lesson_says_which_steps_are_ready_in_words():
+    from demo.ui.warm_up import Progress, line
+    assert line(None) == ""
+    progress = Progress(["ready", "ready", "computing", "failed: its run answered with a message instead of a result"],
+                        started=100.0)
+    assert line(progress) == ("Ready in advance: steps 1, 2 of 4; computing step 3 now; not computed in advance: "
+                              "step 4 (its run answered with a message instead of a result) (it runs when pressed).")
+    progress.loading = "loading smollm2: converting its weights from GGUF on first use, about a minute"
+    assert line(progress) == f"Getting the lesson ready: {progress.loading}."
+    progress.loading, progress.states, progress.finished = "", ["ready"] * 4, 141.0
+    assert line(progress) == ("All 4 steps are ready, computed in advance in 41 s: a class's first press of each "
+                              "is answered at once.")

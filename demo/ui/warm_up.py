@@ -109,7 +109,7 @@ def run_step(app: gr.Blocks, part: TabParts, step: dict) -> str | None:
         outputs = answer if isinstance(answer, (tuple, list)) else [answer]
         for component, value in zip(event.outputs, outputs):
             if isinstance(value, str) and 'class="demo-error"' in value:
-                return f"{handler.__name__} answered with an error"
+                return "its run answered with a message instead of a result"
             if not isinstance(value, dict):  # an update leaves the value as it is
                 values[component._id] = value
     return None
@@ -145,25 +145,26 @@ def start(load_models, after: threading.Thread | None = None) -> Progress | None
         progress.started = time.time()
         try:
             load_models(progress)
-            progress.loading = ""
-        except Exception as err:  # noqa: BLE001 (the page says it; the app serves on)
+        except Exception:  # noqa: BLE001 (the page says it; the app serves on)
             log.exception("warming the lesson: the default models did not load")
-            progress.states[:] = [f"failed: {err}"] * len(steps)
+            progress.states[:] = ["failed: the default models did not load (the server's log says why)"] * len(steps)
             progress.finished = time.time()
             return
+        finally:
+            progress.loading = ""
         for index, step in enumerate(steps):
             part = parts.get(step["tab"])
             if part is None or part.presses is None:
-                progress.set(index, "ready")  # nothing to compute (the Results tab reads tables)
+                progress.set(index, "ready")  # a tab with nothing to compute
                 continue
             progress.set(index, "computing")
             try:
                 with pinned():  # kept however many other answers a class asks for meanwhile
                     problem = run_step(app, part, step)
                 progress.set(index, f"failed: {problem}" if problem else "ready")
-            except Exception as err:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 (the page says it; the log says why)
                 log.exception("warming lesson step %d", index + 1)
-                progress.set(index, f"failed: {err}")
+                progress.set(index, "failed: it could not be computed (the server's log says why)")
         progress.finished = time.time()
         print(f"demo: lesson ready: {len(steps)} steps in {progress.finished - progress.started:.1f} s "
               f"({sum(state == 'ready' for state in progress.states)} computed in advance)", flush=True)
@@ -181,12 +182,11 @@ def line(progress: Progress | None) -> str:
     failed = [f"step {i + 1} ({state.removeprefix('failed: ')})" for i, state in enumerate(states)
               if state.startswith("failed")]
     if progress.done and len(ready) == len(states):
-        return (f"All {len(states)} steps are ready: computed in advance "
-                f"{progress.finished - progress.started:.0f} s after start-up, so a class's first press of each "
-                f"is answered at once.")
+        return (f"All {len(states)} steps are ready, computed in advance in "
+                f"{progress.finished - progress.started:.0f} s: a class's first press of each is answered at once.")
     if progress.loading:
         return f"Getting the lesson ready: {progress.loading}."
-    said = (f"Steps {', '.join(ready)} of {len(states)} are ready (computed in advance)" if ready
+    said = (f"Ready in advance: step{'s' if len(ready) > 1 else ''} {', '.join(ready)} of {len(states)}" if ready
             else "Getting the lesson ready")
     computing = [str(i + 1) for i, state in enumerate(states) if state == "computing"]
     if computing:
