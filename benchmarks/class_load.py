@@ -60,7 +60,7 @@ def step_presses(local_models: list[str]) -> list[tuple[str, list, tuple | None]
     from demo.ui.app import build_app
 
     app = build_app()
-    _, steps, parts = warm_up._PLAN[0]
+    _, steps, parts = warm_up.prepared()
     return [(step["title"], warm_up.api_requests(app, parts[step["tab"]], step)
              if parts.get(step["tab"]) and parts[step["tab"]].presses else [],
              BUTTONS.get("sweep" if "sweep" in step else step["tab"])) for step in steps]

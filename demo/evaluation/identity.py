@@ -21,6 +21,7 @@ apart (the Results tab shows it).
 import dataclasses
 import hashlib
 import json
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,8 +60,21 @@ def local_weights(name: str) -> str | None:
                    for p in files])
 
 
+# Identities of the models in memory, by id (with a weak reference, so a reused id is not taken
+# for the old model's): a loaded model does not change, and the app asks for each request's
+_KNOWN: dict[int, tuple[weakref.ref, dict]] = {}
+
+
 def model_identity(lm) -> dict:
-    """What of a loaded model can change a number (``demo.engine.models.LoadedModel``)."""
+    """What of a loaded model can change a number (``demo.engine.models.LoadedModel``), read once
+    per model in memory (a local model's files are read as it was loaded, not on every request)."""
+    known = _KNOWN.get(id(lm))
+    if known is None or known[0]() is not lm:
+        known = _KNOWN[id(lm)] = (weakref.ref(lm, lambda _, key=id(lm): _KNOWN.pop(key, None)), _model_identity(lm))
+    return dict(known[1])
+
+
+def _model_identity(lm) -> dict:
     template = getattr(lm.tokenizer, "chat_template", None)
     return {"model": model_slug(lm), "kind": lm.kind,
             "weights": lm.revision or (local_weights(lm.name) if lm.local else None),

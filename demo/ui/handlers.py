@@ -63,7 +63,11 @@ def shows_errors(error_outputs):
     return decorate
 
 
-def on_gpu(fn, runs=None, estimate=None, models=None):
+# A handler's model argument and the kind it loads, unless the handler names others
+ONE_MASKED_LM = {"model_name": "masked"}
+
+
+def on_gpu(fn, runs=None, estimate=None, models=ONE_MASKED_LM):
     """ZeroGPU's ``spaces.GPU`` when that package is installed (a Space), else the function itself.
 
     The GPU is asked for as long as this request needs (:func:`gpu_seconds`; ``runs`` and
@@ -82,7 +86,7 @@ GPU_GFLOPS = 20_000.0  # sustained float32 speed assumed on a ZeroGPU slice (an 
 GPU_SECONDS = (15, 120)  # the least asked for (loading a model, moving it) and the most
 
 
-def gpu_seconds(fn, runs=None, estimate=None, models=None):
+def gpu_seconds(fn, runs=None, estimate=None, models=ONE_MASKED_LM):
     """A function of the handler's own arguments: the seconds its request needs, from the work
     its ``estimate`` declares for each model it loads (as for :func:`handler`; the catalog's
     parameter count, else 1B) times the model runs one request makes; the least when it declares
@@ -95,7 +99,7 @@ def gpu_seconds(fn, runs=None, estimate=None, models=None):
         if estimate is None:
             return low
         work = 0.0
-        for argument in models or {"model_name": "masked"}:
+        for argument in models:
             entry = deployment().catalog.entry(str(given.get(argument) or ""))
             kind = entry.kind if entry else "masked"  # unknown: the costlier kind
             parameters = _parameters(entry.size if entry else "") or 1e9
@@ -201,7 +205,7 @@ def with_arguments(arguments: str):
     return decorate
 
 
-def handler(group: str, error_outputs, runs=None, estimate=None, models=None, shareable=None):
+def handler(group: str, error_outputs, runs=None, estimate=None, models=ONE_MASKED_LM, shareable=None):
     """What every model-running handler gets: messages in its outputs (``error_outputs`` maps the
     message to them), a per-visitor share on a public Space, its answer shared with identical
     requests (:func:`shares`), a turn among the model runs of its ``group`` (:func:`takes_turns`;
@@ -217,8 +221,6 @@ def handler(group: str, error_outputs, runs=None, estimate=None, models=None, sh
     model as loaded). ``shareable(arguments)``: whether the answer is the same for every identical
     request (default :func:`reproducible`).
     """
-    models = models or {"model_name": "masked"}
-
     def decorate(fn):
         wrapped = shows_errors(error_outputs)(_first(_counts_runs(runs))(_first(_core_imported)(
             shares(error_outputs, models, shareable)(takes_turns(group)(on_gpu(fn, runs, estimate, models))))))

@@ -124,6 +124,11 @@ def prepare(app: gr.Blocks, steps: list[dict], parts: dict[str, TabParts]) -> No
     _PLAN[:] = [(app, steps, parts)]
 
 
+def prepared() -> tuple | None:
+    """The page :func:`prepare` remembered: (app, lesson steps, tabs by id); None before."""
+    return _PLAN[0] if _PLAN else None
+
+
 def progress() -> Progress | None:
     """The warm-up's progress, None if none started."""
     return _PROGRESS[0] if _PROGRESS else None
@@ -133,9 +138,9 @@ def start(load_models, after: threading.Thread | None = None) -> Progress | None
     """Warm the prepared page's lesson in a background thread (after ``after``, the core's import):
     ``load_models(progress)`` first, then each step. Returns its :class:`Progress` (None without
     a lesson)."""
-    if not _PLAN or not _PLAN[0][1]:
+    if not prepared() or not prepared()[1]:
         return None
-    app, steps, parts = _PLAN[0]
+    app, steps, parts = prepared()
     progress = Progress(["waiting"] * len(steps))
     _PROGRESS[:] = [progress]
 
