@@ -908,7 +908,9 @@ def test_lesson_steps_5_and_8_as_a_class_sees_them(page, server, width):
         _press(view, "#rank-run", "rank")
         assert "one masked copy per scored token" in view.locator("#rank-mlm-summary").inner_text()
         # the heatmap scrolls sideways on a phone, and says so; on a wide screen it fits, unmarked
-        hinted = "() => document.querySelector('#rank-mlm-plot .js-plotly-plot').parentElement.classList.contains('demo-scrolls')"
+        hinted = ("() => { const plot = document.querySelector('#rank-mlm-plot .js-plotly-plot');"
+                  " return plot !== null && plot.parentElement.classList.contains('demo-scrolls'); }")
+        view.locator("#rank-mlm-plot .js-plotly-plot").wait_for()  # plotly draws after the outputs arrive
         if width == 400:
             view.wait_for_function(hinted)
         else:

@@ -22,6 +22,7 @@ from tests.test_browser import (  # noqa: F401 (smollm2_path: a fixture)
 )
 
 SHARED_NOTE = "Shared result: computed once"
+FITS = "(id) => [...document.querySelectorAll(id + ', ' + id + ' *')].every((e) => e.scrollWidth <= e.clientWidth + 1)"
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +75,12 @@ def test_a_second_student_gets_the_first_ones_answer_at_phone_width(browser, war
     view = second
     view.locator("#lesson-ready").filter(has_text="ready").wait_for(timeout=MODEL_WAIT_MS)
     _screenshot(view, "lesson-ready-400")
+    box = view.locator("#lesson-fresh").bounding_box()
+    assert box["width"] >= 44 and box["height"] >= 44, box  # a finger's size
+    assert view.evaluate(FITS, "#lesson-ready"), "the readiness line overflows its box at 400 px"
     _press(first, "#gen-run", "gen")
     _press(second, "#gen-run", "gen")
     assert first.locator("#gen-mlm-text textarea").input_value() == second.locator("#gen-mlm-text textarea").input_value()
     assert SHARED_NOTE in second.locator("#gen-mlm-stats").inner_text()
+    assert view.evaluate(FITS, "#gen-mlm-stats"), "the shared-result line overflows its box at 400 px"
     _screenshot(second, "shared-answer-400")
