@@ -821,6 +821,9 @@ class AppSettings:
     answers_at_once: int = setting(8,
         "requests of a kind the queue lets in at once: shared answers and refusals go out while "
         "`concurrency` of them run a model")
+    batch_requests: int = setting(8,
+        "distinct rankings with the same model and settings that wait for a turn together run as one "
+        "batch of at most this many, each answer what it gets alone (1: one at a time; never on ZeroGPU)")
     queue_size: int = setting(256,
         "requests waiting before new ones are refused (a class of 30 pressing buttons that each start "
         "two to four requests, twice over)")

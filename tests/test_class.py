@@ -1,5 +1,6 @@
 """A class on one app, served in this process so the engine's calls can be counted: students who ask
-the same thing at once get one run's answer; a request cancelled while it waits never runs."""
+the same thing at once get one run's answer; a request cancelled while it waits never runs;
+distinct rankings that wait together run as one batch, each answered as alone."""
 
 import threading
 import time
@@ -7,6 +8,7 @@ import time
 import pytest
 
 from benchmarks.app_process import free_port
+from tests import floats
 from tests.conftest import STANDIN_MLM
 
 gradio_client = pytest.importorskip("gradio_client")
@@ -35,6 +37,33 @@ def served(monkeypatch):
     serve(app, server_port=free_port(), quiet=True)
     try:
         yield app.local_url, prompts, release
+    finally:
+        release.set()
+        app.close()
+
+
+@pytest.fixture
+def scoring(monkeypatch):
+    """(the app's URL, each call of the engine's score_choices as (rankings, settings, scores));
+    a call with a ranking whose context starts with HOLD waits in the engine until ``release``."""
+    import demo.engine.pll as pll
+    from demo.ui.app import build_app, serve
+
+    calls, release, real = [], threading.Event(), pll.score_choices
+
+    def counted(lm, choice_sets, settings=None, **kwargs):
+        if any(choices[0].context.startswith(HOLD) for choices in choice_sets):
+            calls.append((choice_sets, settings, None))
+            release.wait(timeout=60)
+            return real(lm, choice_sets, settings, **kwargs)
+        scores = real(lm, choice_sets, settings, **kwargs)
+        calls.append((choice_sets, settings, scores))
+        return scores
+    monkeypatch.setattr(pll, "score_choices", counted)
+    app = build_app()
+    serve(app, server_port=free_port(), quiet=True)
+    try:
+        yield app.local_url, calls, release
     finally:
         release.set()
         app.close()
@@ -85,3 +114,46 @@ def test_the_lesson_says_which_steps_are_ready_in_words():
     progress.loading, progress.states, progress.finished = "", ["ready"] * 4, 141.0
     assert line(progress) == ("All 4 steps are ready, computed in advance in 41 s: a class's first press of each "
                               "is answered at once.")
+
+
+CONTEXT = "My body cast a shadow over the grass because"
+
+
+def _ranking(context: str) -> dict:
+    return dict(context=context, candidates="the sun was rising.\nthe grass was cut.\nthe moon was out.",
+                model_name=STANDIN_MLM.name, method="right_masks", right_masks=2, normalize=False,
+                scope="completion", unconditional="", answer="")
+
+
+def test_distinct_rankings_waiting_together_run_as_one_batch_each_as_it_is_alone(scoring):
+    import re
+
+    from demo.engine.counting import counting
+    from demo.engine.models import load_model
+    from demo.engine.pll import score_choices  # the engine's own, not the counted one
+    url, calls, release = scoring
+    running = gradio_client.Client(url, verbose=False).submit(**_ranking(HOLD + CONTEXT), api_name="/rank_mlm")
+    began = time.perf_counter()
+    while not calls:  # the first ranking is in the engine, holding the scoring turn
+        assert time.perf_counter() - began < 60, "the first ranking never started"
+        time.sleep(0.05)
+    contexts = [f"{name} wrote: {CONTEXT}" for name in ("Ada", "Grace", "Alan")]
+    jobs = [gradio_client.Client(url, verbose=False).submit(**_ranking(c), api_name="/rank_mlm") for c in contexts]
+    time.sleep(1.5)  # all three wait for the turn
+    release.set()
+    running.result(timeout=120)
+    answers = [job.result(timeout=120) for job in jobs]
+    assert [len(choice_sets) for choice_sets, *_ in calls] == [1, 3]
+    batched, settings, batch_scores = calls[1]
+    assert sorted(choices[0].context for choices in batched) == sorted(contexts)
+    lm = load_model(str(STANDIN_MLM))
+    for choices, scores in zip(batched, batch_scores):
+        with counting() as reads:
+            [alone] = score_choices(lm, [choices], settings)
+        for a, b in zip(alone, scores):
+            assert [(t.token, t.position) for t in b.tokens] == [(t.token, t.position) for t in a.tokens]
+            assert b.score == floats.total(a.score, len(a.tokens), lm)
+        summary = answers[contexts.index(choices[0].context)][0]
+        assert "Scored in one batch with 2 other rankings" in summary
+        shown = re.search(r"([\d,]+) forward passes · ([\d,]+) tokens read", summary).groups()
+        assert [int(n.replace(",", "")) for n in shown] == [reads.passes, reads.tokens]

@@ -145,7 +145,7 @@ def test_accuracy_plots_accept_an_empty_selection():
 
 def test_downloads_get_folders_of_their_own_and_old_ones_are_swept(tmp_path, monkeypatch):
     """A public Space writes files on every click: each download has its own folder under one
-    folder, and folders older than a day go when the next download is made."""
+    folder, and folders older than a day go when a download is made, at most once a minute."""
     import os
     import time
 
@@ -160,4 +160,7 @@ def test_downloads_get_folders_of_their_own_and_old_ones_are_swept(tmp_path, mon
     day_and_a_bit = time.time() - downloads.KEEP_SECONDS - 60
     os.utime(old, (day_and_a_bit, day_and_a_bit))
     downloads.download(pd.DataFrame({"a": [3]}), "ranking", "m")
+    assert os.path.exists(old)  # swept at most once a minute: the first download swept
+    monkeypatch.setattr(downloads, "SWEEP_EVERY_S", 0.0)
+    downloads.download(pd.DataFrame({"a": [4]}), "ranking", "m")
     assert not os.path.exists(old) and os.path.exists(second)

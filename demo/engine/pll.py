@@ -582,12 +582,19 @@ def tokens_read(lm, choice_sets: list[list[Choice]], settings: ScoringSettings |
     near-tie is re-scored (a masked LM: every masked copy's length, summed; a causal LM: every
     text's length; the decoder: every window's length), counted without running it: the cost the
     approximate PLL cuts."""
+    return choice_reads(lm, choice_sets, settings).tokens
+
+
+def choice_reads(lm, choice_sets: list[list[Choice]], settings: ScoringSettings | None = None) -> Reads:
+    """The rows and tokens :func:`score_choices` reads for these rankings, before any near-tie is
+    re-scored, counted without running the model (what each of several rankings scored in one
+    batch read)."""
     settings = settings or ScoringSettings()
     if settings.fast:
         return sum(_in_groups(lm, choice_sets, settings, lambda group, chosen: [
-            tokens_read(lm, [ranking], chosen) for ranking in group]))
+            choice_reads(lm, [ranking], chosen) for ranking in group]), Reads())
     flat, sets = _flatten(choice_sets)
-    return planned_reads(lm, *_choice_items(flat, sets, settings.unconditional_context), settings).tokens
+    return planned_reads(lm, *_choice_items(flat, sets, settings.unconditional_context), settings)
 
 
 def planned_reads(lm, items: list[tuple[str, str]], rankings: list[range] | None = None,

@@ -37,6 +37,7 @@ from .gradio_mends import mend
 from .handlers import import_core_in_background
 from .run_marker import run_ends, run_starts
 from .scroll_hint import scroll_hints
+from .turns import on_zerogpu
 
 TITLE = "Masked language models are generative in-context learners"
 
@@ -109,15 +110,6 @@ def keep_tab_in_use(tab_bar: gr.Tabs, tab_ids: list[str]) -> None:
     # in order, one at a time); it runs no model, so not queued
     run_ends("tab", tab_bar.select(in_use, None, tab_bar, api_visibility="private", queue=False,
                                    show_progress="hidden", trigger_mode="always_last", js=run_starts("tab")))
-
-
-def on_zerogpu() -> bool:
-    """Whether this is a ZeroGPU Space (the ``spaces`` package says so)."""
-    try:
-        import spaces.config
-    except ImportError:
-        return False
-    return bool(spaces.config.Config.zero_gpu)
 
 
 def preload(progress: warm_up.Progress | None = None) -> None:

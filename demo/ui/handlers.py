@@ -205,7 +205,8 @@ def with_arguments(arguments: str):
     return decorate
 
 
-def handler(group: str, error_outputs, runs=None, estimate=None, models=ONE_MASKED_LM, shareable=None):
+def handler(group: str, error_outputs, runs=None, estimate=None, models=ONE_MASKED_LM, shareable=None,
+            batches=False):
     """What every model-running handler gets: messages in its outputs (``error_outputs`` maps the
     message to them), a per-visitor share on a public Space, its answer shared with identical
     requests (:func:`shares`), a turn among the model runs of its ``group`` (:func:`takes_turns`;
@@ -219,11 +220,13 @@ def handler(group: str, error_outputs, runs=None, estimate=None, models=ONE_MASK
     ``models``: the arguments that name the models one run loads, with the kind each loads as
     (default ``{"model_name": "masked"}``; the work is estimated for each, the answer shared per
     model as loaded). ``shareable(arguments)``: whether the answer is the same for every identical
-    request (default :func:`reproducible`).
+    request (default :func:`reproducible`). ``batches``: the handler runs its model through
+    ``turns.together``, which takes the turn (and gathers distinct requests into one batch); it
+    takes none itself unless batching is off.
     """
     def decorate(fn):
         wrapped = shows_errors(error_outputs)(_first(_counts_runs(runs))(_first(_core_imported)(
-            shares(error_outputs, models, shareable)(takes_turns(group)(on_gpu(fn, runs, estimate, models))))))
+            shares(error_outputs, models, shareable)(takes_turns(group, batches)(on_gpu(fn, runs, estimate, models))))))
         wrapped.group = group
         return wrapped
     return decorate

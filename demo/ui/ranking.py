@@ -4,6 +4,7 @@ Wiring only: ``demo.engine.pll.score_candidates`` scores, ``demo.evaluation.plot
 ``demo.ui.pll_copies`` shows one candidate's masked copies.
 """
 
+import functools
 import time
 from dataclasses import replace
 from typing import Any, NamedTuple
@@ -34,6 +35,7 @@ from .reproduce_block import reproduction
 from .run_marker import run_ends, run_starts
 from .settings_form import arguments, settings_of, shown_value, widget
 from .sides import KIND_NAMES, side_columns, side_pickers
+from .turns import together
 
 VARIANTS = [(shown_value(ScoringSettings, "method", m), m) for m in MASKED_METHODS]
 VARIANT_NAMES = {value: label for label, value in VARIANTS}
@@ -148,22 +150,44 @@ def fast_note(lm, choices, settings: ScoringSettings, band, reads, seconds: floa
 
 
 def _score(model_name, kind, context, candidates_text, settings: ScoringSettings, emd="auto"):
-    """(model, scores, the work line: what the scoring's passes read, as the engine counted)"""
-    from ..engine.counting import counting
-    from ..engine.pll import choices_for, fast_plan, score_candidates  # torch: imported on first use
+    """(model, scores, the work line: what the scoring's passes read, as the engine counted).
+    Rankings with the same model and settings that wait for their turn together are scored as
+    one batch (``turns.together``); fast scoring runs alone, since what it reads again is
+    counted only for the whole run."""
+    from ..engine.pll import check_choices, choices_for, fast_plan  # torch: imported on first use
 
     context = check_text(context, "context", deployment().settings.max_prompt_chars, allow_empty=True)
     candidates = parse_candidates(candidates_text, deployment().settings)
     lm = load(model_name, kind, emd)
     budget.ranking_work(lm, context, candidates, settings).check(deployment().settings)  # refused before it runs
-    start = time.perf_counter()
     choices = choices_for(context, candidates)
+    check_choices(lm, choices, settings)  # a text the model cannot read is refused before it joins a batch
     band = fast_plan(lm, [choices], settings)[0]
-    with counting() as reads:
-        scores = score_candidates(lm, context, candidates, settings, progress=True)
-    seconds = time.perf_counter() - start
+    # the waiting rankings hold their model, so an id names one model while they wait
+    key = None if settings.fast else (id(lm), repr(settings))
+    (scores, reads, seconds), batch = together("score", key, choices, functools.partial(_scored, lm, settings))
     how = budget.ranking_reads(kind, settings.method_for(lm), settings.elbo_samples, band.stride if band else 1)
-    return lm, scores, work_line(reads, how, seconds) + fast_note(lm, choices, settings, band, reads, seconds)
+    together_note = "" if batch == 1 else message(
+        f"Scored in one batch with {batch - 1} other ranking{'' if batch == 2 else 's'} of this model and "
+        f"settings, waiting at the same time: {seconds:.2f} s for all of them. Its scores are what it gets "
+        f"alone; the work counts are its own.", "note")
+    return lm, scores, work_line(reads, how, seconds) + together_note + fast_note(lm, choices, settings, band, reads,
+                                                                                    seconds)
+
+
+def _scored(lm, settings: ScoringSettings, rankings: list) -> list[tuple]:
+    """Each ranking's (scores, reads, seconds), the rankings scored in one batched run: a lone
+    ranking's reads as the engine counted them, each of several its own (what it reads alone)."""
+    from ..engine.counting import counting
+    from ..engine.pll import choice_reads, score_choices
+
+    start = time.perf_counter()
+    with counting() as reads:
+        scores = score_choices(lm, rankings, settings, progress=True)
+    seconds = time.perf_counter() - start
+    if len(rankings) == 1:
+        return [(scores[0], reads, seconds)]
+    return [(s, choice_reads(lm, [choices], settings), seconds) for s, choices in zip(scores, rankings)]
 
 
 def _typed_specials(lm, context: str, candidates: str) -> str:
@@ -308,7 +332,7 @@ PAGE_ARGUMENTS = dict(
     answer="optional correct candidate, marked in the ranking")
 
 
-@handler("score", RankingOutputs.showing, estimate=ranking_estimate)
+@handler("score", RankingOutputs.showing, estimate=ranking_estimate, batches=True)
 @with_arguments(arguments(
     (ScoringSettings, "method"), (ScoringSettings, "right_masks"), (ScoringSettings, "scope"),
     (ScoringSettings, "unconditional_context", "unconditional"), (ModelSettings, "emd"), (ScoringSettings, "fast"),
@@ -325,7 +349,7 @@ def rank_masked(context, candidates, model_name, method, right_masks, normalize,
     return _outputs(lm, given, settings, scores, work, what, variant_name(method, settings.right_masks))
 
 
-@handler("score", RankingOutputs.showing, estimate=ranking_estimate, models={"model_name": "causal"})
+@handler("score", RankingOutputs.showing, estimate=ranking_estimate, models={"model_name": "causal"}, batches=True)
 @with_arguments(arguments(
     (ScoringSettings, "scope"), (ScoringSettings, "unconditional_context", "unconditional"),
     **PAGE_ARGUMENTS, model_name="a causal LM: one of the app's models (listed as examples) or a Hugging Face Hub "
@@ -346,7 +370,7 @@ def rank_causal(context, candidates, model_name, normalize, scope, unconditional
 SCORING_INPUTS = ("right_masks", "normalize", "scope", "unconditional", "emd", "fast")
 
 
-@handler("score", DifferenceOutputs.showing, estimate=ranking_estimate)
+@handler("score", DifferenceOutputs.showing, estimate=ranking_estimate, batches=True)
 @with_arguments(arguments(
     (ScoringSettings, "right_masks"), (ScoringSettings, "scope"), (ScoringSettings, "unconditional_context", "unconditional"),
     (ModelSettings, "emd"), (ScoringSettings, "fast"), **PAGE_ARGUMENTS,

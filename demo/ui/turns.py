@@ -2,16 +2,27 @@
 scoring, probing, so a long grid never holds up a ranking). Gradio's queue lets more requests of a
 kind in at once (``AppSettings.answers_at_once``), so shared answers and refusals go out while a
 model runs; only the requests that run a model wait here, told their place, and one cancelled or
-left by its client meanwhile never runs."""
+left by its client meanwhile never runs.
+
+Distinct requests that wait together and can run as one batch (the same model and settings,
+other texts) take one turn together (:func:`together`): what continuous batching does in
+text-generation servers, here at the granularity of a whole request, since the engine's batched
+paths already give each row the answer it gets alone. Alone, a request runs at once; only those
+that would have waited anyway are gathered, so batching adds no wait.
+"""
 
 import functools
 import inspect
 import threading
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
 
 from ..app.shared_results import Abandoned
 from .common import deployment
 from .gradio_mends import still_wanted
 from .loading import say
+
+POLL_S = 0.1  # how often a waiting request asks whether its client still wants it
 
 
 class Cancelled(Abandoned):
@@ -19,39 +30,103 @@ class Cancelled(Abandoned):
     request waiting for its answer computes it instead)."""
 
 
+def on_zerogpu() -> bool:
+    """Whether this is a ZeroGPU Space (the ``spaces`` package says so). There each request runs
+    in a GPU worker of its own, so requests are not gathered into batches."""
+    try:
+        import spaces.config
+    except ImportError:
+        return False
+    return bool(spaces.config.Config.zero_gpu)
+
+
+def batching() -> bool:
+    """Whether distinct requests that wait together run as one batch (:func:`together`)."""
+    return deployment().settings.batch_requests > 1 and not on_zerogpu()
+
+
+@dataclass(eq=False)
+class _Waiting:
+    """A request's item waiting to run in a batch, and, once run, its answer or error."""
+    item: object
+    done: threading.Event = field(default_factory=threading.Event)
+    answer: object = None
+    error: BaseException | None = None
+    batch: int = 0  # requests in the batch it ran in
+
+    def result(self):
+        if self.error is not None:
+            raise self.error
+        return self.answer, self.batch
+
+
 class _Turns:
-    """A kind's turns: a semaphore, and how many requests hold or wait for one."""
+    """A kind's turns: how many run and wait, and the items waiting to be batched, by key."""
 
     def __init__(self, runs: int):
-        self.free = threading.BoundedSemaphore(runs)
-        self.lock = threading.Lock()
+        self.runs = runs
+        self.running = 0
         self.asking = 0  # running or waiting
+        self.changed = threading.Condition()  # a turn given back, or a batch run
+        self.waiting: dict[Hashable, list[_Waiting]] = {}
 
-    def take(self) -> None:
-        """A turn, once free (:class:`Cancelled` if nobody waits for the request any more)."""
-        with self.lock:
-            ahead, self.asking = self.asking, self.asking + 1
+    def take(self, answered: Callable[[], bool] = lambda: False) -> bool:
+        """True once a turn is this request's; False if ``answered()`` comes true first (a
+        batch ran its item). :class:`Cancelled` if nobody waits for the request any more."""
+        with self.changed:
+            ahead = self.asking
+            self.asking += 1
+        if ahead >= self.runs:
+            say(f"waiting for its turn: {ahead} request{'' if ahead == 1 else 's'} of this kind ahead, "
+                f"running or waiting")
         try:
-            if not self.free.acquire(blocking=False):
-                say(f"waiting for its turn: {ahead} request{'' if ahead == 1 else 's'} of this kind "
-                    f"ahead, running or waiting")
-                while not self.free.acquire(timeout=0.1):
+            with self.changed:
+                while self.running >= self.runs and not answered():
                     if not still_wanted():
                         raise Cancelled()
-            if not still_wanted():
-                self.free.release()
-                raise Cancelled()
+                    self.changed.wait(POLL_S)
+                if answered():
+                    self.asking -= 1
+                    return False
+                if not still_wanted():
+                    raise Cancelled()
+                self.running += 1
+                return True
         except BaseException:
             self._left()
             raise
 
     def give_back(self) -> None:
-        self.free.release()
+        with self.changed:
+            self.running -= 1
+            self.changed.notify_all()
         self._left()
 
     def _left(self) -> None:
-        with self.lock:
+        with self.changed:
             self.asking -= 1
+
+    def gather(self, key: Hashable, mine: _Waiting, most: int) -> list[_Waiting]:
+        """``mine`` and up to ``most - 1`` items waiting with the same key, taken out of the wait
+        (empty if a batch already took ``mine``)."""
+        with self.changed:
+            waiting = self.waiting.get(key, [])
+            if mine not in waiting:
+                return []
+            batch = [mine] + [w for w in waiting if w is not mine][:most - 1]
+            rest = [w for w in waiting if w not in batch]
+            if rest:
+                self.waiting[key] = rest
+            else:
+                del self.waiting[key]
+            return batch
+
+    def drop(self, key: Hashable, mine: _Waiting) -> None:
+        with self.changed:
+            if mine in self.waiting.get(key, []):
+                self.waiting[key].remove(mine)
+                if not self.waiting[key]:
+                    del self.waiting[key]
 
 
 _KINDS: dict[str, _Turns] = {}
@@ -65,11 +140,14 @@ def _turns(group: str) -> _Turns:
         return _KINDS[group]
 
 
-def takes_turns(group: str):
+def takes_turns(group: str, batches: bool = False):
     """Decorator: the handler runs when its ``group`` has a free turn; a streaming one holds its
-    turn until its last update or until its client leaves."""
+    turn until its last update or until its client leaves. With ``batches``, a handler that runs
+    its model through :func:`together` takes no turn itself while :func:`batching` is on."""
     def decorate(fn):
         if inspect.isgeneratorfunction(fn):
+            assert not batches, "a streaming handler's updates go to its own request: it is not batched"
+
             @functools.wraps(fn)
             def streaming(*args, **kwargs):
                 turns = _turns(group)
@@ -82,6 +160,8 @@ def takes_turns(group: str):
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
+            if batches and batching():
+                return fn(*args, **kwargs)
             turns = _turns(group)
             turns.take()
             try:
@@ -90,3 +170,48 @@ def takes_turns(group: str):
                 turns.give_back()
         return wrapper
     return decorate
+
+
+def together(group: str, key: Hashable | None, item, run_all: Callable[[list], list]) -> tuple[object, int]:
+    """(``item``'s answer, how many requests ran in its batch): ``run_all(items)`` returns one
+    answer per item, each the one it gets alone. Requests of ``group`` waiting for a turn with the
+    same ``key`` (None: never batched) run as one batch (at most ``AppSettings.batch_requests``),
+    in one turn. A failing batch runs its items again one by one, so an error is only its own
+    request's. Without :func:`batching` the caller's handler holds its turn already (its
+    ``handler(batches=True)`` took one), and the item runs alone."""
+    if not batching():
+        return run_all([item])[0], 1
+    turns, mine = _turns(group), _Waiting(item)
+    key = ("alone", id(mine)) if key is None else key
+    with turns.changed:
+        turns.waiting.setdefault(key, []).append(mine)
+    try:
+        if not turns.take(answered=mine.done.is_set):
+            return mine.result()
+    except BaseException:
+        turns.drop(key, mine)
+        raise
+    try:
+        batch = turns.gather(key, mine, deployment().settings.batch_requests)
+        if batch:
+            _run(batch, run_all)
+    finally:
+        turns.give_back()
+    mine.done.wait()  # run by this batch, or by one that took it before this turn came
+    return mine.result()
+
+
+def _run(batch: list[_Waiting], run_all: Callable[[list], list]) -> None:
+    try:
+        answers = run_all([w.item for w in batch])
+    except BaseException as err:
+        if len(batch) > 1 and isinstance(err, Exception):  # one request's failure is not the others'
+            for w in batch:
+                _run([w], run_all)
+            return
+        answers = [None] * len(batch)
+        for w in batch:
+            w.error = err
+    for w, answer in zip(batch, answers):
+        w.answer, w.batch = answer, len(batch)
+        w.done.set()

@@ -1,0 +1,90 @@
+"""Model runs taking turns (demo.ui.turns), checked with plain threads and a counted ``run_all``:
+items that wait together with one key run as one batch; a lone item runs at once; one item's
+failure stays its own request's; different keys never share a batch."""
+
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("gradio")
+
+
+class Engine:
+    """A ``run_all`` that records each batch it is given, holds while ``hold`` is clear for a batch
+    holding "first", and fails every batch holding "bad"."""
+
+    def __init__(self):
+        self.batches, self.hold = [], threading.Event()
+
+    def __call__(self, items):
+        self.batches.append(list(items))
+        if "first" in items:
+            self.hold.wait(timeout=30)
+        if "bad" in items:
+            raise ValueError("bad item")
+        return [item.upper() for item in items]
+
+
+def _asking(group, key, item, engine, answers):
+    from demo.ui.turns import together
+    try:
+        answers[item] = together(group, key, item, engine)
+    except ValueError as err:
+        answers[item] = err
+
+
+def _class_behind_first(group, keyed_items, engine):
+    """``first`` running in the engine, then every (key, item) asked while it holds; the answers."""
+    answers = {}
+    first = threading.Thread(target=_asking, args=(group, "k", "first", engine, answers))
+    first.start()
+    while not engine.batches:
+        time.sleep(0.01)
+    others = [threading.Thread(target=_asking, args=(group, key, item, engine, answers)) for key, item in keyed_items]
+    for thread in others:
+        thread.start()
+    time.sleep(0.5)  # all of them wait for the turn
+    engine.hold.set()
+    for thread in [first, *others]:
+        thread.join(timeout=30)
+    return answers
+
+
+def test_items_waiting_together_with_one_key_run_as_one_batch():
+    engine = Engine()
+    answers = _class_behind_first("test-batch", [("k", "a"), ("k", "b"), ("k", "c")], engine)
+    assert engine.batches[0] == ["first"] and sorted(engine.batches[1]) == ["a", "b", "c"]
+    assert len(engine.batches) == 2
+    assert answers == {"first": ("FIRST", 1), "a": ("A", 3), "b": ("B", 3), "c": ("C", 3)}
+
+
+def test_other_keys_and_no_key_run_apart():
+    engine = Engine()
+    answers = _class_behind_first("test-keys", [("k", "a"), ("other", "b"), (None, "c"), (None, "d")], engine)
+    assert sorted(map(sorted, engine.batches[1:])) == [["a"], ["b"], ["c"], ["d"]]
+    assert all(batch == 1 for _, batch in answers.values())
+
+
+def test_one_items_failure_stays_its_own():
+    engine = Engine()
+    answers = _class_behind_first("test-fail", [("k", "a"), ("k", "bad"), ("k", "c")], engine)
+    assert sorted(engine.batches[1]) == ["a", "bad", "c"]  # failed together, then each alone
+    assert sorted(map(sorted, engine.batches[2:])) == [["a"], ["bad"], ["c"]]
+    assert isinstance(answers["bad"], ValueError)
+    assert answers["a"] == ("A", 1) and answers["c"] == ("C", 1)
+
+
+def test_batches_hold_at_most_the_deployments_size(monkeypatch):
+    monkeypatch.setenv("DEMO_BATCH_REQUESTS", "2")
+    engine = Engine()
+    _class_behind_first("test-size", [("k", x) for x in "abcde"], engine)
+    assert sorted(len(b) for b in engine.batches[1:]) == [1, 2, 2]
+
+
+def test_a_lone_item_runs_at_once_without_batching(monkeypatch):
+    from demo.ui.turns import together
+    monkeypatch.setenv("DEMO_BATCH_REQUESTS", "1")
+    engine = Engine()
+    assert together("test-off", "k", "a", engine) == ("A", 1)
+    assert engine.batches == [["a"]]
