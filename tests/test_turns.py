@@ -88,3 +88,18 @@ def test_a_lone_item_runs_at_once_without_batching(monkeypatch):
     engine = Engine()
     assert together("test-off", "k", "a", engine) == ("A", 1)
     assert engine.batches == [["a"]]
+
+
+def test_a_waiting_request_is_told_its_place_and_the_wait_at_the_recent_pace(monkeypatch):
+    from demo.ui import turns
+    said = []
+    monkeypatch.setattr(turns, "say", said.append)
+    engine = Engine()
+    engine.hold.set()
+    turns.together("test-pace", "k", "a", engine)
+    assert turns._turns("test-pace").pace < 1.0  # a run that returns at once
+    turns._turns("test-pace").pace = 30.0  # as if runs had taken 30 s each
+    engine.hold.clear()
+    _class_behind_first("test-pace", [(None, "b")], engine)
+    assert said == ["waiting for its turn: 1 request of this kind ahead, running or waiting, about 30 s at the "
+                    "recent pace"]

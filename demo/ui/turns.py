@@ -14,6 +14,7 @@ that would have waited anyway are gathered, so batching adds no wait.
 import functools
 import inspect
 import threading
+import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
@@ -69,6 +70,7 @@ class _Turns:
         self.asking = 0  # running or waiting
         self.changed = threading.Condition()  # a turn given back, or a batch run
         self.waiting: dict[Hashable, list[_Waiting]] = {}
+        self.pace: float | None = None  # recent seconds of model run per request (a moving average)
 
     def take(self, answered: Callable[[], bool] = lambda: False) -> bool:
         """True once a turn is this request's; False if ``answered()`` comes true first (a
@@ -77,8 +79,9 @@ class _Turns:
             ahead = self.asking
             self.asking += 1
         if ahead >= self.runs:
+            wait = "" if self.pace is None else f", about {max(1, round(ahead * self.pace / self.runs))} s at the recent pace"
             say(f"waiting for its turn: {ahead} request{'' if ahead == 1 else 's'} of this kind ahead, "
-                f"running or waiting")
+                f"running or waiting{wait}")
         try:
             with self.changed:
                 while self.running >= self.runs and not answered():
@@ -96,8 +99,12 @@ class _Turns:
             self._left()
             raise
 
-    def give_back(self) -> None:
+    def give_back(self, seconds: float, requests: int = 1) -> None:
+        """The turn back, after ``seconds`` of model run for ``requests`` requests."""
         with self.changed:
+            if requests:  # (none: a batch had run its item before its turn came)
+                each = seconds / requests
+                self.pace = each if self.pace is None else 0.7 * self.pace + 0.3 * each
             self.running -= 1
             self.changed.notify_all()
         self._left()
@@ -152,10 +159,11 @@ def takes_turns(group: str, batches: bool = False):
             def streaming(*args, **kwargs):
                 turns = _turns(group)
                 turns.take()
+                began = time.perf_counter()
                 try:
                     yield from fn(*args, **kwargs)
                 finally:
-                    turns.give_back()
+                    turns.give_back(time.perf_counter() - began)
             return streaming
 
         @functools.wraps(fn)
@@ -164,10 +172,11 @@ def takes_turns(group: str, batches: bool = False):
                 return fn(*args, **kwargs)
             turns = _turns(group)
             turns.take()
+            began = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
-                turns.give_back()
+                turns.give_back(time.perf_counter() - began)
         return wrapper
     return decorate
 
@@ -191,12 +200,13 @@ def together(group: str, key: Hashable | None, item, run_all: Callable[[list], l
     except BaseException:
         turns.drop(key, mine)
         raise
+    began, batch = time.perf_counter(), []
     try:
         batch = turns.gather(key, mine, deployment().settings.batch_requests)
         if batch:
             _run(batch, run_all)
     finally:
-        turns.give_back()
+        turns.give_back(time.perf_counter() - began, len(batch))
     mine.done.wait()  # run by this batch, or by one that took it before this turn came
     return mine.result()
 
