@@ -99,12 +99,33 @@ def quoted(text: str, width: int = 80) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def _shown(value) -> str:
-    """A value as a refusal quotes it: text in quotes, its odd characters as code points (never a
-    Python escape such as ``\\ud800``), anything else as Python writes it."""
+LARGEST = 2 ** 63 - 1  # the largest whole number a setting could take (int64)
+
+
+def as_said(value, quote: str = "'") -> str:
+    """A value as a refusal quotes it, in the terms of the person who sent it (JSON's, as the API
+    takes them) and short: text in quotes, at most its start, odd characters as code points (never
+    a Python escape such as ``\\ud800``); null, true, false, lists and objects as JSON writes them;
+    a number past any bound, NaN and the infinities in words, never a 300-digit number. Text
+    inside a list or object is in JSON's double quotes (``quote``)."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, str):
+        return f"{quote}{quoted(value)}{quote}"
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and math.isnan(value):
+            return "NaN (not a number)"
+        if isinstance(value, float) and math.isinf(value):
+            return "infinity" if value > 0 else "minus infinity"
+        if abs(value) > LARGEST:
+            return f"a number far above {LARGEST}" if value > 0 else f"a number far below -{LARGEST}"
+        return repr(value)
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(map(_shown, value)) + "]"
-    return f"'{quoted(value)}'" if isinstance(value, str) else repr(value)
+        return "[" + ", ".join(as_said(v, '"') for v in value[:4]) + (", ..." if len(value) > 4 else "") + "]"
+    if isinstance(value, dict):
+        items = [as_said(str(k), '"') + ": " + as_said(v, '"') for k, v in list(value.items())[:4]]
+        return "{" + ", ".join(items) + (", ..." if len(value) > 4 else "") + "}"
+    return "an unexpected value"
 
 
 # ---------------------------------------------------------------- declarations
@@ -223,7 +244,7 @@ def check_caps(cls, values: dict, app) -> None:
         if value > getattr(app, cap):
             limit = {f.name: f for f in fields(app)}[cap]
             raise ValueError(f"{f.metadata.get('what', f.name)} may be at most {getattr(app, cap)} per request "
-                             f"here ({limit.metadata['help']}); you asked for {value}.")
+                             f"here ({limit.metadata['help']}); you asked for {as_said(value)}.")
 
 
 # ---------------------------------------------------------------- checks
@@ -233,17 +254,17 @@ def _whole(value, name: str, low: int | None = None, high: int | None = None, op
     """Raise a readable ValueError unless ``value`` is a whole number within [low, high]."""
     if optional and value is None:
         return
-    ok = isinstance(value, int) and not isinstance(value, bool)
+    ok = isinstance(value, int) and not isinstance(value, bool) and abs(value) <= LARGEST
     ok = ok and (low is None or value >= low) and (high is None or value <= high)
     if not ok:
         bounds = (f"from {low} to {high}" if high is not None else f">= {low}") if low is not None else ""
-        raise ValueError(f"{name} must be a whole number {bounds}, not {_shown(value)}.".replace("  ", " "))
+        raise ValueError(f"{name} must be a whole number {bounds}, not {as_said(value)}.".replace("  ", " "))
 
 
 def _number(value, name: str, check, what: str):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or not check(value):
-        raise ValueError(f"{name} must be {what}, not {_shown(value)}.")
+        raise ValueError(f"{name} must be {what}, not {as_said(value)}.")
 
 
 def _check_sampling(settings) -> None:
@@ -255,14 +276,14 @@ def _check_sampling(settings) -> None:
 
 def _flag(value, name: str):
     if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, not {_shown(value)}.")
+        raise ValueError(f"{name} must be true or false, not {as_said(value)}.")
 
 
 def _choice(value, name: str, allowed, optional=False):
     if optional and value is None:
         return
     if value not in allowed:
-        raise ValueError(f"Unknown {name} {_shown(value)}; use one of {', '.join(allowed)}.")
+        raise ValueError(f"Unknown {name} {as_said(value)}; use one of {', '.join(allowed)}.")
 
 
 def cache_used(cache: str, kind: str) -> str:
@@ -342,8 +363,8 @@ class ScoringSettings:
                "decoder": "the decoder's own likelihood (left to right, as it writes)",
                "elbo": "masked diffusion ELBO (random shares masked, averaged: LLaDA, dLLM)"})
     right_masks: int = setting(2,
-        "how many tokens to the right are masked too (the paper: 2; its ablation on ReCoRD: 1 mask "
-        "80.9, 2 masks 86.0, 3 masks 87.1 EM)", applies="the right-masks variant", low=0, high=MAX_RIGHT_MASKS,
+        "how many tokens to the right are masked too (the paper: 2; its Table 5 on ReCoRD: 0 right masks "
+        "80.9, +1 86.0, +2 87.1, +3 86.9 EM)", applies="the right-masks variant", low=0, high=MAX_RIGHT_MASKS,
         label="Right masks")
     padding_masks: int | None = setting(None, "masks after the predicted one, as when generating (default: "
                                         "the family's)", applies="method decoder", low=0, high=MAX_PADDING_MASKS)
@@ -679,7 +700,7 @@ class HarnessSettings:
         elif isinstance(size, str) and size.strip().isdigit():
             size = int(size)
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"batch_size must be a whole number >= 1 or 'auto', not {_shown(self.batch_size)}.")
+            raise ValueError(f"batch_size must be a whole number >= 1 or 'auto', not {as_said(self.batch_size)}.")
         object.__setattr__(self, "batch_size", size)
 
 
@@ -758,9 +779,12 @@ class SweepSettings:
     def __post_init__(self):
         check_declared(self)
         values = self.values
-        if isinstance(values, str):  # a page's text box: "0, 1, 2"
-            values = values.replace(",", " ").split()
-            values = [int(v) if v.lstrip("-").isdigit() else v for v in values]
+        if isinstance(values, str):  # a page's text box: "0, 1, 2" (or a list written out: "[0, 1]")
+            words = values.replace(",", " ").replace("[", " ").replace("]", " ").split()
+            if not all(w.lstrip("-").isdigit() for w in words):
+                raise ValueError(f"The numbers of masks must be whole numbers separated by commas, not "
+                                 f"{as_said(values)}.")
+            values = [int(w) for w in words]
         elif not isinstance(values, (list, tuple)):
             values = [values]
         if not values:
@@ -770,7 +794,7 @@ class SweepSettings:
             _whole(v, "Each number of masks", 0, high)
         object.__setattr__(self, "values", sorted(set(values)))
         if self.task is not None and (not isinstance(self.task, str) or not self.task.strip()):
-            raise ValueError(f"The task must be a task's name (mlm-icl evaluate --list), not {_shown(self.task)}.")
+            raise ValueError(f"The task must be a task's name (mlm-icl evaluate --list), not {as_said(self.task)}.")
 
 
 # ---------------------------------------------------------------- published and our results
@@ -796,7 +820,7 @@ class ResultsFilter:
         for f in fields(self):
             wanted = getattr(self, f.name)
             if not (isinstance(wanted, list) and all(isinstance(w, str) for w in wanted)):
-                raise ValueError(f"The {f.name} filter must be a list of its choices, not {_shown(wanted)}.")
+                raise ValueError(f"The {f.name} filter must be a list of its choices, not {as_said(wanted)}.")
             for value in wanted:
                 check_readable(value, f"{f.name} filter")
 
@@ -887,7 +911,7 @@ class AppSettings:
             try:
                 values[f.name] = _boolean(raw) if f.type is bool else f.type(raw)
             except ValueError:
-                raise ValueError(f"{cls.variable(f.name)}={_shown(raw)} is not a valid "
+                raise ValueError(f"{cls.variable(f.name)}={as_said(raw)} is not a valid "
                                  f"{f.type.__name__}.") from None
         return cls(**values)
 

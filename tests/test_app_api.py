@@ -165,7 +165,19 @@ def bad_cases() -> list[tuple[str, dict, str]]:
     vary(gen, "seed", [2**64], "seed")
     vary(gen, "decoding", CHOICES + ["prefix"], "decoding")
     cases += [(gen, dict(VALID[gen], decoding=decoding, cache_refresh=value), "cache_refresh")
-              for decoding in ("fast", "compare") for value in [0, -1, "abc", None, 3.5, 10**30]]
+              for decoding in ("fast", "compare") for value in [0, -1, "abc", None, 3.5, 10**30, 1e308]]
+    # numbers far past any bound are said in words, JSON's values in JSON's terms, never echoed whole
+    for endpoint, field in (("/generate_mlm", "seed"), ("/generate_mlm", "max_new_tokens"),
+                            ("/generate_mlm", "num_beams"), ("/generate_mlm_any_order", "tokens_per_step"),
+                            ("/generate_mlm_any_order", "block_length"), ("/infill_mlm", "blank_tokens"),
+                            ("/rank_mlm", "right_masks"), ("/rank_mlm", "elbo_samples"), ("/rank_mlm", "elbo_seed"),
+                            ("/sweep_masks", "shots"), ("/sweep_masks", "limit"), ("/probe_mlm", "repetitions")):
+        vary(endpoint, field, [1e308, -1e308], field)
+    vary("/rank_mlm", "answer", ["x" * 200_000], "answer")
+    vary("/rank_causal", "answer", ["x" * 401], "answer")
+    vary("/sweep_masks", "values", ["[0,x]", [0, "x"]], "masks")
+    vary(gen, "decoding", [["x"], {"a": 1}], "decoding")
+    vary("/rank_mlm", "normalize", [{"a": 1}, [True]], "normalize")
     return cases
 
 
@@ -189,6 +201,10 @@ def test_bad_inputs_get_words_not_python_and_the_app_keeps_answering(client):
         message = html.unescape(match.group(1)) if match else ""
         problem = ("no message" if not message
                    else f"message does not name {word!r}" if word.lower() not in message.lower()
+                   else "a long message (a value echoed whole?)" if len(message) > 300
+                   else "a number echoed whole" if re.search(r"\d{25}", message)
+                   else "Python's notation for a JSON value" if re.search(
+                       r"\bNone\b|\{'|\['|\bnan\b|\binf\b", re.sub(r"'[^']*'", "''", message))
                    else "Python text in the message" if PYTHON_TEXT.search(message)
                    else "a server path in the message" if str(STANDIN_MLM.parent) in message
                    else "HTML from user text" if "<img" in shown or "<b>bold" in shown else None)
@@ -537,3 +553,29 @@ def test_the_public_api_is_the_recorded_one(app):
     assert json.loads(recorded.read_text()) == json.loads(json.dumps(served)), (
         "The served API differs from tests/public_api.json; if that is meant, write it anew with "
         "tests.test_app_api.public_surface(url) and say why in the commit.")
+
+
+def test_mcp_answers_broken_text_and_a_refusal_in_the_pages_words(app, monkeypatch):
+    """A lone surrogate (half of an emoji) in any text argument of a tool gets the page's sentence,
+    not Python's codec message; a refused probe's empty figure is an empty part, not "None"."""
+    import asyncio
+    import json
+
+    import httpx._content
+    # a client that writes JSON's escapes, as a browser does, so that a lone surrogate can travel
+    monkeypatch.setattr(httpx._content, "json_dumps", lambda obj, **kw: json.dumps(obj, **dict(kw, ensure_ascii=True)))
+    broken = "a \ud800 b"
+    calls = [("rank_masked", dict(MCP_CALLS["rank_masked"][0], context=broken)),
+             ("generate_any_order", dict(MCP_CALLS["generate_any_order"][0], prompt=broken)),
+             ("infill_causal", dict(MCP_CALLS["infill_causal"][0], text=broken)),
+             ("probe_masked", dict(MCP_CALLS["probe_masked"][0], lengths=broken)),
+             ("sweep_masks", dict(MCP_CALLS["sweep_masks"][0], values=broken)),
+             ("probe_masked", dict(MCP_CALLS["probe_masked"][0], lengths="99999"))]
+    _, results = asyncio.run(_mcp_session(app.url, calls))
+    for (name, arguments), result in zip(calls[:-1], results):
+        said = " ".join(part.text for part in result.content)
+        field = next(key for key, value in arguments.items() if value == broken)
+        assert f"The {field} argument holds a broken character (U+D800" in said, (name, said)
+        assert not PYTHON_TEXT.search(said), (name, said)
+    refused = results[-1]
+    assert refused.content[0].text == "" and "Lengths above 2,048 tokens" in _error_sentence(refused)

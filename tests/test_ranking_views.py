@@ -5,6 +5,7 @@ positions written out by hand from the method's definition, minima taken here, G
 rendering of the table.
 """
 
+import html
 import math
 import re
 
@@ -241,6 +242,14 @@ def test_fast_scoring_says_how_each_ranking_was_scored(monkeypatch, tmp_path):
         assert "exact scoring used: its longest candidate has 2 tokens to score" in short.summary
         off = rank_masked("The cat", "\n".join(long), STANDIN_MLM.name, "right_masks", 2, False, "completion", "")
         assert "Fast scoring" not in off.summary and [s.total for s in off.scores] != [s.total for s in reference]
+        assert "untimed here yet" in ranked.summary  # no exact ranking had run to time it against
+        import re
+        exact_s = float(re.search(r"tokens read in ([\d.]+) s", off.summary).group(1))
+        again = rank_masked("The cat", "\n".join(long), STANDIN_MLM.name, "right_masks", 2, False, "completion", "",
+                            answer="the answer", fast=True)  # (another request than the first, not a shared answer)
+        at = re.search(r"exact scoring reads [\d,]+ tokens, about ([\d.]+) s at the speed of this model's last "
+                       r"exact ranking here \(([\d,]+) tokens/s\)", html.unescape(again.summary))
+        assert at and abs(float(at.group(1)) - exact_s) <= 0.051 + 0.01 * exact_s, again.summary
         monkeypatch.setattr(pll_approx, "FAST_PLL", tmp_path / "no table.csv")
         pll_approx.fast_bands.cache_clear()
         RESULTS.forget()  # another table is another app: nothing shared from this one
@@ -248,3 +257,24 @@ def test_fast_scoring_says_how_each_ranking_was_scored(monkeypatch, tmp_path):
             "The cat", "\n".join(long), STANDIN_MLM.name, "right_masks", 2, False, "completion", "", fast=True).summary
     finally:
         pll_approx.fast_bands.cache_clear()
+
+
+@needs_shared
+def test_the_elbo_says_which_scores_are_exact_and_what_its_plus_minus_is(monkeypatch):
+    """With 8 patterns a text (2^3 - 1 = 7 fit), a candidate of 2 scored tokens is scored exactly (no
+    ±) and one of 10 with a standard error; the page's note says so, with the samples and the seed
+    the call sent, and another seed draws other patterns."""
+    monkeypatch.setenv(LOCAL_MODELS_VAR, str(STANDIN_MLM))
+    short, long = "sat.", "sat quietly on the old red mat by it."
+    ranked = rank_masked("The cat", f"{short}\n{long}", STANDIN_MLM.name, "elbo", 2, False, "completion", "",
+                         elbo_samples=8, elbo_seed=3)
+    by_text = {s.candidate: s for s in ranked.scores}
+    assert [len(by_text[c].tokens) for c in (short, long)] == [2, 10]  # words and the full stop
+    assert "ELBO: a candidate of at most 3 scored tokens is scored exactly" in ranked.summary
+    assert "8 patterns drawn at random (seed 3)" in ranked.summary
+    assert by_text[long].stderr > 0 and not by_text[short].stderr
+    shown = _summary_scores(ranked.summary)
+    assert "±" in shown[long] and "±" not in shown[short]
+    other = rank_masked("The cat", f"{short}\n{long}", STANDIN_MLM.name, "elbo", 2, False, "completion", "",
+                        elbo_samples=8, elbo_seed=4)
+    assert {s.candidate: s.score for s in other.scores}[long] != by_text[long].score

@@ -533,6 +533,41 @@ def test_the_any_order_lane_writes_all_masks_ahead_and_refuses_chat_without_a_te
         assert "no chat template" in refused.stats and not refused.text
 
 
+@needs_shared
+def test_the_any_order_lane_says_what_each_pass_wrote_and_whether_the_threshold_fired(standin_mlm):
+    """Per pass, the tokens written (as the engine's steps record them); with a
+    threshold no guess reaches, that it wrote nothing beyond the step's tokens and the surest guess,
+    which is at least every written token's probability; with a low one, how many it wrote."""
+    import html
+    import math
+    import re
+
+    from demo.engine.generation import generate
+    from demo.settings import GenerationSettings
+    from demo.ui.prompting import generate_any_order
+
+    def run(threshold):
+        return generate_any_order(**dict(GENERATE, max_new_tokens=8), order="confidence", tokens_per_step=1,
+                                  block_length=8, remask=False, masks_ahead=True, confidence_threshold=threshold)
+
+    high = run(0.99)
+    said = html.unescape(high.stats)
+    counts = [int(n) for n in re.search(r"Tokens written per pass: ([\d, ]+)\.", said).group(1).split(", ")]
+    core = generate(standin_mlm, FEW_SHOT, GenerationSettings(
+        max_new_tokens=8, window="block", block_length=8, masks_ahead=True, order="confidence",
+        confidence_threshold=0.99, stop_at_newline=False), trace=True)
+    assert counts == [len(step.written) for step in core.steps] and set(counts) == {1}
+    surest = float(re.search(r"wrote no token beyond the 1 a step: the surest guess of any pass was ([\d.]+), "
+                             r"below it", said).group(1))
+    written = re.findall(r"wrote 1: .*?surest guess ([\d.]+)", high.trace) or [surest]
+    assert surest < 0.99 and all(float(p) <= surest for p in written)
+    low = html.unescape(run(0.01).stats)
+    passes = [int(n) for n in re.search(r"Tokens written per pass: ([\d, ]+)\.", low).group(1).split(", ")]
+    beyond = sum(n - 1 for n in passes if n > 1)
+    assert beyond > 0 and f"The threshold (0.01) wrote {beyond} token{'s' * (beyond != 1)} beyond the 1 a step" in low
+    assert math.fsum(passes) == 8 or "stopped by" in low
+
+
 def test_picking_a_chat_model_sets_the_decoding_it_was_trained_with(monkeypatch):
     """dLLM's BERT-Chat: chat, masks ahead, any order, block of 32, surest first, one token a
     step, greedy, at most this app's token cap, not stopped at a line break; any other model

@@ -12,7 +12,7 @@ import threading
 import time
 from collections import defaultdict, deque
 
-from ..settings import AppSettings, GridSettings, check_readable
+from ..settings import AppSettings, GridSettings, as_said, check_readable
 
 MIN_CANDIDATES, MAX_CANDIDATES = 2, 8
 
@@ -72,13 +72,13 @@ def parse_numbers(text: str, what: str, kind=int, low=None, high=None) -> list:
         values = [kind(p) for p in parts]
     except ValueError:
         raise ValueError(f"The {what}s must be numbers separated by commas or spaces, "
-                         f"not {text!r}.") from None
+                         f"not {as_said(text)}.") from None
     if any(not math.isfinite(v) for v in values):
-        raise ValueError(f"The {what}s must be ordinary numbers, not {text!r}.")
+        raise ValueError(f"The {what}s must be ordinary numbers, not {as_said(text)}.")
     for v in values:
         if (low is not None and v < low) or (high is not None and v > high):
             bounds = (f"between {low} and {high}" if high is not None else f"at least {low}")
-            raise ValueError(f"Each {what} must be {bounds}; {v} is not.")
+            raise ValueError(f"Each {what} must be {bounds}; {as_said(v)} is not.")
     return sorted(set(values))
 
 

@@ -42,6 +42,7 @@ class StepTrace:
     written: list[int] | None = None
     written_tokens: list[str] | None = None
     remasked: list[int] | None = None
+    surest: float | None = None  # ... and the probability of the surest guess at the masks it read
 
 
 class StepRecorder(LogitsProcessor):

@@ -260,6 +260,7 @@ class Unmasker:
                          chosen=piece_or_name(tokenizer, context, int(tokens[i]), []), beams=None,
                          prompt_length=0, predicted=first, reads=reads,
                          written=new, remasked=list(remasked),
+                         surest=float(logprobs.gather(1, tokens[:, None]).max().exp()),
                          written_tokens=[piece_or_name(tokenizer, self.ids[1:p], int(tokens[read.index(p)]), [])
                                          for p in new])
 

@@ -64,7 +64,7 @@ from tqdm.auto import tqdm
 from ..engine.mask_window import padding_masks_of, window_length
 from ..engine.text import newline_survives, prompt_as_read
 from ..paths import ASSETS
-from ..settings import GenerationSettings, GridSettings, cache_used
+from ..settings import GenerationSettings, GridSettings, as_said, cache_used
 from .data_parallel import Processes
 from .identity import Identity, digest
 from .resumable import ChunkParts, parts_folder, run_chunks
@@ -192,7 +192,7 @@ def _check_depth(depth: float) -> float:
     try:
         depth = float(depth)
     except (TypeError, ValueError):
-        raise ValueError(f"Depth must be a number between 0 and 1, not {depth!r}.") from None
+        raise ValueError(f"Depth must be a number between 0 and 1, not {as_said(depth)}.") from None
     if not 0.0 <= depth <= 1.0:
         raise ValueError(f"Depth must be between 0.0 (needle first) and 1.0 (needle last), not {depth}.")
     return depth

@@ -1,4 +1,4 @@
-"""Four mends to Gradio 6.31's internals, each for an upstream behaviour named below, and one
+"""Five mends to Gradio 6.31's internals, each for an upstream behaviour named below, and one
 question Gradio has no public answer to (:func:`still_wanted`); the one place the app reaches
 inside Gradio. :func:`mend` applies the mends to a launched app.
 
@@ -29,13 +29,20 @@ plain call is mended here instead: the tuple becomes the list of outputs it stan
 Gradio then drops the outputs of ``gr.State`` components (not in a tool's schema) by popping
 their positions in order (``GradioMCPServer.pop_returned_state``), so every State after the first
 is looked for one place too far: an event with two States (a ranking's scores and their variant)
-fails. The mend drops them all at once.
+fails. The mend drops them all at once, and writes an output that is empty (a refused request's
+figure) as empty text, not "None".
+
+**MCP and broken text**: a queued tool call goes on through Gradio's own client, whose JSON
+encoder cannot write a lone surrogate, so a text holding one got Python's codec message. The
+mend refuses it first, in the sentence the page gives.
 """
 
 import gradio as gr
 from anyio.to_thread import run_sync
 from gradio.context import LocalContext
 from gradio.state_holder import SessionState
+
+from ..settings import check_readable
 
 _replace = SessionState.__setitem__
 _refresh = SessionState._update_config
@@ -66,10 +73,26 @@ async def _outputs_as_a_list(job) -> list:
 
 
 def _without_states(components, outputs):
-    """The outputs of every component that is not a ``gr.State``."""
+    """The outputs of every component that is not a ``gr.State``; an empty one (a figure not drawn
+    because the request was refused) as empty text, where Gradio would write "None"."""
     if not isinstance(outputs, (list, tuple)):
         return outputs
-    return [value for component, value in zip(components, outputs) if not isinstance(component, gr.State)]
+    return ["" if value is None else value
+            for component, value in zip(components, outputs) if not isinstance(component, gr.State)]
+
+
+def _refusing_broken_text(prepare):
+    """The MCP server's argument preparation, after a check of every text argument: Gradio sends a
+    queued tool call on through its own client, whose JSON cannot carry a lone surrogate (half of
+    an emoji; a browser's JSON escapes it), so the caller would get Python's codec message. The
+    call is refused with the sentence the page gives for it instead."""
+    def prepare_readable(name, arguments):
+        for key, value in arguments.items():
+            for text in value if isinstance(value, list) else [value]:
+                if isinstance(text, str):
+                    check_readable(text, key.replace("_", " ") + " argument")
+        return prepare(name, arguments)
+    return prepare_readable
 
 
 def _with_defaults(block_fn, inputs: list) -> None:
@@ -78,15 +101,17 @@ def _with_defaults(block_fn, inputs: list) -> None:
 
 
 def mend(app: gr.Blocks) -> None:
-    """All four mends, on the launched app: a session's copy keeps values that updates leave out
+    """All five mends, on the launched app: a session's copy keeps values that updates leave out
     (for every app of this process: the copy's class is Gradio's); missing API inputs take their
-    defaults; the MCP server (if it runs) gives plain calls the list of outputs, less every State's."""
+    defaults; the MCP server (if it runs) gives plain calls the list of outputs, less every State's,
+    and refuses broken text in words."""
     SessionState.__setitem__ = _keeping_value(_replace_keeping_id)
     SessionState._update_config = _keeping_value(_refresh)
     app.validate_inputs = _with_defaults
     if app.mcp_server_obj is not None:
         app.mcp_server_obj._execute_tool_without_progress = _outputs_as_a_list
         app.mcp_server_obj.pop_returned_state = _without_states
+        app.mcp_server_obj._prepare_tool_call_args = _refusing_broken_text(app.mcp_server_obj._prepare_tool_call_args)
 
 
 def still_wanted() -> bool:

@@ -172,7 +172,9 @@ def _kept_line(step, agrees: str) -> str:
     tokens = " ".join(f'<span class="demo-kept">{escape(repr(t))}</span>' for t in step.written_tokens)
     again = (f' · masked again: {len(step.remasked)} token{"s" if len(step.remasked) > 1 else ""} (struck '
              "through), surer guesses took their turn" if step.remasked else "")
-    return f"wrote {len(step.written_tokens)}: {tokens} (the top guesses shown are the leftmost one's){again}"
+    surest = f" · surest guess {step.surest:.2f}" if step.surest is not None else ""
+    return (f"wrote {len(step.written_tokens)}: {tokens} (the top guesses shown are the leftmost one's)"
+            f"{surest}{again}")
 
 
 def _written_counts(steps) -> list[int]:

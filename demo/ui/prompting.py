@@ -16,7 +16,7 @@ from ..app import budget
 from ..app.catalog import Catalog
 from ..app.limits import check_text
 from ..app.shared_results import cut_short
-from ..settings import GenerationSettings, ModelSettings, quoted
+from ..settings import GenerationSettings, ModelSettings, as_said, quoted
 from .common import Radio, TabParts, deployment, escape, message, tab_help, work_line, work_text
 from .handlers import handler, with_arguments
 from .loading import load
@@ -84,7 +84,7 @@ ANY_ORDER = tuple(ANY_ORDER_DEFAULTS) + ("masks_ahead",)  # the any-order lane's
 def masked_caches(decoding) -> tuple[str, ...]:
     """The GenerationSettings.cache of each masked-LM run a decoding choice makes."""
     if not isinstance(decoding, str) or decoding not in DECODINGS:
-        raise ValueError(f"Unknown decoding '{quoted(str(decoding))}'; use one of {', '.join(DECODINGS)}.")
+        raise ValueError(f"Unknown decoding {as_said(decoding)}; use one of {', '.join(DECODINGS)}.")
     return DECODINGS[decoding]
 
 
@@ -153,6 +153,39 @@ def setting_items(given: dict, decoding="exact") -> dict[str, str]:
     items["padding masks"] = "family default" if padding_masks in (None, "", "default") else str(padding_masks)
     items["stop at newline"] = "on" if stop_at_newline else "off"
     return items
+
+
+def any_order_items(given: dict) -> dict[str, str]:
+    """The any-order writing's settings (by name, as the widgets hold them), in the page's words:
+    those that act with the order chosen."""
+    items = {"any order": shown_value(GenerationSettings, "order", given["order"]),
+             "tokens per step": str(given["tokens_per_step"]), "block length": str(given["block_length"])}
+    if given["order"] == "confidence" and given["confidence_threshold"]:
+        items["write all this sure"] = f"{given['confidence_threshold']:g}"
+    if given["order"] == "confidence" and given["remask"]:
+        items["re-mask"] = "on"
+    if given["masks_ahead"]:
+        items["all masks ahead"] = "on"
+    return items
+
+
+def writing_line(result, settings: GenerationSettings) -> str:
+    """Any-order writing in words (plain text): the tokens each pass wrote and, with a confidence
+    threshold, whether it wrote any token beyond the step's, with the surest guess seen."""
+    counts = [len(step.written or []) for step in result.steps]
+    if not counts:
+        return ""
+    shown = ", ".join(map(str, counts[:24])) + (", ..." if len(counts) > 24 else "")
+    line = f"Tokens written per pass: {shown}."
+    threshold, k = settings.confidence_threshold, settings.tokens_per_step
+    if threshold and settings.order == "confidence":
+        beyond = [count - k for count in counts if count > k]
+        surest = max((step.surest for step in result.steps if step.surest is not None), default=0.0)
+        line += (f" The threshold ({threshold:g}) wrote {sum(beyond)} token{'' if sum(beyond) == 1 else 's'} beyond "
+                 f"the {k} a step, in {len(beyond)} of {len(counts)} passes." if beyond else
+                 f" The threshold ({threshold:g}) wrote no token beyond the {k} a step: the surest guess of any pass "
+                 f"was {surest:.2f}, below it.")
+    return line
 
 
 def settings_line(items: dict[str, str]) -> str:
@@ -389,8 +422,8 @@ def generate_any_order(prompt, model_name, strategy, max_new_tokens, num_beams, 
     returns the playback, each token marked with the step that wrote it."""
     settings = _settings(dict(locals()), window="block")
     lm, (result,), time_limit, python, shell = _run(prompt, model_name, "masked", [settings], emd)
-    steps = f"{result.steps_run} steps for {len(result.token_ids)} tokens · "
-    return AnyOrderOutputs(text=result.text, stats=message(steps.rstrip(" ·"), "note") + _stats(lm, result, time_limit),
+    steps = f"{result.steps_run} steps for {len(result.token_ids)} tokens. {writing_line(result, settings)}"
+    return AnyOrderOutputs(text=result.text, stats=message(steps.strip(), "note") + _stats(lm, result, time_limit),
                            trace=playback(result.steps, "any_order", run_id(prompt, result.token_ids, result.seconds),
                                           newline_note(lm, prompt)),
                            python=python, shell=shell)
@@ -546,13 +579,20 @@ def _wire_settings(w: dict, catalog: Catalog, presets: list[dict]) -> list:
 
     # select, not change: picking the same preset again restores its text after an edit
     w["preset"].select(fill, w["preset"], [w["prompt"], w["paper_output"]] + shared, api_visibility="private")
-    gr.on([control.change for control in shared + [w["decoding"]]],
-          lambda *values: settings_line(setting_items(dict(zip(SHARED, values)), values[-1])),
-          shared + [w["decoding"]], w["settings_shown"], **QUICK)
+    shown = SHARED + ("decoding", "any_order") + ANY_ORDER_SETTINGS
+    gr.on([w[name].change for name in shown], lambda *values: settings_line(_line_items(dict(zip(shown, values)))),
+          [w[name] for name in shown], w["settings_shown"], **QUICK)
     w["masked_model"].change(lambda name: trained_values(catalog, name), w["masked_model"],
                              [w[n] for n in TRAINED], **QUICK)
     w["fill"] = fill
     return shared
+
+
+def _line_items(given: dict) -> dict[str, str]:
+    """What the button's runs use, by name as the widgets hold them: the any-order settings too
+    when it also writes in any order."""
+    items = setting_items(given, given["decoding"])
+    return items | any_order_items(given) if given["any_order"] else items
 
 
 def _wire_runs(w: dict, shared: list) -> None:
@@ -592,6 +632,7 @@ def _wire_runs(w: dict, shared: list) -> None:
 MASKED_ONLY = ("decoding", "cache_refresh", "emd", "parallel_threshold", "chat")
 ANY_ORDER_ONLY = ("order", "tokens_per_step", "block_length", "remask", "emd", "chat", "masks_ahead",
                   "confidence_threshold")
+ANY_ORDER_SETTINGS = ("order", "tokens_per_step", "block_length", "remask", "masks_ahead", "confidence_threshold")
 
 
 def build(catalog: Catalog) -> TabParts:

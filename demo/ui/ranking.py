@@ -22,7 +22,8 @@ from ..settings import (
     PLL_METHODS,
     ModelSettings,
     ScoringSettings,
-    check_readable,
+    as_said,
+    quoted,
 )
 from .common import Dropdown, TabParts, deployment, escape, message, score_text, tab_help, work_line
 from .handlers import handler, with_arguments
@@ -38,6 +39,7 @@ from .sides import KIND_NAMES, side_columns, side_pickers
 from .turns import together
 
 VARIANTS = [(shown_value(ScoringSettings, "method", m), m) for m in MASKED_METHODS]
+ELBO_SAMPLES, ELBO_SEED = ScoringSettings().elbo_samples, ScoringSettings().elbo_seed
 VARIANT_NAMES = {value: label for label, value in VARIANTS}
 TABLE_WIDTHS = ["40px", "220px", "80px", "80px", "70px"]  # pixels: a phone scrolls, never squeezes
 
@@ -57,7 +59,7 @@ is scored unless *Score* says *full text*.
 *The decoder's own likelihood* scores each token the way the masked LM writes it in the
 Prompting tab: the text before it, `[MASK]` and the padding masks, nothing after. It is the
 exact probability that the masked LM's greedy or sampled decoding writes the candidate; the
-paper's Table 5 ranks ReCoRD with it at 77.2 EM, below the PLL with 2 right masks (86.0).
+paper's Table 5 ranks ReCoRD with it at 77.2 EM, below the PLL with 2 right masks (87.1).
 
 *Fast scoring*, where offered, masks several tokens per copy, far apart, so a candidate
 needs a few copies instead of one per token, and scores the close calls again exactly. It is
@@ -98,7 +100,7 @@ def _scoring_settings(given: dict) -> ScoringSettings:
     unconditional = check_text(given.get("unconditional"), "unconditional context",
                                deployment().settings.max_prompt_chars, allow_empty=True)
     if not isinstance(given.get("normalize"), bool):
-        raise ValueError(f"normalize must be true or false, not {given.get('normalize')!r}.")
+        raise ValueError(f"normalize must be true or false, not {as_said(given.get('normalize'))}.")
     return settings_of(ScoringSettings, dict(given, method=given.get("method") or None,
                                              reduction="mean" if given["normalize"] else "sum",
                                              unconditional_context=unconditional.strip() or None))
@@ -122,9 +124,15 @@ def _span_text(band) -> str:
     return f"candidates of {band.span_min} {top} tokens"
 
 
-def fast_note(lm, choices, settings: ScoringSettings, band, reads, seconds: float) -> str:
+# Tokens a second of each model's exact scoring, as its last exact ranking here ran: what fast
+# scoring's time saved is told against (the approximate copies run at another speed)
+EXACT_SPEED: dict[tuple[str, str], float] = {}
+
+
+def fast_note(lm, choices, settings: ScoringSettings, band, reads, seconds: float, exact_speed=None) -> str:
     """With fast scoring: how this ranking was scored (``band``: its ``fast_plan``; ``reads``: what
-    it read, as counted), what exact scoring would have read, and why (HTML); empty without it."""
+    it read, as counted), what exact scoring would have read and, at ``exact_speed`` (tokens a
+    second, where measured), how long it would have taken; and why (HTML); empty without it."""
     from ..engine.pll import scored_span, tokens_read
     from ..engine.pll_approx import fast_bands
     if not settings.fast:
@@ -134,11 +142,14 @@ def fast_note(lm, choices, settings: ScoringSettings, band, reads, seconds: floa
         exact = tokens_read(lm, [choices], replace(settings, fast=False))
         again = ("close calls were scored again exactly" if reads.tokens > before
                  else "no close call: nothing was scored again")
+        saved = (f"about {exact / exact_speed:.1f} s at the speed of this model's last exact ranking here "
+                 f"({exact_speed:,.0f} tokens/s): about {max(0.0, exact / exact_speed - seconds):.1f} s saved"
+                 if exact_speed else "untimed here yet (rank once with Fast scoring off to compare)")
         return message(
             f"Fast scoring (approximate): the scores differ a little from exact ones; {again}. It read "
-            f"{reads.tokens:,} tokens in {seconds:.1f} s; exact scoring reads {exact:,} tokens, about "
-            f"{seconds * exact / max(reads.tokens, 1):.1f} s at this speed. Measured on {band.rankings} rankings "
-            f"of {band.model}: the same winner as exact scoring in {band.agreement:.1%}.", "note")
+            f"{reads.tokens:,} tokens in {seconds:.1f} s; exact scoring reads {exact:,} tokens, {saved}. "
+            f"Measured on {band.rankings} rankings of {band.model}: the same winner as exact scoring in "
+            f"{band.agreement:.1%}.", "note")
     if settings.method_for(lm) not in PLL_METHODS:
         why = f"{VARIANT_NAMES[settings.method_for(lm)]} has no approximation"
     elif not fast_bands():
@@ -167,12 +178,14 @@ def _score(model_name, kind, context, candidates_text, settings: ScoringSettings
     key = None if settings.fast else (id(lm), repr(settings))
     (scores, reads, seconds), batch = together("score", key, choices, functools.partial(_scored, lm, settings))
     how = budget.ranking_reads(kind, settings.method_for(lm), settings.elbo_samples, band.stride if band else 1)
+    if batch == 1 and band is None and settings.method_for(lm) in PLL_METHODS and seconds > 0:
+        EXACT_SPEED[(model_name, kind)] = reads.tokens / seconds
     together_note = "" if batch == 1 else message(
         f"Scored in one batch with {batch - 1} other ranking{'' if batch == 2 else 's'} of this model and "
         f"settings, waiting at the same time: {seconds:.2f} s for all of them. Its scores are what it gets "
         f"alone; the work counts are its own.", "note")
-    return lm, scores, work_line(reads, how, seconds) + together_note + fast_note(lm, choices, settings, band, reads,
-                                                                                    seconds)
+    return lm, scores, work_line(reads, how, seconds) + together_note + fast_note(
+        lm, choices, settings, band, reads, seconds, EXACT_SPEED.get((model_name, kind)))
 
 
 def _scored(lm, settings: ScoringSettings, rankings: list) -> list[tuple]:
@@ -233,7 +246,7 @@ def ranking_summary(title: str, lm, what: str, scores, answer: str = "", work: s
     if answer:
         place = next((i for i, s in enumerate(ranked, 1) if s.candidate.strip() == answer), None)
         if place is None:
-            notes.append(message(f"The correct answer you gave ({answer}) is not one of the "
+            notes.append(message(f"The correct answer you gave ({quoted(answer)}) is not one of the "
                                  f"candidates.", "note"))
         else:
             verdict = "right" if place == 1 and len(tied) == 1 else "not sure (a tie)" if place == 1 else "wrong"
@@ -296,6 +309,18 @@ def _newline_note(lm, scores) -> str:
     return message(note, "note") if note else ""
 
 
+def _elbo_note(lm, settings: ScoringSettings) -> str:
+    """With the ELBO: which scores are exact and what their ± is (HTML); empty otherwise."""
+    if settings.method_for(lm) != "elbo":
+        return ""
+    exact_up_to = (settings.elbo_samples + 1).bit_length() - 1  # 2^k - 1 patterns fit in elbo_samples
+    return message(
+        f"ELBO: a candidate of at most {exact_up_to} scored token{'' if exact_up_to == 1 else 's'} is scored "
+        f"exactly, through every one of its 2^k - 1 masking patterns (no ±); a longer one through "
+        f"{settings.elbo_samples} patterns drawn at random (seed {settings.elbo_seed}), its score ± one standard "
+        f"error of that estimate. More patterns make the ± smaller.", "note")
+
+
 def _outputs(lm, given: dict, settings: ScoringSettings, scores, work, what: str, variant="") -> RankingOutputs:
     """A side's outputs, from its scores; ``given``: the call's values by name (the texts, the model,
     the correct answer, the DeBERTa head)."""
@@ -313,7 +338,8 @@ def _outputs(lm, given: dict, settings: ScoringSettings, scores, work, what: str
     files = [csv, figure_download(figure, csv, "ranking-heatmap", model_name, kind)]
     python, shell = reproduction("score", model_name, kind, settings, emd, context=context,
                                  candidates=typed)
-    return RankingOutputs(summary=summary + _typed_specials(lm, context, candidates) + _newline_note(lm, scores),
+    return RankingOutputs(summary=summary + _elbo_note(lm, settings) + _typed_specials(lm, context, candidates)
+                          + _newline_note(lm, scores),
                           table=ranking_table(scores), plot=figure, scores=scores, files=files,
                           python=python, shell=shell, variant=variant)
 
@@ -336,12 +362,13 @@ PAGE_ARGUMENTS = dict(
 @with_arguments(arguments(
     (ScoringSettings, "method"), (ScoringSettings, "right_masks"), (ScoringSettings, "scope"),
     (ScoringSettings, "unconditional_context", "unconditional"), (ModelSettings, "emd"), (ScoringSettings, "fast"),
-    **PAGE_ARGUMENTS, model_name="a masked LM: one of the app's models (listed as examples) or a Hugging Face Hub "
-                                 "id (owner/name)"))
+    (ScoringSettings, "elbo_samples"), (ScoringSettings, "elbo_seed"), **PAGE_ARGUMENTS,
+    model_name="a masked LM: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)"))
 def rank_masked(context, candidates, model_name, method, right_masks, normalize, scope, unconditional,
-                answer="", emd="auto", fast=False, progress=gr.Progress(track_tqdm=True)):
+                answer="", emd="auto", fast=False, elbo_samples=ELBO_SAMPLES, elbo_seed=ELBO_SEED,
+                progress=gr.Progress(track_tqdm=True)):
     """Rank candidate completions of a context with a masked LM's pseudo-log-likelihood (PLL)."""
-    check_readable(str(answer or ""), "correct answer")
+    check_text(answer, "correct answer", deployment().settings.max_candidate_chars, allow_empty=True)
     given = dict(locals())
     settings = _scoring_settings(given)
     lm, scores, work = _score(model_name, "masked", context, candidates, settings, emd)
@@ -359,7 +386,7 @@ def rank_causal(context, candidates, model_name, normalize, scope, unconditional
     """Rank candidate completions of a context by a causal LM's exact log-likelihood."""
     if not model_name:
         return RankingOutputs.showing(message("Skipped: no causal LM picked.", "note"))
-    check_readable(str(answer or ""), "correct answer")
+    check_text(answer, "correct answer", deployment().settings.max_candidate_chars, allow_empty=True)
     given = dict(locals(), method=None, right_masks=0)
     settings = _scoring_settings(given)
     lm, scores, work = _score(model_name, "causal", context, candidates, settings)
@@ -367,23 +394,26 @@ def rank_causal(context, candidates, model_name, normalize, scope, unconditional
 
 
 # What the difference view reads of the first ranking's settings, after its own arguments
-SCORING_INPUTS = ("right_masks", "normalize", "scope", "unconditional", "emd", "fast")
+SCORING_INPUTS = ("right_masks", "normalize", "scope", "unconditional", "emd", "fast", "elbo_samples", "elbo_seed")
 
 
 @handler("score", DifferenceOutputs.showing, estimate=ranking_estimate, batches=True)
 @with_arguments(arguments(
     (ScoringSettings, "right_masks"), (ScoringSettings, "scope"), (ScoringSettings, "unconditional_context", "unconditional"),
-    (ModelSettings, "emd"), (ScoringSettings, "fast"), **PAGE_ARGUMENTS,
-    model_name="the masked LM of the first ranking", method="the first ranking's PLL variant",
+    (ModelSettings, "emd"), (ScoringSettings, "fast"), (ScoringSettings, "elbo_samples"),
+    (ScoringSettings, "elbo_seed"), **PAGE_ARGUMENTS, model_name="the masked LM of the first ranking",
+    method="the first ranking's PLL variant",
     compare_method="the second PLL variant, scored here", first_scores="the first ranking's scores"))
 def compare_variants(context, candidates, model_name, method, compare_method, first_scores, right_masks, normalize,
-                     scope, unconditional, emd, fast, progress=gr.Progress(track_tqdm=True)):
+                     scope, unconditional, emd, fast, elbo_samples=ELBO_SAMPLES, elbo_seed=ELBO_SEED,
+                     progress=gr.Progress(track_tqdm=True)):
     """The difference view: the same MLM and texts under a second PLL variant; the settings after
     ``first_scores`` are the first ranking's (``SCORING_INPUTS``; fast as the first)."""
     from ..evaluation.plots import pll_difference
 
     given = dict(right_masks=right_masks, normalize=normalize, scope=scope, unconditional=unconditional, emd=emd,
-                 fast=fast, context=context, candidates=candidates, method=compare_method)
+                 fast=fast, elbo_samples=elbo_samples, elbo_seed=elbo_seed, context=context, candidates=candidates,
+                 method=compare_method)
 
     if not compare_method or compare_method == method or not first_scores:
         return DifferenceOutputs.showing(message("Pick a second PLL variant, different from the first, "
@@ -501,6 +531,8 @@ def _inputs(catalog: Catalog, presets: list[dict]) -> dict:
             w["method"] = widget(ScoringSettings, "method", only=MASKED_METHODS, value=DEFAULT_MASKED_METHOD,
                                  elem_id="rank-variant")
             w["right_masks"] = widget(ScoringSettings, "right_masks", elem_id="rank-right-masks")
+            w["elbo_samples"] = widget(ScoringSettings, "elbo_samples", visible=False, elem_id="rank-elbo-samples")
+            w["elbo_seed"] = widget(ScoringSettings, "elbo_seed", visible=False, elem_id="rank-elbo-seed")
             w["fast"] = widget(ScoringSettings, "fast", visible=bool(fast_help()), elem_id="rank-fast")
             gr.HTML(message(fast_help(), "note"), visible=bool(fast_help()), elem_id="rank-fast-measured")
         with gr.Column():
@@ -591,9 +623,11 @@ def _wire_inputs(w: dict, presets: list[dict]):
         [w["candidates"], w["answer"], w["preset"]], w["note"], api_visibility="private", show_progress="hidden",
         concurrency_limit=None)
     run_ends("rank-edit", edited)
-    # The right-masks slider only means something for the right-masks variant.
-    w["method"].change(lambda m: gr.update(interactive=m == "right_masks"), w["method"], w["right_masks"],
-                       api_visibility="private")
+    # The right-masks slider only means something for the right-masks variant, the ELBO's patterns
+    # for the ELBO.
+    w["method"].change(lambda m: (gr.update(interactive=m == "right_masks"), gr.update(visible=m == "elbo"),
+                                  gr.update(visible=m == "elbo")),
+                       w["method"], [w["right_masks"], w["elbo_samples"], w["elbo_seed"]], api_visibility="private")
     return fill
 
 
@@ -606,7 +640,7 @@ def _wire_runs(w: dict) -> None:
     scoring = [w[n] for n in ("normalize", "scope", "unconditional")]
     masked_event = w["run"].click(
         rank_masked, texts + [w["masked_model"], w["method"], w["right_masks"]] + scoring
-        + [w["answer"], w["emd"], w["fast"]],
+        + [w["answer"], w["emd"], w["fast"], w["elbo_samples"], w["elbo_seed"]],
         components(RankingOutputs, **w["sides"]["masked"], plot=w["masked_plot"], scores=masked_scores,
                    variant=masked_variant),
         api_name="rank_mlm", concurrency_id=rank_masked.group, js=run_starts("rank"))
