@@ -757,6 +757,74 @@ def test_downloads_and_a_link_to_the_view(page, server):
         fresh.close()
 
 
+# ---------------------------------------------------------------- a finger's size, at phone width
+
+# Every control a student can tap that is under 44 x 44 px (a dropdown by its whole box; a radio or
+# checkbox by its row, the label; as much of it as a small box clipping it shows), as "tag #id
+# WxH 'text'"; measured, none sampled.
+SMALL_TARGETS_JS = """() => {
+  const sel = 'button, [role=tab], input:not([type=radio]):not([type=checkbox]), select, textarea, a[href], '
+            + 'summary, label:has(input[type=radio]), label:has(input[type=checkbox]), .token-remove';
+  const small = [];
+  for (const e of document.querySelectorAll(sel)) {
+    const own = e.getBoundingClientRect();
+    const style = getComputedStyle(e);
+    if (own.width <= 1 || own.height <= 1 || style.visibility === 'hidden' || style.display === 'none') continue;
+    const box = (e.matches('input.border-none') && e.closest('.wrap-inner')) || e;
+    let {left, top, right, bottom} = box.getBoundingClientRect();
+    for (let up = box.parentElement; up; up = up.parentElement) {  // what a box that clips it leaves shown
+      if (getComputedStyle(up).overflow === 'visible') continue;
+      const c = up.getBoundingClientRect();
+      if (c.width < 44 || c.height < 44) {
+        left = Math.max(left, c.left); top = Math.max(top, c.top);
+        right = Math.min(right, c.right); bottom = Math.min(bottom, c.bottom);
+      }
+    }
+    const r = {width: right - left, height: bottom - top};
+    if (r.width <= 1 || r.height <= 1) continue;  // clipped away: not shown
+    if (r.width < 44 || r.height < 44) {
+      const text = (e.innerText || e.value || e.getAttribute('aria-label') || '').slice(0, 30);
+      small.push(`${e.tagName.toLowerCase()} #${(e.closest('[id]') || {}).id} ${Math.round(r.width)}x${Math.round(r.height)} '${text}'`);
+    }
+  }
+  return small;
+}"""
+# A picker's text shown whole: its box is as wide as what it holds
+CUT_PICKERS_JS = """() => [...document.querySelectorAll('.wrap-inner input.border-none')]
+  .filter((i) => i.getBoundingClientRect().width > 0 && i.scrollWidth > i.clientWidth + 1)
+  .map((i) => `#${i.closest('[id]').id}: '${i.value}'`)"""
+
+
+def test_every_control_is_a_fingers_size_and_no_picker_is_cut_at_phone_width(page, server):
+    with _fresh_view(page, 400) as view:
+        _open(view, server)
+        view.get_by_role("button", name="Lesson:").click()
+        for tab in ("Prompting", "Infill", "Ranking", "Length probe", "Results"):
+            _open_tab(view, tab)
+            for header in view.locator(".label-wrap:not(.open)").all():  # every closed opener, opened
+                if header.is_visible():
+                    header.click()
+            assert view.evaluate(SMALL_TARGETS_JS) == [], tab
+            assert view.evaluate(CUT_PICKERS_JS) == [], tab
+            _screenshot(view, f"phone-controls-{tab.split()[0].lower()}")
+
+
+def test_a_lesson_link_opens_with_its_card_in_the_first_screen(page, server):
+    with _fresh_view(page, 400) as view:
+        _open(view, server)
+        _load_step(view, "5. Rank answers by PLL", "Ranking")
+        with view.expect_response("**/gradio_api/deep_link**") as response:
+            view.get_by_role("button", name="Copy a link to this view").click()
+        link = f"{server}?deep_link={response.value.text().strip(chr(34))}"
+    with _fresh_view(page, 400) as view:
+        _open(view, link)
+        view.wait_for_selector("body[data-lesson-link-scrolled]")
+        top = view.locator("#lesson-card").bounding_box()["y"]
+        assert -2 <= top < 900 - 200, top  # the card's start, and some of it, on the first screen
+        assert view.locator(".demo-lesson-question").bounding_box()["y"] < 900
+        _screenshot(view, "lesson-link-400")
+
+
 # ---------------------------------------------------------------- links that reopen the view
 
 
@@ -1014,17 +1082,18 @@ def test_a_speed_change_while_playing_applies_at_once(page, server, width):
         _screenshot(view, f"speed-change-{width}")
 
 
-def test_lesson_step_3_compares_one_setting_with_step_2(page, server):
+@pytest.mark.parametrize("width", [1400, 400])
+def test_lesson_step_3_compares_one_setting_with_step_2(page, server, width):
     """Step 2's run, then step 3's: the line beside the button names the settings, step 3 changes
     only the padding masks, and step 2's masked run plays beside step 3's, step for step, headed
-    by that one change."""
+    by that one change, which a phone shows in the previous run's lane."""
 
     def load(title: str) -> None:
         view.get_by_label(title).check()
         view.locator("#lesson-card").filter(has_text="Prompting tab").wait_for()
         _press(view, "#lesson-load", "lesson")
 
-    with _fresh_view(page, 1400) as view:
+    with _fresh_view(page, width) as view:
         _open(view, server)
         view.get_by_role("button", name="Lesson:").click()
         load("2. Generate by appending masks")
@@ -1040,11 +1109,16 @@ def test_lesson_step_3_compares_one_setting_with_step_2(page, server):
         previous = view.locator("#gen-previous-trace .demo-player")
         assert previous.count() == 1
         assert "padding masks family default → 0 (the only change)" in previous.inner_text()
+        if width < 641:  # one lane at a time: the previous run's, picked on the lane switch
+            view.locator('#gen-lane-switch [data-lane="previous"]').click()
+        assert previous.get_by_text("Changed since: padding masks").is_visible()
+        _screenshot(view, f"lesson-step-3-compared-{width}")
+        if width < 641:
+            return
         # in step with this run's player: one press of next moves both
         view.locator("#gen-trace [data-action=next]").click()
         assert _player_at(view, "#gen-trace")[0].startswith("step 2 of")
         assert view.locator("#gen-previous-trace .demo-player-pos").inner_text().startswith("step 2 of")
-        _screenshot(view, "lesson-step-3-compared")
         view.locator("#gen-compare-previous input").uncheck()
         previous.wait_for(state="detached")
 

@@ -2,12 +2,14 @@
 tab's inputs, and each step's request, sent as the page sends it after loading, runs on the
 offline models without a message."""
 
+import html
 import json
+import re
 from typing import NamedTuple
 
 import pytest
 
-from tests.conftest import needs_shared
+from tests.conftest import STANDIN_MLM, needs_shared
 
 pytest.importorskip("gradio")
 from demo.paths import ASSETS  # noqa: E402
@@ -229,13 +231,22 @@ def _pll(app, ran):
 
 
 def _right_masks(app, ran):
+    """The difference view's note (the step compares with one mask): each score with right masks
+    minus with one mask, as the summaries' scores give it."""
+    from demo.ui.ranking import RankingOutputs, compare_variants
     candidates = presets("ranking")["Multi-token word looks too likely (BERTs paper, 2.2)"]["candidates"]
     short, long = ranked(ran[6].views["rank_mlm"], "rank-mlm-summary", candidates)
     short_1, long_1 = ranked(run_request(app, "rank_mlm", ran[6].loaded, {"rank-variant": "salazar"}),
                              "rank-mlm-summary", candidates)
-    loses = (long_1 - short_1) - (long - short)
-    assert loses > 0
-    return [f"the long word loses about {loses:.1f} more with right masks"]
+    loaded = {c.elem_id: v for c, v in ran[6].loaded.items()}
+    first = RankingOutputs(*ran[6].views["rank_mlm"][None]).scores
+    note = html.unescape(compare_variants(loaded["rank-context"], loaded["rank-candidates"], STANDIN_MLM.name,
+                                          "right_masks", "salazar", first, 2, False, "completion", "", "auto",
+                                          False).note)
+    moved = [number_after(re.escape(c) + r" ([-+]\d+\.\d+)", note) for c in candidates]
+    assert abs(moved[0] - (short - short_1)) <= 0.011 and abs(moved[1] - (long - long_1)) <= 0.011  # (2 decimals each)
+    assert moved[1] < moved[0]  # the long word loses more with right masks
+    return [f'"{candidates[0]}" {moved[0]:+.2f}, the long word {moved[1]:+.2f}']
 
 
 def _decoder(app, ran):
@@ -260,8 +271,12 @@ def _length(app, ran):
     answered = standin[standin.status == "ok"]
     found = smollm2.groupby("length")["correct"].mean()
     assert found.eq(1).all()
+    from demo.ui.length_probe import precomputed_grids, show_precomputed
+    note = show_precomputed(precomputed_grids()[0][1]).note  # the page's words for the stand-in's grid
+    said = f"the needle found in {int(answered.correct.sum())} of the {len(answered)} it read"
+    assert said in note
     return [f'its 768-token cells say "beyond limit"; it finds no needle at any length '
-            f"({int(answered.correct.sum())} of {len(answered)} in its precomputed grid)",
+            f'(its precomputed grid: "{said}")',
             f"SmolLM2 finds all of them up to {found.index.max():,}"]
 
 

@@ -194,7 +194,8 @@ def mask_sweep_plot(table: pd.DataFrame, title: str | None = None) -> go.Figure:
         fig.add_vline(x=value, line=dict(color=PAPER_COLOUR, dash="dash", width=1),
                       annotation_text=f"the paper's {symbol} = {value}", annotation_position="top")
     fig.update_layout(
-        title=title or f"How many masks? {_model_name(rows)} on {rows['task'].iloc[0]}", height=420,
+        # (two lines: a phone's width holds about 40 characters of a title)
+        title=title or f"How many masks?<br>{_model_name(rows)} on {rows['task'].iloc[0]}", height=420,
         plot_bgcolor="white", margin=dict(t=90, l=70, r=20, b=60),
         legend=dict(orientation="h", x=0, xanchor="left", y=-0.2, yanchor="top"))
     fig.update_xaxes(title_text=SWEEP_AXES.get(setting, setting), tickvals=sorted(set(rows["value"])),

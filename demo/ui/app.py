@@ -125,6 +125,12 @@ def preload(progress: warm_up.Progress | None = None) -> None:
             loading.load(entry.name, kind)
 
 
+# The footer's links a finger's size on a phone, as every control of the page (style.css): Gradio
+# scopes the page's style sheet to its container, which the footer is outside of
+FOOTER_STYLE = ("<style>@media (max-width: 640px) { footer a { min-height: 44px; display: inline-flex !important; "
+                "align-items: center; } }</style>")
+
+
 def launch(app: gr.Blocks, **kwargs) -> None:
     """Serve ``app`` (built by :func:`build_app`) with its deployment's queue and bounds, until the
     process stops."""
@@ -144,7 +150,7 @@ def serve(app: gr.Blocks, **kwargs) -> None:
               max_size=settings.queue_size)
     sharing.RESULTS.max_entries = settings.shared_results
     options = dict(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-                   ssr_mode=False, show_error=False, footer_links=["api", "gradio"],
+                   ssr_mode=False, show_error=False, footer_links=["api", "gradio"], head=FOOTER_STYLE,
                    prevent_thread_lock=True, css_paths=[STYLE], mcp_server=settings.mcp)
     options.update(kwargs)
     app.launch(**options)

@@ -60,7 +60,9 @@ def precomputed_grids() -> list[tuple[str, str]]:
             models = pd.read_csv(path, usecols=["model"], dtype=str)["model"].unique()
         except (ValueError, OSError):  # not a grid file: not offered
             continue
-        choices += [(f"{model} ({path.name})", f"{path.name}::{model}") for model in models]
+        # (the file named only where it is not the model's own: a phone shows some 30 characters)
+        choices += [(model if model.lower() == path.stem.lower() else f"{model} ({path.stem})",
+                     f"{path.name}::{model}") for model in models]
     return choices
 
 
@@ -192,7 +194,10 @@ def show_precomputed(choice):
     if rows.empty:
         raise ValueError(f"{name} holds no runs of {model!r}.")
     caveat = standin_note(model)
-    note = message(f"{name}: {len(rows)} runs of {model}, computed offline with mlm-icl probe.", "note")
+    read = rows[rows["status"] == "ok"] if "status" in rows else rows
+    beyond = f"; {len(rows) - len(read)} beyond the model's length limit, not run" if len(read) < len(rows) else ""
+    note = message(f"{name}: {len(rows)} runs of {model}, computed offline with mlm-icl probe: the needle found "
+                   f"in {int(read['correct'].sum())} of the {len(read)} it read{beyond}.", "note")
     return PrecomputedGridOutputs(plot=_figure(rows, _short(model)),
                                   note=note + (message(caveat, "note") if caveat else ""))
 

@@ -60,7 +60,30 @@ def build() -> LessonParts | None:
                     "class; this button forgets the shared answers, so the next press of each step computes again."
                     "</sub>")
         _wire_readiness(ready, fresh)
+    gr.HTML("", elem_id="lesson-link-scroll", visible="hidden", js_on_load=LINK_SCROLL_JS)
     return LessonParts(lesson, opener, step, card, load, following)
+
+
+# A link to a view with the lesson open (the page's "Copy a link to this view") opens with the
+# step's card in the first screen, not at the page's top: once the page has shown its first view
+# and restored the link's values, the card, if shown, is scrolled to the top.
+LINK_SCROLL_JS = """
+if (new URLSearchParams(location.search).has('deep_link') && !window.demoLessonLink) {
+  window.demoLessonLink = true;
+  const started = Date.now();
+  const look = () => {
+    const card = document.querySelector('#lesson-card');
+    const shown = Number(document.body.getAttribute('data-runs-first-view') || 0) > 0;
+    if (shown && card && card.getBoundingClientRect().height > 0) {
+      card.scrollIntoView({block: 'start'});
+      document.body.setAttribute('data-lesson-link-scrolled', '1');
+    } else if (Date.now() - started < 20000) {
+      setTimeout(look, 250);
+    }
+  };
+  look();
+}
+"""
 
 
 def _wire_readiness(ready: gr.HTML, fresh: gr.Button) -> None:

@@ -275,7 +275,8 @@ def playback(steps, lane: str, run: str = "", note: str | None = None, group: st
     if not steps:
         return ""
     title, how = LANES[lane]
-    marker = f'<div class="demo-lane-how">{escape(note)}</div>' if note else ""
+    # (the lane's note stays on a phone, where the line on how the lane writes is hidden)
+    marker = f'<div class="demo-lane-how demo-lane-said">{escape(note)}</div>' if note else ""
     written = _written_counts(steps) if lane == "any_order" else None
     tokens, position = "", f"step 1 of {len(steps)}"
     if written:

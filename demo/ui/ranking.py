@@ -429,8 +429,11 @@ def compare_variants(context, candidates, model_name, method, compare_method, fi
 
     same = order(first_scores) == order(second_scores)
     change = "is the same" if same else "changes to: " + " > ".join(order(second_scores))
+    second_by = {s.candidate: s.score for s in second_scores}
+    moved = "; ".join(f"{quoted(s.candidate, 40)} {s.score - second_by[s.candidate]:+.2f}" for s in first_scores)
     note = (f"{second_label} vs {first_label}: the ranking {change.rstrip('.')}. Blue tokens are likelier "
-            f"under {second_label}, red ones under {first_label}.")
+            f"under {second_label}, red ones under {first_label}. Each score under {first_label}, minus under "
+            f"{second_label}: {moved}.")
     return DifferenceOutputs(plot=figure, note=message(note, "note"), scores=second_scores, variant=second_label)
 
 

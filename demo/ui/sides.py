@@ -18,7 +18,7 @@ KIND_NAMES = {"masked": "Masked LM", "causal": "Causal LM"}
 def side_pickers(catalog: Catalog, prefix: str, causal_label: str = KIND_NAMES["causal"], any_kind: bool = False):
     """(masked LM picker, causal LM picker) in a row, and the pair picker that sets both; the
     causal side may be skipped, and with ``any_kind`` be any model (compared in its natural kind)."""
-    with gr.Row():
+    with gr.Row(elem_classes=["demo-pickers"]):  # (stacked on a phone: a model's name in full)
         masked = model_picker(catalog, "masked", KIND_NAMES["masked"], f"{prefix}-mlm")
         causal = model_picker(catalog, "causal", causal_label, f"{prefix}-causal", with_none=True,
                               any_kind=any_kind)
