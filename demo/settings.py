@@ -389,8 +389,9 @@ class ScoringSettings:
         "near-ties are ranked as the exact PLL ranks them.", low=0.0)
     elbo_samples: int = setting(64, "masking patterns per text, each a masked copy", applies="method elbo",
         more="A text with no more patterns than this (2^L - 1 for L scored tokens) is scored exactly, every "
-        "pattern once.", low=1, high=MAX_ELBO_SAMPLES)
-    elbo_seed: int = setting(0, "seed of the masking patterns drawn", applies="method elbo", low=0, high=2**63 - 1)
+        "pattern once.", low=1, high=MAX_ELBO_SAMPLES, label="ELBO: masking patterns")
+    elbo_seed: int = setting(0, "seed of the masking patterns drawn", applies="method elbo", low=0, high=2**63 - 1,
+                             label="ELBO: seed")
     fast: bool = setting(False,
         "score with the approximate PLL where it was measured to keep rankings (by the candidates' "
         "length), exactly elsewhere", applies="the PLL methods", more=

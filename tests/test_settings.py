@@ -78,7 +78,7 @@ def test_pyproject_and_requirements_pin_the_same_runtime():
     (RunSettings, dict(score="middle"), "scored span"),
     (RunSettings, dict(cache="fast"), r"Unknown cache 'fast'; use one of exact, prefix\."),
     (GridSettings, dict(cache="fast"), r"Unknown cache 'fast'; use one of exact, prefix\."),
-    (GridSettings, dict(cache=None), "Unknown cache None"),
+    (GridSettings, dict(cache=None), "Unknown cache null"),
     (GridSettings, dict(lengths=[0]), "length"),
     (GridSettings, dict(depths=[1.5]), "depth"),
     (GridSettings, dict(depths=[]), "at least one"),
