@@ -782,10 +782,7 @@ class SweepSettings:
         values = self.values
         if isinstance(values, str):  # a page's text box: "0, 1, 2" (or a list written out: "[0, 1]")
             words = values.replace(",", " ").replace("[", " ").replace("]", " ").split()
-            if not all(w.lstrip("-").isdigit() for w in words):
-                raise ValueError(f"The numbers of masks must be whole numbers separated by commas, not "
-                                 f"{as_said(values)}.")
-            values = [int(w) for w in words]
+            values = [int(w) if w.lstrip("-").isdigit() else w for w in words]
         elif not isinstance(values, (list, tuple)):
             values = [values]
         if not values:

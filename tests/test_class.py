@@ -4,6 +4,7 @@ distinct rankings that wait together run as one batch, each answered as alone.""
 
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -18,12 +19,24 @@ PROMPT = "The capital of France is Paris. The capital of Italy is"
 HOLD = "Hold the queue: "
 
 
+@contextmanager
+def _serving(release: threading.Event):
+    """The app, built and served in this process: its URL; ``release`` set when it closes."""
+    from demo.ui.app import build_app, serve
+    app = build_app()
+    serve(app, server_port=free_port(), quiet=True)
+    try:
+        yield app.local_url
+    finally:
+        release.set()
+        app.close()
+
+
 @pytest.fixture
 def served(monkeypatch):
     """(the app's URL, the prompts the engine's generate() was called with); a prompt starting
     with HOLD waits in the engine until ``release`` is set."""
     import demo.engine.generation as generation
-    from demo.ui.app import build_app, serve
 
     prompts, release, real = [], threading.Event(), generation.generate
 
@@ -33,13 +46,8 @@ def served(monkeypatch):
             release.wait(timeout=60)
         return real(lm, prompt, *args, **kwargs)
     monkeypatch.setattr(generation, "generate", counted)
-    app = build_app()
-    serve(app, server_port=free_port(), quiet=True)
-    try:
-        yield app.local_url, prompts, release
-    finally:
-        release.set()
-        app.close()
+    with _serving(release) as url:
+        yield url, prompts, release
 
 
 @pytest.fixture
@@ -47,7 +55,6 @@ def scoring(monkeypatch):
     """(the app's URL, each call of the engine's score_choices as (rankings, settings, scores));
     a call with a ranking whose context starts with HOLD waits in the engine until ``release``."""
     import demo.engine.pll as pll
-    from demo.ui.app import build_app, serve
 
     calls, release, real = [], threading.Event(), pll.score_choices
 
@@ -60,13 +67,8 @@ def scoring(monkeypatch):
         calls.append((choice_sets, settings, scores))
         return scores
     monkeypatch.setattr(pll, "score_choices", counted)
-    app = build_app()
-    serve(app, server_port=free_port(), quiet=True)
-    try:
-        yield app.local_url, calls, release
-    finally:
-        release.set()
-        app.close()
+    with _serving(release) as url:
+        yield url, calls, release
 
 
 def _request(prompt: str) -> dict:

@@ -154,6 +154,9 @@ def test_the_plot_marks_the_papers_choice():
     assert any("N = 2" in a.text for a in figure.layout.annotations)
     assert figure.layout.xaxis.title.text == "extra masks right of each scored token (N)"
     assert figure.layout.yaxis.title.text == "accuracy (%)"
+    # a phone's width holds about 40 characters of a title: the stand-in's on two lines, each in it
+    title = mask_sweep_plot(table.assign(model="minilm-l6-mlm-standin")).layout.title.text
+    assert [len(line) <= 40 for line in title.split("<br>")] == [True, True], title
 
 
 @needs_shared
