@@ -16,7 +16,7 @@ import argparse
 import dataclasses
 import typing
 
-from .settings import help_line, kind_of
+from .settings import help_line, kind_of, parse_boolean
 
 
 def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
@@ -28,13 +28,11 @@ def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
 
 
 def boolean(text: str) -> bool:
-    """A yes/no option's value: yes, true, t, y, 1 or no, false, f, n, 0 (any case)."""
-    if text.lower() in ("yes", "true", "t", "y", "1"):
-        return True
-    if text.lower() in ("no", "false", "f", "n", "0"):
-        return False
-    raise argparse.ArgumentTypeError(f"Truthy value expected: got {text} but expected one of "
-                                     f"yes/no, true/false, t/f, y/n, 1/0 (case insensitive).")
+    """A yes/no option's value, read as a ``DEMO_*`` variable's is (``settings.parse_boolean``)."""
+    try:
+        return parse_boolean(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _add_option(parser: argparse.ArgumentParser, f: dataclasses.Field, kind) -> None:

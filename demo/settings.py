@@ -28,8 +28,6 @@ import unicodedata
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
-# Where the app's files are: demo.paths owns them; the tabs and the needle probe read them here
-
 # A masked LM's scoring methods: the PLLs (a masked copy of the whole text per scored token), the
 # decoder's own likelihood (a generation window per scored token: demo.engine.pll_decoder) and the
 # masked diffusion ELBO (a masked copy per masking pattern: demo.engine.elbo)
@@ -826,11 +824,15 @@ class ResultsFilter:
 # ---------------------------------------------------------------- the deployment
 
 
-def _boolean(raw: str) -> bool:
-    word = raw.strip().lower()
-    if word not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-        raise ValueError(raw)
-    return word in ("1", "true", "yes", "on")
+TRUE_WORDS, FALSE_WORDS = ("yes", "true", "t", "y", "on", "1"), ("no", "false", "f", "n", "off", "0")
+
+
+def parse_boolean(text: str) -> bool:
+    """A yes/no value typed as text (a ``DEMO_*`` variable, a command-line option), in any case."""
+    word = text.strip().lower()
+    if word in TRUE_WORDS + FALSE_WORDS:
+        return word in TRUE_WORDS
+    raise ValueError(f"Expected yes or no ({'/'.join(TRUE_WORDS)} or {'/'.join(FALSE_WORDS)}), not {as_said(text)}.")
 
 
 @dataclass(frozen=True)
@@ -907,7 +909,7 @@ class AppSettings:
             if raw is None or (raw.strip() == "" and f.type is not str):
                 continue
             try:
-                values[f.name] = _boolean(raw) if f.type is bool else f.type(raw)
+                values[f.name] = parse_boolean(raw) if f.type is bool else f.type(raw)
             except ValueError:
                 raise ValueError(f"{cls.variable(f.name)}={as_said(raw)} is not a valid "
                                  f"{f.type.__name__}.") from None

@@ -31,6 +31,25 @@ def test_app_settings_read_from_the_environment():
         AppSettings.from_env({"DEMO_QUEUE_SIZE": "0"})
 
 
+@pytest.mark.parametrize("word", ["yes", "TRUE", "t", "Y", "on", "1", "no", "False", "f", "N", "OFF", "0", "maybe"])
+def test_a_yes_or_no_reads_alike_from_the_environment_and_the_command_line(word, capsys):
+    """One reader of yes/no text: a DEMO_* variable and a command-line option take the same words."""
+    from demo.cli import build_parser
+    try:
+        variable = AppSettings.from_env({"DEMO_MCP": word}).mcp
+    except ValueError:
+        variable = "refused"
+    try:
+        option = build_parser().parse_args(["generate", "--model", "m", "--prompt", "p", "--stop_at_newline",
+                                            word]).stop_at_newline
+    except SystemExit:
+        option = "refused"
+    assert variable == option == ("refused" if word == "maybe" else word.lower() in ("yes", "true", "t", "y", "on",
+                                                                                     "1"))
+    if word == "maybe":
+        assert "Expected yes or no (yes/true/t/y/on/1 or no/false/f/n/off/0), not 'maybe'." in capsys.readouterr().err
+
+
 def test_the_app_loads_float32_on_a_cpu_and_its_gpu_dtype_on_a_gpu(monkeypatch, tmp_path):
     import torch
 

@@ -4,6 +4,7 @@ The browser test (tests/test_browser.py) drives the served page; these check the
 cannot see cheaply.
 """
 
+import html
 import json
 import os
 from pathlib import Path
@@ -655,14 +656,15 @@ def test_the_comparison_says_where_outputs_part_and_shows_text_as_text():
                                reads=Reads(len(pieces), 1000 * len(pieces) + int(seconds)))
 
     exact = result(["<img src=x>", " cat", "\n"], 3.0)
-    fast = result(["<img src=x>", " dog", "\n"], 1.0, refreshes=1)
-    assert difference_line(exact, fast) == "First differs at token 2: exact wrote ' cat', the prefix cache wrote ' dog'."
+    prefix = result(["<img src=x>", " dog", "\n"], 1.0, refreshes=1)
+    assert difference_line(exact, prefix) == "First differs at token 2: exact wrote ' cat', the prefix cache wrote ' dog'."
     assert difference_line(exact, result(["<img src=x>", " cat", "\n"], 1.0)) == "Identical: both wrote the same 3 tokens."
     shorter = result(["<img src=x>"], 1.0, stop="eos")
     assert difference_line(exact, shorter) == "First differs at token 2: exact wrote ' cat', the prefix cache wrote nothing more (stopped by: eos)."
-    panel = comparison(exact, fast, 16)
+    panel = comparison(exact, prefix, 16)
     assert "<img" not in panel and "&lt;img src=x&gt; cat" in panel and "&lt;img src=x&gt; dog" in panel
-    assert "1.0 tokens/s" in panel and "3.0 tokens/s" in panel and "Speed-up: 3.0x" in panel
+    assert "1.0 tokens/s" in panel and "3.0 tokens/s" in panel
+    assert "Speed-up: 3.0x (the prefix cache's tokens/s over exact's)" in html.unescape(panel)
     assert "3 forward passes · 3,003 tokens read" in panel and "3 forward passes · 3,001 tokens read" in panel
     assert "refreshes: 1 (set: every 16 tokens)" in panel
 

@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..engine.mask_window import open_masks, padding_masks_of, unmasking_windows, window_length
-from ..engine.text import encode_newlines, join, prompt_ids_of
+from ..engine.text import join, prompt_ids_of
 from ..settings import (
     AppSettings,
     GenerationSettings,
@@ -167,6 +167,7 @@ def infill_work(lm, text: str, settings: InfillSettings) -> Work:
     [blank:auto] is filled at every length 1..max_blank_tokens, and only its tries are scored
     whole, to keep the best. Scoring the filled texts afterwards is :func:`filled_texts_work`."""
     from ..engine.infill import AUTO, fill_window, parse_blanks, segments_of
+    from ..engine.pll import input_length
 
     blanks = parse_blanks(text, settings)
     segments = segments_of(text, blanks)
@@ -178,13 +179,13 @@ def infill_work(lm, text: str, settings: InfillSettings) -> Work:
         tokens = sum((fixed + n) * (text_tokens + fixed + n) for n in tries)
         passes = sum(fixed + n for n in tries)
     else:
-        text_tokens = _count(lm, encode_newlines("".join(segments), lm.newline_survives))
+        text_tokens = input_length(lm, "".join(segments))  # as scoring reads it (a start token where it needs one)
         tokens, passes = _causal_fill_work(lm, segments, blanks, settings)
     if auto:  # each try's filled text, scored whole
         specials = 2 if lm.kind == "masked" else 0  # the window's start and end: read, never scored
         for n in tries:
             total = text_tokens + fixed + n
-            tokens += ranking_tokens(lm.kind, total, total - specials)
+            tokens += ranking_tokens(lm.kind, total, total - specials, starts=False)
             passes += ranking_passes(lm.kind, total - specials)
     masked = f"{fixed + tries[0]} to {fixed + tries[-1]}" if auto else f"{fixed}"
     what = (f"filling {masked} masked token(s), one pass each over the {text_tokens}-token text"

@@ -38,11 +38,6 @@ def enumerated(n_scored: int, samples: int) -> bool:
     return 2 ** n_scored - 1 <= samples
 
 
-def pattern_count(n_scored: int, samples: int) -> int:
-    """The patterns (masked copies) a text of ``n_scored`` scored tokens is scored with."""
-    return 2 ** n_scored - 1 if enumerated(n_scored, samples) else samples
-
-
 def patterns(scored: list[int], samples: int, seed: str) -> list[Pattern]:
     """Every pattern of ``scored`` at its probability where they number at most ``samples``, else
     ``samples`` patterns drawn: a number of masks k ~ U{1..L}, then k of the positions. ``seed``

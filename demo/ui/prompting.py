@@ -222,10 +222,10 @@ def _stats(lm, result, time_limit: float, refresh: int | None = None) -> str:
              f"({result.seconds_per_step * 1000:.0f} ms per step) · prompt {result.prompt_tokens} "
              f"tokens · stopped by: {result.stop_reason.replace('_', ' ')}")
     work = work_line(result.reads, how_it_read(result, lm.kind))
-    fast = (f"<div>Prefix cache (approximate): {tokens_per_second(result):.1f} tokens/s · "
-            f"{_refreshes(result, refresh)}</div>" if result.refreshes is not None else "")
+    prefix = (f"<div>Prefix cache (approximate): {tokens_per_second(result):.1f} tokens/s · "
+              f"{_refreshes(result, refresh)}</div>" if result.refreshes is not None else "")
     timed_out = result.stop_reason == "time_limit"
-    return (f"<div>{model_note(lm)}</div><div>{stats}</div>{_likelihood(result)}{work}{fast}"
+    return (f"<div>{model_note(lm)}</div><div>{stats}</div>{_likelihood(result)}{work}{prefix}"
             + "".join(message(note, "note") for note in result.notes)
             + (message(f"Stopped after {time_limit:.0f} s, the time this generation may take "
                        f"here; the text so far is shown.", "note") if timed_out else ""))
@@ -263,20 +263,20 @@ def _token(result, at: int) -> str:
     return f"nothing more (stopped by: {result.stop_reason.replace('_', ' ')})"
 
 
-def difference_line(exact, fast) -> str:
+def difference_line(exact, prefix) -> str:
     """Where the prefix cache's output parts from the exact one, in words (plain text: escape it to show).
     Tokens count from 1, as the playback's steps do."""
     from ..engine.generation import first_difference
 
-    at = first_difference(exact, fast)
+    at = first_difference(exact, prefix)
     if at is None:
         return f"Identical: both wrote the same {len(exact.tokens)} tokens."
-    return f"First differs at token {at + 1}: exact wrote {_token(exact, at)}, the prefix cache wrote {_token(fast, at)}."
+    return f"First differs at token {at + 1}: exact wrote {_token(exact, at)}, the prefix cache wrote {_token(prefix, at)}."
 
 
-def comparison(exact, fast, refresh: int) -> str:
+def comparison(exact, prefix, refresh: int) -> str:
     """The exact and the prefix cache's output side by side (HTML; the texts escaped), each with its
-    tokens/s (the fast one with its refreshes), then the speed-up and where the two first differ."""
+    tokens/s (the prefix cache's with its refreshes), then the speed-up and where the two first differ."""
     def card(cache, result, extra=""):
         return (f'<div class="demo-compare-run"><div class="demo-compare-title">{escape(RUN_NAMES[cache])}</div>'
                 f'<div class="demo-compare-text">{escape(result.text) or "<i>(nothing)</i>"}</div>'
@@ -285,13 +285,13 @@ def comparison(exact, fast, refresh: int) -> str:
                 f'<div class="demo-work">{work_text(result.reads)}</div></div>')
 
     slow = tokens_per_second(exact)
-    speedup = (f"Speed-up: {tokens_per_second(fast) / slow:.1f}x (fast's tokens/s over exact's)."
+    speedup = (f"Speed-up: {tokens_per_second(prefix) / slow:.1f}x (the prefix cache's tokens/s over exact's)."
                if slow > 0 else "Speed-up: none to show (the exact run wrote nothing).")
     return ('<div class="demo-compare"><div class="demo-compare-head"><b>Exact vs prefix cache</b>, same '
             'prompt and settings (the text box above and the playback show the exact run)'
             '</div><div class="demo-compare-runs">'
-            + card("exact", exact) + card("prefix", fast, f" · {_refreshes(fast, refresh)}") + "</div>"
-            + message(speedup, "note") + message(difference_line(exact, fast), "note") + "</div>")
+            + card("exact", exact) + card("prefix", prefix, f" · {_refreshes(prefix, refresh)}") + "</div>"
+            + message(speedup, "note") + message(difference_line(exact, prefix), "note") + "</div>")
 
 
 def _run(prompt, model_name, kind, runs: list[GenerationSettings], emd: str = "auto"):
@@ -519,7 +519,7 @@ def _inputs(catalog: Catalog, presets: list[dict], first: dict) -> dict:
                  "and answers, where exact is slow. compare: runs both side by side, to see what the "
                  "speed costs. Masked LM only: a causal LM always uses its own exact cache.")
         w["cache_refresh"] = widget(GenerationSettings, "cache_refresh", scale=1, min_width=240, elem_id="gen-refresh",
-                                    elem_classes=["demo-with-fast"])  # shown with the prefix cache or compare only (style.css)
+                                    elem_classes=["demo-with-prefix"])  # shown with the prefix cache or compare only (style.css)
     with gr.Row(equal_height=True):
         w["run"] = gr.Button("Generate with both models", variant="primary", elem_id="gen-run", scale=2,
                              min_width=220)
