@@ -231,8 +231,8 @@ def _pll(app, ran):
 
 
 def _right_masks(app, ran):
-    """The difference view's note (the step compares with one mask): each score with right masks
-    minus with one mask, as the summaries' scores give it."""
+    """The difference view's note (the step compares with one mask): each score with one mask
+    minus with right masks (the figure's Δ), as the summaries' scores give it."""
     from demo.ui.ranking import RankingOutputs, compare_variants
     candidates = presets("ranking")["Multi-token word looks too likely (BERTs paper, 2.2)"]["candidates"]
     short, long = ranked(ran[6].views["rank_mlm"], "rank-mlm-summary", candidates)
@@ -244,8 +244,8 @@ def _right_masks(app, ran):
                                           "right_masks", "salazar", first, 2, False, "completion", "", "auto",
                                           False).note)
     moved = [number_after(re.escape(c) + r" ([-+]\d+\.\d+)", note) for c in candidates]
-    assert abs(moved[0] - (short - short_1)) <= 0.011 and abs(moved[1] - (long - long_1)) <= 0.011  # (2 decimals each)
-    assert moved[1] < moved[0]  # the long word loses more with right masks
+    assert abs(moved[0] - (short_1 - short)) <= 0.011 and abs(moved[1] - (long_1 - long)) <= 0.011  # (2 decimals each)
+    assert moved[1] > moved[0]  # one mask favours the long word: right masks take more from it
     return [f'"{candidates[0]}" {moved[0]:+.2f}, the long word {moved[1]:+.2f}']
 
 

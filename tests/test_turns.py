@@ -23,14 +23,16 @@ class Engine:
             self.hold.wait(timeout=30)
         if "bad" in items:
             raise ValueError("bad item")
-        return [item.upper() for item in items]
+        # an item the engine refuses on its own is answered by its error; "short" loses its answer
+        answers = [ValueError(f"{item} refused") if item.startswith("refused") else item.upper() for item in items]
+        return [a for item, a in zip(items, answers) if item != "short"]
 
 
 def _asking(group, key, item, engine, answers):
     from demo.ui.turns import together
     try:
         answers[item] = together(group, key, item, engine)
-    except ValueError as err:
+    except (ValueError, RuntimeError) as err:
         answers[item] = err
 
 
@@ -73,6 +75,20 @@ def test_one_items_failure_stays_its_own():
     assert sorted(map(sorted, engine.batches[2:])) == [["a"], ["bad"], ["c"]]
     assert isinstance(answers["bad"], ValueError)
     assert answers["a"] == ("A", 1) and answers["c"] == ("C", 1)
+
+
+def test_an_item_run_all_refuses_is_refused_in_its_own_request_only():
+    engine = Engine()
+    answers = _class_behind_first("test-refused", [("k", "a"), ("k", "refused-b")], engine)
+    assert len(engine.batches) == 2  # one batch: nothing ran again
+    assert str(answers["refused-b"]) == "refused-b refused" and answers["a"] == ("A", 2)
+
+
+def test_a_batch_answered_short_fails_its_requests_instead_of_leaving_them_waiting():
+    engine = Engine()
+    answers = _class_behind_first("test-short", [("k", "a"), ("k", "short")], engine)
+    assert answers["a"] == ("A", 1)  # run again alone once the batch's answers did not add up
+    assert "short" in answers and isinstance(answers["short"], Exception)
 
 
 def test_batches_hold_at_most_the_deployments_size(monkeypatch):

@@ -160,47 +160,64 @@ def fast_note(lm, choices, settings: ScoringSettings, band, reads, seconds: floa
     return message(f"Fast scoring asked, exact scoring used: {why}.", "note")
 
 
+class _Scored(NamedTuple):
+    """A ranking as the scoring turn scored it, alone or in a batch."""
+    lm: Any
+    choices: list
+    band: Any  # its fast_plan: the approximate PLL's setting, or None (exact)
+    scores: list
+    reads: Any  # what it read: as counted alone; in a batch, what it reads alone
+    seconds: float  # the run's (a batch's: all of its rankings')
+
+
 def _score(model_name, kind, context, candidates_text, settings: ScoringSettings, emd="auto"):
     """(model, scores, the work line: what the scoring's passes read, as the engine counted).
-    Rankings with the same model and settings that wait for their turn together are scored as
-    one batch (``turns.together``); fast scoring runs alone, since what it reads again is
-    counted only for the whole run."""
-    from ..engine.pll import check_choices, choices_for, fast_plan  # torch: imported on first use
-
+    The model loads in the scoring turn, so a request waiting for it holds none; rankings of one
+    model and settings that wait for the turn together are scored as one batch
+    (``turns.together``). Fast scoring runs alone: what it reads again is counted only for the
+    whole run."""
     context = check_text(context, "context", deployment().settings.max_prompt_chars, allow_empty=True)
     candidates = parse_candidates(candidates_text, deployment().settings)
-    lm = load(model_name, kind, emd)
-    budget.ranking_work(lm, context, candidates, settings).check(deployment().settings)  # refused before it runs
-    choices = choices_for(context, candidates)
-    check_choices(lm, choices, settings)  # a text the model cannot read is refused before it joins a batch
-    band = fast_plan(lm, [choices], settings)[0]
-    # the waiting rankings hold their model, so an id names one model while they wait
-    key = None if settings.fast else (id(lm), repr(settings))
-    (scores, reads, seconds), batch = together("score", key, choices, functools.partial(_scored, lm, settings))
-    how = budget.ranking_reads(kind, settings.method_for(lm), settings.elbo_samples, band.stride if band else 1)
-    if batch == 1 and band is None and settings.method_for(lm) in PLL_METHODS and seconds > 0:
-        EXACT_SPEED[(model_name, kind)] = reads.tokens / seconds
+    key = None if settings.fast else (model_name, kind, emd, repr(settings))
+    run, batch = together("score", key, (context, candidates), functools.partial(_scored, model_name, kind, emd,
+                                                                                  settings))
+    lm, how = run.lm, budget.ranking_reads(kind, settings.method_for(run.lm), settings.elbo_samples,
+                                           run.band.stride if run.band else 1)
+    if batch == 1 and run.band is None and settings.method_for(lm) in PLL_METHODS and run.seconds > 0:
+        EXACT_SPEED[(model_name, kind)] = run.reads.tokens / run.seconds
     together_note = "" if batch == 1 else message(
         f"Scored in one batch with {batch - 1} other ranking{'' if batch == 2 else 's'} of this model and "
-        f"settings, waiting at the same time: {seconds:.2f} s for all of them. Its scores are what it gets "
+        f"settings, waiting at the same time: {run.seconds:.2f} s for all of them. Its scores are what it gets "
         f"alone; the work counts are its own.", "note")
-    return lm, scores, work_line(reads, how, seconds) + together_note + fast_note(
-        lm, choices, settings, band, reads, seconds, EXACT_SPEED.get((model_name, kind)))
+    return lm, run.scores, work_line(run.reads, how, run.seconds) + together_note + fast_note(
+        lm, run.choices, settings, run.band, run.reads, run.seconds, EXACT_SPEED.get((model_name, kind)))
 
 
-def _scored(lm, settings: ScoringSettings, rankings: list) -> list[tuple]:
-    """Each ranking's (scores, reads, seconds), the rankings scored in one batched run: a lone
-    ranking's reads as the engine counted them, each of several its own (what it reads alone)."""
+def _scored(model_name, kind, emd, settings: ScoringSettings, items: list) -> list:
+    """Each (context, candidates)'s ``_Scored``, or the ValueError refusing it (work over the
+    budget, a text the model cannot read), before any run: the model loaded, the rankings scored
+    in one batched run."""
     from ..engine.counting import counting
-    from ..engine.pll import choice_reads, score_choices
+    from ..engine.pll import check_choices, choice_reads, choices_for, fast_plan, score_choices
 
+    lm = load(model_name, kind, emd)
+    checked = []
+    for context, candidates in items:
+        try:
+            budget.ranking_work(lm, context, candidates, settings).check(deployment().settings)
+            choices = choices_for(context, candidates)
+            check_choices(lm, choices, settings)
+            checked.append(choices)
+        except ValueError as err:
+            checked.append(err)
+    rankings = [c for c in checked if not isinstance(c, ValueError)]
     start = time.perf_counter()
     with counting() as reads:
-        scores = score_choices(lm, rankings, settings, progress=True)
+        scores = iter(score_choices(lm, rankings, settings, progress=True) if rankings else [])
     seconds = time.perf_counter() - start
-    if len(rankings) == 1:
-        return [(scores[0], reads, seconds)]
-    return [(s, choice_reads(lm, [choices], settings), seconds) for s, choices in zip(scores, rankings)]
+    return [c if isinstance(c, ValueError) else _Scored(
+        lm, c, fast_plan(lm, [c], settings)[0], next(scores),
+        reads if len(rankings) == 1 else choice_reads(lm, [c], settings), seconds) for c in checked]
 
 
 def _typed_specials(lm, context: str, candidates: str) -> str:
@@ -430,10 +447,10 @@ def compare_variants(context, candidates, model_name, method, compare_method, fi
     same = order(first_scores) == order(second_scores)
     change = "is the same" if same else "changes to: " + " > ".join(order(second_scores))
     second_by = {s.candidate: s.score for s in second_scores}
-    moved = "; ".join(f"{quoted(s.candidate, 40)} {s.score - second_by[s.candidate]:+.2f}" for s in first_scores)
+    moved = "; ".join(f"{quoted(s.candidate, 40)} {second_by[s.candidate] - s.score:+.2f}" for s in first_scores)
     note = (f"{second_label} vs {first_label}: the ranking {change.rstrip('.')}. Blue tokens are likelier "
-            f"under {second_label}, red ones under {first_label}. Each score under {first_label}, minus under "
-            f"{second_label}: {moved}.")
+            f"under {second_label}, red ones under {first_label}. Each score's change (the figure's Δ: under "
+            f"{second_label} minus under {first_label}): {moved}.")
     return DifferenceOutputs(plot=figure, note=message(note, "note"), scores=second_scores, variant=second_label)
 
 

@@ -8,7 +8,8 @@ Distinct requests that wait together and can run as one batch (the same model an
 other texts) take one turn together (:func:`together`): what continuous batching does in
 text-generation servers, here at the granularity of a whole request, since the engine's batched
 paths already give each row the answer it gets alone. Alone, a request runs at once; only those
-that would have waited anyway are gathered, so batching adds no wait.
+that would have waited anyway are gathered, and they are answered together (the first in line
+later than alone, the last sooner, all of them sooner on the whole).
 """
 
 import functools
@@ -78,11 +79,11 @@ class _Turns:
         with self.changed:
             ahead = self.asking
             self.asking += 1
-        if ahead >= self.runs:
-            wait = "" if self.pace is None else f", about {max(1, round(ahead * self.pace / self.runs))} s at the recent pace"
-            say(f"waiting for its turn: {ahead} request{'' if ahead == 1 else 's'} of this kind ahead, "
-                f"running or waiting{wait}")
         try:
+            if ahead >= self.runs:
+                wait = "" if self.pace is None else f", about {max(1, round(ahead * self.pace / self.runs))} s at the recent pace"
+                say(f"waiting for its turn: {ahead} request{'' if ahead == 1 else 's'} of this kind ahead, "
+                    f"running or waiting{wait}")
             with self.changed:
                 while self.running >= self.runs and not answered():
                     if not still_wanted():
@@ -185,11 +186,15 @@ def together(group: str, key: Hashable | None, item, run_all: Callable[[list], l
     """(``item``'s answer, how many requests ran in its batch): ``run_all(items)`` returns one
     answer per item, each the one it gets alone. Requests of ``group`` waiting for a turn with the
     same ``key`` (None: never batched) run as one batch (at most ``AppSettings.batch_requests``),
-    in one turn. A failing batch runs its items again one by one, so an error is only its own
-    request's. Without :func:`batching` the caller's handler holds its turn already (its
-    ``handler(batches=True)`` took one), and the item runs alone."""
+    in one turn. An answer that is an exception is raised in its request alone; a failing batch
+    runs its items again one by one, so an error is only its own request's. Without
+    :func:`batching` the caller's handler holds its turn already (its ``handler(batches=True)``
+    took one), and the item runs alone."""
     if not batching():
-        return run_all([item])[0], 1
+        (answer,) = run_all([item])
+        if isinstance(answer, Exception):
+            raise answer
+        return answer, 1
     turns, mine = _turns(group), _Waiting(item)
     key = ("alone", id(mine)) if key is None else key
     with turns.changed:
@@ -206,6 +211,7 @@ def together(group: str, key: Hashable | None, item, run_all: Callable[[list], l
         if batch:
             _run(batch, run_all)
     finally:
+        turns.drop(key, mine)  # (not gathered: nobody runs it for a request that failed first)
         turns.give_back(time.perf_counter() - began, len(batch))
     mine.done.wait()  # run by this batch, or by one that took it before this turn came
     return mine.result()
@@ -214,6 +220,8 @@ def together(group: str, key: Hashable | None, item, run_all: Callable[[list], l
 def _run(batch: list[_Waiting], run_all: Callable[[list], list]) -> None:
     try:
         answers = run_all([w.item for w in batch])
+        if len(answers) != len(batch):
+            raise RuntimeError(f"run_all gave {len(answers)} answers for {len(batch)} items")
     except BaseException as err:
         if len(batch) > 1 and isinstance(err, Exception):  # one request's failure is not the others'
             for w in batch:
@@ -224,4 +232,6 @@ def _run(batch: list[_Waiting], run_all: Callable[[list], list]) -> None:
             w.error = err
     for w, answer in zip(batch, answers):
         w.answer, w.batch = answer, len(batch)
+        if isinstance(answer, Exception):  # an item refused on its own (run_all's way of saying so)
+            w.error = answer
         w.done.set()
