@@ -190,12 +190,11 @@ def together(group: str, key: Hashable | None, item, run_all: Callable[[list], l
     runs its items again one by one, so an error is only its own request's. Without
     :func:`batching` the caller's handler holds its turn already (its ``handler(batches=True)``
     took one), and the item runs alone."""
+    mine = _Waiting(item)
     if not batching():
-        (answer,) = run_all([item])
-        if isinstance(answer, Exception):
-            raise answer
-        return answer, 1
-    turns, mine = _turns(group), _Waiting(item)
+        _run([mine], run_all)
+        return mine.result()
+    turns = _turns(group)
     key = ("alone", id(mine)) if key is None else key
     with turns.changed:
         turns.waiting.setdefault(key, []).append(mine)
