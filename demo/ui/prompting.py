@@ -579,7 +579,7 @@ def _wire_settings(w: dict, catalog: Catalog, presets: list[dict]) -> list:
 
     # select, not change: picking the same preset again restores its text after an edit
     w["preset"].select(fill, w["preset"], [w["prompt"], w["paper_output"]] + shared, api_visibility="private")
-    shown = SHARED + ("decoding", "any_order") + ANY_ORDER_SETTINGS
+    shown = SHARED + ("decoding", "any_order") + ANY_ORDER
     gr.on([w[name].change for name in shown], lambda *values: settings_line(_line_items(dict(zip(shown, values)))),
           [w[name] for name in shown], w["settings_shown"], **QUICK)
     w["masked_model"].change(lambda name: trained_values(catalog, name), w["masked_model"],
@@ -632,7 +632,6 @@ def _wire_runs(w: dict, shared: list) -> None:
 MASKED_ONLY = ("decoding", "cache_refresh", "emd", "parallel_threshold", "chat")
 ANY_ORDER_ONLY = ("order", "tokens_per_step", "block_length", "remask", "emd", "chat", "masks_ahead",
                   "confidence_threshold")
-ANY_ORDER_SETTINGS = ("order", "tokens_per_step", "block_length", "remask", "masks_ahead", "confidence_threshold")
 
 
 def build(catalog: Catalog) -> TabParts:
