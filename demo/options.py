@@ -1,30 +1,29 @@
-"""Command-line options from the settings dataclasses (``demo.settings``): each field an option,
-its declaration's help the option's help, its type and default the option's.
+"""Command-line options from the settings classes (``demo.settings``): each field an option, its
+help line the option's help, its type and default the option's.
 
     --max_new_tokens, --max-new-tokens N   an int field (both spellings of a name with "_")
     --strategy {greedy,beam,sample}        a Literal field: its values are the choices
     --trace [BOOL]                         a bool field: alone it means true; a true default
                                            also gets --no-<name>
     --lengths N [N ...]                    a list field: one value or more
-    --stop                                 an alias from the field's metadata (``aliases``)
+    --stop                                 an alias from the field's words (``aliases``)
 
 The rules are those of transformers' ``HfArgumentParser``, the options' first owner, kept here so
-that ``--help`` needs neither transformers nor torch.
+that ``--help`` needs neither transformers nor torch. The values are checked by the settings
+class itself, as the page's and the API's are.
 """
 
 import argparse
 import dataclasses
 import typing
 
-from .settings import help_line, kind_of, parse_boolean
+from .settings import default_of, field_info, help_line, kind_of, parse_boolean, words
 
 
 def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
-    """An option per field of the dataclass ``cls``."""
-    hints = typing.get_type_hints(cls)
+    """An option per field of the settings class ``cls``."""
     for f in dataclasses.fields(cls):
-        if f.init:
-            _add_option(parser, f, kind_of(hints[f.name])[0])  # X | None: unset is the default, never typed
+        _add_option(parser, cls, f.name, kind_of(cls, f.name)[0])  # X | None: unset is the default, never typed
 
 
 def boolean(text: str) -> bool:
@@ -35,34 +34,25 @@ def boolean(text: str) -> bool:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
-def _add_option(parser: argparse.ArgumentParser, f: dataclasses.Field, kind) -> None:
-    names = [f"--{f.name}"] + ([f"--{f.name.replace('_', '-')}"] if "_" in f.name else [])
-    aliases = f.metadata.get("aliases", [])
-    help = option_help(f)
-    parser.add_argument(*names, *([aliases] if isinstance(aliases, str) else aliases), help=help,
-                        **_typed(f, kind))
-    if kind is bool and f.default is True:  # a true default can be turned off
-        parser.add_argument(f"--no_{f.name}", f"--no-{f.name.replace('_', '-')}", action="store_false",
-                            dest=f.name, help=help, default=False)
+def _add_option(parser: argparse.ArgumentParser, cls, name: str, kind) -> None:
+    names = [f"--{name}"] + ([f"--{name.replace('_', '-')}"] if "_" in name else [])
+    help = option_help(cls, name)
+    parser.add_argument(*names, *words(cls, name).get("aliases", []), help=help, **_typed(cls, name, kind))
+    if kind is bool and default_of(cls, name) is True:  # a true default can be turned off
+        parser.add_argument(f"--no_{name}", f"--no-{name.replace('_', '-')}", action="store_false",
+                            dest=name, help=help, default=False)
 
 
-def option_help(f: dataclasses.Field) -> str | None:
+def option_help(cls, name: str) -> str:
     """An option's help: the setting's one line (``demo.settings.help_line``), then what only the
     command line says (``more``), on a line of its own."""
-    if "help" not in f.metadata:
-        return None
-    more = f.metadata.get("more")
-    return help_line(f) + (f"\n{more}" if more else "")
+    more = words(cls, name).get("more")
+    return help_line(cls, name) + (f"\n{more}" if more else "")
 
 
-def _typed(f: dataclasses.Field, kind) -> dict:
+def _typed(cls, name: str, kind) -> dict:
     """The option's type, number of values, choices and default (or that it is required)."""
-    if f.default is not dataclasses.MISSING:
-        default = {"default": f.default}
-    elif f.default_factory is not dataclasses.MISSING:
-        default = {"default": f.default_factory()}
-    else:
-        default = {"required": True}
+    default = {"required": True} if field_info(cls, name).is_required() else {"default": default_of(cls, name)}
     if typing.get_origin(kind) is typing.Literal:
         choices = typing.get_args(kind)
         by_text = {str(choice): choice for choice in choices}
@@ -70,5 +60,7 @@ def _typed(f: dataclasses.Field, kind) -> dict:
     if kind is bool:
         return {"type": boolean, "nargs": "?", "const": True, "default": default.get("default", False)}
     if typing.get_origin(kind) is list:
-        return {"type": typing.get_args(kind)[0], "nargs": "+", **default}
+        item = typing.get_args(kind)[0]
+        return {"type": typing.get_args(item)[0] if typing.get_origin(item) is typing.Annotated else item,
+                "nargs": "+", **default}
     return {"type": kind, **default}

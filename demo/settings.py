@@ -1,32 +1,43 @@
-"""Every setting of the project, as dataclasses: one default per field, one validation.
+"""Every setting of the project, as pydantic dataclasses: one field per setting (its default, bounds
+and help), one validation.
 
 The engines take these objects; the command line (``demo.cli``) builds its options from their
-fields (each field's ``help`` is the option's help); the app builds the same objects from its
+fields (each field's description is the option's help); the app builds the same objects from its
 widgets; the tests build them directly. Torch-free, so ``demo --help`` and the app's page load
 never wait for torch.
 
 - :class:`ModelSettings`: which model, on which device (``demo.engine.models.load_model``).
 - :class:`ScoringSettings`: how candidates are scored (``demo.engine.pll``).
 - :class:`WritingSettings`: how a masked LM writes by unmasking (``demo.engine.unmasking``).
-- :class:`GenerationSettings`: how text is generated (``demo.engine.generation``), its writing included.
-- :class:`InfillSettings`: how blanks in a text are filled (``demo.engine.infill``).
+- :class:`SamplingSettings`: how the token written at a position is drawn (``demo.engine.sampling``).
+- :class:`TraceSettings`: whether a run records its steps for the playback (``demo.engine.trace``).
+- :class:`GenerationSettings`: how text is generated (``demo.engine.generation``): writing,
+  sampling and trace included.
+- :class:`InfillSettings`: how blanks in a text are filled (``demo.engine.infill``): sampling and
+  trace included.
 - :class:`RunSettings`: how a task is evaluated (``demo.evaluation.evaluate``).
 - :class:`GridSettings`: the needle-in-a-haystack grid (``demo.evaluation.haystack``).
 - :class:`SweepSettings`: how many masks? one task at each number of masks (``demo.evaluation.mask_sweep``).
 - :class:`HarnessSettings`: lm-eval's model_args beside the others (``demo.harness``).
-- :class:`AppSettings`: what a deployment sets through ``DEMO_*`` environment variables; the
-  only place they are read (``spaces_config/settings.env`` lists them, a test keeps both equal).
+- :class:`AppSettings`: what a deployment sets through ``DEMO_*`` environment variables
+  (pydantic-settings); the only place they are read (``spaces_config/settings.env`` lists them, a
+  test keeps both equal).
 """
 
-import dataclasses
 import functools
 import math
 import os
 import types
 import typing
 import unicodedata
-from dataclasses import dataclass, field, fields
-from typing import Literal
+from dataclasses import fields
+from typing import Annotated, Literal
+
+import annotated_types
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # A masked LM's scoring methods: the PLLs (a masked copy of the whole text per scored token), the
 # decoder's own likelihood (a generation window per scored token: demo.engine.pll_decoder) and the
@@ -55,6 +66,7 @@ UNMASKING_ORDERS = ("left_to_right", "confidence", "random")  # demo.engine.unma
 ORDERS_SHOWN = {"confidence": "most confident first", "left_to_right": "left to right", "random": "random"}
 WINDOWS = ("slide", "block")  # how a masked LM's masks follow the text (demo.engine.unmasking)
 MAX_TOKENS_PER_STEP = 64
+MAX_BLANK_TOKENS = 64  # InfillSettings: tokens of one blank
 INFILL_STRATEGIES = ("greedy", "sample")
 FIM_MODES = ("auto", "on", "off")  # a causal LM's fill-in-the-middle tokens: demo.engine.infill
 KINDS = ("masked", "causal")
@@ -128,160 +140,148 @@ def as_said(value, quote: str = "'") -> str:
 
 # ---------------------------------------------------------------- declarations
 
-# What a setting's declaration may say, beside its default (``setting``'s keywords). One
-# declaration feeds the page's widget, the API's argument line (and so the MCP tool's schema), the
-# command line's option and the validation, so none of them can drift from another.
-DECLARED = {
-    "help": "one line: the widget's info, the API's argument line, the option's first line",
-    "more": "what only the command line's help adds after that line",
-    "applies": "the models or modes it acts in ('masked LMs', 'sampling only'), said before the help",
-    "low": "the least value (inclusive)",
-    "above": "true: the value must be above ``low``, not equal to it (a probability in (0, 1])",
-    "high": "the largest value (inclusive); a field's name: that field's value",
-    "step": "a slider's step (a number setting's resolution on the page)",
-    "typed": "true: the page asks for it in a number box, not on a slider (a seed: any whole number)",
-    "label": "the widget's label, for a setting the page shows",
-    "shown": "{value: the page's words for it}, for a choice",
-    "off": "the widget's value that leaves an optional setting unset (the core's default)",
-    "cap": "the AppSettings field that bounds it further on a deployment (check_caps)",
-    "what": "its name in messages (default: the field's name)",
-    "aliases": "more command-line names",
-}
+# A setting is a pydantic field: its default, its bounds (ge, gt, le), its help line (the
+# description) and, in json_schema_extra, the page's own words for it:
+#   label    the widget's label                     shown   {value: the page's words}, for a choice
+#   applies  where it acts ("masked LMs"), said before the help line
+#   more     what only the command line's help adds  aliases more command-line names
+#   step     a slider's step                          typed   asked in a number box (a seed)
+#   off      the widget's value that leaves an optional setting unset (the core's default)
+#   cap      the AppSettings field that bounds it further on a deployment (check_caps)
+#   what     its name in messages (default: the field's)   each   a list item's name in messages
+# pydantic checks every value (strict: 3.0 is no whole number, "3" no number, true no count) and
+# the refusals are said in the page's words (``refusal``), never as pydantic's report.
+STRICT = ConfigDict(strict=True, allow_inf_nan=False)
 
 
-def setting(default=dataclasses.MISSING, help: str = "", *, factory=None, **declared):
-    """A settings dataclass field and its declaration (``DECLARED`` says what it may hold)."""
-    unknown = set(declared) - set(DECLARED)
-    if unknown or not help:
-        raise TypeError(f"A setting needs a help line and only the keys of DECLARED, not {sorted(unknown)}.")
-    metadata = {"help": help, **declared}
-    if factory is not None:
-        return field(default_factory=factory, metadata=metadata)
-    return field(default=default, metadata=metadata)
+def settings(cls):
+    """Class decorator: ``cls`` as a frozen pydantic dataclass whose refusals are ValueErrors in
+    words (``dataclasses.replace`` and ``fields`` work on it as on any dataclass)."""
+    made = pydantic_dataclass(frozen=True, config=STRICT)(cls)
+    validate = made.__init__
+
+    @functools.wraps(validate)
+    def __init__(self, *args, **kwargs):
+        try:
+            validate(self, *args, **kwargs)
+        except ValidationError as err:
+            raise ValueError(refusal(made, err)) from None
+
+    made.__init__ = __init__
+    return made
 
 
-def help_line(f: dataclasses.Field) -> str:
-    """A setting's one line: where it applies, then what it does."""
-    applies = f.metadata.get("applies")
-    line = f"{applies}: {f.metadata['help']}" if applies else f.metadata["help"]
-    return line[0].upper() + line[1:]
-
-
-@functools.cache
-def _declared(cls) -> tuple[dict, dict, list]:
-    """(fields by name, type hints, fields in the order they are checked: a field bounding another
-    first) of a settings dataclass, read once per class: settings objects are built in loops."""
-    bounding = {f.metadata.get("high") for f in fields(cls)}
-    return ({f.name: f for f in fields(cls)}, typing.get_type_hints(cls),
-            sorted(fields(cls), key=lambda f: f.name not in bounding))
-
-
-def declaration(settings, name: str) -> dataclasses.Field:
-    """The field ``name`` of a settings dataclass (or of an instance's class)."""
-    found = _declared(settings if isinstance(settings, type) else type(settings))[0].get(name)
+def field_info(settings, name: str) -> FieldInfo:
+    """The pydantic field ``name`` of a settings class (or of an instance's class)."""
+    cls = settings if isinstance(settings, type) else type(settings)
+    found = cls.__pydantic_fields__.get(name)
     if found is None:
-        raise KeyError(f"{getattr(settings, '__name__', type(settings).__name__)} declares no setting {name!r}")
+        raise KeyError(f"{cls.__name__} declares no setting {name!r}")
     return found
 
 
+def words(settings, name: str) -> dict:
+    """The page's own words for a setting (its json_schema_extra)."""
+    return field_info(settings, name).json_schema_extra or {}
+
+
+def help_line(settings, name: str) -> str:
+    """A setting's one line: where it applies, then what it does."""
+    applies, line = words(settings, name).get("applies"), field_info(settings, name).description
+    line = f"{applies}: {line}" if applies else line
+    return line[0].upper() + line[1:]
+
+
+def default_of(settings, name: str):
+    """A setting's default (a fresh one where it is made by a factory; None for a required one)."""
+    f = field_info(settings, name)
+    if f.default_factory is not None:
+        return f.default_factory()
+    return None if f.is_required() else f.default
+
+
 def bounds(settings, name: str) -> tuple:
-    """(low, high) of a declared setting, a high that names a field read from ``settings`` (an
-    instance, or the class for that field's default)."""
-    f = declaration(settings, name)
-    low, high = f.metadata.get("low"), f.metadata.get("high")
-    if isinstance(high, str):
-        high = declaration(settings, high).default if isinstance(settings, type) else getattr(settings, high)
-    return low, high
+    """(least, largest, whether the least itself is refused) of a number setting; None where it
+    has none (the largest whole number a setting may take counts as none)."""
+    return _limits(field_info(settings, name).metadata)
 
 
-def choices_of(cls, name: str) -> tuple:
-    """A choice setting's values, from its ``Literal`` type."""
-    return typing.get_args(kind_of(typing.get_type_hints(cls)[name])[0])
-
-
-def kind_of(hint) -> tuple:
-    """(the type a field holds, whether None is allowed)."""
+def kind_of(settings, name: str) -> tuple:
+    """(the type a setting holds, whether None is allowed)."""
+    hint = field_info(settings, name).annotation
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         return (args[0] if len(args) == 1 else hint), len(args) < len(typing.get_args(hint))
     return hint, False
 
 
-def check_declared(settings) -> None:
-    """Every field of ``settings`` against its declaration: a choice among its type's values, a
-    flag true or false, a number of its kind within its bounds; None only where the type allows."""
-    _, hints, ordered = _declared(type(settings))
-    for f in ordered:
-        value, (kind, optional) = getattr(settings, f.name), kind_of(hints[f.name])
-        name = f.metadata.get("what", f.name)
-        if optional and value is None:
-            continue
-        if typing.get_origin(kind) is typing.Literal:
-            _choice(value, name, typing.get_args(kind))
-        elif kind is bool:
-            _flag(value, name)
-        elif kind in (int, float) and "low" in f.metadata:
-            low, high = bounds(settings, f.name)
-            above = f.metadata.get("above", False)
-            if kind is int:
-                _whole(value, name, low, high)
-            else:
-                within = (f"a number {'above' if above else 'from'} {low:g}"
-                          + (f" {'up ' if above else ''}to {high:g}" if high is not None else " or more"))
-                _number(value, name, lambda v: (v > low if above else v >= low) and (high is None or v <= high),
-                        within)
+def choices_of(settings, name: str) -> tuple:
+    """A choice setting's values, from its ``Literal`` type."""
+    return typing.get_args(kind_of(settings, name)[0])
+
+
+def refusal(cls, err: ValidationError) -> str:
+    """pydantic's first refusal of a ``cls`` as a sentence: the setting named as the page names it,
+    its bounds or choices, the value as its sender wrote it (``as_said``)."""
+    first = err.errors(include_url=False)[0]
+    if first["type"] == "value_error":  # a rule of the class's own, already in words
+        return str(first["ctx"]["error"])
+    name, value = first["loc"][0], first["input"]
+    said = words(cls, name)
+    what = said.get("what", name)
+    kind, _ = kind_of(cls, name)
+    rules = field_info(cls, name).metadata
+    if len(first["loc"]) > 1 and isinstance(first["loc"][1], int):  # an item of a list: its own type's
+        what, item = said.get("each", f"Each of {name}"), typing.get_args(kind)[0]
+        kind, *annotations = typing.get_args(item) if typing.get_origin(item) is typing.Annotated else (item,)
+        rules = [rule for annotation in annotations for rule in annotation.metadata]
+    return _sentence(what, kind, value, *_limits(rules))
+
+
+def _limits(rules: list) -> tuple:
+    """(least, largest, whether the least itself is refused) from pydantic's constraints; None
+    where there is none (the largest whole number a setting may take counts as none)."""
+    low = high = None
+    above = False
+    for rule in rules:
+        if isinstance(rule, annotated_types.Ge):
+            low = rule.ge
+        elif isinstance(rule, annotated_types.Gt):
+            low, above = rule.gt, True
+        elif isinstance(rule, annotated_types.Le):
+            high = None if rule.le == LARGEST else rule.le
+    return low, high, above
+
+
+def _sentence(what: str, kind, value, low, high, above: bool) -> str:
+    if typing.get_origin(kind) is typing.Literal:
+        return f"Unknown {what} {as_said(value)}; use one of {', '.join(map(str, typing.get_args(kind)))}."
+    if kind is bool:
+        return f"{what} must be true or false, not {as_said(value)}."
+    if kind is int:
+        within = (f"from {low} to {high}" if high is not None else f">= {low}") if low is not None else ""
+        return f"{what} must be a whole number {within}, not {as_said(value)}.".replace("  ", " ")
+    if kind is float:
+        if low is None:
+            return f"{what} must be a number, not {as_said(value)}."
+        within = (f"a number {'above' if above else 'from'} {low:g}"
+                  + (f" {'up ' if above else ''}to {high:g}" if high is not None else " or more"))
+        return f"{what} must be {within}, not {as_said(value)}."
+    if kind is str:
+        return f"{what} must be some text, not {as_said(value)}."
+    return f"{what} must be a list of its values, not {as_said(value)}."
 
 
 def check_caps(cls, values: dict, app) -> None:
     """The bounds a deployment (an AppSettings) sets on top of the declarations' (``cap``), on
     the values a request gives ``cls`` (by field name), before anything else is checked."""
-    for f in fields(cls):
-        cap, value = f.metadata.get("cap"), values.get(f.name)
+    for name, value in values.items():
+        cap = words(cls, name).get("cap") if name in cls.__pydantic_fields__ else None
         if cap is None or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         if value > getattr(app, cap):
-            limit = {f.name: f for f in fields(app)}[cap]
-            raise ValueError(f"{f.metadata.get('what', f.name)} may be at most {getattr(app, cap)} per request "
-                             f"here ({limit.metadata['help']}); you asked for {as_said(value)}.")
-
-
-# ---------------------------------------------------------------- checks
-
-
-def _whole(value, name: str, low: int | None = None, high: int | None = None, optional=False):
-    """Raise a readable ValueError unless ``value`` is a whole number within [low, high]."""
-    if optional and value is None:
-        return
-    ok = isinstance(value, int) and not isinstance(value, bool) and abs(value) <= LARGEST
-    ok = ok and (low is None or value >= low) and (high is None or value <= high)
-    if not ok:
-        bounds = (f"from {low} to {high}" if high is not None else f">= {low}") if low is not None else ""
-        raise ValueError(f"{name} must be a whole number {bounds}, not {as_said(value)}.".replace("  ", " "))
-
-
-def _number(value, name: str, check, what: str):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not check(value):
-        raise ValueError(f"{name} must be {what}, not {as_said(value)}.")
-
-
-def _check_sampling(settings) -> None:
-    """The temperature of settings that sample (generation, infilling): above 0."""
-    if settings.strategy == "sample":
-        _number(settings.temperature, "temperature", lambda v: v > 0,
-                "> 0 for sampling (use strategy='greedy' for the deterministic limit)")
-
-
-def _flag(value, name: str):
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, not {as_said(value)}.")
-
-
-def _choice(value, name: str, allowed, optional=False):
-    if optional and value is None:
-        return
-    if value not in allowed:
-        raise ValueError(f"Unknown {name} {as_said(value)}; use one of {', '.join(allowed)}.")
+            raise ValueError(f"{words(cls, name).get('what', name)} may be at most {getattr(app, cap)} per "
+                             f"request here ({field_info(app, cap).description}); you asked for {as_said(value)}.")
 
 
 def cache_used(cache: str, kind: str) -> str:
@@ -292,59 +292,70 @@ def cache_used(cache: str, kind: str) -> str:
     return cache if kind == "masked" else "exact"
 
 
+def _one_or_more(value):
+    """A single string where a list belongs is one item (one stop string, one choice), not its
+    letters; a tuple is a list."""
+    return [value] if isinstance(value, str) else list(value) if isinstance(value, tuple) else value
+
+
 # ---------------------------------------------------------------- the model
 
 
-@dataclass(frozen=True)
+@settings
 class ModelSettings:
     """Which model to load and where (the command line's model options)."""
-    model: str = setting(help=
+    model: str = Field(description=
         "Hugging Face Hub id, local model folder or .gguf file, a local model's short name, or a "
         "pair's name (mlm-icl models lists them)")
-    kind: Literal[KINDS] | None = setting(None, "load as a masked or causal LM (default: the family's natural kind)",
-                                          what="model kind")
-    device: str = setting("auto", "cpu, cuda, cuda:1, ... (auto: cuda if any)")
-    dtype: Literal[DTYPES] = setting("float32", "the weights' precision (float32: exact)", more=
+    kind: Literal[KINDS] | None = Field(None, description=
+        "load as a masked or causal LM (default: the family's natural kind)", json_schema_extra=dict(what="model kind"))
+    device: str = Field("auto", description="cpu, cuda, cuda:1, ... (auto: cuda if any)")
+    dtype: Literal[DTYPES] = Field("float32", description="the weights' precision (float32: exact)",
+                                   json_schema_extra=dict(more=
         "float16: scores moved by at most 0.09 nats, every ranking and greedy output kept, no "
         "faster on a CPU. bfloat16: 1.6-2.3x faster scoring on an AVX-512 CPU, scores moved by up "
         "to 0.5 nats, near-ties can flip, 2 of 12 greedy outputs changed. On an H100 float16 kept "
-        "everything and scored 1.3-2.5x faster (benchmarks/bench_precision.py, docs/method.md section 3)")
-    trust_remote_code: bool = setting(False,
+        "everything and scored 1.3-2.5x faster (benchmarks/bench_precision.py, docs/method.md section 3)"))
+    trust_remote_code: bool = Field(False, description=
         "allow Hub code for the allowlisted models, at their pinned commits (demo.engine.models)")
-    revision: str | None = setting(None, "Hub branch, tag or commit to load")
-    threads: int | None = setting(None, "torch CPU threads (1 is fastest on a crowded machine)", low=1)
-    device_map: str | None = setting(None, "one model across several GPUs: auto, or a transformers device map "
-                                     "(accelerate; inputs go to its first layer's device)")
-    emd: Literal[EMD_MODES] = setting("auto",
+    revision: str | None = Field(None, description="Hub branch, tag or commit to load")
+    threads: int | None = Field(None, ge=1, le=LARGEST, description=
+        "torch CPU threads (1 is fastest on a crowded machine)")
+    device_map: str | None = Field(None, description=
+        "one model across several GPUs: auto, or a transformers device map (accelerate; inputs go to its "
+        "first layer's device)")
+    emd: Literal[EMD_MODES] = Field("auto", description=
         "DeBERTa was pretrained with its head reading an enhanced mask decoder, which transformers "
-        "leaves out; the paper's numbers come with it. Other models ignore this", more=
+        "leaves out; the paper's numbers come with it. Other models ignore this", json_schema_extra=dict(more=
         "'on' reads the enhanced mask decoder (as Microsoft pretrained it, the BERTs paper's model), "
         "'off' the last layer (transformers' DebertaForMaskedLM); 'auto' is on where the checkpoint "
         "holds the position table the decoder needs.",
-        label="DeBERTa head", shown={"auto": "enhanced mask decoder (the paper)", "off": "last layer (transformers)"})
+        label="DeBERTa head", shown={"auto": "enhanced mask decoder (the paper)", "off": "last layer (transformers)"}))
 
     def load_options(self) -> dict:
         """The fields that say how ``demo.engine.models.load_model`` loads the model (its keywords)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("model", "threads")}
 
-    def __post_init__(self):
-        if not isinstance(self.model, str) or not self.model.strip():
+    @field_validator("model", mode="before")
+    @classmethod
+    def _named(cls, model):
+        if not isinstance(model, str) or not model.strip():
             raise ValueError("No model given: a Hub id (e.g. 'bert-base-uncased'), a local model "
                              "folder or a .gguf file.")
-        check_declared(self)
+        return model
 
 
 # ---------------------------------------------------------------- scoring
 
 
-@dataclass(frozen=True)
+@settings
 class ScoringSettings:
     """How candidates are scored by ``demo.engine.pll`` (masked LMs by PLL or by their decoder's
     likelihood, causal LMs exactly)."""
-    method: Literal[METHODS] | None = setting(None,
+    method: Literal[METHODS] | None = Field(None, description=
         "how a masked LM scores a token: salazar masks it alone, right_masks also tokens to its right (the "
         "paper), within_word_l2r the rest of its word, whole_word its whole word, decoder reads it as the "
-        "decoder writes it, elbo averages random maskings", more=
+        "decoder writes it, elbo averages random maskings", json_schema_extra=dict(more=
         "salazar hides only that token (1 mask); right_masks also hides the next few tokens (the "
         "BERTs paper's PLL, the default); within_word_l2r also hides the rest of its word; whole_word "
         "hides its whole word; decoder shows the model only the text before the token, then [MASK] and "
@@ -359,48 +370,54 @@ class ScoringSettings:
                "within_word_l2r": "within-word left-to-right (Kauf & Ivanova 2023)",
                "whole_word": "whole word masked",
                "decoder": "the decoder's own likelihood (left to right, as it writes)",
-               "elbo": "masked diffusion ELBO (random shares masked, averaged: LLaDA, dLLM)"})
-    right_masks: int = setting(2,
+               "elbo": "masked diffusion ELBO (random shares masked, averaged: LLaDA, dLLM)"}))
+    right_masks: int = Field(2, ge=0, le=MAX_RIGHT_MASKS, description=
         "how many tokens to the right are masked too (the paper: 2; its Table 5 on ReCoRD: 0 right masks "
-        "80.9, +1 86.0, +2 87.1, +3 86.9 EM)", applies="the right-masks variant", low=0, high=MAX_RIGHT_MASKS,
-        label="Right masks")
-    padding_masks: int | None = setting(None, "masks after the predicted one, as when generating (default: "
-                                        "the family's)", applies="method decoder", low=0, high=MAX_PADDING_MASKS)
-    reduction: Literal[REDUCTIONS] = setting("sum",
+        "80.9, +1 86.0, +2 87.1, +3 86.9 EM)", json_schema_extra=dict(applies="the right-masks variant",
+                                                                     label="Right masks"))
+    padding_masks: int | None = Field(None, ge=0, le=MAX_PADDING_MASKS, description=
+        "masks after the predicted one, as when generating (default: the family's)",
+        json_schema_extra=dict(applies="method decoder"))
+    reduction: Literal[REDUCTIONS] = Field("sum", description=
         "rank by the sum of log-probs, or by their mean per scored token (NormPLL)")
-    scope: Literal[SCOPES] = setting("completion",
+    scope: Literal[SCOPES] = Field("completion", description=
         "score only the candidate's tokens (the context just conditions), or every token of context + "
-        "candidate (the ALBERT paper's full scoring)", label="Score",
-        shown={"completion": "the candidate only", "full": "full text"})
-    unconditional_context: str | None = setting(None,
+        "candidate (the ALBERT paper's full scoring)", json_schema_extra=dict(
+            label="Score", shown={"completion": "the candidate only", "full": "full text"}))
+    unconditional_context: str | None = Field(None, description=
         "if set (e.g. 'Answer:'), subtract each candidate's score after this neutral text, as GPT-3 "
-        "did for ARC and OpenBookQA", label="Unconditional context (optional)")
-    word_level: bool = setting(False, "also report per-word scores")
-    token_budget: int = setting(8192, "tokens per forward pass (copies x padded length): bounds memory", low=1)
-    stride: int = setting(1, "approximate PLL: one copy scores every N-th token (1 = exact)", applies="the PLL methods",
-        more="N > 1: one copy scores every N-th token, each with its own masks, so N copies score a "
-        "text. Each token then also sees the others' masks: scores drop a little, rankings mostly stay "
-        "(benchmarks/bench_pll_approx.py measures how often)", low=1, high=MAX_STRIDE)
-    rescore_band: float = setting(0.0,
+        "did for ARC and OpenBookQA", json_schema_extra=dict(label="Unconditional context (optional)"))
+    word_level: bool = Field(False, description="also report per-word scores")
+    token_budget: int = Field(8192, ge=1, le=LARGEST, description=
+        "tokens per forward pass (copies x padded length): bounds memory")
+    stride: int = Field(1, ge=1, le=MAX_STRIDE, description=
+        "approximate PLL: one copy scores every N-th token (1 = exact)", json_schema_extra=dict(
+            applies="the PLL methods", more=
+            "N > 1: one copy scores every N-th token, each with its own masks, so N copies score a "
+            "text. Each token then also sees the others' masks: scores drop a little, rankings mostly stay "
+            "(benchmarks/bench_pll_approx.py measures how often)"))
+    rescore_band: float = Field(0.0, ge=0.0, description=
         "with stride > 1: candidates within this many nats of the best are scored again, exactly "
-        "(0 = none)", more="In rankings (several candidates), per token with reduction=mean, so that "
-        "near-ties are ranked as the exact PLL ranks them.", low=0.0)
-    elbo_samples: int = setting(64, "masking patterns per text, each a masked copy", applies="method elbo",
-        more="A text with no more patterns than this (2^L - 1 for L scored tokens) is scored exactly, every "
-        "pattern once.", low=1, high=MAX_ELBO_SAMPLES, label="ELBO: masking patterns")
-    elbo_seed: int = setting(0, "seed of the masking patterns drawn", applies="method elbo", low=0, high=2**63 - 1,
-                             label="ELBO: seed")
-    fast: bool = setting(False,
+        "(0 = none)", json_schema_extra=dict(more="In rankings (several candidates), per token with reduction=mean, "
+                                             "so that near-ties are ranked as the exact PLL ranks them."))
+    elbo_samples: int = Field(64, ge=1, le=MAX_ELBO_SAMPLES, description=
+        "masking patterns per text, each a masked copy", json_schema_extra=dict(
+            applies="method elbo", label="ELBO: masking patterns", more=
+            "A text with no more patterns than this (2^L - 1 for L scored tokens) is scored exactly, every "
+            "pattern once."))
+    elbo_seed: int = Field(0, ge=0, le=LARGEST, description="seed of the masking patterns drawn",
+                           json_schema_extra=dict(applies="method elbo", label="ELBO: seed"))
+    fast: bool = Field(False, description=
         "score with the approximate PLL where it was measured to keep rankings (by the candidates' "
-        "length), exactly elsewhere", applies="the PLL methods", more=
-        "The stride and band per candidate length: assets/scoring/fast_pll.csv, measured by "
-        "benchmarks/bench_pll_approx.py. Exact where none was measured: lengths outside every "
-        "band, single candidates.", label="Fast scoring (approximate PLL)")
+        "length), exactly elsewhere", json_schema_extra=dict(
+            applies="the PLL methods", label="Fast scoring (approximate PLL)", more=
+            "The stride and band per candidate length: assets/scoring/fast_pll.csv, measured by "
+            "benchmarks/bench_pll_approx.py. Exact where none was measured: lengths outside every "
+            "band, single candidates."))
 
-    def __post_init__(self):
-        check_declared(self)
-        if self.unconditional_context is not None and (
-                not isinstance(self.unconditional_context, str) or not self.unconditional_context.strip()):
+    @model_validator(mode="after")
+    def _combined(self):
+        if self.unconditional_context is not None and not self.unconditional_context.strip():
             raise ValueError("unconditional_context must be some text (e.g. 'Answer:'), or unset.")
         if self.fast and (self.stride > 1 or self.rescore_band):
             raise ValueError("fast scoring picks its own stride and band per ranking: leave stride at 1 "
@@ -409,6 +426,7 @@ class ScoringSettings:
             raise ValueError(f"stride and rescore_band are the approximate PLL's (the PLL methods'); "
                              f"method={self.method} reads its own copies: leave them at 1 and 0, or pick a "
                              f"PLL method.")
+        return self
 
     def method_for(self, lm) -> str:
         """The method used for ``lm``: its natural one when unset, checked against its kind."""
@@ -425,39 +443,40 @@ class ScoringSettings:
 # ---------------------------------------------------------------- writing by unmasking
 
 
-@dataclass(frozen=True)
+@settings
 class WritingSettings:
     """How a masked LM writes by unmasking (``demo.engine.unmasking``): where its masks stand, which
     of them a step writes and how many. The defaults are the BERTs paper's decoder; generation
     (``GenerationSettings``), the evaluator and the lm-eval plugin take these same fields."""
-    window: Literal[WINDOWS] = setting("slide",
+    window: Literal[WINDOWS] = Field("slide", description=
         "'slide' keeps 1 + padding_masks masks after the text (the BERTs paper's decoder); 'block' fills "
-        "a block of block_length masks, then the next (masked diffusion LMs)", applies="masked LMs", more=
-        "With 'slide' one more mask is appended for each token written; the blocks are masked "
-        "diffusion LMs' semi-autoregressive blocks.")
-    block_length: int = setting(32, "masks per block; the next block comes when one is full",
-                                applies="any order", low=1, high=MAX_NEW_TOKENS_CAP,
-                                label="Any order: block length")
-    tokens_per_step: int = setting(1,
+        "a block of block_length masks, then the next (masked diffusion LMs)", json_schema_extra=dict(
+            applies="masked LMs", more="With 'slide' one more mask is appended for each token written; the "
+            "blocks are masked diffusion LMs' semi-autoregressive blocks."))
+    block_length: int = Field(32, ge=1, le=MAX_NEW_TOKENS_CAP, description=
+        "masks per block; the next block comes when one is full", json_schema_extra=dict(
+            applies="any order", label="Any order: block length"))
+    tokens_per_step: int = Field(1, ge=1, le=MAX_TOKENS_PER_STEP, description=
         "several: fewer forward passes; each token guessed without the others written in the same step",
-        applies="any order", low=1, high=MAX_TOKENS_PER_STEP, label="Any order: tokens per step")
-    confidence_threshold: float | None = setting(None,
+        json_schema_extra=dict(applies="any order", label="Any order: tokens per step"))
+    confidence_threshold: float | None = Field(None, gt=0.0, le=1.0, description=
         "each step also writes every mask of the block whose guess is at least this likely (Fast-dLLM's "
-        "threshold; 0 = off, tokens per step only)", applies="most confident first only", more=
-        "It reads the open block's masks and writes at least tokens_per_step, the surest: many tokens a "
-        "pass where the model is sure, one where it is not.", low=0.0, above=True, high=1.0, step=0.05,
-        off=0, label="Any order: write all this sure")
-    order: Literal[UNMASKING_ORDERS] = setting("left_to_right",
+        "threshold; 0 = off, tokens per step only)", json_schema_extra=dict(
+            applies="most confident first only", step=0.05, off=0, label="Any order: write all this sure", more=
+            "It reads the open block's masks and writes at least tokens_per_step, the surest: many tokens a "
+            "pass where the model is sure, one where it is not."))
+    order: Literal[UNMASKING_ORDERS] = Field("left_to_right", description=
         "the masks a step writes: the leftmost (the BERTs paper's), those the model is surest of "
-        "(masked diffusion LMs, Mask-Predict), or random ones (seeded)", applies="any order",
-        label="Any order: which masks", shown=ORDERS_SHOWN)
-    remask: bool = setting(False,
+        "(masked diffusion LMs, Mask-Predict), or random ones (seeded)", json_schema_extra=dict(
+            applies="any order", label="Any order: which masks", shown=ORDERS_SHOWN))
+    remask: bool = Field(False, description=
         "earlier tokens of the block may be masked again when new guesses are surer (Mask-Predict's "
-        "re-masking)", applies="most confident first only", label="Any order: re-mask")
-    masks_ahead: bool = setting(False,
+        "re-masking)", json_schema_extra=dict(applies="most confident first only", label="Any order: re-mask"))
+    masks_ahead: bool = Field(False, description=
         "every block's masks follow the prompt from the first step, so the model sees how much room is "
-        "left (LLaDA's and dLLM's samplers)", applies="any order, in blocks", label="Any order: all masks ahead",
-        more="Off, a block's masks come once the block before is full.")
+        "left (LLaDA's and dLLM's samplers)", json_schema_extra=dict(
+            applies="any order, in blocks", label="Any order: all masks ahead",
+            more="Off, a block's masks come once the block before is full."))
 
     @property
     def any_order(self) -> bool:
@@ -466,11 +485,8 @@ class WritingSettings:
         transformers' ``generate()``."""
         return (self.window, self.tokens_per_step, self.order, self.remask) != ("slide", 1, "left_to_right", False)
 
-    def __post_init__(self):
-        check_declared(self)
-        self._check_writing()
-
-    def _check_writing(self) -> None:
+    @model_validator(mode="after")
+    def _writing(self):
         """What writing's fields do not combine with, each other."""
         if self.masks_ahead and self.window != "block":
             raise ValueError("masks_ahead lays out the masks of every block at once: it needs window='block'.")
@@ -479,93 +495,108 @@ class WritingSettings:
                              f"{self.block_length}): a step writes in one block. Lower tokens_per_step to "
                              f"{self.block_length} or lengthen the blocks.")
         if self.confidence_threshold is not None and (self.order != "confidence" or self.remask):
-                raise ValueError("confidence_threshold writes the masks the model is surest of: it needs "
-                                 "order='confidence', without remask.")
+            raise ValueError("confidence_threshold writes the masks the model is surest of: it needs "
+                             "order='confidence', without remask.")
         if self.remask and self.order != "confidence":
             raise ValueError("remask weighs earlier tokens against new guesses by their probability: it "
                              "needs order='confidence'.")
+        return self
+
+
+# ---------------------------------------------------------------- sampling
+
+
+@settings
+class SamplingSettings:
+    """How the token written at a position is drawn (generation and infilling alike): the likeliest,
+    or a draw after transformers' repetition penalty, temperature, top-k and top-p, as
+    ``generate()`` means them (``demo.engine.sampling``)."""
+    strategy: Literal[STRATEGIES] = Field("greedy", description=
+        "greedy: always the likeliest token; beam search keeps several candidate texts (the paper: 4 "
+        "beams); sampling draws at random", json_schema_extra=dict(
+            label="Strategy", shown={"greedy": "greedy", "beam": "beam search", "sample": "sampling"}))
+    temperature: float = Field(1.0, gt=0.0, le=MAX_TEMPERATURE, description=
+        "below 1 sharpens the distribution (greedy is the limit at 0)",
+                               json_schema_extra=dict(applies="sampling only", step=0.05, label="Temperature"))
+    top_k: int = Field(0, ge=0, le=LARGEST, description="draw from the k likeliest tokens (0 = all)",
+                       json_schema_extra=dict(applies="sampling only", label="Top-k"))
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description=
+        "draw from the smallest set holding this probability mass (1 = all)",
+        json_schema_extra=dict(applies="sampling only", step=0.01, label="Top-p"))
+    repetition_penalty: float = Field(1.0, gt=0.0, le=MAX_REPETITION_PENALTY, description=
+        "above 1 discourages repeating tokens already seen (1 = off)",
+        json_schema_extra=dict(step=0.05, label="Repetition penalty"))
+    seed: int | None = Field(0, ge=0, le=LARGEST, description=
+        "seed of sampling and of a random order, for repeatable runs", json_schema_extra=dict(typed=True, label="Seed"))
+
+
+@settings
+class TraceSettings:
+    """Whether a run records its steps for the playback (``demo.engine.trace``)."""
+    trace: bool = Field(False, description="record the step-by-step trace")
+    trace_top_k: int = Field(5, ge=1, le=LARGEST, description="top tokens per step in the trace")
 
 
 # ---------------------------------------------------------------- generation
 
 
-@dataclass(frozen=True)
-class GenerationSettings(WritingSettings):
-    """How ``demo.engine.generation.generate`` continues a prompt."""
-    max_new_tokens: int = setting(32, "upper bound on the continuation's length in tokens", low=1,
-                                  cap="max_new_tokens", label="Max new tokens", more=
-        "Only the model bounds it (an absolute-position model's window, prompt included: "
-        "demo.engine.generation.check_prompt); the app's deployment caps it per request (DEMO_MAX_NEW_TOKENS).")
-    strategy: Literal[STRATEGIES] = setting("greedy",
-        "greedy: always the likeliest token; beam search keeps several candidate texts (the paper: 4 "
-        "beams); sampling draws at random", label="Strategy",
-        shown={"greedy": "greedy", "beam": "beam search", "sample": "sampling"})
-    num_beams: int = setting(4, "how many hypotheses are kept", applies="beam search only", low=1,
-                             high=MAX_BEAMS, label="Beams")
-    temperature: float = setting(1.0, "below 1 sharpens the distribution", applies="sampling only",
-                                 low=0.0, high=MAX_TEMPERATURE, step=0.05, label="Temperature")
-    top_k: int = setting(0, "draw from the k likeliest tokens (0 = all)", applies="sampling only", low=0,
-                         label="Top-k")
-    top_p: float = setting(1.0, "draw from the smallest set holding this probability mass (1 = all)",
-                           applies="sampling only", low=0.0, above=True, high=1.0, step=0.01, label="Top-p")
-    repetition_penalty: float = setting(1.0, "above 1 discourages repeating tokens already seen (1 = off)",
-                                        low=0.0, above=True, high=MAX_REPETITION_PENALTY, step=0.05,
-                                        label="Repetition penalty")
-    padding_masks: int | None = setting(None,
+@settings
+class GenerationSettings(TraceSettings, SamplingSettings, WritingSettings):
+    """How ``demo.engine.generation.generate`` continues a prompt: its writing, its sampling and these."""
+    max_new_tokens: int = Field(32, ge=1, le=LARGEST, description=
+        "upper bound on the continuation's length in tokens", json_schema_extra=dict(
+            cap="max_new_tokens", label="Max new tokens", more=
+            "Only the model bounds it (an absolute-position model's window, prompt included: "
+            "demo.engine.generation.check_prompt); the app's deployment caps it per request (DEMO_MAX_NEW_TOKENS)."))
+    num_beams: int = Field(4, ge=1, le=MAX_BEAMS, description="how many hypotheses are kept",
+                           json_schema_extra=dict(applies="beam search only", label="Beams"))
+    padding_masks: int | None = Field(None, ge=0, le=MAX_PADDING_MASKS, description=
         "extra [MASK] tokens after the predicted one, so the end-of-text token does not sit right after "
-        "it (the paper: 2 for DeBERTa; default: the family's)", applies="masked LMs", low=0, high=MAX_PADDING_MASKS,
-        off="default", label="Padding masks (masked LM)")
-    cache: Literal[CACHE_MODES] = setting("exact",
+        "it (the paper: 2 for DeBERTa; default: the family's)", json_schema_extra=dict(
+            applies="masked LMs", off="default", label="Padding masks (masked LM)"))
+    cache: Literal[CACHE_MODES] = Field("exact", description=
         "'exact' re-reads the whole window at every step (the paper's method); 'prefix' reuses the "
-        "prompt's keys and values between refreshes (faster, approximate)", applies="masked LMs", more=
-        "With window='block': the prompt's and the finished blocks', refreshed at each block "
-        "(Fast-dLLM's prefix cache), for the families that have it (another is refused with their "
-        "list: demo.engine.families). Causal LMs always use their own exact cache.")
-    cache_refresh: int = setting(32,
+        "prompt's keys and values between refreshes (faster, approximate)", json_schema_extra=dict(
+            applies="masked LMs", more=
+            "With window='block': the prompt's and the finished blocks', refreshed at each block "
+            "(Fast-dLLM's prefix cache), for the families that have it (another is refused with their "
+            "list: demo.engine.families). Causal LMs always use their own exact cache."))
+    cache_refresh: int = Field(32, ge=1, le=MAX_NEW_TOKENS_CAP, description=
         "re-read the whole prompt every N new tokens (1 = every token: the exact method's output, no "
-        "faster)", applies="prefix cache", more="window='block': every N steps of a block, and at each "
-        "block. Speed and agreement per N: benchmarks/bench_cache.py, docs/method.md sections 2 and 9.",
-        low=1, high=MAX_NEW_TOKENS_CAP, label="Refresh every (prefix cache)")
-    cache_margin: float = setting(0.1,
+        "faster)", json_schema_extra=dict(
+            applies="prefix cache", label="Refresh every (prefix cache)", more=
+            "window='block': every N steps of a block, and at each block. Speed and agreement per N: "
+            "benchmarks/bench_cache.py, docs/method.md sections 2 and 9."))
+    cache_margin: float = Field(0.1, ge=0.0, description=
         "a step whose top two tokens are less than this many nats apart is redone exactly (0 = never)",
-        applies="prefix cache", more="Scaled down for the 24 tokens after a refresh: near-ties are where "
-        "the cache's small error flips a choice. What each margin keeps and costs: "
-        "benchmarks/bench_cache.py --sweep.", low=0.0)
-    parallel_threshold: float | None = setting(None,
+        json_schema_extra=dict(applies="prefix cache", more=
+            "Scaled down for the 24 tokens after a refresh: near-ties are where the cache's small error "
+            "flips a choice. What each margin keeps and costs: benchmarks/bench_cache.py --sweep."))
+    parallel_threshold: float | None = Field(None, gt=0.0, le=1.0, description=
         "after each pass also write the tokens guessed at the padding masks whose probability is at "
-        "least this, without a pass of their own (0 = off)", applies="prefix cache", more=
-        "Confidence-gated parallel unmasking: fewer passes, approximate (the guesses were made with "
-        "masks where the tokens before them now stand); speed and agreement per threshold: "
-        "benchmarks/bench_cache.py. A causal LM ignores it.", low=0.0, above=True, high=1.0, step=0.05, off=0,
-        label="Parallel unmasking (prefix cache)")
-    chat: bool = setting(False,
+        "least this, without a pass of their own (0 = off)", json_schema_extra=dict(
+            applies="prefix cache", step=0.05, off=0, label="Parallel unmasking (prefix cache)", more=
+            "Confidence-gated parallel unmasking: fewer passes, approximate (the guesses were made with "
+            "masks where the tokens before them now stand); speed and agreement per threshold: "
+            "benchmarks/bench_cache.py. A causal LM ignores it."))
+    chat: bool = Field(False, description=
         "the prompt is a question in the model's chat template, and the model answers it (chat models)",
-        applies="masked LMs", more="A masked LM's text then ends at its tokenizer's end-of-sequence "
-        "token, or its padding token where it has none, as dLLM trains its chat models to end an answer.",
-        label="Chat turn (masked LM)")
-    stop_at_newline: bool = setting(False, "end the continuation at the first line break", label="Stop at newline")
-    stop_strings: list[str] = setting(factory=list, help="stop strings (removed from the output)",
-                                      aliases=["--stop"])
-    digits: int | None = setting(None, "answer with exactly this many digits", low=1)
-    choices: list[str] | None = setting(None, "allowed continuations: the output is one of them")
-    seed: int | None = setting(0, "sampling seed, for repeatable samples", low=0, high=2**63 - 1, typed=True,
-                               label="Seed")
-    trace: bool = setting(False, "record the step-by-step trace")
-    trace_top_k: int = setting(5, "top tokens per step in the trace", low=1)
+        json_schema_extra=dict(applies="masked LMs", label="Chat turn (masked LM)", more=
+            "A masked LM's text then ends at its tokenizer's end-of-sequence token, or its padding token "
+            "where it has none, as dLLM trains its chat models to end an answer."))
+    stop_at_newline: bool = Field(False, description="end the continuation at the first line break",
+                                  json_schema_extra=dict(label="Stop at newline"))
+    stop_strings: list[str] = Field(default_factory=list, description="stop strings (removed from the output)",
+                                    json_schema_extra=dict(aliases=["--stop"], each="Each stop string"))
+    digits: int | None = Field(None, ge=1, le=LARGEST, description="answer with exactly this many digits")
+    choices: list[str] | None = Field(None, description="allowed continuations: the output is one of them",
+                                      json_schema_extra=dict(each="Each choice"))
 
-    def __post_init__(self):
-        # A single string where a list belongs is one stop string / one choice, not its letters.
-        for name in ("stop_strings", "choices"):
-            value = getattr(self, name)
-            if isinstance(value, str):
-                object.__setattr__(self, name, [value])
-            elif value is not None:
-                object.__setattr__(self, name, list(value))
-        check_declared(self)
-        _check_sampling(self)
-        self._check_writing()
-        self._check_unmasking()
-        if any(not isinstance(x, str) or x == "" for x in self.stop_strings):
+    _listed = field_validator("stop_strings", "choices", mode="before")(_one_or_more)
+
+    @model_validator(mode="after")
+    def _generation(self):
+        if any(x == "" for x in self.stop_strings):
             raise ValueError("Stop strings must be non-empty strings.")
         if self.digits is not None:
             if self.digits > self.max_new_tokens:
@@ -573,14 +604,14 @@ class GenerationSettings(WritingSettings):
                                  f"max_new_tokens is {self.max_new_tokens}; raise max_new_tokens.")
             if self.choices is not None:
                 raise ValueError("Use either digits or choices, not both.")
-        if self.choices is not None and (
-                not self.choices or any(not isinstance(c, str) or not c.strip() for c in self.choices)):
+        if self.choices is not None and (not self.choices or any(not c.strip() for c in self.choices)):
             raise ValueError("choices must be a non-empty list of non-empty strings.")
+        return self._unmasking()
 
-    def _check_unmasking(self) -> None:
-        """What writing in any order does not combine with (its own fields: WritingSettings)."""
+    def _unmasking(self):
+        """What writing in any order does not combine with."""
         if not self.any_order:
-            return
+            return self
         refused = [(self.strategy == "beam", "beam search (it keeps whole texts growing left to right)"),
                    (self.cache == "prefix" and self.window != "block",
                     "the prefix cache with a sliding window (it reuses a prompt that slides left to right; "
@@ -595,154 +626,154 @@ class GenerationSettings(WritingSettings):
                                  f"tokens_per_step={self.tokens_per_step}) does not combine with {what}; "
                                  f"write the paper's way (window='slide', order='left_to_right', one token "
                                  f"a step) for it.")
+        return self
 
 
 # ---------------------------------------------------------------- infilling
 
 
-@dataclass(frozen=True)
-class InfillSettings:
+@settings
+class InfillSettings(TraceSettings, SamplingSettings):
     """How ``demo.engine.infill`` fills the blanks of a text (``[blank]``, ``[blank:3]``,
     ``[blank:auto]``, ``____``: the parser, ``demo.engine.infill.parse_blanks``, says the rules).
     Sampling means what it means for ``GenerationSettings``."""
-    order: Literal[UNMASKING_ORDERS] = setting("left_to_right",
+    strategy: Literal[INFILL_STRATEGIES] = Field("greedy", description=
+        "the token written at the chosen position: the likeliest, or a sample",
+        json_schema_extra=dict(what="infilling strategy"))
+    order: Literal[UNMASKING_ORDERS] = Field("left_to_right", description=
         "which masked position is filled at each step: the leftmost (the BERTs paper's order), the one "
         "the model is surest of (masked diffusion LMs, Mask-Predict), or a random one (seeded)",
-        label="Order", what="infilling order", shown=ORDERS_SHOWN)
-    strategy: Literal[INFILL_STRATEGIES] = setting("greedy",
-        "the token written at the chosen position: the likeliest, or a sample", what="infilling strategy")
-    temperature: float = setting(1.0, "below 1 sharpens the distribution", applies="sampling only",
-                                 low=0.0, high=MAX_TEMPERATURE)
-    top_k: int = setting(0, "draw from the k likeliest tokens (0 = all)", applies="sampling only", low=0)
-    top_p: float = setting(1.0, "draw from the smallest set holding this probability mass (1 = all)",
-                           applies="sampling only", low=0.0, above=True, high=1.0)
-    seed: int | None = setting(0, "seed of sampling and of the random order", low=0, high=2**63 - 1,
-                               typed=True, label="Seed")
-    blank_tokens: int = setting(1, "tokens of a [blank] or ____ without a count", low=1,
-                                high="max_masked_tokens", label="Tokens per [blank]")
-    max_blank_tokens: int = setting(4,
-        "[blank:auto]: lengths 1..N are tried and the fill whose whole text the model scores best is kept",
-        low=1, high="max_masked_tokens")
-    max_blanks: int = setting(8, "blanks one text may have", low=1)
-    max_masked_tokens: int = setting(64,
-        "masked tokens one text may have, all blanks together (each costs a forward pass)", low=1)
-    fim: Literal[FIM_MODES] = setting("auto",
+        json_schema_extra=dict(label="Order", what="infilling order", shown=ORDERS_SHOWN))
+    blank_tokens: int = Field(1, ge=1, le=MAX_BLANK_TOKENS, description="tokens of a [blank] or ____ without a count",
+                              json_schema_extra=dict(label="Tokens per [blank]"))
+    max_blank_tokens: int = Field(4, ge=1, le=MAX_BLANK_TOKENS, description=
+        "[blank:auto]: lengths 1..N are tried and the fill whose whole text the model scores best is kept")
+    max_blanks: int = Field(8, ge=1, le=LARGEST, description="blanks one text may have")
+    max_masked_tokens: int = Field(64, ge=1, le=LARGEST, description=
+        "masked tokens one text may have, all blanks together (each costs a forward pass)")
+    fim: Literal[FIM_MODES] = Field("auto", description=
         "fill in the middle (reading the text after the blank) with the tokenizer's "
-        "<fim_prefix>/<fim_suffix>/<fim_middle> tokens", applies="causal LMs", what="fim mode", more=
-        "'auto' where it has them, 'off' continues from the left of each blank only, 'on' refuses a "
-        "model without them.")
-    trace: bool = setting(False, "record the step-by-step trace")
-    trace_top_k: int = setting(5, "top tokens per step in the trace", low=1)
+        "<fim_prefix>/<fim_suffix>/<fim_middle> tokens", json_schema_extra=dict(
+            applies="causal LMs", what="fim mode", more=
+            "'auto' where it has them, 'off' continues from the left of each blank only, 'on' refuses a "
+            "model without them."))
 
-    def __post_init__(self):
-        check_declared(self)
-        _check_sampling(self)
+    @model_validator(mode="after")
+    def _blanks(self):
+        for name in ("blank_tokens", "max_blank_tokens"):
+            if getattr(self, name) > self.max_masked_tokens:
+                raise ValueError(f"{name} must be a whole number from 1 to {self.max_masked_tokens} "
+                                 f"(max_masked_tokens), not {getattr(self, name)}.")
+        return self
 
 
 # ---------------------------------------------------------------- evaluation
 
 
-@dataclass(frozen=True)
+@settings
 class RunSettings:
     """How ``demo.evaluation.evaluate`` runs a task (its scoring is a separate ScoringSettings)."""
-    shots: int | None = setting(None, "demonstrations (default: the paper's)", low=0)
-    limit: int | None = setting(None, "evaluate a fixed random sample of N items (the same for every model and seed)",
-                                low=1)
-    seed: int = setting(0, "demonstration sampling seed", low=0)
-    repetitions: int = setting(1, "demonstration draws to average", low=1)
-    score: Literal[SCORE_SPANS] | None = setting(None, "which span of a ranked example is scored (default: the task's)",
-                                                 what="scored span")
-    chunk_size: int = setting(16, "examples scored in one batched call", low=1)
-    execute_limit: int = setting(20, "held-out inputs each induced instruction runs on",
-                                 applies="instruction induction", low=1)
-    max_new_tokens: int | None = setting(None, "token limit (default: the task's)", applies="generated tasks",
-                                         low=1, high=MAX_NEW_TOKENS_CAP)
-    data_root: str | None = setting(None, "folder with the datasets (default: $DEMO_DATA_ROOT, else ../shared/data)")
-    skip_too_long: bool = setting(True,
-        "skip items longer than an absolute-position model reads and report how many", more=
-        "BERT: 512 tokens, with their demonstrations, in any repetition; n and the metrics are then over "
-        "the items kept. Off (--no-skip-too-long): such an item stops the run with an error.")
-    cache: Literal[CACHE_MODES] = setting("exact",
+    shots: int | None = Field(None, ge=0, le=LARGEST, description="demonstrations (default: the paper's)")
+    limit: int | None = Field(None, ge=1, le=LARGEST, description=
+        "evaluate a fixed random sample of N items (the same for every model and seed)")
+    seed: int = Field(0, ge=0, le=LARGEST, description="demonstration sampling seed")
+    repetitions: int = Field(1, ge=1, le=LARGEST, description="demonstration draws to average")
+    score: Literal[SCORE_SPANS] | None = Field(None, description=
+        "which span of a ranked example is scored (default: the task's)", json_schema_extra=dict(what="scored span"))
+    chunk_size: int = Field(16, ge=1, le=LARGEST, description="examples scored in one batched call")
+    execute_limit: int = Field(20, ge=1, le=LARGEST, description="held-out inputs each induced instruction runs on",
+                               json_schema_extra=dict(applies="instruction induction"))
+    max_new_tokens: int | None = Field(None, ge=1, le=MAX_NEW_TOKENS_CAP, description=
+        "token limit (default: the task's)", json_schema_extra=dict(applies="generated tasks"))
+    data_root: str | None = Field(None, description=
+        "folder with the datasets (default: $DEMO_DATA_ROOT, else ../shared/data)")
+    skip_too_long: bool = Field(True, description=
+        "skip items longer than an absolute-position model reads and report how many", json_schema_extra=dict(more=
+            "BERT: 512 tokens, with their demonstrations, in any repetition; n and the metrics are then over "
+            "the items kept. Off (--no-skip-too-long): such an item stops the run with an error."))
+    cache: Literal[CACHE_MODES] = Field("exact", description=
         "decoding of generated items: 'exact' (the paper's method) or 'prefix' (the approximate prefix "
-        "cache)", applies="masked LMs", more=
-        "The prefix cache as in GenerationSettings, R and margin at its defaults. Ranked tasks (scored) "
-        "and causal LMs are exact whatever this says; the summary's cache column records the mode a run used.")
+        "cache)", json_schema_extra=dict(applies="masked LMs", more=
+            "The prefix cache as in GenerationSettings, R and margin at its defaults. Ranked tasks (scored) "
+            "and causal LMs are exact whatever this says; the summary's cache column records the mode a run used."))
 
     def shots_for(self, task) -> int:
         """The demonstrations per item for ``task``: these settings', else the paper's."""
         return task.shots if self.shots is None else self.shots
 
-    def __post_init__(self):
-        check_declared(self)
-
 
 # ---------------------------------------------------------------- lm-eval's model
 
 
-@dataclass(frozen=True)
+@settings
 class HarnessSettings:
     """What lm-eval's ``--model_args`` sets for ``demo.harness`` beside the model, scoring and writing
     settings (its keys are these fields' names)."""
-    add_bos_token: bool | None = setting(None,
+    add_bos_token: bool | None = Field(None, description=
         "a start token before every text (true) or before none (false); unset: as the tokenizer does "
-        "(HFLM's key)", applies="causal LMs")
-    parallelize: bool = setting(False, "one model across this machine's GPUs (device_map=auto)")
-    batch_size: int | str = setting(1,
+        "(HFLM's key)", json_schema_extra=dict(applies="causal LMs"))
+    parallelize: bool = Field(False, description="one model across this machine's GPUs (device_map=auto)")
+    batch_size: int = Field(1, ge=1, le=LARGEST, description=
         "generate_until: prompts with the same settings written together (a masked LM writing in any "
         f"order; auto: {AUTO_BATCH})")
 
-    def __post_init__(self):
-        check_declared(self)
-        size = self.batch_size
-        if isinstance(size, str) and size.strip().lower().startswith("auto"):  # lm-eval's "auto", "auto:N"
-            size = AUTO_BATCH
-        elif isinstance(size, str) and size.strip().isdigit():
-            size = int(size)
+    @field_validator("batch_size", mode="before")
+    @classmethod
+    def _auto(cls, size):
+        """lm-eval's "auto" and "auto:N" (AUTO_BATCH), and a count written as text."""
+        if isinstance(size, str) and size.strip().lower().startswith("auto"):
+            return AUTO_BATCH
+        if isinstance(size, str) and size.strip().isdigit():
+            return int(size)
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"batch_size must be a whole number >= 1 or 'auto', not {as_said(self.batch_size)}.")
-        object.__setattr__(self, "batch_size", size)
+            raise ValueError(f"batch_size must be a whole number >= 1 or 'auto', not {as_said(size)}.")
+        return size
 
 
 # ---------------------------------------------------------------- needle in a haystack
 
 
-@dataclass(frozen=True)
+@settings
 class GridSettings:
     """The needle grid of ``demo.evaluation.haystack.run_grid``: lengths x depths x repetitions."""
-    lengths: list[int] = setting(factory=lambda: [256, 512, 1024],
-        help="total prompt lengths in tokens, separated by commas", label="Lengths (tokens)",
-        more="Every position the model needs to answer.")
-    depths: list[float] = setting(factory=lambda: list(DEPTHS),
-        help="where the needle sits, 0 (start) to 1 (end), separated by commas", label="Needle depths")
-    repetitions: int = setting(3, "runs per cell, each with another needle and filler", low=1,
-                               label="Repetitions")
-    seed: int = setting(0, "seed for the needles and the filler's starting point", low=0, high=2**63 - 1,
-                        typed=True, label="Seed")
-    padding_masks: int | None = setting(None, "padding masks (default: the family's)", applies="masked LMs",
-                                        low=0, high=MAX_PADDING_MASKS)
-    filler: str | None = setting(None,
+    lengths: list[Annotated[int, Field(ge=1, le=LARGEST)]] = Field(
+        default_factory=lambda: [256, 512, 1024], min_length=1, description=
+        "total prompt lengths in tokens, separated by commas", json_schema_extra=dict(
+            label="Lengths (tokens)", each="Each length (in tokens)", more="Every position the model needs to answer."))
+    depths: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
+        default_factory=lambda: list(DEPTHS), min_length=1, description=
+        "where the needle sits, 0 (start) to 1 (end), separated by commas",
+        json_schema_extra=dict(label="Needle depths", each="Each depth"))
+    repetitions: int = Field(3, ge=1, le=LARGEST, description="runs per cell, each with another needle and filler",
+                             json_schema_extra=dict(label="Repetitions"))
+    seed: int = Field(0, ge=0, le=LARGEST, description="seed for the needles and the filler's starting point",
+                      json_schema_extra=dict(typed=True, label="Seed"))
+    padding_masks: int | None = Field(None, ge=0, le=MAX_PADDING_MASKS, description=
+        "padding masks (default: the family's)", json_schema_extra=dict(applies="masked LMs"))
+    filler: str | None = Field(None, description=
         "UTF-8 text file used as the haystack (default: the bundled public-domain book)")
-    cache: Literal[CACHE_MODES] = setting("exact",
+    cache: Literal[CACHE_MODES] = Field("exact", description=
         "exact: the paper's method, re-reads the whole prompt for every answer token; prefix: reuses the "
-        "prompt's internal states (the prefix cache; faster, approximate)", applies="masked LMs", more=
-        "R and margin at the prefix cache's defaults. A causal LM is exact whatever this says; the "
-        "grid's rows record the mode used.", label="Masked LM decoding",
-        shown={"exact": "exact", "prefix": "prefix cache"})
+        "prompt's internal states (the prefix cache; faster, approximate)", json_schema_extra=dict(
+            applies="masked LMs", label="Masked LM decoding", shown={"exact": "exact", "prefix": "prefix cache"},
+            more="R and margin at the prefix cache's defaults. A causal LM is exact whatever this says; the "
+            "grid's rows record the mode used."))
 
-    def __post_init__(self):
-        lengths = list(self.lengths) if isinstance(self.lengths, (list, tuple)) else [self.lengths]
-        depths = list(self.depths) if isinstance(self.depths, (list, tuple)) else [self.depths]
-        if not lengths or not depths:
+    @field_validator("lengths", "depths", mode="before")
+    @classmethod
+    def _listed(cls, values, info):
+        """One value or a list; a whole length written as 256.0 is 256; none is refused in words."""
+        values = list(values) if isinstance(values, (list, tuple)) else [values]
+        if not values:
             raise ValueError("Give at least one length and one depth.")
-        for n in lengths:
-            if isinstance(n, float) and n.is_integer():
-                n = int(n)
-            _whole(n, "Each length (in tokens)", 1)
-        for d in depths:
-            _number(d, "Each depth", lambda v: 0 <= v <= 1, "between 0.0 (start) and 1.0 (end)")
-        object.__setattr__(self, "lengths", sorted({int(n) for n in lengths}))
-        object.__setattr__(self, "depths", sorted({round(float(d), 6) for d in depths}))
-        check_declared(self)
+        if info.field_name == "lengths":
+            return [int(n) if isinstance(n, float) and n.is_integer() else n for n in values]
+        return [float(d) if isinstance(d, int) and not isinstance(d, bool) else d for d in values]
+
+    @field_validator("lengths", "depths", mode="after")
+    @classmethod
+    def _sorted(cls, values, info):
+        return sorted(set(values)) if info.field_name == "lengths" else sorted({round(d, 6) for d in values})
 
     @property
     def cells(self) -> int:
@@ -752,175 +783,191 @@ class GridSettings:
 # ---------------------------------------------------------------- how many masks?
 
 
-@dataclass(frozen=True)
+@settings
 class SweepSettings:
     """The mask sweep of ``demo.evaluation.mask_sweep``: one task evaluated at each number of masks."""
-    sweep: Literal[SWEEPS] | None = setting(None,
-        "padding masks change how the model writes; right masks how it scores candidates",
-        more="mlm-icl probe: instead of the needle grid, sweep a masked LM's padding masks (generation, on a "
-        "generated task) or right masks (the PLL, on a ranked task).", label="What to sweep",
-        shown={"padding_masks": "padding masks: generation (a generated task)",
-               "right_masks": "right masks: ranking (a ranked task)"})
-    values: list[int] = setting(factory=lambda: [0, 1, 2, 3, 4], help=
+    sweep: Literal[SWEEPS] | None = Field(None, description=
+        "padding masks change how the model writes; right masks how it scores candidates", json_schema_extra=dict(
+            label="What to sweep", more=
+            "mlm-icl probe: instead of the needle grid, sweep a masked LM's padding masks (generation, on a "
+            "generated task) or right masks (the PLL, on a ranked task).",
+            shown={"padding_masks": "padding masks: generation (a generated task)",
+                   "right_masks": "right masks: ranking (a ranked task)"}))
+    values: list[Annotated[int, Field(ge=0, le=max(MAX_PADDING_MASKS, MAX_RIGHT_MASKS))]] = Field(
+        default_factory=lambda: [0, 1, 2, 3, 4], description=
         f"the numbers of masks evaluated, separated by commas, each from 0 to {MAX_PADDING_MASKS}",
-                                label="Numbers of masks")
-    task: str | None = setting(None, "the task evaluated at every value (its data must be on the server)", more=
-        "Default: ii_singular_to_plural for padding masks, copa for right masks.", label="Task")
-    shots: int | None = setting(None, "demonstrations before each item (the same at every number of masks)",
-                                low=0, high=MAX_SHOTS, label="Shots")
-    limit: int = setting(20, "items evaluated at each number of masks (a fixed sample of the task)", low=1,
-                         cap="max_sweep_items", label="Items")
-    max_new_tokens: int | None = setting(None, "token limit (default: the task's)", applies="generated tasks",
-                                         low=1, high=MAX_NEW_TOKENS_CAP)
-    demos_seed: int = setting(0, "seed of the demonstrations drawn for each item", low=0)
-    data_root: str | None = setting(None, "folder with the datasets (default: $DEMO_DATA_ROOT, else ../shared/data)")
+        json_schema_extra=dict(label="Numbers of masks", each="Each number of masks"))
+    task: str | None = Field(None, description="the task evaluated at every value (its data must be on the server)",
+                             json_schema_extra=dict(label="Task", more=
+                                 "Default: ii_singular_to_plural for padding masks, copa for right masks."))
+    shots: int | None = Field(None, ge=0, le=MAX_SHOTS, description=
+        "demonstrations before each item (the same at every number of masks)", json_schema_extra=dict(label="Shots"))
+    limit: int = Field(20, ge=1, le=LARGEST, description=
+        "items evaluated at each number of masks (a fixed sample of the task)",
+        json_schema_extra=dict(cap="max_sweep_items", label="Items"))
+    max_new_tokens: int | None = Field(None, ge=1, le=MAX_NEW_TOKENS_CAP, description=
+        "token limit (default: the task's)", json_schema_extra=dict(applies="generated tasks"))
+    demos_seed: int = Field(0, ge=0, le=LARGEST, description="seed of the demonstrations drawn for each item")
+    data_root: str | None = Field(None, description=
+        "folder with the datasets (default: $DEMO_DATA_ROOT, else ../shared/data)")
 
-    def __post_init__(self):
-        check_declared(self)
-        values = self.values
-        if isinstance(values, str):  # a page's text box: "0, 1, 2" (or a list written out: "[0, 1]")
+    @field_validator("values", mode="before")
+    @classmethod
+    def _read(cls, values):
+        """A page's text box ("0, 1, 2", or a list written out: "[0, 1]"), one number or a list."""
+        if isinstance(values, str):
             words = values.replace(",", " ").replace("[", " ").replace("]", " ").split()
             values = [int(w) if w.lstrip("-").isdigit() else w for w in words]
-        elif not isinstance(values, (list, tuple)):
-            values = [values]
+        values = list(values) if isinstance(values, (list, tuple)) else [values]
         if not values:
             raise ValueError("Give at least one number of masks to evaluate.")
+        return values
+
+    @model_validator(mode="after")
+    def _swept(self):
         high = MAX_RIGHT_MASKS if self.sweep == "right_masks" else MAX_PADDING_MASKS
-        for v in values:
-            _whole(v, "Each number of masks", 0, high)
-        object.__setattr__(self, "values", sorted(set(values)))
-        if self.task is not None and (not isinstance(self.task, str) or not self.task.strip()):
+        beyond = [v for v in self.values if v > high]
+        if beyond:
+            raise ValueError(f"Each number of masks must be a whole number from 0 to {high}, not {beyond[0]}.")
+        if self.task is not None and not self.task.strip():
             raise ValueError(f"The task must be a task's name (mlm-icl evaluate --list), not {as_said(self.task)}.")
+        object.__setattr__(self, "values", sorted(set(self.values)))
+        return self
 
 
 # ---------------------------------------------------------------- published and our results
 
 
-@dataclass(frozen=True)
+def _readable_filter(wanted: list[str], info) -> list[str]:
+    for value in wanted:
+        check_readable(value, f"{info.field_name} filter")
+    return wanted
+
+
+@settings
 class ResultsFilter:
     """Which results ``demo.evaluation.results.filter_results`` keeps: rows matching every non-empty list."""
-    papers: list[str] = setting(factory=list, help=
-        "which source: a paper's published tables, or 'ours' (runs of mlm-icl evaluate); empty = all", label="Paper")
-    groups: list[str] = setting(factory=list, help=
+    papers: list[str] = Field(default_factory=list, description=
+        "which source: a paper's published tables, or 'ours' (runs of mlm-icl evaluate); empty = all",
+        json_schema_extra=dict(label="Paper", what="The papers filter", each="Each papers filter value"))
+    groups: list[str] = Field(default_factory=list, description=
         "task groups: SuperGLUE, language modeling, translation, closed-book QA, ...; empty = all",
-        label="Task group")
-    models: list[str] = setting(factory=list, help=
-        "models to keep (masked and causal), as the tables name them; empty = all", label="Model")
-    shots: list[str] = setting(factory=list, help=
+        json_schema_extra=dict(label="Task group", what="The groups filter", each="Each groups filter value"))
+    models: list[str] = Field(default_factory=list, description=
+        "models to keep (masked and causal), as the tables name them; empty = all",
+        json_schema_extra=dict(label="Model", what="The models filter", each="Each models filter value"))
+    shots: list[str] = Field(default_factory=list, description=
         "numbers of in-context examples, e.g. 0-shot (few-shot = the paper's k per task); empty = all",
-        label="Shots")
-    tasks: list[str] = setting(factory=list, help="single tasks to keep, as the tables name them; empty = all",
-                               label="Task")
+        json_schema_extra=dict(label="Shots", what="The shots filter", each="Each shots filter value"))
+    tasks: list[str] = Field(default_factory=list, description=
+        "single tasks to keep, as the tables name them; empty = all",
+        json_schema_extra=dict(label="Task", what="The tasks filter", each="Each tasks filter value"))
 
-    def __post_init__(self):
-        for f in fields(self):
-            wanted = getattr(self, f.name)
-            if not (isinstance(wanted, list) and all(isinstance(w, str) for w in wanted)):
-                raise ValueError(f"The {f.name} filter must be a list of its choices, not {as_said(wanted)}.")
-            for value in wanted:
-                check_readable(value, f"{f.name} filter")
+    _readable = field_validator("papers", "groups", "models", "shots", "tasks")(_readable_filter)
 
 
 # ---------------------------------------------------------------- the deployment
 
 
-TRUE_WORDS, FALSE_WORDS = ("yes", "true", "t", "y", "on", "1"), ("no", "false", "f", "n", "off", "0")
-
-
 def parse_boolean(text: str) -> bool:
-    """A yes/no value typed as text (a ``DEMO_*`` variable, a command-line option), in any case."""
-    word = text.strip().lower()
-    if word in TRUE_WORDS + FALSE_WORDS:
-        return word in TRUE_WORDS
-    raise ValueError(f"Expected yes or no ({'/'.join(TRUE_WORDS)} or {'/'.join(FALSE_WORDS)}), not {as_said(text)}.")
+    """A yes/no value typed as text (a ``DEMO_*`` variable, a command-line option), in any case:
+    pydantic's reading, which pydantic-settings gives the variables."""
+    try:
+        return _BOOLEAN.validate_python(text.strip())
+    except ValidationError:
+        raise ValueError(f"Expected yes or no (yes/true/t/y/on/1 or no/false/f/n/off/0), "
+                         f"not {as_said(text)}.") from None
 
 
-@dataclass(frozen=True)
-class AppSettings:
-    """What a deployment sets through environment variables (``DEMO_<FIELD>``, upper case).
+_BOOLEAN = TypeAdapter(bool)
 
-    ``AppSettings.from_env()`` is the only reader of ``DEMO_*`` variables.
-    """
-    concurrency: int = setting(1, "model runs at a time of each kind: generating, scoring, probing (1 on CPU)")
-    answers_at_once: int = setting(8,
+
+def _on_a_space() -> bool:
+    """A Hugging Face Space sets SPACE_ID: public mode and the start-up check are on there, unless
+    the DEMO_PUBLIC and DEMO_SELF_CHECK variables say otherwise."""
+    return bool(os.environ.get("SPACE_ID"))
+
+
+Count = Annotated[int, Field(ge=1, le=LARGEST)]
+Amount = Annotated[float, Field(gt=0)]
+
+
+class AppSettings(BaseSettings):
+    """What a deployment sets through environment variables (``DEMO_<FIELD>``, upper case), read by
+    pydantic-settings when it is made: ``AppSettings()`` is the only reader of ``DEMO_*`` variables
+    (values given to it win)."""
+    model_config = SettingsConfigDict(env_prefix="DEMO_", env_ignore_empty=True, frozen=True, allow_inf_nan=False)
+
+    concurrency: Count = Field(1, description=
+        "model runs at a time of each kind: generating, scoring, probing (1 on CPU)")
+    answers_at_once: Count = Field(8, description=
         "requests of a kind the queue lets in at once: shared answers and refusals go out while "
         "`concurrency` of them run a model")
-    batch_requests: int = setting(8,
+    batch_requests: Count = Field(8, description=
         "distinct rankings with the same model and settings that wait for a turn together run as one "
         "batch of at most this many, each answer what it gets alone (1: one at a time; never on ZeroGPU)")
-    queue_size: int = setting(256,
+    queue_size: Count = Field(256, description=
         "requests waiting before new ones are refused (a class of 30 pressing buttons that each start "
         "two to four requests, twice over)")
-    share_results: bool = setting(True,
+    share_results: bool = Field(True, description=
         "compute identical requests once and share the answer (greedy, beams, seeded sampling: "
         "a class on one lesson step waits for one run)")
-    shared_results: int = setting(256, "answers of identical requests kept to share (least recently used dropped)")
-    warm_lesson: bool = setting(True,
+    shared_results: Count = Field(256, description=
+        "answers of identical requests kept to share (least recently used dropped)")
+    warm_lesson: bool = Field(True, description=
         "at start-up, load the default pair and compute every lesson step in the background, so "
         "a class's first press of each step is answered at once")
-    max_models: int = setting(3, "models kept loaded (least recently used dropped)")
-    max_model_gb: float = setting(8.0, "their total parameter memory")
-    gpu_dtype: str = setting("float16",
+    max_models: Count = Field(3, description="models kept loaded (least recently used dropped)")
+    max_model_gb: Amount = Field(8.0, description="their total parameter memory")
+    gpu_dtype: Literal[DTYPES] = Field("float16", description=
         "weights' precision where the app runs on a GPU (float32 on a CPU). float16 kept every "
         "ranking and greedy output of float32 and scored 1.2-2.5x faster on an H100, scores moved by "
         "at most 0.07 nats (benchmarks/bench_precision.py --device cuda, docs/method.md section 3)")
-    max_prompt_chars: int = setting(6000, "characters of a prompt or context")
-    max_candidate_chars: int = setting(400, "characters per candidate")
-    max_new_tokens: int = setting(128, "new tokens per generation")
-    max_grid_cells: int = setting(24, "needle-grid runs per request")
-    max_grid_tokens: int = setting(2048, "longest needle-grid length")
-    max_sweep_items: int = setting(40, "mask sweep: items evaluated at each value")
-    max_request_tflop: float = setting(4.0,
+    max_prompt_chars: Count = Field(6000, description="characters of a prompt or context")
+    max_candidate_chars: Count = Field(400, description="characters per candidate")
+    max_new_tokens: Count = Field(128, le=MAX_NEW_TOKENS_CAP, description="new tokens per generation")
+    max_grid_cells: Count = Field(24, description="needle-grid runs per request")
+    max_grid_tokens: Count = Field(2048, description="longest needle-grid length")
+    max_sweep_items: Count = Field(40, description="mask sweep: items evaluated at each value")
+    max_request_tflop: Amount = Field(4.0, description=
         "work one request may do, in trillions of operations (demo.app.budget); refused beyond")
-    assumed_gflops: float = setting(50.0,
+    assumed_gflops: Amount = Field(50.0, description=
         "the machine's speed assumed when telling people how long a request would take")
-    max_request_seconds: float = setting(120.0,
+    max_request_seconds: Amount = Field(120.0, description=
         "a generation or needle grid stops after this long, keeping what it has")
-    local_models: str = setting("",
+    local_models: str = Field("", description=
         "local model folders or .gguf files offered as 'local', separated by os.pathsep")
-    local_pairs: str = setting("",
+    local_pairs: str = Field("", description=
         "JSON file of model pairs to offer: [{name, masked, causal, why}], local folders")
-    data_root: str = setting("", "folder with the evaluation datasets")
-    mcp: bool = setting(True,
-        "also serve the app's endpoints as MCP tools, for agents (/gradio_api/mcp/sse)")
-    public: bool = setting(False,
+    data_root: str = Field("", description="folder with the evaluation datasets")
+    mcp: bool = Field(True, description="also serve the app's endpoints as MCP tools, for agents (/gradio_api/mcp/sse)")
+    public: bool = Field(default_factory=_on_a_space, description=
         "public mode: typed names must be Hub ids, Hub models are size-checked before download, "
         "and each visitor's model runs are rate-limited (on by itself where SPACE_ID is set)")
-    max_hub_gb: float = setting(6.0,
+    max_hub_gb: Amount = Field(6.0, description=
         "public mode: weight files a typed Hub model may download, from Hub metadata")
-    runs_per_minute: int = setting(20,
-        "public mode: model runs per visitor per minute")
-    self_check: bool = setting(False,
+    runs_per_minute: Count = Field(20, description="public mode: model runs per visitor per minute")
+    self_check: bool = Field(default_factory=_on_a_space, description=
         "check the default models at start-up (obvious words, a COPA slice; mlm-icl check-model) "
         "and show the result in the page (on by itself where SPACE_ID is set)")
+
+    def __init__(self, **values):
+        try:
+            super().__init__(**values)
+        except ValidationError as err:
+            raise ValueError(_deployment_refusal(err)) from None
 
     @staticmethod
     def variable(name: str) -> str:
         """The environment variable of a field: ``local_models`` -> ``DEMO_LOCAL_MODELS``."""
         return f"DEMO_{name.upper()}"
 
-    @classmethod
-    def from_env(cls, environ=os.environ) -> "AppSettings":
-        # A Hugging Face Space sets SPACE_ID: public mode and the start-up check, unless the
-        # DEMO_PUBLIC and DEMO_SELF_CHECK variables say otherwise.
-        values = {"public": True, "self_check": True} if environ.get("SPACE_ID") else {}
-        for f in fields(cls):
-            raw = environ.get(cls.variable(f.name))
-            if raw is None or (raw.strip() == "" and f.type is not str):
-                continue
-            try:
-                values[f.name] = parse_boolean(raw) if f.type is bool else f.type(raw)
-            except ValueError:
-                raise ValueError(f"{cls.variable(f.name)}={as_said(raw)} is not a valid "
-                                 f"{f.type.__name__}.") from None
-        return cls(**values)
 
-    def __post_init__(self):
-        _choice(self.gpu_dtype, self.variable("gpu_dtype"), DTYPES)
-        for f in fields(self):
-            if f.type is int:
-                high = MAX_NEW_TOKENS_CAP if f.name == "max_new_tokens" else None
-                _whole(getattr(self, f.name), self.variable(f.name), 1, high)
-        for f in fields(self):
-            if f.type is float:
-                _number(getattr(self, f.name), self.variable(f.name), lambda v: v > 0, "> 0")
+def _deployment_refusal(err: ValidationError) -> str:
+    """pydantic's first refusal of a deployment's setting, naming its variable."""
+    first = err.errors(include_url=False)[0]
+    name, value = first["loc"][0], first["input"]
+    variable, kind = AppSettings.variable(name), kind_of(AppSettings, name)[0]
+    if first["type"].endswith(("_type", "_parsing")):
+        return f"{variable}={as_said(value)} is not a valid {getattr(kind, '__name__', 'value')}."
+    return _sentence(variable, kind, value, *bounds(AppSettings, name))

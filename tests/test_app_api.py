@@ -130,7 +130,7 @@ def bad_cases() -> list[tuple[str, dict, str]]:
     vary(gen, "seed", [-1, 10**30, "abc"], "seed")  # (the Number widget rounds 3.5 and True)
     cases += [(gen, dict(VALID[gen], strategy="sample", **{field: value}), word)
               for field, word in (("temperature", "temperature"), ("top_p", "top_p"))
-              for value in [-1, 0, "abc", None, 5]]
+              for value in [-1, 0, "abc", None, 6]]
     cases.append((gen, dict(VALID[gen], prompt="word " * 1200, max_new_tokens=128), "too big"))
     probe = "/probe_mlm"
     vary(probe, "model_name", [m for m in MODELS if m], "model")

@@ -188,8 +188,8 @@ def test_a_fill_over_the_budget_is_refused_with_about_its_time(app, standin_mlm)
     assert 0.5 < work.seconds(gflops) / min(fills) < 2
 
     served = infill_tab.deployment()
-    common.use(dataclasses.replace(served, settings=dataclasses.replace(
-        served.settings, max_request_tflop=work.tflop / 2, assumed_gflops=gflops)))
+    common.use(dataclasses.replace(served, settings=served.settings.model_copy(
+        update=dict(max_request_tflop=work.tflop / 2, assumed_gflops=gflops))))
     refused = infill_tab.infill_masked(text, standin_mlm.name, "left_to_right", 1, 0)
     assert "too big" in refused.filled and f"roughly {work.seconds(gflops):.0f} s" in refused.filled
     assert refused.filled_text == ""
@@ -216,8 +216,8 @@ def test_scoring_both_fills_says_when_it_was_skipped_as_too_big(app, smollm2):
              few_shot(12, "Q: What is the capital of Italy?\nA: Milan\n")]
     masked = infill_tab.load(STANDIN_MLM.name, "masked")
     served = infill_tab.deployment()
-    common.use(dataclasses.replace(served, settings=dataclasses.replace(
-        served.settings, max_request_tflop=filled_texts_work(masked, texts).tflop / 2)))
+    common.use(dataclasses.replace(served, settings=served.settings.model_copy(
+        update=dict(max_request_tflop=filled_texts_work(masked, texts).tflop / 2))))
     shown = infill_tab.rank_both(*texts, STANDIN_MLM.name, causal)
     assert "demo-note" in shown and "<table" not in shown
     assert "scoring them whole was skipped" in shown and "too big" in shown

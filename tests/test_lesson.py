@@ -341,13 +341,10 @@ def test_the_lesson_cards_quote_table_5_as_the_results_hold():
 def test_the_ranking_help_quotes_table_5_as_the_results_hold():
     """The right-masks setting's help and the Ranking tab's help name the counts as the Results
     tab does (right masks beyond the scored one) and quote the shipped figures."""
-    import dataclasses
-
-    from demo.settings import ScoringSettings
+    from demo.settings import ScoringSettings, help_line
     from demo.ui import ranking
     paper = table5()
-    right_masks = next(f for f in dataclasses.fields(ScoringSettings) if f.name == "right_masks")
     assert (f"0 right masks {paper['salazar']:.1f}, +1 {paper['right_masks1']:.1f}, +2 {paper['right_masks2']:.1f}, "
-            f"+3 {paper['right_masks3']:.1f} EM") in right_masks.metadata["help"]
+            f"+3 {paper['right_masks3']:.1f} EM") in help_line(ScoringSettings, "right_masks")
     assert (f"at {paper['decoder']:.1f} EM, below the PLL with 2 right masks ({paper['right_masks2']:.1f})"
             in " ".join(ranking.HOW.split()))

@@ -369,7 +369,7 @@ def test_generation_kwargs_read_as_lm_eval_means_them():
     assert generation_settings({}).max_new_tokens == 256  # HFLM's default max_gen_toks
     with pytest.raises(ValueError, match="Unsupported generation kwargs min_length"):
         generation_settings({"min_length": 3})
-    with pytest.raises(ValueError, match="temperature must be > 0"):
+    with pytest.raises(ValueError, match="temperature must be a number above 0 up to 5"):
         generation_settings({"do_sample": True, "temperature": 0.0})
     # lm-eval ships configs asking for up to 32768 tokens: the model's window bounds them
     # (fit_generation); only a deployment caps them (the app's DEMO_MAX_NEW_TOKENS)

@@ -145,7 +145,7 @@ def _loaded_parameters(folder: str) -> int:
 def test_catalog_pairs_are_data_and_fill_both_sides(local_pair, monkeypatch):
     from demo.app.catalog import DEFAULT_PAIR, build_catalog
     pairs_file, (encoder, decoder) = local_pair
-    catalog = build_catalog(AppSettings(local_pairs=str(pairs_file)))
+    catalog = build_catalog(AppSettings(local_pairs=str(pairs_file), local_models=""))
     assert catalog.pairs[0].name == "Tiny pair" and not catalog.problems
     # members go by their short names (folder names), which location() turns into their paths
     assert catalog.entry("encoder").kind == "masked" and catalog.entry("decoder").kind == "causal"
@@ -158,7 +158,7 @@ def test_catalog_pairs_are_data_and_fill_both_sides(local_pair, monkeypatch):
     free = catalog.free_pair_note("encoder", "decoder")  # the same two, chosen apart: nothing is claimed
     assert free.startswith("Not a matched pair: encoder") and "trained alike" in free and "same tokenizer" not in free
     monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: None)  # a Space: no local models
-    hub = build_catalog(AppSettings())
+    hub = build_catalog(AppSettings(local_models=""))
     ettin = hub.pair(DEFAULT_PAIR)
     assert (hub.default("masked").name, hub.default("causal").name) == (ettin.masked, ettin.causal)
     assert "same 2T tokens" in hub.pair_note(ettin) and "150M" in hub.pair_note(ettin)

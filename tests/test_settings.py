@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from demo.settings import AppSettings, GenerationSettings, GridSettings, ModelSettings, RunSettings, ScoringSettings
+from demo.settings import (
+    AppSettings,
+    GenerationSettings,
+    GridSettings,
+    ModelSettings,
+    RunSettings,
+    ScoringSettings,
+    default_of,
+    kind_of,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -16,27 +25,48 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_settings_env_lists_every_app_setting_with_its_default():
     """spaces_config/settings.env documents AppSettings: the same variables, the same defaults."""
     listed = dict(re.findall(r"^(DEMO_\w+)=(.*)$", (ROOT / "spaces_config" / "settings.env").read_text(), re.M))
-    expected = {AppSettings.variable(f.name): str(f.default) for f in dataclasses.fields(AppSettings)}
+    expected = {AppSettings.variable(name): str(default_of(AppSettings, name)) for name in AppSettings.model_fields}
     assert listed == expected
 
 
-def test_app_settings_read_from_the_environment():
-    settings = AppSettings.from_env({"DEMO_MAX_MODELS": "5", "DEMO_MAX_MODEL_GB": "2.5",
-                                     "DEMO_LOCAL_MODELS": "/a:/b", "DEMO_CONCURRENCY": ""})
+@pytest.fixture
+def environ(monkeypatch):
+    """The DEMO_* variables and SPACE_ID cleared; a function that sets some."""
+    import os
+    for name in [n for n in os.environ if n.startswith("DEMO_") or n == "SPACE_ID"]:
+        monkeypatch.delenv(name)
+    return lambda **variables: [monkeypatch.setenv(n, v) for n, v in variables.items()]
+
+
+def test_app_settings_read_from_the_environment(environ):
+    environ(DEMO_MAX_MODELS="5", DEMO_MAX_MODEL_GB="2.5", DEMO_LOCAL_MODELS="/a:/b", DEMO_CONCURRENCY="")
+    settings = AppSettings()
     assert (settings.max_models, settings.max_model_gb, settings.local_models) == (5, 2.5, "/a:/b")
     assert settings.concurrency == 1  # empty means unset
+    assert AppSettings(max_models=2).max_models == 2  # a value given wins over the variable
+    environ(DEMO_MAX_MODELS="many")
     with pytest.raises(ValueError, match="DEMO_MAX_MODELS='many' is not a valid int"):
-        AppSettings.from_env({"DEMO_MAX_MODELS": "many"})
-    with pytest.raises(ValueError, match="DEMO_QUEUE_SIZE"):
-        AppSettings.from_env({"DEMO_QUEUE_SIZE": "0"})
+        AppSettings()
+    environ(DEMO_MAX_MODELS="5", DEMO_QUEUE_SIZE="0")
+    with pytest.raises(ValueError, match="DEMO_QUEUE_SIZE must be a whole number >= 1, not '0'"):
+        AppSettings()
+
+
+def test_a_space_is_public_and_checks_itself_unless_its_variables_say_otherwise(environ):
+    assert (AppSettings().public, AppSettings().self_check) == (False, False)
+    environ(SPACE_ID="someone/mlm-icl")
+    assert (AppSettings().public, AppSettings().self_check) == (True, True)
+    environ(DEMO_PUBLIC="no")
+    assert (AppSettings().public, AppSettings().self_check) == (False, True)
 
 
 @pytest.mark.parametrize("word", ["yes", "TRUE", "t", "Y", "on", "1", "no", "False", "f", "N", "OFF", "0", "maybe"])
-def test_a_yes_or_no_reads_alike_from_the_environment_and_the_command_line(word, capsys):
+def test_a_yes_or_no_reads_alike_from_the_environment_and_the_command_line(word, capsys, environ):
     """One reader of yes/no text: a DEMO_* variable and a command-line option take the same words."""
     from demo.cli import build_parser
+    environ(DEMO_MCP=word)
     try:
-        variable = AppSettings.from_env({"DEMO_MCP": word}).mcp
+        variable = AppSettings().mcp
     except ValueError:
         variable = "refused"
     try:
@@ -115,12 +145,9 @@ def test_bad_values_are_refused_with_the_setting_named(cls, values, message):
 def test_the_cache_mode_is_one_setting_with_one_default():
     """The evaluator's and the grid's cache mode take GenerationSettings.cache's values (the same
     choices on the command line) and its default, the exact method."""
-    import typing
-
-    from demo.settings import CACHE_MODES
+    from demo.settings import CACHE_MODES, choices_of
     for cls in (GenerationSettings, RunSettings, GridSettings):
-        cache = next(f for f in dataclasses.fields(cls) if f.name == "cache")
-        assert typing.get_args(cache.type) == CACHE_MODES and cache.default == "exact", cls
+        assert choices_of(cls, "cache") == CACHE_MODES and default_of(cls, "cache") == "exact", cls
     assert RunSettings(cache="prefix").cache == GridSettings(cache="prefix").cache == "prefix"
     # one default per field: the refresh interval and margin stay GenerationSettings' own
     assert not {"cache_refresh", "cache_margin"} & {f.name for cls in (RunSettings, GridSettings)
@@ -131,8 +158,7 @@ def test_padding_masks_are_one_setting_with_one_default():
     """Generation, the decoder's likelihood and the needle grid take the same padding masks: unset
     means the family's, and the same values are refused."""
     for cls in (GenerationSettings, ScoringSettings, GridSettings):
-        field = next(f for f in dataclasses.fields(cls) if f.name == "padding_masks")
-        assert field.type == (int | None) and field.default is None, cls
+        assert kind_of(cls, "padding_masks") == (int, True) and default_of(cls, "padding_masks") is None, cls
         assert cls(padding_masks=16).padding_masks == 16
         with pytest.raises(ValueError, match="padding_masks must be a whole number from 0 to 16"):
             cls(padding_masks=17)

@@ -128,14 +128,9 @@ def test_zerogpu_asks_for_as_long_as_the_request_needs(monkeypatch):
     monkeypatch.setitem(sys.modules, "spaces", FakeSpaces)
     monkeypatch.setattr("demo.app.deployment.hub_unreachable", lambda: None)  # a Space reaches the Hub
 
-    def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams):
-        return prompt
-
-    def rank_masked(context, candidates, model_name):
-        return context
-
-    handlers.on_gpu(generate_masked, estimate=prompting.generation_estimate)
-    handlers.on_gpu(rank_masked, estimate=ranking_tab.ranking_estimate)
+    # the page's handlers, whose endpoints build the settings their estimates read
+    handlers.on_gpu(prompting.generate_masked, estimate=prompting.generation_estimate)
+    handlers.on_gpu(ranking_tab.rank_masked, estimate=ranking_tab.ranking_estimate)
     generation, ranking = asked["generate_masked"], asked["rank_masked"]
     small, large = "jhu-clsp/ettin-encoder-17m", "microsoft/deberta-v2-xxlarge"
     assert generation("Hi", small, "greedy", 8, 4) == 15  # a small request: the least
@@ -146,13 +141,10 @@ def test_zerogpu_asks_for_as_long_as_the_request_needs(monkeypatch):
     assert generation("x" * 6000, large, "beam", 128, 8) == 120  # capped: the per-request time
     assert 15 == ranking("ctx", "a\nb", small) < ranking("ctx " * 1500, "long answer " * 30 + "\nb", large)
 
-    def infill_masked(text, model_name, order, blank_tokens):
-        return text
-
     def undeclared(prompt, model_name):
         return prompt
 
-    handlers.on_gpu(infill_masked, estimate=infill_tab.infill_estimate)
+    handlers.on_gpu(infill_tab.infill_masked, estimate=infill_tab.infill_estimate)
     handlers.on_gpu(undeclared)
     infill, least = asked["infill_masked"], asked["undeclared"]
     text = "word " * 1500

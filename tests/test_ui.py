@@ -71,7 +71,7 @@ def test_local_short_names_are_unique_and_smollm2_has_its_own(tmp_path, monkeypa
 def test_offline_without_local_models_defaults_to_nothing(monkeypatch):
     """Offline, a picker must not default to a Hub model that cannot load."""
     monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: None)
-    catalog = build_catalog(AppSettings()).offline_only(lambda name: False)
+    catalog = build_catalog(AppSettings(local_models="")).offline_only(lambda name: False)
     assert catalog.models == [] and catalog.pairs == []
     assert catalog.default("masked") is None and catalog.default("causal") is None
     assert "cannot be reached" in catalog.summary() and "no local models" in catalog.summary()
@@ -157,7 +157,7 @@ def test_the_page_says_when_no_masked_lm_can_be_picked_and_how_to_add_one(tmp_pa
 
 def test_catalog_without_local_models_defaults_to_hub_models(monkeypatch):
     monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: None)
-    catalog = build_catalog(AppSettings())
+    catalog = build_catalog(AppSettings(local_models=""))
     masked, causal = catalog.default("masked"), catalog.default("causal")
     assert not masked.local and masked.kind == "masked" and "/" in masked.name
     assert not causal.local and causal.kind == "causal"
@@ -175,7 +175,7 @@ def test_catalog_gives_the_chat_checkpoints_the_decoding_they_were_trained_for(m
     from demo.settings import GenerationSettings
 
     monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: None)
-    catalog = build_catalog(AppSettings())
+    catalog = build_catalog(AppSettings(local_models=""))
     chat = [m for m in HUB_MODELS if m.generation]
     assert [m.name for m in chat] == ["dllm-hub/ModernBERT-base-chat-v0.1", "dllm-hub/ModernBERT-large-chat-v0.1"]
     for entry in chat:
@@ -454,7 +454,7 @@ def test_space_front_matter_is_the_documented_copy_and_matches_the_gradio_pin(mo
     # the Space's default models are downloaded at build time, not by the first visitor
     import demo.app.catalog
     monkeypatch.setattr(demo.app.catalog, "smollm2_gguf", lambda: None)  # a Space has no local models
-    hub = build_catalog(AppSettings())
+    hub = build_catalog(AppSettings(local_models=""))
     assert front["preload_from_hub"][:2] == [hub.default("masked").name, hub.default("causal").name]
 
 
@@ -573,16 +573,12 @@ def test_picking_a_chat_model_sets_the_decoding_it_was_trained_with(monkeypatch)
     """dLLM's BERT-Chat: chat, masks ahead, any order, block of 32, surest first, one token a
     step, greedy, at most this app's token cap, not stopped at a line break; any other model
     turns chat and masks ahead off and leaves the rest as the person set it."""
-    from demo.ui.prompting import TRAINED, trained_decoding, trained_values
+    from demo.ui.prompting import trained_decoding
 
     monkeypatch.setattr("demo.app.catalog.smollm2_gguf", lambda: None)
     catalog = build_catalog(AppSettings())
     cap = AppSettings().max_new_tokens
     assert trained_decoding(catalog, "dllm-hub/ModernBERT-base-chat-v0.1") == dict(
-        chat=True, masks_ahead=True, any_order=True, order="confidence", tokens_per_step=1, block_length=32,
-        remask=False, confidence_threshold=0, strategy="greedy", max_new_tokens=min(128, cap), stop_at_newline=False)
-    # what the page's outputs receive, in the order of their widgets (TRAINED names them)
-    assert dict(zip(TRAINED, trained_values(catalog, "dllm-hub/ModernBERT-base-chat-v0.1"))) == dict(
         chat=True, masks_ahead=True, any_order=True, order="confidence", tokens_per_step=1, block_length=32,
         remask=False, confidence_threshold=0, strategy="greedy", max_new_tokens=min(128, cap), stop_at_newline=False)
     plain = trained_decoding(catalog, "answerdotai/ModernBERT-base")
@@ -704,8 +700,8 @@ def test_compare_counts_as_two_generations_for_every_cap(standin_mlm, monkeypatc
     # the work budget: one generation fits, two do not
     work = generation_work(standin_mlm, FEW_SHOT, GenerationSettings(max_new_tokens=2))
     served = common.deployment()
-    common.use(dataclasses.replace(served, settings=dataclasses.replace(served.settings,
-                                                                        max_request_tflop=1.5 * work.tflop)))
+    common.use(dataclasses.replace(served, settings=served.settings.model_copy(
+        update=dict(max_request_tflop=1.5 * work.tflop))))
     assert "demo-error" not in _generated(decoding="fast", max_new_tokens=2).stats
     refused = html_text(_generated(decoding="compare", max_new_tokens=2).stats)
     assert "too big" in refused and "2 generations of" in refused
@@ -765,18 +761,19 @@ def test_length_probe_switch_sets_the_masked_grids_decoding(monkeypatch):
 def test_a_runs_settings_and_what_changed_between_two_runs():
     """The settings line names only the settings that act; the comparison names each change, and
     says when it is the only one (hand-written cases)."""
-    from demo.ui.prompting import SHARED, changes, setting_items
+    from demo.settings import GenerationSettings
+    from demo.ui.prompting import changes, setting_items
 
-    def items(*values, decoding="exact"):
-        return setting_items(dict(zip(SHARED, values)), decoding)
+    def items(decoding="exact", **values):
+        return setting_items(GenerationSettings(**values), decoding)
 
-    greedy = items("greedy", 10, 4, 1.0, 0, 1.0, 1.0, "default", False, 0)
+    greedy = items(max_new_tokens=10)
     assert greedy == {"decoding": "exact", "strategy": "greedy", "max new tokens": "10",
                       "padding masks": "family default", "stop at newline": "off"}
-    no_padding = items("greedy", 10, 4, 1.0, 0, 1.0, 1.0, "0", False, 0)
+    no_padding = items(max_new_tokens=10, padding_masks=0)
     assert changes(greedy, no_padding) == "padding masks family default → 0 (the only change)"
     assert changes(greedy, greedy) == "same settings"
-    sampled = items("sample", 10, 4, 0.2, 64, 0.9, 1.0, "default", False, 3, decoding="fast")
+    sampled = items(strategy="sample", max_new_tokens=10, temperature=0.2, top_k=64, top_p=0.9, seed=3, decoding="fast")
     assert changes(greedy, sampled) == ("decoding exact → prefix cache; strategy greedy → sampling; "
                                         "temperature (not used) → 0.2; top-k (not used) → 64; "
                                         "top-p (not used) → 0.9; seed (not used) → 3")

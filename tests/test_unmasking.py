@@ -11,7 +11,7 @@ from demo.engine.decoding import suppressed_ids
 from demo.engine.generation import generate
 from demo.engine.pll import score_batch
 from demo.engine.text import prompt_ids_of
-from demo.engine.unmasking import Growth, Unmasking, write
+from demo.engine.unmasking import Growth, write
 from demo.settings import GenerationSettings, ScoringSettings
 from tests.conftest import needs_shared
 from tests.test_emd import naive
@@ -23,7 +23,7 @@ FAMILIES = ["bert", "roberta", "deberta-v2", "modernbert"]
 def _write(lm, window, masks, tokens_per_step, order="left_to_right", remask=False, new=8, prompt=PROMPT,
            threshold=None):
     end = lm.tokenizer.sep_token_id
-    how = Unmasking(order=order, tokens_per_step=tokens_per_step, remask=remask, confidence_threshold=threshold)
+    how = GenerationSettings(order=order, tokens_per_step=tokens_per_step, remask=remask, confidence_threshold=threshold)
     out, begin = write(lm, prompt_ids_of(lm, prompt), how, Growth(window, masks, new, end),
                        suppressed_ids(lm, [end]))
     return out, begin
@@ -180,7 +180,7 @@ def test_the_random_order_is_seeded(tiny_model):
     end = lm.tokenizer.sep_token_id
 
     def order(seed):
-        out, _ = write(lm, prompt_ids_of(lm, PROMPT), Unmasking(order="random", seed=seed), Growth("block", 6, 6, end),
+        out, _ = write(lm, prompt_ids_of(lm, PROMPT), GenerationSettings(order="random", seed=seed), Growth("block", 6, 6, end),
                        suppressed_ids(lm, [end]))
         return out.order
 

@@ -32,7 +32,7 @@ class Deployment:
     def current(cls, check_hub: bool = False) -> "Deployment":
         """This machine's deployment, from its ``DEMO_*`` variables (read here, the only place
         outside ``demo.settings``); ``check_hub`` as for :meth:`of`. Call it once, at start."""
-        return cls.of(AppSettings.from_env(), check_hub)
+        return cls.of(AppSettings(), check_hub)
 
     @classmethod
     def of(cls, settings: AppSettings, check_hub: bool = False) -> "Deployment":

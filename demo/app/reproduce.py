@@ -18,6 +18,7 @@ import json
 import shlex
 from pathlib import Path
 
+from ..settings import default_of
 from .catalog import LOCAL_MODELS_VAR, ModelEntry, short_name
 
 
@@ -64,14 +65,9 @@ CAUSAL_ENGINES = {  # where a causal LM runs another function than a masked LM
 
 
 def non_defaults(settings) -> dict:
-    """The fields of a settings dataclass that differ from their defaults, in field order."""
-    changed = {}
-    for f in dataclasses.fields(settings):
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        value = getattr(settings, f.name)
-        if value != default:
-            changed[f.name] = value
-    return changed
+    """The fields of a settings object that differ from their defaults, in field order."""
+    return {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)
+            if getattr(settings, f.name) != default_of(settings, f.name)}
 
 
 def python_call(command: str, model: str, kind: str | None, settings, emd: str = "auto",

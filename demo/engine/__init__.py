@@ -20,6 +20,7 @@ one settings object, applies the text conventions itself, and knows nothing of t
 - ``decoding``      one run of transformers' ``generate()`` over either kind, and what it did
 - ``generation``    one ``generate()`` for masked and causal LMs
 - ``unmasking``     the any-order unmasking loop: k tokens a step, in an order, sliding or block by block
+- ``sampling``      how a written token is drawn: transformers' processors, for generate() and unmasking alike
 - ``infill``        a masked LM fills blanks in a text by iterative unmasking, in a chosen order
 - ``infill_causal`` a causal LM's fill of the same blanks (from the left, or in the middle), both ranked
 - ``constraints``   what the decoder may write and when it stops: digits, choices, stop strings

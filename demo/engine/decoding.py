@@ -22,9 +22,10 @@ from .constraints import Constraints, pieces
 from .counting import Reads, count_pass, counting
 from .mask_window import open_masks, padding_masks_of
 from .mlm_decoder import DecodingRecord, MaskedLMAsCausalLM, WindowSpecials
+from .sampling import NEUTRAL, logits_processors
 from .text import decode_newlines
 from .trace import StepRecorder
-from .unmasking import Growth, Unmasking, Written, write_together
+from .unmasking import Growth, Written, write_together
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ def decode(lm, s: GenerationSettings, prompt_ids: list[int], ends: list[int], ru
     config = _decoding_config(lm, s, ends)
     reads = Reads()
     recorder = StepRecorder(len(prompt_ids), s.trace, s.trace_top_k, reads)
+    penalty, warpers = logits_processors(s)
     bar = ProgressBar(s.max_new_tokens) if progress else None
     deadline = Deadline(time_limit) if time_limit is not None else None
     input_ids = torch.tensor([prompt_ids], device=lm.device)
@@ -122,8 +124,8 @@ def decode(lm, s: GenerationSettings, prompt_ids: list[int], ends: list[int], ru
         with _seeded(lm.device, s.seed), counting(reads):
             output = model.generate(
                 input_ids, attention_mask=torch.ones_like(input_ids), generation_config=config,
-                # the recorder last: it sees the scores after every constraint
-                logits_processor=LogitsProcessorList([*rules.processors, recorder]),
+                # the recorder after every constraint, before the warpers (generate()'s order)
+                logits_processor=LogitsProcessorList([*penalty, *rules.processors, recorder, *warpers]),
                 stopping_criteria=StoppingCriteriaList([*rules.stops, *filter(None, (bar, deadline))]),
                 prefix_allowed_tokens_fn=rules.prefix_fn)
     finally:
@@ -155,7 +157,7 @@ def unmask_together(lm, s: GenerationSettings, prompts: list[list[int]], ends: l
     start = time.perf_counter()
     deadline = start + time_limit if time_limit is not None else None
     try:
-        written = write_together(lm, prompts, Unmasking.of(s), growth, suppressed_ids(lm, ends),
+        written = write_together(lm, prompts, s, growth, suppressed_ids(lm, ends),
                                  [_stops(lm, s, ids) for ids in prompts], deadline,
                                  bar.update if bar else None)
     finally:
@@ -206,10 +208,10 @@ def _decoding_config(lm, s: GenerationSettings, ends: list[int]) -> GenerationCo
     return GenerationConfig(
         max_new_tokens=s.max_new_tokens, min_new_tokens=0, do_sample=sample,
         num_beams=s.num_beams if s.strategy == "beam" else 1,
-        # explicit values while sampling (so a checkpoint's own defaults cannot leak in),
-        # unset otherwise (transformers warns about sampling flags without sampling)
-        temperature=s.temperature if sample else None, top_k=s.top_k if sample else None,
-        top_p=s.top_p if sample else None, repetition_penalty=s.repetition_penalty,
+        # sampling and the penalty are the processors' (demo.engine.sampling); while sampling, the
+        # config's own flags said neutral explicitly, unset otherwise (transformers warns of them)
+        repetition_penalty=1.0, **(NEUTRAL if sample else {}),
+
         no_repeat_ngram_size=0, length_penalty=1.0, num_return_sequences=1,
         eos_token_id=ends, pad_token_id=lm.tokenizer.pad_token_id,
         suppress_tokens=suppressed_ids(lm, ends) or None,

@@ -32,7 +32,7 @@ from .mlm_decoder import WindowSpecials
 from .pll import score_batch
 from .text import decode_newlines, encode_newlines, special_token_note
 from .trace import StepTrace
-from .unmasking import Unmasking, fill
+from .unmasking import fill
 
 # ---------------------------------------------------------------- blanks
 
@@ -169,18 +169,11 @@ def fill_window(lm, segments: list[str], lengths: list[int]) -> tuple[list[int],
     return window, blanks
 
 
-# What infilling's settings have no field for: it writes one token a pass, reads the whole window
-# every pass, never masks a written token again, and has no repetition penalty.
-INFILL_UNMASKING = dict(tokens_per_step=1, confidence_threshold=None, cache="exact", cache_refresh=1,
-                        remask=False, repetition_penalty=1.0)
-
-
 def _fill(lm, segments: list[str], lengths: list[int], s: InfillSettings) -> _Fill:
     """Fill every mask of the window, one per forward pass, in the settings' order (the
     unmasking loop every any-order writer shares: ``demo.engine.unmasking``)."""
     window, blanks = fill_window(lm, segments, lengths)
-    written = fill(lm, window, [p for blank in blanks for p in blank], Unmasking.of(s, **INFILL_UNMASKING),
-                   suppressed_ids(lm, end_ids=[]))
+    written = fill(lm, window, [p for blank in blanks for p in blank], s.order, s, suppressed_ids(lm, end_ids=[]))
     return _Fill(written.ids, blanks, [p for step in written.order for p in step], written.steps)
 
 

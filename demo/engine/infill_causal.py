@@ -18,9 +18,9 @@ the masked LM read made the difference.
 """
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
-from ..settings import GenerationSettings, InfillSettings
+from ..settings import GenerationSettings, InfillSettings, SamplingSettings, TraceSettings
 from .counting import Reads, counting
 from .generation import generate
 from .infill import AUTO, LengthTry, parse_blanks, segments_of, splice, text_scores
@@ -99,9 +99,9 @@ def causal_infill(lm, text: str, settings: InfillSettings | None = None) -> Caus
             before = splice(segments[:i + 1], fills)  # the earlier blanks filled
             generation = GenerationSettings(
                 max_new_tokens=s.max_blank_tokens if blank.tokens is AUTO else blank.tokens,
-                strategy=s.strategy, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, seed=s.seed,
-                stop_at_newline=True,  # a blank holds words, not lines
-                trace=s.trace, trace_top_k=s.trace_top_k)
+                # the infilling's own sampling and trace, whole
+                **{f.name: getattr(s, f.name) for group in (SamplingSettings, TraceSettings) for f in fields(group)},
+                stop_at_newline=True)  # a blank holds words, not lines
             written = generate(lm, blank_prompt(lm, before, segments[i + 1], mode), generation)
             steps += written.steps or []
             if blank.tokens is not AUTO:

@@ -32,50 +32,15 @@ import time
 from dataclasses import dataclass, field
 
 import torch
-from transformers.generation.logits_process import (
-    RepetitionPenaltyLogitsProcessor,
-    TemperatureLogitsWarper,
-    TopKLogitsWarper,
-    TopPLogitsWarper,
-)
 
+from ..settings import GenerationSettings, SamplingSettings, WritingSettings
 from .batching import padded
 from .block_cache import BlockCache
 from .counting import Reads, counting
 from .heads import mlm_head
 from .reading import hidden_at
+from .sampling import logits_processors
 from .trace import StepTrace, piece_or_name
-
-
-@dataclass(frozen=True)
-class Unmasking:
-    """How each step picks what it writes (from ``InfillSettings`` or ``GenerationSettings``)."""
-    order: str = "left_to_right"  # left_to_right, confidence or random
-    tokens_per_step: int = 1
-    # confidence: also every mask read whose guess is at least this likely (Fast-dLLM's threshold)
-    confidence_threshold: float | None = None
-    cache: str = "exact"  # "prefix": blocks read against the kept states before them (demo.engine.block_cache)
-    cache_refresh: int = 32  # with the block cache: the whole window read again every N steps of a block
-    remask: bool = False  # earlier tokens not yet final compete with new proposals (confidence only)
-    strategy: str = "greedy"  # greedy or sample
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    repetition_penalty: float = 1.0
-    seed: int | None = 0
-    trace: bool = False
-    trace_top_k: int = 5
-
-    @classmethod
-    def of(cls, settings, **fixed) -> "Unmasking":
-        """The unmasking fields of a settings object (its others ignored); ``fixed``: the fields its
-        kind has none for. A field in neither is refused: a renamed setting never quietly takes
-        the default here."""
-        missing = [name for name in cls.__dataclass_fields__ if name not in fixed and not hasattr(settings, name)]
-        if missing:
-            raise TypeError(f"{type(settings).__name__} has no {', '.join(missing)}: pass them to Unmasking.of")
-        return cls(**{name: fixed[name] if name in fixed else getattr(settings, name)
-                      for name in cls.__dataclass_fields__})
 
 
 @dataclass
@@ -91,31 +56,19 @@ class Written:
 
 
 class _Sampler:
-    """The token proposed at each position read: the likeliest, or a draw after transformers' own
-    repetition penalty, temperature, top-k and top-p (``generate()``'s order, its semantics)."""
+    """The token proposed at each position read: the likeliest, or a draw (``demo.engine.sampling``)."""
 
-    def __init__(self, how: Unmasking, generator: torch.Generator):
+    def __init__(self, s: SamplingSettings, generator: torch.Generator):
         self.generator = generator
-        self.penalty = (RepetitionPenaltyLogitsProcessor(how.repetition_penalty)
-                        if how.repetition_penalty != 1.0 else None)
-        self.warpers = []
-        if how.strategy == "sample":
-            self.warpers.append(TemperatureLogitsWarper(how.temperature))
-            if how.top_k:
-                self.warpers.append(TopKLogitsWarper(how.top_k))
-            if how.top_p < 1:
-                self.warpers.append(TopPLogitsWarper(how.top_p))
+        self.penalty, self.warpers = logits_processors(s)
 
     def __call__(self, logits: torch.Tensor, ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(tokens, the log-probs the model gave them, before temperature & co.)"""
-        if self.penalty is not None:
-            seen = torch.tensor([ids] * logits.shape[0])
-            logits = self.penalty(seen, logits)
+        """(tokens, the log-probs the model gave them, after the penalty, before temperature & co.)"""
+        if self.penalty:
+            logits = self.penalty(torch.tensor([ids] * logits.shape[0]), logits)
         logprobs = logits.log_softmax(-1)
         if self.warpers:
-            warped = logits
-            for warper in self.warpers:
-                warped = warper(None, warped)
+            warped = self.warpers(None, logits)
             tokens = torch.multinomial(warped.softmax(-1), 1, generator=self.generator)[:, 0]
         else:
             tokens = logits.argmax(-1)
@@ -126,20 +79,22 @@ class Unmasker:
     """Writes into a window's masks, step by step (``step``); the window may grow between steps
     (generation appends masks). It writes only the masks it is given (``add_masks``): a mask token
     typed into the text is text the model reads, never a blank to fill. ``banned`` ids are never
-    written."""
+    written. ``refresh``: read against the block cache, refreshed every N steps of a block (None:
+    exact); ``trace_top_k``: record each step with its top tokens (None: no trace)."""
 
-    def __init__(self, lm, ids: list[int], how: Unmasking, banned: list[int]):
-        self.lm, self.how, self.ids = lm, how, list(ids)
+    def __init__(self, lm, ids: list[int], writing: WritingSettings, sampling: SamplingSettings, banned: list[int],
+                 refresh: int | None = None, trace_top_k: int | None = None):
+        self.lm, self.writing, self.ids, self.trace_top_k = lm, writing, list(ids), trace_top_k
         self.mask = lm.tokenizer.mask_token_id
         self.head = mlm_head(lm.model)
-        self.cache = BlockCache(lm.model, how.cache_refresh) if how.cache == "prefix" else None
+        self.cache = BlockCache(lm.model, refresh) if refresh is not None else None
         self.banned = torch.tensor(banned, dtype=torch.long)
         self.generator = torch.Generator()
-        if how.seed is not None:
-            self.generator.manual_seed(how.seed)
+        if sampling.seed is not None:
+            self.generator.manual_seed(sampling.seed)
         else:
             self.generator.seed()
-        self.sample = _Sampler(how, self.generator)
+        self.sample = _Sampler(sampling, self.generator)
         self.shuffled: list[int] = []  # the random order's positions not yet written, in order
         self.writable: set[int] = set()  # the positions given to write (add_masks), written or not
         self.out = Written(ids=self.ids, order=[], remasked=[], logprobs={}, written_at={})
@@ -152,7 +107,7 @@ class Unmasker:
         """New masks to write (already in ``ids``): the random order draws their turn now, before
         any of their tokens, so a seed gives the same order greedy or sampled."""
         self.writable.update(positions)
-        if self.how.order == "random":
+        if self.writing.order == "random":
             drawn = torch.randperm(len(positions), generator=self.generator).tolist()
             self.shuffled += [positions[i] for i in drawn]
 
@@ -160,7 +115,7 @@ class Unmasker:
         """(the masks a step reads, how many it writes at least): among the masks before ``upto``
         (all when None)."""
         masks = [p for p in self.masks() if upto is None or p < upto]
-        k = min(self.how.tokens_per_step, len(masks))
+        k = min(self.writing.tokens_per_step, len(masks))
         return self._read(masks, k), k
 
     @torch.inference_mode()
@@ -186,16 +141,17 @@ class Unmasker:
         tokens, logprobs = self.sample(logits, self.ids)
         sure = logprobs.gather(1, tokens[:, None])[:, 0].tolist()
         # re-masking: the earlier tokens not yet final compete at the log-prob they were written with
-        written = [p for p in range(open_from, len(self.ids)) if p in self.out.written_at] if self.how.remask else []
+        remasking = self.writing.remask
+        written = [p for p in range(open_from, len(self.ids)) if p in self.out.written_at] if remasking else []
         chosen = self._choose(read + written, len(read), sure + [self.out.logprobs[p] for p in written], k)
         remasked = [p for p in written if p not in chosen]
-        if self.how.trace:
+        if self.trace_top_k is not None:
             self.out.steps.append(self._trace(read, chosen, remasked, tokens, logprobs, reads))
         step = len(self.out.order)
         for p in remasked:
             self.ids[p] = self.mask
             del self.out.logprobs[p], self.out.written_at[p]
-            if self.how.order == "random":
+            if self.writing.order == "random":
                 self.shuffled.append(p)
         new = [p for p in chosen if p not in self.out.written_at]
         for i, p in enumerate(read):
@@ -220,9 +176,9 @@ class Unmasker:
     def _read(self, masks: list[int], k: int) -> list[int]:
         """The masks a step reads: all of them where the order compares them (confidence, or any
         order that may re-mask), else only the k the order names next."""
-        if self.how.order == "confidence":
+        if self.writing.order == "confidence":
             return masks
-        if self.how.order == "random":  # the next k of the drawn order among the masks open
+        if self.writing.order == "random":  # the next k of the drawn order among the masks open
             open_masks = set(masks)
             return sorted([p for p in self.shuffled if p in open_masks][:k])
         return masks[:k]
@@ -232,15 +188,15 @@ class Unmasker:
         ``remask`` the earlier tokens): the k masks the order names, or, most confident first,
         the k + (earlier tokens) surest of all, k raised to the masks whose guess passes the
         confidence threshold, if one is set."""
-        if self.how.order == "random":  # the masks read, in their drawn order
+        if self.writing.order == "random":  # the masks read, in their drawn order
             picked = [p for p in self.shuffled if p in read]
             self.shuffled = [p for p in self.shuffled if p not in read]
             return picked
-        if self.how.order == "left_to_right":
+        if self.writing.order == "left_to_right":
             return read[:k]
         sure_enough = k
-        if self.how.confidence_threshold is not None:  # (a deterministic rule: the likelihood stays exact)
-            floor = math.log(self.how.confidence_threshold)
+        if self.writing.confidence_threshold is not None:  # (a deterministic rule: the likelihood stays exact)
+            floor = math.log(self.writing.confidence_threshold)
             sure_enough = max(k, sum(1 for p in sure[:n_masks] if p >= floor))
         keep = sure_enough + (len(read) - n_masks)  # confidence: the surest, new proposals and old tokens alike
         ranked = sorted(range(len(read)), key=lambda i: (-sure[i], read[i]))  # ties: leftmost
@@ -251,7 +207,7 @@ class Unmasker:
         first = min((p for p in chosen if p not in self.out.written_at), default=read[0])
         i = read.index(first)
         context = self.ids[1:first]
-        top = logprobs[i].exp().topk(min(self.how.trace_top_k, logprobs.shape[-1]))
+        top = logprobs[i].exp().topk(min(self.trace_top_k, logprobs.shape[-1]))
         new = [p for p in sorted(chosen) if p not in self.out.written_at]
         return StepTrace(step=len(self.out.order), window=tokenizer.convert_ids_to_tokens(self.ids),
                          mask_positions=self.masks(),
@@ -265,9 +221,11 @@ class Unmasker:
                                          for p in new])
 
 
-def fill(lm, ids: list[int], blanks: list[int], how: Unmasking, banned: list[int]) -> Written:
-    """Write the masks at ``blanks`` of a fixed window (infilling), ``how`` says in which order."""
-    unmasker = Unmasker(lm, ids, how, banned)
+def fill(lm, ids: list[int], blanks: list[int], order: str, s, banned: list[int]) -> Written:
+    """Write the masks at ``blanks`` of a fixed window (infilling), one a step in ``order``, each
+    drawn as the ``InfillSettings`` ``s`` say."""
+    unmasker = Unmasker(lm, ids, WritingSettings(order=order), s, banned,
+                        trace_top_k=s.trace_top_k if s.trace else None)
     unmasker.add_masks(blanks)
     while unmasker.masks():
         unmasker.step(open_from=0)
@@ -290,12 +248,13 @@ class _Growing:
     """One generation's window as its masks follow the text (``growth``): its unmasker, the masks
     appended so far, whether the text has ended, what is decided."""
 
-    def __init__(self, lm, prompt_ids: list[int], how: Unmasking, growth: Growth, banned: list[int], stop):
+    def __init__(self, lm, prompt_ids: list[int], s: GenerationSettings, growth: Growth, banned: list[int], stop):
         tokenizer = lm.tokenizer
         start_id = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
         self.lm, self.growth, self.stop = lm, growth, stop
         self.begin = 1 + len(prompt_ids)
-        self.unmasker = Unmasker(lm, [start_id, *prompt_ids, growth.end_id], how, banned)
+        self.unmasker = Unmasker(lm, [start_id, *prompt_ids, growth.end_id], s, s, banned,
+                                 s.cache_refresh if s.cache == "prefix" else None, s.trace_top_k if s.trace else None)
         self.appended, self.ended, self.stopped, self.decided = 0, False, False, []
         self.append(growth.max_new_tokens if growth.ahead else growth.open_masks)
 
@@ -339,7 +298,7 @@ class _Growing:
         self.stopped = bool(self.stop and self.stop(self.decided))
 
 
-def write(lm, prompt_ids: list[int], how: Unmasking, growth: Growth, banned: list[int],
+def write(lm, prompt_ids: list[int], s: GenerationSettings, growth: Growth, banned: list[int],
           stop=None, deadline: float | None = None, progress=None) -> tuple[Written, int]:
     """Generate after ``prompt_ids`` by unmasking ``[CLS] prompt [MASK]*M [SEP]``, the masks
     growing as ``growth`` says (``ahead``: all the blocks' masks from the start, a step writing in
@@ -349,22 +308,22 @@ def write(lm, prompt_ids: list[int], how: Unmasking, growth: Growth, banned: lis
     ``progress(n)`` hears of each step's tokens. A block never reaches past ``max_new_tokens``;
     sliding keeps M masks, as the paper's window does to its last step. -> (the window, where the
     text starts in it: the text is what precedes its first mask, at most ``max_new_tokens``)."""
-    return write_together(lm, [prompt_ids], how, growth, banned, [stop], deadline, progress)[0]
+    return write_together(lm, [prompt_ids], s, growth, banned, [stop], deadline, progress)[0]
 
 
-def write_together(lm, prompts: list[list[int]], how: Unmasking, growth: Growth, banned: list[int],
+def write_together(lm, prompts: list[list[int]], s: GenerationSettings, growth: Growth, banned: list[int],
                    stops: list | None = None, deadline: float | None = None,
                    progress=None) -> list[tuple[Written, int]]:
     """:func:`write` for several prompts at once: each step reads every unfinished window in one
     forward pass (padded, a row each), and each row writes, grows and stops as it would alone, with
     its own seeded draws, so every output is the one it gets alone (up to the float rounding of a
     padded batch). With the block cache, rows step one at a time (each keeps its own cache)."""
-    rows = [_Growing(lm, ids, how, growth, banned, stop) for ids, stop in zip(prompts, stops or [None] * len(prompts))]
+    rows = [_Growing(lm, ids, s, growth, banned, stop) for ids, stop in zip(prompts, stops or [None] * len(prompts))]
     while True:
         active = [(row, opened) for row in rows if (opened := row.next_step()) is not None]
         if not active:
             break
-        if len(active) == 1 or how.cache == "prefix":
+        if len(active) == 1 or s.cache == "prefix":
             written = [row.unmasker.step(*opened) for row, opened in active]
         else:
             written = _step_together([row.unmasker for row, _ in active], [opened for _, opened in active])

@@ -34,7 +34,14 @@ from ..engine.generation import generate_grouped
 from ..engine.mask_window import padding_masks_of
 from ..engine.models import with_bos_token
 from ..evaluation.data_parallel import start_model
-from ..settings import GenerationSettings, HarnessSettings, ModelSettings, ScoringSettings, WritingSettings
+from ..settings import (
+    GenerationSettings,
+    HarnessSettings,
+    ModelSettings,
+    SamplingSettings,
+    ScoringSettings,
+    WritingSettings,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -42,16 +49,20 @@ logger = logging.getLogger(__name__)
 # is ModelSettings.model). padding_masks is scoring's and generation's: method=decoder scores with
 # the windows generate_until writes with. lm-eval passes batch_size and max_batch_size to every
 # model; scoring's sub-batches are sized by token_budget, so max_batch_size is not used.
-MODEL_KEYS = ("pretrained", *(f.name for f in fields(ModelSettings) if f.name != "model"))
-SCORING_KEYS = ("method", "right_masks", "reduction", "token_budget", "elbo_samples", "elbo_seed", "padding_masks")
-WRITING_KEYS = tuple(f.name for f in fields(WritingSettings))  # any-order writing
-HARNESS_KEYS = tuple(f.name for f in fields(HarnessSettings))
-VALID_KEYS = (*MODEL_KEYS, *SCORING_KEYS, *WRITING_KEYS, *HARNESS_KEYS, "max_batch_size")
 # Scoring settings that have no meaning behind lm-eval's requests, and why.
 NOT_HERE = dict(
     scope="lm-eval asks for the continuation's log-likelihood (scope=completion), or a whole text's",
     unconditional_context="lm-eval normalises by an unconditional score itself (metric acc_mutual_info)",
-    word_level="lm-eval's answers have no per-word scores")
+    word_level="lm-eval's answers have no per-word scores",
+    stride="lm-eval asks for each answer's log-likelihood on its own; the approximate PLL was measured to keep "
+           "rankings (benchmarks/bench_pll_approx.py), not log-likelihoods",
+    rescore_band="it re-scores near-ties of a ranking, and lm-eval asks for no ranking",
+    fast="it picks the approximate PLL per ranking, and lm-eval asks for no ranking")
+MODEL_KEYS = ("pretrained", *(f.name for f in fields(ModelSettings) if f.name != "model"))
+SCORING_KEYS = tuple(f.name for f in fields(ScoringSettings) if f.name not in NOT_HERE)
+WRITING_KEYS = tuple(f.name for f in fields(WritingSettings))  # any-order writing
+HARNESS_KEYS = tuple(f.name for f in fields(HarnessSettings))
+VALID_KEYS = (*MODEL_KEYS, *SCORING_KEYS, *WRITING_KEYS, *HARNESS_KEYS, "max_batch_size")
 MASKED_ONLY = ("right_masks", "padding_masks", *WRITING_KEYS)
 CAUSAL_ONLY = ("add_bos_token",)
 
@@ -104,8 +115,11 @@ def check_kind(lm, s: EvalSettings) -> ScoringSettings:
     return replace(s.scoring, method=method)
 
 
-GEN_KWARGS = ("until", "max_gen_toks", "do_sample", "temperature", "top_p", "top_k", "num_beams",
-              "repetition_penalty")
+# lm-eval's generation kwargs: its own words, then SamplingSettings' fields under their names (a
+# draw's flags, which greedy requests drop, and the penalty); the strategy is do_sample's and the
+# seed lm-eval's own (--seed)
+DRAW_FLAGS = tuple(f.name for f in fields(SamplingSettings) if f.name not in ("strategy", "seed", "repetition_penalty"))
+GEN_KWARGS = ("until", "max_gen_toks", "do_sample", "num_beams", "repetition_penalty", *DRAW_FLAGS)
 DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's HFLM default
 
 
@@ -123,7 +137,7 @@ def generation_settings(gen_kwargs: dict, padding_masks: int | None = None,
     sample = bool(g.pop("do_sample", False))
     strategy = "sample" if sample else "beam" if g.get("num_beams", 1) != 1 else "greedy"
     if not sample:  # HFLM drops the sampling flags of greedy requests (temperature: 0.0)
-        for key in ("temperature", "top_p", "top_k"):
+        for key in DRAW_FLAGS:
             g.pop(key, None)
     try:
         return GenerationSettings(

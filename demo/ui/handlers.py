@@ -88,24 +88,29 @@ GPU_SECONDS = (15, 120)  # the least asked for (loading a model, moving it) and 
 
 def gpu_seconds(fn, runs=None, estimate=None, models=ONE_MASKED_LM):
     """A function of the handler's own arguments: the seconds its request needs, from the work
-    its ``estimate`` declares for each model it loads (as for :func:`handler`; the catalog's
+    its ``estimate(settings, arguments, kind, parameters)`` declares for each model it loads (as for :func:`handler`; the catalog's
     parameter count, else 1B) times the model runs one request makes; the least when it declares
     none, or when the request's settings are refused (the handler says why, before any run)."""
     signature = inspect.signature(fn)
 
     def seconds(*args, **kwargs) -> int:
-        given = signature.bind_partial(*args, **kwargs).arguments
-        low, high = GPU_SECONDS
+        bound = signature.bind_partial(*args, **kwargs)
+        bound.apply_defaults()  # what the handler itself would be called with
+        given, (low, high) = bound.arguments, GPU_SECONDS
         if estimate is None:
             return low
         work = 0.0
+        try:  # the request's settings object, as its handler builds it (settings_form.endpoint)
+            settings = fn.settings(given) if hasattr(fn, "settings") else None
+        except ValueError:  # settings the handler refuses before any run: the least
+            return low
         for argument in models:
             entry = deployment().catalog.entry(str(given.get(argument) or ""))
             kind = entry.kind if entry else "masked"  # unknown: the costlier kind
             parameters = _parameters(entry.size if entry else "") or 1e9
             try:
-                work += estimate(given, kind, parameters).seconds(GPU_GFLOPS)
-            except ValueError:  # settings the handler refuses before any run: the least
+                work += estimate(settings, given, kind, parameters).seconds(GPU_GFLOPS)
+            except ValueError:
                 return low
         return int(min(high, low + max(0.0, _runs(runs, given) * work)))
     return seconds
@@ -196,15 +201,6 @@ def _counts_runs(runs):
     return check
 
 
-def with_arguments(arguments: str):
-    """Decorator: append an "Args:" block shared by several handlers to each one's docstring (it
-    documents their parameters as MCP tools), so that it is written once."""
-    def decorate(fn):
-        fn.__doc__ = (fn.__doc__ or "").rstrip() + "\n\n    Args:\n" + arguments
-        return fn
-    return decorate
-
-
 def handler(group: str, error_outputs, runs=None, estimate=None, models=ONE_MASKED_LM, shareable=None,
             batches=False):
     """What every model-running handler gets: messages in its outputs (``error_outputs`` maps the
@@ -215,8 +211,9 @@ def handler(group: str, error_outputs, runs=None, estimate=None, models=ONE_MASK
 
     ``runs``, a function of the handler's arguments by name, says how many model runs one call
     makes (default one): each counts against the visitor's share and the GPU time asked for.
-    ``estimate(arguments, kind, parameters)`` declares the work of one run (a ``budget.Work``),
-    estimated before the model loads, from which ZeroGPU's time is asked (default: the least);
+    ``estimate(settings, arguments, kind, parameters)`` declares the work of one run (a
+    ``budget.Work``) from the request's settings object (``settings_form.endpoint``'s) and its
+    arguments, estimated before the model loads, from which ZeroGPU's time is asked (default: the least);
     ``models``: the arguments that name the models one run loads, with the kind each loads as
     (default ``{"model_name": "masked"}``; the work is estimated for each, the answer shared per
     model as loaded). ``shareable(arguments)``: whether the answer is the same for every identical

@@ -16,7 +16,7 @@ from ..app.catalog import Catalog
 from ..app.limits import check_text
 from ..settings import InfillSettings, ModelSettings
 from .common import TabParts, deployment, escape, message, score_text, tab_help, work_line
-from .handlers import handler, with_arguments
+from .handlers import handler
 from .loading import load
 from .outputs import components, shown_in
 from .pickers import emd_radio, model_note
@@ -24,7 +24,7 @@ from .playback import PLAYER_JS, lane_switch, playback, run_id
 from .presets import preset_named, read_presets
 from .reproduce_block import reproduction
 from .run_marker import run_ends, run_starts
-from .settings_form import arguments, panel, settings_of, shown_value
+from .settings_form import Own, Setting, endpoint, panel, setting_args, shown_value
 from .sides import side_columns, side_pickers
 
 HELP = ("Write a text with a **[blank]** in the middle: the **masked LM** fills it reading the words on "
@@ -44,11 +44,6 @@ which put the text after the blank into its prompt. Last, both filled texts are 
 both models (PLL for the masked LM, log-likelihood for the causal LM): did reading the right
 context give the masked LM a fill that both models like better?
 """
-
-def _settings(given: dict) -> InfillSettings:
-    """A call's values (its arguments by name) as the core's settings, which check them."""
-    return settings_of(InfillSettings, given, trace=True)
-
 
 def _text(text) -> str:
     return check_text(text, "text", deployment().settings.max_prompt_chars)
@@ -90,11 +85,11 @@ class CausalInfillOutputs(NamedTuple):
     showing = shown_in("filled")
 
 
-SETTINGS = ("order", "blank_tokens", "seed")  # the page's InfillSettings, in the handlers' order
-INFILL_ARGUMENTS = arguments(
-    *((InfillSettings, name) for name in SETTINGS),
-    text="a text with blanks: [blank] (a token), [blank:3] (three), [blank:auto] (the model picks 1 to 4), or ____",
-    model_name="the model: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)")
+# What both fills take: the text, the model, the page's InfillSettings
+FILL = (Own("text", "a text with blanks: [blank] (a token), [blank:3] (three), [blank:auto] (the model picks 1 to 4), "
+                    "or ____"),
+        Own("model_name", "the model: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)"),
+        *setting_args(InfillSettings, "order", "blank_tokens", "seed"))
 
 
 def _stats(lm, result, extra: str, how: str) -> str:
@@ -103,31 +98,30 @@ def _stats(lm, result, extra: str, how: str) -> str:
             + work_line(result.reads, how) + "".join(message(note, "note") for note in result.notes))
 
 
-def infill_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work:
+def infill_estimate(settings: InfillSettings, arguments: dict, kind: str, parameters: float) -> budget.Work:
     """One fill's work, from the request's settings (``handlers.handler``'s ``estimate``): a step
     per blank token, each over the whole text, as a generation of that many tokens reads."""
-    text, settings = str(arguments.get("text") or ""), _settings(arguments)
+    text = str(arguments.get("text") or "")
     blanks = max(1, text.count("[blank") + text.count("____"))
     steps = blanks * settings.blank_tokens
     return budget.estimated_generation_work(kind, parameters, text, steps, 1)
 
 
-def fills_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work:
+def fills_estimate(settings, arguments: dict, kind: str, parameters: float) -> budget.Work:
     """Scoring both filled texts whole (``common.handler``'s ``estimate``)."""
     texts = [str(arguments.get(name) or "") for name in ("masked_text", "causal_text")]
     return budget.estimated_ranking_work(kind, parameters, "", texts)
 
 
 @handler("generate", InfillOutputs.showing, estimate=infill_estimate)
-@with_arguments(INFILL_ARGUMENTS + arguments((ModelSettings, "emd")))
-def infill_masked(text, model_name, order, blank_tokens, seed, emd="auto",
-                  progress=gr.Progress(track_tqdm=True)):
+@endpoint(*FILL, Setting(ModelSettings, "emd"), builds=InfillSettings, fixed=dict(trace=True))
+def infill_masked(text, model_name, emd, settings: InfillSettings, progress=gr.Progress(track_tqdm=True)):
     """Fill the blanks of a text with a masked LM, one token per step in the chosen order,
     reading the words on both sides. Also returns the playback of the steps."""
     from ..app.budget import infill_work
     from ..engine.infill import infill
 
-    text, settings = _text(text), _settings(dict(locals()))
+    text = _text(text)
     lm = load(model_name, "masked", emd)
     infill_work(lm, text, settings).check(deployment().settings)
     result = infill(lm, text, settings)
@@ -143,8 +137,8 @@ def infill_masked(text, model_name, order, blank_tokens, seed, emd="auto",
 
 
 @handler("generate", CausalInfillOutputs.showing, estimate=infill_estimate, models={"model_name": "causal"})
-@with_arguments(INFILL_ARGUMENTS)
-def infill_causal(text, model_name, order, blank_tokens, seed, progress=gr.Progress(track_tqdm=True)):
+@endpoint(*FILL, builds=InfillSettings, fixed=dict(trace=True))
+def infill_causal(text, model_name, settings: InfillSettings, progress=gr.Progress(track_tqdm=True)):
     """Fill the blanks of a text with a causal LM: it continues the words before each blank (it
     cannot read the words after it), or fills in the middle where its tokenizer can."""
     from ..app.budget import infill_work
@@ -152,7 +146,7 @@ def infill_causal(text, model_name, order, blank_tokens, seed, progress=gr.Progr
 
     if not model_name:
         return CausalInfillOutputs.showing(message("Skipped: no causal LM picked.", "note"))
-    text, settings = _text(text), _settings(dict(locals()))
+    text = _text(text)
     lm = load(model_name, "causal")
     infill_work(lm, text, settings).check(deployment().settings)
     result = causal_infill(lm, text, settings)
@@ -217,8 +211,8 @@ def build(catalog: Catalog) -> TabParts:
                            "____ is a [blank].")
     note = gr.Markdown(preset_note(presets[0] if presets else None), elem_id="fill-note")
     masked_model, causal_model = side_pickers(catalog, "fill")
-    order, blank_tokens, seed = panel(InfillSettings, [SETTINGS], "fill", layout=dict(
-        order=dict(scale=2), blank_tokens=dict(elem_id="fill-tokens"))).values()
+    settings = panel(InfillSettings, [tuple(t.name for t in FILL if isinstance(t, Setting))], "fill", layout=dict(
+        order=dict(scale=2), blank_tokens=dict(elem_id="fill-tokens")))
     emd = emd_radio("fill-deberta-head", masked_model)
     run = gr.Button("Fill the blanks with both models", variant="primary", elem_id="fill-run")
     sides = side_columns("fill", {"filled": lambda kind, elem_id: gr.HTML(elem_id=elem_id),
@@ -238,13 +232,13 @@ def build(catalog: Catalog) -> TabParts:
         return (chosen["text"], preset_note(chosen)) if chosen else (gr.update(), gr.update())
 
     preset.select(fill, preset, [text, note], api_visibility="private")
-    inputs = [text, masked_model, order, blank_tokens, seed]  # (the handlers' parameters: SETTINGS after the model)
+    widgets = dict(settings, text=text, emd=emd)
     masked_event = run.click(
-        infill_masked, inputs + [emd],
+        infill_masked, infill_masked.inputs(dict(widgets, model_name=masked_model)),
         components(InfillOutputs, **sides["masked"], trace=trace, filled_text=masked_text),
         api_name="infill_mlm", concurrency_id=infill_masked.group, js=run_starts("fill"))
     causal_event = masked_event.then(
-        infill_causal, [text, causal_model, order, blank_tokens, seed],
+        infill_causal, infill_causal.inputs(dict(widgets, model_name=causal_model)),
         components(CausalInfillOutputs, **sides["causal"], filled_text=causal_text, trace=causal_trace),
         api_name="infill_causal", concurrency_id=infill_causal.group)
     ranked = causal_event.then(rank_both, [masked_text, causal_text, masked_model, causal_model, emd], ranking,

@@ -20,13 +20,13 @@ from ..paths import ASSETS
 from ..settings import GridSettings
 from . import mask_sweep
 from .common import TabParts, deployment, message, tab_help
-from .handlers import handler, shows_errors, with_arguments
+from .handlers import handler, shows_errors
 from .loading import load
 from .outputs import FigureOutputs, components, shown_in
 from .pickers import model_note
 from .reproduce_block import reproduction
 from .run_marker import run_ends, run_starts
-from .settings_form import arguments, panel, widget
+from .settings_form import Own, Setting, endpoint, panel, setting_args, widget
 from .sides import KIND_NAMES, side_columns, side_pickers
 
 GRIDS = ASSETS / "needle_grids"
@@ -105,21 +105,21 @@ def _summary(lm, table: pd.DataFrame, grid: GridSettings) -> str:
     return f"<div>{model_note(lm)}</div><div>{line}</div>{trained}"
 
 
-def _grid(lengths, depths, repetitions, seed, cache="exact") -> GridSettings:
-    grid = GridSettings(lengths=parse_numbers(lengths, "length", int, 16, None),
-                        depths=parse_numbers(depths, "depth", float, 0.0, 1.0),
-                        repetitions=whole(repetitions), seed=0 if seed in (None, "") else whole(seed),
-                        cache=cache)
-    check_grid(grid, deployment().settings)
-    return grid
+def page_grid(values: dict) -> dict:
+    """GridSettings' values from the page's text boxes (by name): the lengths and depths as typed,
+    an empty seed 0."""
+    seed = values.get("seed")
+    return dict(lengths=parse_numbers(values.get("lengths"), "length", int, 16, None),
+                depths=parse_numbers(values.get("depths"), "depth", float, 0.0, 1.0),
+                seed=0 if seed in (None, "") else whole(seed))
 
 
-def _stream(model_name, kind, lengths, depths, repetitions, seed, cache="exact"):
+def _stream(model_name, kind, grid: GridSettings):
     """The FigureOutputs after every finished cell; the grid stops at the time limit."""
     from ..app.budget import grid_work
     from ..evaluation.haystack import iter_grid  # torch: imported on first use
 
-    grid = _grid(lengths, depths, repetitions, seed, cache)
+    check_grid(grid, deployment().settings)
     lm = load(model_name, kind)
     grid_work(lm, grid).check(deployment().settings)  # refused before it runs
     python, shell = reproduction("probe", model_name, kind, grid)
@@ -150,34 +150,31 @@ def _downloads(table, figure, model_name) -> list[str]:
     return [csv, figure_download(figure, csv, "needle-grid", model_name)]
 
 
-GRID = ("lengths", "depths", "repetitions", "seed")  # the page's GridSettings, in the handlers' order
-PROBE_ARGUMENTS = arguments(*((GridSettings, name) for name in GRID), model_name=(
-    "the model: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)"))
+GRID = (Own("model_name", "the model: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)"),
+        *setting_args(GridSettings, "lengths", "depths", "repetitions", "seed"))  # what both grids take
 
 
-def grid_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work:
+def grid_estimate(grid: GridSettings, arguments: dict, kind: str, parameters: float) -> budget.Work:
     """One grid's work, from the request's settings (``handlers.handler``'s ``estimate``)."""
-    grid = _grid(*(arguments.get(name) for name in GRID))
     return budget.estimated_grid_work(kind, parameters, grid.lengths, len(grid.depths) * grid.repetitions)
 
 
 @handler("probe", FigureOutputs.showing, estimate=grid_estimate)
-@with_arguments(PROBE_ARGUMENTS + arguments((GridSettings, "cache")))
-def probe_masked(model_name, lengths, depths, repetitions, seed, cache="exact",
-                 progress=gr.Progress(track_tqdm=True)):
+@endpoint(*GRID, Setting(GridSettings, "cache"), builds=GridSettings, derived=page_grid)
+def probe_masked(model_name, settings: GridSettings, progress=gr.Progress(track_tqdm=True)):
     """Needle in a haystack with a masked LM: can it find a number hidden at each depth of each
     prompt length? Streams the grid as it fills in."""
-    yield from _stream(model_name, "masked", lengths, depths, repetitions, seed, cache)
+    yield from _stream(model_name, "masked", settings)
 
 
 @handler("probe", FigureOutputs.showing, estimate=grid_estimate, models={"model_name": None})
-@with_arguments(PROBE_ARGUMENTS)
-def probe_second(model_name, lengths, depths, repetitions, seed, progress=gr.Progress(track_tqdm=True)):
+@endpoint(*GRID, builds=GridSettings, derived=page_grid)
+def probe_second(model_name, settings: GridSettings, progress=gr.Progress(track_tqdm=True)):
     """Needle in a haystack with a second model (a causal LM, or any model in its natural kind)."""
     if not model_name:
         yield FigureOutputs.showing(message("Skipped: no second model picked.", "note"))
         return
-    yield from _stream(model_name, None, lengths, depths, repetitions, seed)
+    yield from _stream(model_name, None, settings)
 
 
 @shows_errors(PrecomputedGridOutputs.showing)  # a bundled CSV: no GPU slot, no wait for torch
@@ -236,8 +233,8 @@ def build(catalog: Catalog):
     masked_model, causal_model = side_pickers(catalog, "probe", "Compare with", any_kind=True)
     decoding = widget(GridSettings, "cache", elem_id="probe-decoding")
     # a short first grid, one run a cell: a page's request finishes in seconds
-    lengths, depths, repetitions, seed = panel(GridSettings, [GRID], "probe", dict(
-        lengths="128, 256", depths="0, 0.5, 1", repetitions=1)).values()
+    grid = panel(GridSettings, [tuple(t.name for t in GRID if isinstance(t, Setting))], "probe", dict(
+        lengths="128, 256", depths="0, 0.5, 1", repetitions=1))
     run = gr.Button("Run the grid", variant="primary", elem_id="probe-run")
     gr.Markdown(f"<sub>At most {deployment().settings.max_grid_cells} runs (lengths x depths x repetitions) and "
                 f"{deployment().settings.max_grid_tokens:,} tokens per request here (the paper went to 12,288); "
@@ -253,12 +250,11 @@ def build(catalog: Catalog):
                 sides[kind]["table"] = gr.Dataframe(label=f"{SIDE_LABELS[kind]} runs", interactive=False)
     defaults, shown = _precomputed(catalog)
 
-    inputs = [lengths, depths, repetitions, seed]
     # Grids are long jobs: their own queue, so rankings and generations never wait behind them.
-    masked_event = run.click(probe_masked, [masked_model] + inputs + [decoding],
+    masked_event = run.click(probe_masked, probe_masked.inputs(dict(grid, model_name=masked_model, cache=decoding)),
                              components(FigureOutputs, **sides["masked"]),
                              api_name="probe_mlm", concurrency_id=probe_masked.group, js=run_starts("probe"))
-    causal_event = run.click(probe_second, [causal_model] + inputs,
+    causal_event = run.click(probe_second, probe_second.inputs(dict(grid, model_name=causal_model)),
                              components(FigureOutputs, **sides["causal"]),
                              api_name="probe_second", concurrency_id=probe_second.group, js=run_starts("probe"))
     run_ends("probe", masked_event, causal_event)
@@ -276,6 +272,6 @@ def build(catalog: Catalog):
         s = step["sweep"]
         return [gr.update(), gr.update(), gr.update(open=True), s["task"], s["values"], s["shots"], s["limit"]]
 
-    return TabParts(first_view=(first_view, [], shown), lesson_fields=(lengths, depths, *sweep),
+    return TabParts(first_view=(first_view, [], shown), lesson_fields=(grid["lengths"], grid["depths"], *sweep),
                     lesson_values=lesson_values,
                     presses=lambda step: (mask_sweep.sweep_masks,) if "sweep" in step else (probe_masked, probe_second))

@@ -15,13 +15,13 @@ from ..app.catalog import Catalog
 from ..app.shared_results import cut_short
 from ..settings import SweepSettings
 from .common import Dropdown, deployment, escape, message
-from .handlers import handler, with_arguments
+from .handlers import handler
 from .loading import load
 from .outputs import FigureOutputs, components
 from .pickers import model_note, model_picker
 from .reproduce_block import reproduce_block, reproduction
 from .run_marker import run_ends, run_starts
-from .settings_form import arguments, panel, settings_of, widget
+from .settings_form import Own, Setting, endpoint, panel, setting_args, widget
 
 SYMBOLS = {"padding_masks": "p", "right_masks": "N"}
 SHOWN = ["value", "metric", "score", "stderr", "n", "seconds"]  # the table's columns in the page
@@ -50,11 +50,6 @@ def _default_task(setting: str, choices: list[tuple[str, str]]) -> str | None:
     return default if any(name == default for _, name in choices) else None
 
 
-def _settings(setting, task, values, shots, limit) -> SweepSettings:
-    return settings_of(SweepSettings, dict(sweep=setting, task=task or None, values=values, shots=shots,
-                                           limit=limit), data_root=deployment().settings.data_root or None)
-
-
 def _summary(lm, table: pd.DataFrame, sweep: SweepSettings) -> str:
     metric = table[table["metric"] == table["metric"].iloc[0]]
     top = metric[metric["score"] >= metric["score"].max() - 1e-9]  # every value that reaches the best: a tie is a tie
@@ -79,23 +74,23 @@ def _downloads(table, figure, model_name) -> list[str]:
     return [csv, figure_download(figure, csv, "mask-sweep", model_name)]
 
 
-def sweep_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work:
+def sweep_estimate(sweep: SweepSettings, arguments: dict, kind: str, parameters: float) -> budget.Work:
     """A sweep's work, from the request's settings (``handlers.handler``'s ``estimate``)."""
-    sweep = _settings(*(arguments.get(name) for name in ("setting", "task", "values", "shots", "limit")))
     return budget.estimated_sweep_work(kind, parameters, sweep.sweep, len(sweep.values), sweep.limit)
 
 
 @handler("probe", FigureOutputs.showing, estimate=sweep_estimate)
-@with_arguments(arguments(
-    (SweepSettings, "sweep", "setting"), *((SweepSettings, name) for name in ("task", "values", "shots", "limit")),
-    model_name="the masked LM: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)"))
-def sweep_masks(model_name, setting, task, values, shots, limit, progress=gr.Progress(track_tqdm=True)):
+@endpoint(Own("model_name", "the masked LM: one of the app's models (listed as examples) or a Hugging Face Hub id "
+                        "(owner/name)"),
+          Setting(SweepSettings, "sweep", "setting"), *setting_args(SweepSettings, "task", "values", "shots", "limit"),
+          builds=SweepSettings, derived=lambda values: dict(data_root=deployment().settings.data_root or None))
+def sweep_masks(model_name, settings: SweepSettings, progress=gr.Progress(track_tqdm=True)):
     """How many masks? A masked LM evaluated on one task at each number of padding masks
     (generation) or right masks (ranking), the paper's choice marked. Streams the curve value by value."""
     from ..evaluation.mask_sweep import iter_sweep
     from ..evaluation.plots import mask_sweep_plot
 
-    sweep = _settings(setting, task, values, shots, limit)
+    sweep = settings
     lm = load(model_name, "masked")
     budget.sweep_work(lm, sweep).check(deployment().settings)  # refused before it runs
     python, shell = reproduction("sweep", model_name, "masked", replace(sweep, data_root=None))
@@ -143,7 +138,8 @@ def build(catalog: Catalog) -> tuple:
         return gr.update(choices=names, value=_default_task(chosen, names))
 
     setting.change(tasks_of, setting, task, api_visibility="private")
-    swept = run.click(sweep_masks, [model, setting, task, values, shots, limit],
+    swept = run.click(sweep_masks, sweep_masks.inputs(dict(model_name=model, setting=setting, task=task, values=values,
+                                                           shots=shots, limit=limit)),
                       components(FigureOutputs, plot=plot, summary=summary, table=table, files=files,
                                  python=python, shell=shell),
                       api_name="sweep_masks", concurrency_id=sweep_masks.group, js=run_starts("sweep"))

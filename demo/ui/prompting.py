@@ -6,7 +6,6 @@ method), with the approximate prefix cache (``demo.engine.prefix_cache``; the AP
 side; a causal LM always decodes with its own exact KV cache.
 """
 
-import functools
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -18,7 +17,7 @@ from ..app.limits import check_text
 from ..app.shared_results import cut_short
 from ..settings import GenerationSettings, ModelSettings, as_said, quoted
 from .common import Radio, TabParts, deployment, escape, message, tab_help, work_line, work_text
-from .handlers import handler, with_arguments
+from .handlers import handler
 from .loading import load
 from .outputs import components, shown_in
 from .pickers import emd_radio, model_note
@@ -26,7 +25,7 @@ from .playback import LEGEND, PLAYER_JS, lane_switch, playback, run_id, window_d
 from .presets import preset_named, read_presets
 from .reproduce_block import reproduce_block, reproduction
 from .run_marker import run_ends, run_starts
-from .settings_form import arguments, panel, settings_of, shown_value, widget, widget_default
+from .settings_form import Own, Setting, endpoint, panel, setting_args, shown_value, widget, widget_default
 from .sides import KIND_NAMES, side_columns, side_pickers
 
 HELP = ("Type a prompt or pick a preset: a **masked LM** and a **causal LM** continue it side by side, "
@@ -59,13 +58,14 @@ block by block, the surest token first.
 """
 
 _CORE = GenerationSettings()
-# The settings both models' runs share (the masked LM's widgets after them are its own)
-SHARED = ("strategy", "max_new_tokens", "num_beams", "temperature", "top_k", "top_p", "repetition_penalty",
-          "padding_masks", "stop_at_newline", "seed")
+# The settings both models' runs share (the masked LM's arguments after them are its own)
+SHARED = setting_args(GenerationSettings, "strategy", "max_new_tokens", "num_beams", "temperature", "top_k", "top_p",
+                      "repetition_penalty", "padding_masks", "stop_at_newline", "seed")
 # The core's defaults, except two choices of the page: a short answer that stops at the end of its
 # line (a few-shot answer is one line)
 PAGE_DEFAULTS = dict(max_new_tokens=24, stop_at_newline=True)
-SETTING_DEFAULTS = {name: PAGE_DEFAULTS.get(name, widget_default(GenerationSettings, name)) for name in SHARED}
+SETTING_DEFAULTS = {t.name: PAGE_DEFAULTS.get(t.name, widget_default(GenerationSettings, t.name)) for t in SHARED}
+TRACED = dict(trace=True, trace_top_k=5)  # every page run records its steps for the playback
 
 # The masked LM's decoding: each choice is the GenerationSettings.cache of the runs it makes
 # (compare: exact first, then the prefix cache, on the same prompt and settings). "fast" is the
@@ -78,7 +78,6 @@ DECODING_NAMES = [("exact", "exact"), ("prefix cache", "fast"), ("compare", "com
 # Writing in any order (masked diffusion): the page's defaults, small enough to watch: blocks of
 # 8 masks, 2 tokens a step, surest first.
 ANY_ORDER_DEFAULTS = dict(order="confidence", tokens_per_step=2, block_length=8, remask=False, confidence_threshold=0)
-ANY_ORDER = tuple(ANY_ORDER_DEFAULTS) + ("masks_ahead",)  # the any-order lane's own widgets
 
 
 def masked_caches(decoding) -> tuple[str, ...]:
@@ -96,19 +95,11 @@ def masked_runs(arguments: dict) -> int:
         return 1
 
 
-def generation_estimate(arguments: dict, kind: str, parameters: float, **fixed) -> budget.Work:
-    """One generation's work, from the request's settings (``handlers.handler``'s ``estimate``;
-    ``fixed`` as for :func:`_settings`)."""
-    s = _settings(arguments, **fixed)
+def generation_estimate(s: GenerationSettings, arguments: dict, kind: str, parameters: float) -> budget.Work:
+    """One generation's work, from the request's settings (``handlers.handler``'s ``estimate``)."""
     beams = s.num_beams if s.strategy == "beam" else 1
     return budget.estimated_generation_work(kind, parameters, str(arguments.get("prompt") or ""), s.max_new_tokens,
                                             beams, s.masks_ahead)
-
-
-def _settings(given: dict, **fixed) -> GenerationSettings:
-    """A call's values (its arguments by name) as the core's settings, which check them: those
-    that are GenerationSettings' fields, then ``fixed``."""
-    return settings_of(GenerationSettings, given, trace=True, trace_top_k=5, **fixed)
 
 
 def _with_cache(settings: GenerationSettings, cache: str) -> GenerationSettings:
@@ -136,35 +127,31 @@ def preset_values(preset: dict | None) -> dict:
     return values
 
 
-def setting_items(given: dict, decoding="exact") -> dict[str, str]:
-    """The settings a run uses (the shared ones, by name, as the widgets hold them), in the page's
-    words (only those that act: sampling's with sampling)."""
-    strategy, max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty, padding_masks, \
-        stop_at_newline, seed = (given[name] for name in SHARED)
-    items = {"decoding": dict((v, k) for k, v in DECODING_NAMES).get(decoding, str(decoding)), "strategy": shown_value(GenerationSettings, "strategy", strategy),
-             "max new tokens": str(max_new_tokens)}
-    if strategy == "beam":
-        items["beams"] = str(num_beams)
-    if strategy == "sample":
-        items.update({"temperature": f"{temperature:g}", "top-k": str(top_k), "top-p": f"{top_p:g}",
-                      "seed": str(seed)})
-    if repetition_penalty not in (None, 1, 1.0):
-        items["repetition penalty"] = f"{repetition_penalty:g}"
-    items["padding masks"] = "family default" if padding_masks in (None, "", "default") else str(padding_masks)
-    items["stop at newline"] = "on" if stop_at_newline else "off"
+def setting_items(s: GenerationSettings, decoding="exact") -> dict[str, str]:
+    """The settings a run uses, in the page's words (only those that act: sampling's with sampling)."""
+    items = {"decoding": dict((v, k) for k, v in DECODING_NAMES).get(decoding, str(decoding)),
+             "strategy": shown_value(GenerationSettings, "strategy", s.strategy), "max new tokens": str(s.max_new_tokens)}
+    if s.strategy == "beam":
+        items["beams"] = str(s.num_beams)
+    if s.strategy == "sample":
+        items.update({"temperature": f"{s.temperature:g}", "top-k": str(s.top_k), "top-p": f"{s.top_p:g}",
+                      "seed": str(s.seed)})
+    if s.repetition_penalty != 1.0:
+        items["repetition penalty"] = f"{s.repetition_penalty:g}"
+    items["padding masks"] = "family default" if s.padding_masks is None else str(s.padding_masks)
+    items["stop at newline"] = "on" if s.stop_at_newline else "off"
     return items
 
 
-def any_order_items(given: dict) -> dict[str, str]:
-    """The any-order writing's settings (by name, as the widgets hold them), in the page's words:
-    those that act with the order chosen."""
-    items = {"any order": shown_value(GenerationSettings, "order", given["order"]),
-             "tokens per step": str(given["tokens_per_step"]), "block length": str(given["block_length"])}
-    if given["order"] == "confidence" and given["confidence_threshold"]:
-        items["write all this sure"] = f"{given['confidence_threshold']:g}"
-    if given["order"] == "confidence" and given["remask"]:
+def any_order_items(s: GenerationSettings) -> dict[str, str]:
+    """The any-order writing's settings, in the page's words: those that act with the order chosen."""
+    items = {"any order": shown_value(GenerationSettings, "order", s.order),
+             "tokens per step": str(s.tokens_per_step), "block length": str(s.block_length)}
+    if s.order == "confidence" and s.confidence_threshold:
+        items["write all this sure"] = f"{s.confidence_threshold:g}"
+    if s.order == "confidence" and s.remask:
         items["re-mask"] = "on"
-    if given["masks_ahead"]:
+    if s.masks_ahead:
         items["all masks ahead"] = "on"
     return items
 
@@ -368,59 +355,43 @@ class CausalGenerationOutputs(NamedTuple):
     showing = shown_in("stats")  # an error, or why this side did not run; no stale continuation
 
 
-PAGE_ARGUMENTS = dict(
-    prompt="the few-shot prompt to continue",
-    model_name="the model: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)")
-GENERATION_ARGUMENTS = arguments(*((GenerationSettings, name) for name in SHARED), **PAGE_ARGUMENTS)
-EMD_AND_CHAT = arguments((ModelSettings, "emd"), (GenerationSettings, "chat"))
-MASKED_DECODING_ARGUMENTS = arguments(
-    (GenerationSettings, "cache_refresh"), (GenerationSettings, "parallel_threshold"),
-    decoding="exact (the paper's method, re-reads the whole prompt at every token), fast (the prefix cache: reuses "
-             "the prompt's internal states between refreshes, faster, approximate) or compare (both, exact first, side by "
-             "side; counts as two generations)") + EMD_AND_CHAT
+PROMPT = Own("prompt", "the few-shot prompt to continue")
+MODEL = Own("model_name", "the model: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)")
+EMD, CHAT = Setting(ModelSettings, "emd"), Setting(GenerationSettings, "chat")
+DECODING = Own("decoding", "exact (the paper's method, re-reads the whole prompt at every token), fast (the prefix cache: "
+                           "reuses the prompt's internal states between refreshes, faster, approximate) or compare (both, "
+                           "exact first, side by side; counts as two generations)", "exact")
 
 
 @handler("generate", MaskedGenerationOutputs.showing, runs=masked_runs, estimate=generation_estimate)
-@with_arguments(GENERATION_ARGUMENTS + MASKED_DECODING_ARGUMENTS)
-def generate_masked(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
-                    repetition_penalty, padding_masks, stop_at_newline, seed, decoding="exact",
-                    cache_refresh=_CORE.cache_refresh, emd="auto", parallel_threshold=0, chat=False,
+@endpoint(PROMPT, MODEL, *SHARED, DECODING, Setting(GenerationSettings, "cache_refresh"), EMD,
+          Setting(GenerationSettings, "parallel_threshold"), CHAT, builds=GenerationSettings, fixed=TRACED)
+def generate_masked(prompt, model_name, settings: GenerationSettings, decoding, emd,
                     progress=gr.Progress(track_tqdm=True)):
     """Continue a prompt with a masked LM, the BERTs paper's way: append [MASK] (and padding
     masks) and [SEP], predict the first mask, keep it, repeat. Decoding exact, fast (the
     approximate prefix cache) or compare (both side by side). Also returns the decoding playback
     (of the exact run when comparing)."""
-    given = dict(locals())  # the call's values by name
-    settings = _settings(given)
     runs = [_with_cache(settings, cache) for cache in masked_caches(decoding)]
     lm, results, time_limit, python, shell = _run(prompt, model_name, "masked", runs, emd)
     shown = results[0]  # compare: the exact run (the paper's method) fills the usual outputs
     compared = comparison(*results, settings.cache_refresh) if len(results) == 2 else ""
     run = run_id(prompt, shown.token_ids, shown.seconds)
-    items = setting_items(given, decoding)
     return MaskedGenerationOutputs(text=shown.text, stats=_stats(lm, shown, time_limit, settings.cache_refresh),
                                    trace=playback(shown.steps, "masked", run, newline_note(lm, prompt)),
                                    compare=compared, python=python, shell=shell,
-                                   run=dict(steps=shown.steps, text=shown.text, settings=items, id=run,
-                                            prompt=prompt, model=lm.name))
+                                   run=dict(steps=shown.steps, text=shown.text, settings=setting_items(settings, decoding),
+                                            id=run, prompt=prompt, model=lm.name))
 
 
-ANY_ORDER_ARGUMENTS = arguments(*((GenerationSettings, name) for name in ANY_ORDER)) + EMD_AND_CHAT
-
-
-@handler("generate", AnyOrderOutputs.showing, estimate=functools.partial(generation_estimate, window="block"))
-@with_arguments(GENERATION_ARGUMENTS + ANY_ORDER_ARGUMENTS)
-def generate_any_order(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
-                       repetition_penalty, padding_masks, stop_at_newline, seed,
-                       order=ANY_ORDER_DEFAULTS["order"], tokens_per_step=ANY_ORDER_DEFAULTS["tokens_per_step"],
-                       block_length=ANY_ORDER_DEFAULTS["block_length"], remask=ANY_ORDER_DEFAULTS["remask"],
-                       emd="auto", chat=False, masks_ahead=False,
-                       confidence_threshold=ANY_ORDER_DEFAULTS["confidence_threshold"],
-                       progress=gr.Progress(track_tqdm=True)):
+@handler("generate", AnyOrderOutputs.showing, estimate=generation_estimate)
+@endpoint(PROMPT, MODEL, *SHARED, *setting_args(GenerationSettings, "order", "tokens_per_step", "block_length", "remask"),
+          EMD, CHAT, *setting_args(GenerationSettings, "masks_ahead", "confidence_threshold"),
+          builds=GenerationSettings, defaults=ANY_ORDER_DEFAULTS, fixed=dict(TRACED, window="block"))
+def generate_any_order(prompt, model_name, settings: GenerationSettings, emd, progress=gr.Progress(track_tqdm=True)):
     """Continue a prompt with a masked LM the masked-diffusion way: a block of masks after the
     text, filled in any order, several tokens a step; the next block when it is full. Also
     returns the playback, each token marked with the step that wrote it."""
-    settings = _settings(dict(locals()), window="block")
     lm, (result,), time_limit, python, shell = _run(prompt, model_name, "masked", [settings], emd)
     steps = f"{result.steps_run} steps for {len(result.token_ids)} tokens. {writing_line(result, settings)}"
     return AnyOrderOutputs(text=result.text, stats=message(steps.strip(), "note") + _stats(lm, result, time_limit),
@@ -444,45 +415,32 @@ def previous_run_view(compare: bool, previous: dict | None, current: dict | None
 
 
 @handler("generate", CausalGenerationOutputs.showing, estimate=generation_estimate, models={"model_name": "causal"})
-@with_arguments(GENERATION_ARGUMENTS)
-def generate_causal(prompt, model_name, strategy, max_new_tokens, num_beams, temperature, top_k, top_p,
-                    repetition_penalty, padding_masks, stop_at_newline, seed,
-                    progress=gr.Progress(track_tqdm=True)):
+@endpoint(PROMPT, MODEL, *SHARED, builds=GenerationSettings, fixed=TRACED)
+def generate_causal(prompt, model_name, settings: GenerationSettings, progress=gr.Progress(track_tqdm=True)):
     """Continue a prompt with a causal LM (left to right, transformers' generate()). Also returns
     the decoding playback."""
     if not model_name:
         return CausalGenerationOutputs.showing(message("Skipped: no causal LM picked.", "note"))
     # The padding masks are the masked LM's (the page shares its settings between both sides): a
     # causal LM has none, so its side checks them with the rest, then leaves them out.
-    settings = replace(_settings(dict(locals())), padding_masks=None)
-    lm, (result,), time_limit, python, shell = _run(prompt, model_name, "causal", [settings])
+    lm, (result,), time_limit, python, shell = _run(prompt, model_name, "causal", [replace(settings, padding_masks=None)])
     return CausalGenerationOutputs(text=result.text, stats=_stats(lm, result, time_limit), python=python,
                                    shell=shell, trace=playback(result.steps, "causal", run_id(prompt, result.token_ids, result.seconds),
                                                                newline_note(lm, prompt)))
 
 
-# The widgets a picked masked LM sets (by name: a setting's, or any_order for the lane)
-TRAINED = ("chat", "masks_ahead", "any_order", *ANY_ORDER_DEFAULTS, "strategy", "max_new_tokens", "stop_at_newline")
-
-
 def trained_decoding(catalog: Catalog, name: str) -> dict:
-    """What a picked masked LM sets, by the names of ``TRAINED``: a model trained to write
+    """What a picked masked LM sets, by widget name: a model trained to write
     (``Catalog.generation_defaults``) gets its decoding, within this app's token cap, its answer
     not cut at a line break; another turns chat and masks ahead off and keeps the rest."""
-    trained = catalog.generation_defaults(name)
+    trained, cap = catalog.generation_defaults(name) or {}, deployment().settings.max_new_tokens
+    values = dict({n: trained.get(n, ANY_ORDER_DEFAULTS[n]) for n in ANY_ORDER_DEFAULTS},
+                  chat=trained.get("chat", False), masks_ahead=trained.get("masks_ahead", False),
+                  any_order=trained.get("window") == "block", strategy=trained.get("strategy", gr.update()),
+                  max_new_tokens=min(trained.get("max_new_tokens", cap), cap), stop_at_newline=False)
     if not trained:
-        return dict({n: gr.update() for n in TRAINED}, chat=False, masks_ahead=False)
-    cap = deployment().settings.max_new_tokens
-    return dict({n: trained.get(n, ANY_ORDER_DEFAULTS[n]) for n in ANY_ORDER_DEFAULTS},
-                chat=trained.get("chat", False), masks_ahead=trained.get("masks_ahead", False),
-                any_order=trained.get("window") == "block", strategy=trained.get("strategy", gr.update()),
-                max_new_tokens=min(trained.get("max_new_tokens", cap), cap), stop_at_newline=False)
-
-
-def trained_values(catalog: Catalog, name: str) -> list:
-    """:func:`trained_decoding`'s values in ``TRAINED``'s order: the outputs of a model pick."""
-    trained = trained_decoding(catalog, name)
-    return [trained[n] for n in TRAINED]
+        return {n: value if n in ("chat", "masks_ahead") else gr.update() for n, value in values.items()}
+    return values
 
 
 # The decoding settings' panel: rows of GenerationSettings' fields (their widgets read the
@@ -530,7 +488,8 @@ def _inputs(catalog: Catalog, presets: list[dict], first: dict) -> dict:
         w["any_order"] = gr.Checkbox(
             value=False, label="Also write in any order (masked diffusion)", elem_id="gen-any-order", scale=1,
             min_width=220, info="Masked diffusion's way: a block of masks, surest first.")
-    w["settings_shown"] = gr.HTML(settings_line(setting_items(first)), elem_id="gen-settings-line")
+    w["settings_shown"] = gr.HTML(settings_line_of(dict(first, decoding="exact", any_order=False)),
+                                  elem_id="gen-settings-line")
     with gr.Accordion("Decoding settings", open=False):
         w["emd"] = emd_radio("gen-deberta-head", w["masked_model"])
         w.update(panel(GenerationSettings, SETTING_ROWS, "gen", dict(first, **ANY_ORDER_DEFAULTS), SETTING_LAYOUT))
@@ -568,34 +527,40 @@ def _outputs(w: dict) -> None:
 QUICK = dict(api_visibility="private", show_progress="hidden", concurrency_limit=None)
 
 
-def _wire_settings(w: dict, catalog: Catalog, presets: list[dict]) -> list:
-    """Presets fill the prompt and the shared settings; the settings line follows them; a picked
-    masked LM sets what it was trained with. Returns the shared settings' widgets, in SHARED's order."""
-    shared = [w[name] for name in SHARED]
+def _wire_settings(w: dict, catalog: Catalog, presets: list[dict]) -> None:
+    """Presets fill the prompt and the shared settings; the settings line follows the widgets; a
+    picked masked LM sets what it was trained with."""
+    shared = [w[t.name] for t in SHARED]
 
     def fill(name):
         values = preset_values(preset_named(presets, name))
-        return [values["prompt"], values["note"]] + [values[k] for k in SHARED]
+        return [values["prompt"], values["note"]] + [values[t.name] for t in SHARED]
 
     # select, not change: picking the same preset again restores its text after an edit
     w["preset"].select(fill, w["preset"], [w["prompt"], w["paper_output"]] + shared, api_visibility="private")
-    shown = SHARED + ("decoding", "any_order") + ANY_ORDER
-    gr.on([w[name].change for name in shown], lambda *values: settings_line(_line_items(dict(zip(shown, values)))),
+    shown = list(dict.fromkeys(t.argument for fn in (generate_masked, generate_any_order) for t in fn.takes
+                               if isinstance(t, Setting))) + ["decoding", "any_order"]
+    gr.on([w[name].change for name in shown], lambda *values: settings_line_of(dict(zip(shown, values))),
           [w[name] for name in shown], w["settings_shown"], **QUICK)
-    w["masked_model"].change(lambda name: trained_values(catalog, name), w["masked_model"],
-                             [w[n] for n in TRAINED], **QUICK)
+    trained = list(trained_decoding(catalog, ""))  # the widgets a pick sets, by name
+    w["masked_model"].change(lambda name: list(trained_decoding(catalog, name).values()), w["masked_model"],
+                             [w[n] for n in trained], **QUICK)
     w["fill"] = fill
-    return shared
 
 
-def _line_items(given: dict) -> dict[str, str]:
-    """What the button's runs use, by name as the widgets hold them: the any-order settings too
-    when it also writes in any order."""
-    items = setting_items(given, given["decoding"])
-    return items | any_order_items(given) if given["any_order"] else items
+def settings_line_of(values: dict) -> str:
+    """The settings line for the widgets' values by name: what the button's runs use, the
+    any-order settings too when it also writes in any order (the settings each run would check)."""
+    try:
+        items = setting_items(generate_masked.settings(values), values["decoding"])
+        if values["any_order"]:
+            items |= any_order_items(generate_any_order.settings(values))
+    except ValueError as err:
+        return message(str(err))
+    return settings_line(items)
 
 
-def _wire_runs(w: dict, shared: list) -> None:
+def _wire_runs(w: dict) -> None:
     """The button's runs: the masked LM's (then the previous run's lane, then any order, when
     asked), and the causal LM's."""
     last_run, previous_run = gr.State(None), gr.State(None)
@@ -603,7 +568,7 @@ def _wire_runs(w: dict, shared: list) -> None:
     started = w["run"].click(lambda last, previous: last or previous, [last_run, previous_run], previous_run,
                              js=run_starts("gen"), **QUICK)
     masked_event = started.then(
-        generate_masked, [w["prompt"], w["masked_model"]] + shared + [w[n] for n in MASKED_ONLY],
+        generate_masked, generate_masked.inputs(dict(w, model_name=w["masked_model"])),
         components(MaskedGenerationOutputs, **w["sides"]["masked"], trace=w["trace"], run=last_run),
         api_name="generate_mlm", concurrency_id=generate_masked.group)
     comparing = [w["compare_previous"], previous_run, last_run]
@@ -613,25 +578,19 @@ def _wire_runs(w: dict, shared: list) -> None:
     any_asked = previous_shown.then(lambda asked, n: n + 1 if asked else gr.update(),
                                     [w["any_order"], any_request], any_request, **QUICK)
     any_event = any_request.change(
-        generate_any_order, [w["prompt"], w["masked_model"]] + shared + [w[n] for n in ANY_ORDER_ONLY],
+        generate_any_order, generate_any_order.inputs(dict(w, model_name=w["masked_model"])),
         components(AnyOrderOutputs, text=w["any_text"], stats=w["any_stats"], trace=w["any_trace"],
                    python=w["any_python"], shell=w["any_shell"]),
         api_name="generate_mlm_any_order", concurrency_id=generate_any_order.group, js=run_starts("gen-any"))
     w["any_order"].change(lambda asked: [gr.update(visible=asked)] * 2, w["any_order"],
                           [w["any_output"], w["any_lane"]], **QUICK)
     w["compare_previous"].change(previous_run_view, comparing, w["previous_trace"], **QUICK)
-    causal_event = w["run"].click(generate_causal, [w["prompt"], w["causal_model"]] + shared,
+    causal_event = w["run"].click(generate_causal, generate_causal.inputs(dict(w, model_name=w["causal_model"])),
                                   components(CausalGenerationOutputs, **w["sides"]["causal"], trace=w["causal_trace"]),
                                   api_name="generate_causal", concurrency_id=generate_causal.group, js=run_starts("gen"))
     # a press's run: both chains; the any-order writing, a request of its own, is a run of its own
     run_ends("gen", any_asked, causal_event)
     run_ends("gen-any", any_event)
-
-
-# The masked LM's handlers' parameters after the shared settings, in their signatures' order
-MASKED_ONLY = ("decoding", "cache_refresh", "emd", "parallel_threshold", "chat")
-ANY_ORDER_ONLY = ("order", "tokens_per_step", "block_length", "remask", "emd", "chat", "masks_ahead",
-                  "confidence_threshold")
 
 
 def build(catalog: Catalog) -> TabParts:
@@ -642,9 +601,10 @@ def build(catalog: Catalog) -> TabParts:
     tab_help(HELP, HOW, window_diagram())
     w = _inputs(catalog, presets, first)
     _outputs(w)
-    shared = _wire_settings(w, catalog, presets)
-    _wire_runs(w, shared)
-    return TabParts(lesson_fields=(w["preset"], w["prompt"], w["paper_output"], *shared, w["compare_previous"],
+    _wire_settings(w, catalog, presets)
+    _wire_runs(w)
+    return TabParts(lesson_fields=(w["preset"], w["prompt"], w["paper_output"], *(w[t.name] for t in SHARED),
+                                   w["compare_previous"],
                                    w["any_order"]),
                     lesson_values=lambda step: [step["preset"], *w["fill"](step["preset"]),
                                                 step.get("compare_previous", False), step.get("any_order", False)],

@@ -26,7 +26,7 @@ from ..settings import (
     quoted,
 )
 from .common import Dropdown, TabParts, deployment, escape, message, score_text, tab_help, work_line
-from .handlers import handler, with_arguments
+from .handlers import handler
 from .loading import load
 from .outputs import components, shown_in
 from .pickers import emd_radio, model_note
@@ -34,12 +34,11 @@ from .pll_copies import copies_view
 from .presets import preset_named, read_presets
 from .reproduce_block import reproduction
 from .run_marker import run_ends, run_starts
-from .settings_form import arguments, settings_of, shown_value, widget
+from .settings_form import Own, Setting, endpoint, setting_args, shown_value, widget
 from .sides import KIND_NAMES, side_columns, side_pickers
 from .turns import together
 
 VARIANTS = [(shown_value(ScoringSettings, "method", m), m) for m in MASKED_METHODS]
-ELBO_SAMPLES, ELBO_SEED = ScoringSettings().elbo_samples, ScoringSettings().elbo_seed
 VARIANT_NAMES = {value: label for label, value in VARIANTS}
 TABLE_WIDTHS = ["40px", "220px", "80px", "80px", "70px"]  # pixels: a phone scrolls, never squeezes
 
@@ -93,17 +92,15 @@ def task_presets() -> list[dict]:
     return presets
 
 
-def _scoring_settings(given: dict) -> ScoringSettings:
-    """A call's values (its arguments by name) as the core's settings: ScoringSettings' fields, and
-    the page's two of its own, ``normalize`` (the reduction: mean when ticked) and ``unconditional``
-    (the unconditional context, empty for none). A causal LM's method is left unset."""
-    unconditional = check_text(given.get("unconditional"), "unconditional context",
+def page_scoring(values: dict) -> dict:
+    """ScoringSettings' values from the page's own two arguments (by name): ``normalize``, a view
+    of the reduction (mean when ticked), and ``unconditional``, the unconditional context (empty
+    for none)."""
+    unconditional = check_text(values.get("unconditional"), "unconditional context",
                                deployment().settings.max_prompt_chars, allow_empty=True)
-    if not isinstance(given.get("normalize"), bool):
-        raise ValueError(f"normalize must be true or false, not {as_said(given.get('normalize'))}.")
-    return settings_of(ScoringSettings, dict(given, method=given.get("method") or None,
-                                             reduction="mean" if given["normalize"] else "sum",
-                                             unconditional_context=unconditional.strip() or None))
+    if not isinstance(values.get("normalize"), bool):
+        raise ValueError(f"normalize must be true or false, not {as_said(values.get('normalize'))}.")
+    return dict(reduction="mean" if values["normalize"] else "sum", unconditional_context=unconditional.strip() or None)
 
 
 def fast_help() -> str:
@@ -280,13 +277,13 @@ def variant_name(method, right_masks) -> str:
     return VARIANT_NAMES.get(method, "exact log-likelihood") if method else "exact log-likelihood"
 
 
-def _what(method, right_masks, normalize, scope, unconditional) -> str:
-    name = variant_name(method, right_masks)
-    extras = ["mean per token (NormPLL)" if normalize else "sum of log-probs",
-              "full text scored" if scope == "full" else "candidate scored"]
-    if unconditional and unconditional.strip():
-        extras.append(f"minus score after {unconditional.strip()!r}")
-    return f"{name}, {', '.join(extras)}"
+def _what(s: ScoringSettings) -> str:
+    """How a ranking scored, in words."""
+    extras = ["mean per token (NormPLL)" if s.reduction == "mean" else "sum of log-probs",
+              "full text scored" if s.scope == "full" else "candidate scored"]
+    if s.unconditional_context:
+        extras.append(f"minus score after {s.unconditional_context!r}")
+    return f"{variant_name(s.method, s.right_masks)}, {', '.join(extras)}"
 
 
 class RankingOutputs(NamedTuple):
@@ -338,14 +335,22 @@ def _elbo_note(lm, settings: ScoringSettings) -> str:
         f"error of that estimate. More patterns make the ± smaller.", "note")
 
 
-def _outputs(lm, given: dict, settings: ScoringSettings, scores, work, what: str, variant="") -> RankingOutputs:
-    """A side's outputs, from its scores; ``given``: the call's values by name (the texts, the model,
-    the correct answer, the DeBERTa head)."""
+class _Asked(NamedTuple):
+    """What a ranking request names beside its settings."""
+    context: str
+    candidates: str
+    answer: str
+    model_name: str
+    emd: str = "auto"
+
+
+def _outputs(lm, asked: _Asked, settings: ScoringSettings, scores, work, variant="") -> RankingOutputs:
+    """A side's outputs, from its scores."""
     from ..app.downloads import download
     from ..evaluation.exports import figure_download, score_table
 
-    title, kind, model_name = KIND_NAMES[lm.kind], lm.kind, given["model_name"]
-    context, candidates, answer, emd = given["context"], given["candidates"], given["answer"], given.get("emd", "auto")
+    title, kind, (context, candidates, answer, model_name, emd) = KIND_NAMES[lm.kind], lm.kind, asked
+    what = _what(settings)
 
     figure = heatmap(title, scores)
     summary = ranking_summary(f"{title} ranking", lm, what, scores, answer, work)
@@ -361,84 +366,71 @@ def _outputs(lm, given: dict, settings: ScoringSettings, scores, work, what: str
                           python=python, shell=shell, variant=variant)
 
 
-def ranking_estimate(arguments: dict, kind: str, parameters: float) -> budget.Work:
+def ranking_estimate(settings: ScoringSettings, arguments: dict, kind: str, parameters: float) -> budget.Work:
     """One ranking's work, from its unchecked arguments (``common.handler``'s ``estimate``)."""
     candidates = [c for c in str(arguments.get("candidates") or "").splitlines() if c.strip()]
     return budget.estimated_ranking_work(kind, parameters, str(arguments.get("context") or ""), candidates)
 
 
-# The page's own arguments (the texts, the model, and a view of ScoringSettings.reduction)
-PAGE_ARGUMENTS = dict(
-    context="text before the candidates (may be empty, may hold few-shot examples)",
-    candidates="2 to 8 completions, one per line",
-    normalize="rank by the mean log-prob per token instead of the sum (NormPLL): reduction 'mean'",
-    answer="optional correct candidate, marked in the ranking")
+# The page's own arguments: the texts, the model, and views of ScoringSettings' reduction
+# (normalize) and unconditional context (page_scoring)
+CONTEXT = Own("context", "text before the candidates (may be empty, may hold few-shot examples)")
+CANDIDATES = Own("candidates", "2 to 8 completions, one per line")
+NORMALIZE = Own("normalize", "rank by the mean log-prob per token instead of the sum (NormPLL): reduction 'mean'", False)
+ANSWER = Own("answer", "optional correct candidate, marked in the ranking", "")
+SCOPE_AND_UNCONDITIONAL = [Setting(ScoringSettings, "scope"), Setting(ScoringSettings, "unconditional_context",
+                                                                         "unconditional")]
+ELBO = setting_args(ScoringSettings, "elbo_samples", "elbo_seed")
+EMD, FAST = Setting(ModelSettings, "emd"), Setting(ScoringSettings, "fast")
 
 
 @handler("score", RankingOutputs.showing, estimate=ranking_estimate, batches=True)
-@with_arguments(arguments(
-    (ScoringSettings, "method"), (ScoringSettings, "right_masks"), (ScoringSettings, "scope"),
-    (ScoringSettings, "unconditional_context", "unconditional"), (ModelSettings, "emd"), (ScoringSettings, "fast"),
-    (ScoringSettings, "elbo_samples"), (ScoringSettings, "elbo_seed"), **PAGE_ARGUMENTS,
-    model_name="a masked LM: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)"))
-def rank_masked(context, candidates, model_name, method, right_masks, normalize, scope, unconditional,
-                answer="", emd="auto", fast=False, elbo_samples=ELBO_SAMPLES, elbo_seed=ELBO_SEED,
+@endpoint(CONTEXT, CANDIDATES, Own("model_name", "a masked LM: one of the app's models (listed as examples) or a "
+                                                 "Hugging Face Hub id (owner/name)"),
+          *setting_args(ScoringSettings, "method", "right_masks"), NORMALIZE, *SCOPE_AND_UNCONDITIONAL, ANSWER, EMD,
+          FAST, *ELBO, builds=ScoringSettings, derived=page_scoring)
+def rank_masked(context, candidates, model_name, answer, emd, settings: ScoringSettings,
                 progress=gr.Progress(track_tqdm=True)):
     """Rank candidate completions of a context with a masked LM's pseudo-log-likelihood (PLL)."""
     check_text(answer, "correct answer", deployment().settings.max_candidate_chars, allow_empty=True)
-    given = dict(locals())
-    settings = _scoring_settings(given)
     lm, scores, work = _score(model_name, "masked", context, candidates, settings, emd)
-    what = _what(method, settings.right_masks, normalize, scope, unconditional)
-    return _outputs(lm, given, settings, scores, work, what, variant_name(method, settings.right_masks))
+    return _outputs(lm, _Asked(context, candidates, answer, model_name, emd), settings, scores, work,
+                    variant_name(settings.method, settings.right_masks))
 
 
 @handler("score", RankingOutputs.showing, estimate=ranking_estimate, models={"model_name": "causal"}, batches=True)
-@with_arguments(arguments(
-    (ScoringSettings, "scope"), (ScoringSettings, "unconditional_context", "unconditional"),
-    **PAGE_ARGUMENTS, model_name="a causal LM: one of the app's models (listed as examples) or a Hugging Face Hub "
-                                 "id (owner/name); empty skips it"))
-def rank_causal(context, candidates, model_name, normalize, scope, unconditional, answer="",
+@endpoint(CONTEXT, CANDIDATES, Own("model_name", "a causal LM: one of the app's models (listed as examples) or a "
+                                                 "Hugging Face Hub id (owner/name); empty skips it"),
+          NORMALIZE, *SCOPE_AND_UNCONDITIONAL, ANSWER, builds=ScoringSettings, derived=page_scoring,
+          fixed=dict(right_masks=0))
+def rank_causal(context, candidates, model_name, answer, settings: ScoringSettings,
                 progress=gr.Progress(track_tqdm=True)):
     """Rank candidate completions of a context by a causal LM's exact log-likelihood."""
     if not model_name:
         return RankingOutputs.showing(message("Skipped: no causal LM picked.", "note"))
     check_text(answer, "correct answer", deployment().settings.max_candidate_chars, allow_empty=True)
-    given = dict(locals(), method=None, right_masks=0)
-    settings = _scoring_settings(given)
     lm, scores, work = _score(model_name, "causal", context, candidates, settings)
-    return _outputs(lm, given, settings, scores, work, _what(None, 0, normalize, scope, unconditional))
-
-
-# What the difference view reads of the first ranking's settings, after its own arguments
-SCORING_INPUTS = ("right_masks", "normalize", "scope", "unconditional", "emd", "fast", "elbo_samples", "elbo_seed")
+    return _outputs(lm, _Asked(context, candidates, answer, model_name), settings, scores, work)
 
 
 @handler("score", DifferenceOutputs.showing, estimate=ranking_estimate, batches=True)
-@with_arguments(arguments(
-    (ScoringSettings, "right_masks"), (ScoringSettings, "scope"), (ScoringSettings, "unconditional_context", "unconditional"),
-    (ModelSettings, "emd"), (ScoringSettings, "fast"), (ScoringSettings, "elbo_samples"),
-    (ScoringSettings, "elbo_seed"), **PAGE_ARGUMENTS, model_name="the masked LM of the first ranking",
-    method="the first ranking's PLL variant",
-    compare_method="the second PLL variant, scored here", first_scores="the first ranking's scores"))
-def compare_variants(context, candidates, model_name, method, compare_method, first_scores, right_masks, normalize,
-                     scope, unconditional, emd, fast, elbo_samples=ELBO_SAMPLES, elbo_seed=ELBO_SEED,
+@endpoint(CONTEXT, CANDIDATES, Own("model_name", "the masked LM of the first ranking"),
+          Own("method", "the first ranking's PLL variant"), Own("compare_method", "the second PLL variant, scored here"),
+          Own("first_scores", "the first ranking's scores"), Setting(ScoringSettings, "right_masks"), NORMALIZE,
+          *SCOPE_AND_UNCONDITIONAL, EMD, FAST, *ELBO, builds=ScoringSettings,
+          derived=lambda values: dict(page_scoring(values), method=values["compare_method"] or None))
+def compare_variants(context, candidates, model_name, method, first_scores, emd, settings: ScoringSettings,
                      progress=gr.Progress(track_tqdm=True)):
-    """The difference view: the same MLM and texts under a second PLL variant; the settings after
-    ``first_scores`` are the first ranking's (``SCORING_INPUTS``; fast as the first)."""
+    """The difference view: the same MLM and texts under a second PLL variant (``compare_method``,
+    the settings' method), scored with the first ranking's settings (fast as the first)."""
     from ..evaluation.plots import pll_difference
 
-    given = dict(right_masks=right_masks, normalize=normalize, scope=scope, unconditional=unconditional, emd=emd,
-                 fast=fast, elbo_samples=elbo_samples, elbo_seed=elbo_seed, context=context, candidates=candidates,
-                 method=compare_method)
-
-    if not compare_method or compare_method == method or not first_scores:
+    if not settings.method or settings.method == method or not first_scores:
         return DifferenceOutputs.showing(message("Pick a second PLL variant, different from the first, "
                                                  "to see where they disagree.", "note") if first_scores else "")
-    settings = _scoring_settings(given)
-    _, second_scores, _ = _score(model_name, "masked", context, candidates, settings, given["emd"])
+    _, second_scores, _ = _score(model_name, "masked", context, candidates, settings, emd)
     first_label = variant_name(method, settings.right_masks)
-    second_label = variant_name(compare_method, settings.right_masks)
+    second_label = variant_name(settings.method, settings.right_masks)
     figure = pll_difference(first_scores, second_scores, first_label, second_label)
 
     def order(scores):
@@ -656,22 +648,19 @@ def _wire_runs(w: dict) -> None:
     the causal pass) run once both have, never on one side's new scores and the other's old."""
     masked_scores, causal_scores, compare_scores = gr.State(), gr.State(), gr.State()
     masked_variant, causal_variant, compare_variant = gr.State(""), gr.State(""), gr.State("")
-    texts = [w["context"], w["candidates"]]
-    scoring = [w[n] for n in ("normalize", "scope", "unconditional")]
+    masked, causal = dict(w, model_name=w["masked_model"]), dict(w, model_name=w["causal_model"])
     masked_event = w["run"].click(
-        rank_masked, texts + [w["masked_model"], w["method"], w["right_masks"]] + scoring
-        + [w["answer"], w["emd"], w["fast"], w["elbo_samples"], w["elbo_seed"]],
+        rank_masked, rank_masked.inputs(masked),
         components(RankingOutputs, **w["sides"]["masked"], plot=w["masked_plot"], scores=masked_scores,
                    variant=masked_variant),
         api_name="rank_mlm", concurrency_id=rank_masked.group, js=run_starts("rank"))
     causal_event = masked_event.then(
-        rank_causal, texts + [w["causal_model"]] + scoring + [w["answer"]],
+        rank_causal, rank_causal.inputs(causal),
         components(RankingOutputs, **w["sides"]["causal"], plot=w["causal_plot"], scores=causal_scores,
                    variant=causal_variant),
         api_name="rank_causal", concurrency_id=rank_causal.group)
     difference_event = causal_event.then(
-        compare_variants, texts + [w["masked_model"], w["method"], w["compare_method"], masked_scores]
-        + [w[n] for n in SCORING_INPUTS],
+        compare_variants, compare_variants.inputs(dict(masked, first_scores=masked_scores)),
         components(DifferenceOutputs, plot=w["difference_plot"], note=w["difference_note"], scores=compare_scores,
                    variant=compare_variant),
         api_visibility="private", concurrency_id=compare_variants.group)

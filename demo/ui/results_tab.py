@@ -15,11 +15,11 @@ import pandas as pd
 
 from ..settings import ResultsFilter
 from .common import Dropdown, TabParts, message, tab_help
-from .handlers import shows_errors, with_arguments
+from .handlers import shows_errors
 from .outputs import components, shown_in
 from .reproduce_block import reproduce_block, reproduction
 from .run_marker import run_ends, run_starts
-from .settings_form import arguments, widget
+from .settings_form import endpoint, setting_args, widget
 from .sharing import shares
 
 HELP = ("The papers' published numbers next to our runs: filter, then read score against model size "
@@ -141,16 +141,16 @@ def results_lookup(frame: pd.DataFrame, colours: dict[str, str]):
     the core import); an empty filter clears the stale view."""
     @shows_errors(ResultsOutputs.showing)
     @shares(ResultsOutputs.showing, models={}, said=False)  # a class opening the page asks for one view
-    @with_arguments(arguments(*((ResultsFilter, f.name) for f in fields(ResultsFilter))))
-    def lookup_results(papers, groups, models, shots, tasks):
+    @endpoint(*setting_args(ResultsFilter, *(f.name for f in fields(ResultsFilter))), builds=ResultsFilter,
+              derived=lambda values: {name: value or [] for name, value in values.items()})
+    def lookup_results(settings: ResultsFilter):
         """Published results of the papers next to our runs, filtered (an empty filter keeps all)."""
         from ..app.downloads import download
         from ..evaluation.exports import figure_download
         from ..evaluation.plots import accuracy_vs_shots, accuracy_vs_size
         from ..evaluation.results import filter_results
 
-        filters = ResultsFilter(papers=papers or [], groups=groups or [], models=models or [],
-                                shots=shots or [], tasks=tasks or [])
+        filters = settings
         rows = filter_results(filters, frame)
         if rows.empty:
             raise ValueError("No result matches these filters: remove some of them.")
@@ -159,7 +159,7 @@ def results_lookup(frame: pd.DataFrame, colours: dict[str, str]):
                        f"{rows['model'].nunique()} model(s).", "note")
         size = accuracy_vs_size(rows, "Score vs model size", colours)
         by_shots = accuracy_vs_shots(rows, "Score vs number of shots", colours)
-        csv = download(rows, "results", *(papers or ["all"])[:2])
+        csv = download(rows, "results", *(filters.papers or ["all"])[:2])
         files = [csv, figure_download(size, csv, "results-vs-size"),
                  figure_download(by_shots, csv, "results-vs-shots")]
         python, shell = reproduction("results", None, None, filters)

@@ -1,16 +1,22 @@
-"""The page's side of a setting's declaration (``demo.settings.setting``): its widget, its line in
-an API handler's docstring, and the values a page (or an API call) sends, read back as the core's
-settings object. Each reads the declaration, so a widget's range, help and choices are the
-validation's, the API's and the command line's.
+"""The page's side of a setting (a field of ``demo.settings``): its widget, and the endpoints that
+take settings. Each reads the field, so a widget's range, help and choices are the validation's,
+the API's and the command line's.
+
+An endpoint is declared once, as the list of what it takes (:class:`Own` arguments of the page,
+:class:`Setting` fields); :func:`endpoint` makes from that list its signature (the API's parameters,
+in order), its "Args:" lines (the API's docs and the MCP tools' schemas), its Gradio inputs
+(``.inputs``) and the settings object its handler receives, built whole from the call's values.
 """
 
-import dataclasses
+import functools
+import inspect
 import typing
+from typing import NamedTuple
 
 import gradio as gr
 
 from ..app.limits import whole
-from ..settings import bounds, check_caps, choices_of, declaration, help_line, kind_of
+from ..settings import bounds, check_caps, choices_of, default_of, help_line, kind_of, words
 from .common import Dropdown, Number, Radio, Slider, deployment
 
 UNSET = (None, "")  # what an optional setting's widget shows when it is left to the core
@@ -18,100 +24,85 @@ UNSET = (None, "")  # what an optional setting's widget shows when it is left to
 
 def widget(cls, name: str, only=None, **layout):
     """The widget of the setting ``cls.name``: its label, its help line as info, its default (or
-    ``layout``'s ``value``), and from its type and declaration its kind and range: a choice a
-    radio (``only``: the values this page offers), a flag a checkbox, a bounded number a slider
-    (down to its ``off`` value, which leaves it unset), an unbounded one a number box, an optional
-    count with a named ``off`` a dropdown; its ``cap`` is the deployment's; ``layout``'s
-    ``component``, where given, the widget's kind instead. The widget remembers
-    its declaration (``.declared``)."""
-    f = declaration(cls, name)
-    hint, _ = kind_of(typing.get_type_hints(cls)[name])
-    declared = dict(label=f.metadata.get("label", name), info=help_line(f), value=widget_default(cls, name))
+    ``layout``'s ``value``), and from its type and words its kind and range: a choice a radio
+    (``only``: the values this page offers), a flag a checkbox, a bounded number a slider (down to
+    its ``off`` value, which leaves it unset), an unbounded one or a ``typed`` one a number box,
+    an optional count with a named ``off`` a dropdown; its ``cap`` is the deployment's; ``layout``'s
+    ``component``, where given, the widget's kind instead. The widget remembers its setting
+    (``.declared``)."""
+    declared = dict(label=words(cls, name).get("label", name), info=help_line(cls, name),
+                    value=widget_default(cls, name))
     if "component" in layout:  # a widget of the page's choosing (a list of the tasks found)
         make, own = layout.pop("component"), {}
     else:
-        make, own = _component(cls, f, hint, only)
+        make, own = _component(cls, name, only)
     made = make(**own, **dict(declared, **layout))
     made.declared = (cls, name)
     return made
 
 
 def widget_range(cls, name: str) -> tuple:
-    """(least, largest) a page's widget offers for ``cls.name``: the declared bounds (an open
-    lower bound one step up), down to the ``off`` value and up to the deployment's ``cap``."""
-    f = declaration(cls, name)
-    low, high = bounds(cls, name)
-    cap = f.metadata.get("cap")
+    """(least, largest) a page's widget offers for ``cls.name``: the bounds (an open lower bound
+    one step up), down to the ``off`` value and up to the deployment's ``cap``."""
+    said = words(cls, name)
+    low, high, above = bounds(cls, name)
+    cap = said.get("cap")
     if cap is not None:
         high = getattr(deployment().settings, cap) if high is None else min(high, getattr(deployment().settings, cap))
-    off = f.metadata.get("off")
+    off = said.get("off")
     if isinstance(off, (int, float)):
         return off, high
-    return (low + f.metadata.get("step", 1) if f.metadata.get("above") else low), high
+    return (low + said.get("step", 1) if above else low), high
 
 
-def _component(cls, f: dataclasses.Field, hint, only) -> tuple:
-    """(widget class, its own keywords) for a declared setting."""
+def _component(cls, name: str, only) -> tuple:
+    """(widget class, its own keywords) for a setting."""
+    said, (hint, _) = words(cls, name), kind_of(cls, name)
     if typing.get_origin(hint) is typing.Literal:
-        shown = f.metadata.get("shown", {})
-        values = [v for v in choices_of(cls, f.name) if only is None or v in only]
+        shown = said.get("shown", {})
+        values = [v for v in choices_of(cls, name) if only is None or v in only]
         return Radio, dict(choices=[(shown.get(v, str(v)), v) for v in values])
     if hint is bool:
         return gr.Checkbox, {}
-    if hint in (int, float) and "low" in f.metadata:
-        low, high = widget_range(cls, f.name)
-        off = f.metadata.get("off")
-        if isinstance(off, str):  # an optional count: its unset value named, then each count
-            choices = [(f.metadata.get("shown", {}).get(off, "family default"), off)]
-            return Dropdown, dict(choices=choices + [(str(n), str(n)) for n in range(low, high + 1)])
-        if high is None or f.metadata.get("typed"):
-            return Number, dict(minimum=low, maximum=high)  # (no precision: 3.5 reaches the check, never rounded)
-        return Slider, dict(minimum=low, maximum=high, step=f.metadata.get("step", 1))
-    return gr.Textbox, {}
+    low, high = widget_range(cls, name) if hint in (int, float) else (None, None)
+    if low is None:
+        return gr.Textbox, {}
+    off = said.get("off")
+    if isinstance(off, str):  # an optional count: its unset value named, then each count
+        choices = [(said.get("shown", {}).get(off, "family default"), off)]
+        return Dropdown, dict(choices=choices + [(str(n), str(n)) for n in range(low, high + 1)])
+    if high is None or said.get("typed"):
+        return Number, dict(minimum=low, maximum=high)  # (no precision: 3.5 reaches the check, never rounded)
+    return Slider, dict(minimum=low, maximum=high, step=said.get("step", 1))
 
 
 def widget_default(cls, name: str):
-    """A widget's first value: the field's default, its ``off`` value where that is unset."""
-    f = declaration(cls, name)
-    value = f.default if f.default is not dataclasses.MISSING else None
-    if f.default_factory is not dataclasses.MISSING:
-        value = f.default_factory()
-        value = ", ".join(map(str, value)) if isinstance(value, list) else value
-    return f.metadata.get("off", value) if value is None else value
+    """A widget's first value: the field's default (a list as the text "a, b"), its ``off`` value
+    where that is unset."""
+    value = default_of(cls, name)
+    value = ", ".join(map(str, value)) if isinstance(value, list) else value
+    return words(cls, name).get("off", value) if value is None else value
 
 
 def shown_value(cls, name: str, value) -> str:
     """A choice's value in the page's words (``shown``)."""
-    return declaration(cls, name).metadata.get("shown", {}).get(value, str(value))
-
-
-def arguments(*names, **page_lines) -> str:
-    """An API handler's "Args:" lines: each of ``names`` (``(cls, field)`` or ``(cls, field,
-    parameter)`` for a parameter named otherwise) its setting's help line; ``page_lines``,
-    parameter -> line, for the page's own (the prompt, the model, ...). Gradio's docstring parser
-    keeps one line per argument, and the MCP tool schemas are made from them."""
-    lines = dict(page_lines)
-    for cls, name, *parameter in names:
-        lines[parameter[0] if parameter else name] = help_line(declaration(cls, name))
-    return "".join(f"        {parameter}: {line}\n" for parameter, line in lines.items())
+    return words(cls, name).get("shown", {}).get(value, str(value))
 
 
 def settings_of(cls, values: dict, **fixed):
-    """``cls`` from widget (or API) values by field name (other names left out): a whole-number field's value made whole
-    (a slider's 3.0 is 3), an optional field's unset value (``UNSET``, or its declared ``off``)
-    None (the core's default); then ``fixed``. The dataclass itself checks the rest and says in
-    words what is wrong, after the deployment's caps."""
-    hints, names = typing.get_type_hints(cls), {f.name for f in dataclasses.fields(cls)}
-    given = {name: _as_field(hints[name], declaration(cls, name), value)
-             for name, value in values.items() if name in names and name not in fixed}
+    """``cls`` from widget (or API) values by field name: a whole-number field's value made whole
+    (a slider's 3.0 is 3), an optional field's unset value (``UNSET``, or its ``off``) None (the
+    core's default); then ``fixed``. The class itself checks the rest and says in words what is
+    wrong, after the deployment's caps."""
+    given = {name: as_field(cls, name, value) for name, value in values.items()}
     check_caps(cls, given, deployment().settings)
     return cls(**given, **fixed)
 
 
-def _as_field(hint, f: dataclasses.Field, value):
-    kind, optional = kind_of(hint)
-    if optional and (value in UNSET or ("off" in f.metadata and value == f.metadata["off"]
-                                        and not isinstance(value, bool))):
+def as_field(cls, name: str, value):
+    """A widget's value as the field ``cls.name`` takes it (see :func:`settings_of`)."""
+    (kind, optional), off = kind_of(cls, name), words(cls, name).get("off")
+    if optional and (value in UNSET or (off is not None and value == off and not isinstance(value, bool))):
         return None
     return whole(value) if kind is int else value
 
@@ -130,3 +121,101 @@ def panel(cls, rows: list[tuple[str, ...]], prefix: str, values: dict | None = N
                     extra["value"] = values[name]
                 made[name] = widget(cls, name, **extra)
     return made
+
+
+# ---------------------------------------------------------------- endpoints
+
+
+class Own(NamedTuple):
+    """An endpoint's own argument (the prompt, the model): its name, its line in the API's docs,
+    its default."""
+    name: str
+    line: str
+    default: object = inspect.Parameter.empty
+
+    @property
+    def argument(self) -> str:
+        return self.name
+
+
+class Setting(NamedTuple):
+    """An endpoint's argument that is the setting ``cls.name``; ``parameter``: the API's name for
+    it where that differs."""
+    cls: type
+    name: str
+    parameter: str | None = None
+
+    @property
+    def argument(self) -> str:
+        return self.parameter or self.name
+
+
+def setting_args(cls, *names: str) -> list[Setting]:
+    """:class:`Setting` arguments for the fields ``names`` of ``cls``."""
+    return [Setting(cls, name) for name in names]
+
+
+def endpoint(*takes, builds=None, defaults: dict | None = None, fixed: dict | None = None, derived=None):
+    """Decorator: a page handler taking ``takes`` (:class:`Own` and :class:`Setting` arguments, in
+    the API's order). Its signature, docs and inputs come from that list; its defaults from the
+    fields (a setting's widget default, or ``defaults``' page value). The handler receives the
+    settings of ``builds`` as one object, ``settings`` (made by :func:`settings_of`, with ``fixed``
+    and ``derived(values)``'s values), and the other arguments it names, by name, as their widgets
+    hold them (one it does not name is read by ``derived`` alone). ``.settings(values)`` builds that object from values by
+    name (an estimate's); ``.inputs(widgets)`` lists the widgets, by argument name, in order."""
+    defaults, fixed = defaults or {}, fixed or {}
+    built = [t for t in takes if isinstance(t, Setting) and t.cls is builds]
+
+    def settings_from(values: dict):
+        given = {t.name: values[t.argument] for t in built if t.argument in values}
+        return settings_of(builds, dict(given, **(derived(values) if derived else {})), **fixed)
+
+    def decorate(fn):
+        named = inspect.signature(fn).parameters
+        passed = [t for t in takes if t not in built and t.argument in named]
+        if derived is None and len(passed) + len(built) < len(takes):  # an argument nobody reads
+            raise TypeError(f"{fn.__name__} takes no {[t.argument for t in takes if t not in passed + built]}")
+        progress = named.get("progress")
+        parameters = [_parameter(t, defaults) for t in takes] + ([progress] if progress else [])
+        signature = inspect.Signature(parameters)
+
+        def call(args, kwargs) -> dict:
+            """The handler's keywords: its own arguments, the built settings, the progress tracker."""
+            values = signature.bind(*args, **kwargs)
+            values.apply_defaults()
+            values = values.arguments
+            given = {t.argument: values[t.argument] for t in passed}
+            if builds is not None:
+                given["settings"] = settings_from(values)
+            return dict(given, **({"progress": values["progress"]} if progress else {}))
+
+        if inspect.isgeneratorfunction(fn):  # a streaming handler stays one (Gradio and shows_errors ask)
+            @functools.wraps(fn)
+            def handler(*args, **kwargs):
+                yield from fn(**call(args, kwargs))
+        else:
+            @functools.wraps(fn)
+            def handler(*args, **kwargs):
+                return fn(**call(args, kwargs))
+
+        handler.__signature__ = signature
+        handler.__doc__ = (fn.__doc__ or "").rstrip() + "\n\n    Args:\n" + "".join(
+            f"        {t.argument}: "
+            f"{t.line if isinstance(t, Own) else help_line(t.cls, t.name)}\n" for t in takes)
+        handler.settings, handler.takes = settings_from, takes
+        handler.inputs = lambda widgets: [widgets[t.argument] for t in takes]
+        return handler
+    return decorate
+
+
+def _parameter(taken, defaults: dict) -> inspect.Parameter:
+    """The signature's parameter for an argument: its default the page's (``defaults``), else
+    the field's widget default, else the :class:`Own` argument's."""
+    name = taken.argument
+    if name in defaults:
+        default = defaults[name]
+    elif isinstance(taken, Setting):
+        default = widget_default(taken.cls, taken.name)
+    else:
+        default = taken.default
+    return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default)
