@@ -17,6 +17,7 @@ from demo import settings as s
 # arguments it is called with, the command line's words for the same request)
 PAST_A_BOUND = [
     (s.GenerationSettings, "top_p", 1.01, "prompting.generate_masked", ["generate", "--prompt", "p"]),
+    (s.GenerationSettings, "min_p", 1.01, "prompting.generate_any_order", ["generate", "--prompt", "p"]),
     (s.GenerationSettings, "temperature", 5.05, "prompting.generate_masked", ["generate", "--prompt", "p"]),
     (s.GenerationSettings, "block_length", 513, "prompting.generate_any_order", ["generate", "--prompt", "p"]),
     (s.GenerationSettings, "padding_masks", 17, "prompting.generate_masked", ["generate", "--prompt", "p"]),

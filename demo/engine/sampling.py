@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from transformers import LogitsProcessorList
 from transformers.generation.logits_process import (
+    MinPLogitsWarper,
     RepetitionPenaltyLogitsProcessor,
     TemperatureLogitsWarper,
     TopKLogitsWarper,
@@ -39,4 +40,6 @@ def logits_processors(s: SamplingSettings) -> Processors:
             warpers.append(TopKLogitsWarper(s.top_k))
         if s.top_p < 1:
             warpers.append(TopPLogitsWarper(s.top_p))
+        if s.min_p:
+            warpers.append(MinPLogitsWarper(s.min_p))
     return Processors(LogitsProcessorList(penalty), LogitsProcessorList(warpers))

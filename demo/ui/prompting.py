@@ -60,7 +60,7 @@ block by block, the surest token first.
 _CORE = GenerationSettings()
 # The settings both models' runs share (the masked LM's arguments after them are its own)
 SHARED = setting_args(GenerationSettings, "strategy", "max_new_tokens", "num_beams", "temperature", "top_k", "top_p",
-                      "repetition_penalty", "padding_masks", "stop_at_newline", "seed")
+                      "min_p", "repetition_penalty", "padding_masks", "stop_at_newline", "seed")
 # The core's defaults, except two choices of the page: a short answer that stops at the end of its
 # line (a few-shot answer is one line)
 PAGE_DEFAULTS = dict(max_new_tokens=24, stop_at_newline=True)
@@ -135,7 +135,7 @@ def setting_items(s: GenerationSettings, decoding="exact") -> dict[str, str]:
         items["beams"] = str(s.num_beams)
     if s.strategy == "sample":
         items.update({"temperature": f"{s.temperature:g}", "top-k": str(s.top_k), "top-p": f"{s.top_p:g}",
-                      "seed": str(s.seed)})
+                      **({"min-p": f"{s.min_p:g}"} if s.min_p else {}), "seed": str(s.seed)})
     if s.repetition_penalty != 1.0:
         items["repetition penalty"] = f"{s.repetition_penalty:g}"
     items["padding masks"] = "family default" if s.padding_masks is None else str(s.padding_masks)
@@ -445,7 +445,7 @@ def trained_decoding(catalog: Catalog, name: str) -> dict:
 
 # The decoding settings' panel: rows of GenerationSettings' fields (their widgets read the
 # declarations); the page's own ids and sizes where tests and styles name them
-SETTING_ROWS = [("strategy", "max_new_tokens", "num_beams"), ("temperature", "top_k", "top_p"),
+SETTING_ROWS = [("strategy", "max_new_tokens", "num_beams"), ("temperature", "top_k", "top_p", "min_p"),
                 ("repetition_penalty", "padding_masks", "stop_at_newline", "seed"),
                 ("order", "tokens_per_step", "block_length", "remask"),
                 ("chat", "masks_ahead", "confidence_threshold"), ("parallel_threshold",)]
