@@ -37,9 +37,9 @@ def main() -> None:
     args = parser.parse_args()
     from demo.ui.prompting import generate_masked
 
-    plain = dataclasses.make_dataclass(
-        "Plain", [(f.name, object, dataclasses.field(default_factory=lambda f=f: default_of(GenerationSettings, f.name)))
-                  for f in dataclasses.fields(GenerationSettings)], frozen=True)
+    fields = [(f.name, object, dataclasses.field(default_factory=lambda f=f: default_of(GenerationSettings, f.name)))
+              for f in dataclasses.fields(GenerationSettings)]
+    plain = dataclasses.make_dataclass("Plain", fields, frozen=True)
     page = dict(VALUES, padding_masks="default", prompt="p", model_name="m", decoding="exact")
     checked = microseconds(lambda: GenerationSettings(**VALUES), args.repeats)
     request = microseconds(lambda: generate_masked.settings(page), args.repeats // 4)

@@ -12,7 +12,7 @@
 - ``reproduce_block`` the Reproduce block under a result: its Python call and command line
 - ``outputs``       each event's outputs as one named record
 - ``sides``         the masked and causal sides every tab compares: their pickers and output columns
-- ``settings_form`` a setting's widget, API line and values, read from its declaration (demo.settings)
+- ``settings_form`` a setting's widget, and each endpoint declared once: its signature, docs, inputs, settings object
 - ``prompting``     the Prompting tab: generation, masked vs causal
 - ``infill_tab``    the Infill tab: a blank in the middle, masked vs causal
 - ``playback``      decoding playback: the steps of a generation as frames of a player
