@@ -53,6 +53,7 @@ itself, speedup 1, where none is).
 import argparse
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -86,6 +87,8 @@ class Tally:
     texts: list = field(default_factory=list)
     ids: list = field(default_factory=list)  # each item's token ids
     same_tokens: float = 0.0  # the share of the exact decoder's tokens it wrote alike, before the first difference
+    forward_seconds: float = 0.0  # of ``seconds``, inside the model's forward passes (any-order writing only)
+    module: object = None  # the unmasking loop it writes with (default: demo.engine.unmasking)
 
 
 def prompts(task_name: str, items: int, shots: int | None, data_root: Path):
@@ -117,12 +120,39 @@ def decoders(task, ks: list[int], thresholds: list[float], max_new_tokens: int, 
         for name, s in faster for cached in ("", "+cache")]
 
 
+@contextmanager
+def writing_with(t: Tally):
+    """The unmasking loop ``t`` writes with, its forward passes (the model's layers and its head)
+    timed into ``t.forward_seconds``."""
+    import demo.engine.decoding as decoding
+    import demo.engine.unmasking as unmasking
+    module = t.module or unmasking
+
+    def timed(fn):
+        def run(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                t.forward_seconds += time.perf_counter() - start
+        return run
+
+    saved = (decoding.write_together, module.hidden_at, module.mlm_head)
+    decoding.write_together, module.hidden_at = module.write_together, timed(module.hidden_at)
+    module.mlm_head = lambda model: timed(saved[2](model))
+    try:
+        yield
+    finally:
+        decoding.write_together, module.hidden_at, module.mlm_head = saved
+
+
 def run(lm, task, items, tallies: list[Tally]) -> None:
     """Every item by every decoder in turn; scored with the task's first metric (no task: unscored)."""
     for prompt, answers in items:
         for t in tallies:
             start = time.perf_counter()
-            result = generate(lm, prompt, t.settings)
+            with writing_with(t):
+                result = generate(lm, prompt, t.settings)
             t.seconds += time.perf_counter() - start
             t.texts.append(result.text.strip())
             t.ids.append(result.token_ids)
@@ -153,7 +183,7 @@ def batched(lm, items, settings: GenerationSettings, batch: int, alone: list[str
 def best(tallies: list[Tally]) -> Tally:
     """The fastest setting writing the exact decoder's text on >= SAME_BAR of the items."""
     exact = tallies[1]
-    kept = [t for t in tallies[1:] if t.same >= SAME_BAR * exact.outputs]
+    kept = [t for t in tallies[1:] if t.same >= SAME_BAR * exact.outputs and t.module is None]
     return min(kept, key=lambda t: t.seconds)
 
 
@@ -170,13 +200,26 @@ def report(task, tallies: list[Tally], batch: int, batch_seconds: float, batch_s
     throughput = exact.seconds / batch_seconds
     print(f"batches of {batch}: {batch_seconds:.1f} s against {exact.seconds:.1f} s one at a time "
           f"({throughput:.2f}x), {100 * batch_same:.0f}% of the texts the same")
+    step_ms = 1000 * exact.seconds / exact.passes
+    outside_ms = 1000 * (exact.seconds - exact.forward_seconds) / exact.passes
+    print(f"the exact decoder: {step_ms:.1f} ms a step, {outside_ms:.2f} ms of it outside the model's forward pass "
+          f"({100 * outside_ms / step_ms:.0f}%)")
+    lists = next((t for t in tallies if t.module is not None), None)
+    versus = ""
+    if lists is not None:
+        versus = f" lists_over_tensors={lists.seconds / exact.seconds:.2f}"
+        print(f"the list decoder it replaces: {lists.seconds:.1f} s against {exact.seconds:.1f} s "
+              f"({lists.seconds / exact.seconds:.2f}x the time), "
+              f"{1000 * (lists.seconds - lists.forward_seconds) / lists.passes:.2f} ms a step outside the forward "
+              f"pass; the same texts on {lists.same} of {lists.outputs} items")
     top = best(tallies)
     speedup = exact.seconds / top.seconds
     met = speedup >= SPEED_BAR and throughput >= BATCH_BAR
     print(f"bench_decoding task={task.name} items={n} exact_passes={exact.passes} best={top.name} "
           f"best_same_speedup={speedup:.2f} best_same={top.same / n:.3f} "
           f"best_passes_ratio={exact.passes / max(top.passes, 1):.2f} batch{batch}_throughput={throughput:.2f} "
-          f"batch_same={batch_same:.3f} target_met={str(met).lower()}")
+          f"batch_same={batch_same:.3f} exact_step_ms={step_ms:.2f} outside_forward_ms={outside_ms:.3f}{versus} "
+          f"target_met={str(met).lower()}")
 
 
 def shape_speed(items, tallies: list[Tally], shape_items: int, shape_tokens: int) -> None:
@@ -242,11 +285,16 @@ def main() -> None:
     parser.add_argument("--shape-items", type=int, default=2, help="items for the random shapes' speed (0: none)")
     parser.add_argument("--shape-tokens", type=int, default=64, help="masks ahead on the random shapes")
     parser.add_argument("--figure", type=Path, default=None, help="write the frontier figure here (.svg, .png)")
+    parser.add_argument("--versus-lists", action="store_true",
+                        help="also the exact decoder on the list-driven loop it replaces (demo.engine.unmasking_lists)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     lm = load_model(args.model, device="cpu")
     task, items = prompts(args.task, args.items, args.shots, args.data_root)
     tallies = decoders(task, args.ks, args.thresholds, args.max_new_tokens, args.block_length)
+    if args.versus_lists:
+        import demo.engine.unmasking_lists as lists
+        tallies.insert(3, Tally("exact (lists)", tallies[1].settings, module=lists))
     print(f"model: {Path(args.model).name}; task {task.name} ({task.metrics[0]}), {len(items)} items, "
           f"{task.shots if args.shots is None else args.shots} shots; {args.max_new_tokens} masks ahead, blocks of "
           f"{args.block_length}; {args.threads} thread(s)")

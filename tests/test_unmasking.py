@@ -254,7 +254,12 @@ def test_a_causal_lm_is_told_it_writes_left_to_right(tiny_model):
     dict(window="block", block_length=8, masks_ahead=True, order="confidence", confidence_threshold=0.2),
     dict(window="block", block_length=4, order="random", strategy="sample", seed=3),
     dict(window="slide", tokens_per_step=2, order="left_to_right", stop_at_newline=True),
-], ids=["blocks", "ahead-threshold", "random-sampled", "sliding-stops"])
+    dict(window="block", block_length=4, tokens_per_step=2, order="confidence", remask=True),
+    dict(window="block", block_length=6, tokens_per_step=3, strategy="sample", top_k=20, min_p=0.05,
+         repetition_penalty=1.2, seed=5),
+    dict(window="block", block_length=4, order="confidence", cache="prefix", cache_refresh=2),
+], ids=["blocks", "ahead-threshold", "random-sampled", "sliding-stops", "remask", "left-sampled-penalty",
+        "block-cache"])
 def test_a_batch_of_8_prompts_writes_what_each_writes_alone(standin_mlm, writing):
     """Eight prompts of different lengths written together (one padded forward pass a step, each
     row stopping on its own: end token, stop, budget) give each prompt's own output, token for

@@ -23,8 +23,12 @@ Every output carries its log-likelihood under the order it was written: the sum 
 log-probability at the step it was (last) written, which for a deterministic order is the exact
 probability that this decoder writes this output (DUEL, arXiv 2603.01367).
 
-The loop is written here: transformers' ``generate()`` decodes one position after the text, left to
-right, and has no way to write several masks of a window, in another order, or to re-mask.
+The state is the field's: one ``[B, L]`` tensor of windows, a mask of the positions to write, the
+step and log-probability each was written with, as in LLaDA's ``generate`` and Fast-dLLM's
+threshold decoder, so a batch is a batch by construction; each row writes, grows and stops as it
+would alone, with its own seeded draws. The loop is written here: transformers' ``generate()``
+decodes one position after the text, left to right, and has no way to write several masks of a
+window, in another order, or to re-mask.
 """
 
 import math
@@ -34,13 +38,14 @@ from dataclasses import dataclass, field
 import torch
 
 from ..settings import GenerationSettings, SamplingSettings, WritingSettings
-from .batching import padded
 from .block_cache import BlockCache
 from .counting import Reads, counting
 from .heads import mlm_head
 from .reading import hidden_at
 from .sampling import logits_processors
 from .trace import StepTrace, piece_or_name
+
+UNSET = -1  # step_of: a position not written (or written, then masked again)
 
 
 @dataclass
@@ -56,180 +61,240 @@ class Written:
 
 
 class _Sampler:
-    """The token proposed at each position read: the likeliest, or a draw (``demo.engine.sampling``)."""
+    """The token proposed at each position a row reads: the likeliest, or a draw from the row's
+    own generator (``demo.engine.sampling``)."""
 
     def __init__(self, s: SamplingSettings, generator: torch.Generator):
         self.generator = generator
         self.penalty, self.warpers = logits_processors(s)
 
-    def __call__(self, logits: torch.Tensor, ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(tokens, the log-probs the model gave them, after the penalty, before temperature & co.)"""
+    def __call__(self, logits: torch.Tensor, window: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(tokens, the log-probs the model gave them, after the penalty, before temperature & co.);
+        ``window``: the row's window, the tokens a repetition penalty counts as seen."""
         if self.penalty:
-            logits = self.penalty(torch.tensor([ids] * logits.shape[0]), logits)
+            logits = self.penalty(window[None].expand(logits.shape[0], -1), logits)
         logprobs = logits.log_softmax(-1)
         if self.warpers:
             warped = self.warpers(None, logits)
-            tokens = torch.multinomial(warped.softmax(-1), 1, generator=self.generator)[:, 0]
-        else:
-            tokens = logits.argmax(-1)
-        return tokens, logprobs
+            return torch.multinomial(warped.softmax(-1), 1, generator=self.generator)[:, 0], logprobs
+        return logits.argmax(-1), logprobs
 
 
 class Unmasker:
-    """Writes into a window's masks, step by step (``step``); the window may grow between steps
-    (generation appends masks). It writes only the masks it is given (``add_masks``): a mask token
+    """Windows written into, a row each, step by step (``step``); a row's window may grow between
+    steps (generation appends masks: ``add_masks``). Only the masks given are written: a mask token
     typed into the text is text the model reads, never a blank to fill. ``banned`` ids are never
-    written. ``refresh``: read against the block cache, refreshed every N steps of a block (None:
-    exact); ``trace_top_k``: record each step with its top tokens (None: no trace)."""
+    written. ``refresh``: read against a block cache per row, refreshed every N steps of a block
+    (None: exact); ``trace_top_k``: record each step with its top tokens (None: no trace)."""
 
-    def __init__(self, lm, ids: list[int], writing: WritingSettings, sampling: SamplingSettings, banned: list[int],
-                 refresh: int | None = None, trace_top_k: int | None = None):
-        self.lm, self.writing, self.ids, self.trace_top_k = lm, writing, list(ids), trace_top_k
-        self.mask = lm.tokenizer.mask_token_id
+    def __init__(self, lm, windows: list[list[int]], width: int, writing: WritingSettings, sampling: SamplingSettings,
+                 banned: list[int], refresh: int | None = None, trace_top_k: int | None = None):
+        self.lm, self.writing, self.trace_top_k = lm, writing, trace_top_k
+        self.mask, self.pad = lm.tokenizer.mask_token_id, lm.tokenizer.pad_token_id
         self.head = mlm_head(lm.model)
-        self.cache = BlockCache(lm.model, refresh) if refresh is not None else None
         self.banned = torch.tensor(banned, dtype=torch.long)
-        self.generator = torch.Generator()
-        if sampling.seed is not None:
-            self.generator.manual_seed(sampling.seed)
-        else:
-            self.generator.seed()
-        self.sample = _Sampler(sampling, self.generator)
-        self.shuffled: list[int] = []  # the random order's positions not yet written, in order
-        self.writable: set[int] = set()  # the positions given to write (add_masks), written or not
-        self.out = Written(ids=self.ids, order=[], remasked=[], logprobs={}, written_at={})
+        rows = len(windows)
+        self.ids = torch.full((rows, width), self.pad, dtype=torch.long)  # [B, L], padded after each window's end
+        for b, window in enumerate(windows):
+            self.ids[b, :len(window)] = torch.tensor(window)
+        self.length = torch.tensor([len(w) for w in windows])  # [B]: each window's end token is its last
+        self.writable = torch.zeros(rows, width, dtype=torch.bool)  # [B, L]: positions given to write
+        self.turn = torch.full((rows, width), width * width)  # [B, L]: the random order's drawn turn
+        self.drawn = [0] * rows  # turns drawn so far, per row
+        self.step_of = torch.full((rows, width), UNSET)  # [B, L]: the step that (last) wrote a position
+        self.logprob = torch.zeros(rows, width)  # [B, L]: the log-prob it was written with
+        self.caches = [BlockCache(lm.model, refresh) for _ in windows] if refresh is not None else None
+        self.samplers = [_Sampler(sampling, _generator(sampling.seed)) for _ in windows]
+        self.outs = [Written(ids=[], order=[], remasked=[], logprobs={}, written_at={}) for _ in windows]
 
-    def masks(self) -> list[int]:
-        """The positions still to write: given to write and holding a mask."""
-        return sorted(p for p in self.writable if self.ids[p] == self.mask)
+    def masked(self) -> torch.Tensor:
+        """[B, L]: the positions still to write (given to write, holding a mask)."""
+        return self.writable & (self.ids == self.mask)
 
-    def add_masks(self, positions: list[int]) -> None:
-        """New masks to write (already in ``ids``): the random order draws their turn now, before
-        any of their tokens, so a seed gives the same order greedy or sampled."""
-        self.writable.update(positions)
+    def add_masks(self, row: int, n: int) -> None:
+        """``n`` masks to write at the end of a row's window, before its end token, which moves
+        right. The random order draws their turn now, before any of their tokens, so a seed gives
+        the same order greedy or sampled."""
+        start = int(self.length[row]) - 1
+        self.ids[row, start + n] = self.ids[row, start]
+        self.ids[row, start:start + n] = self.mask
+        self.length[row] += n
+        self.lm.check_length(int(self.length[row]), what="prompt with its masks")
+        self.writable[row, start:start + n] = True
         if self.writing.order == "random":
-            drawn = torch.randperm(len(positions), generator=self.generator).tolist()
-            self.shuffled += [positions[i] for i in drawn]
+            drawn = torch.randperm(n, generator=self.samplers[row].generator)
+            self.turn[row, start + drawn] = self.drawn[row] + torch.arange(n)
+            self.drawn[row] += n
 
-    def reading(self, upto: int | None = None) -> tuple[list[int], int]:
-        """(the masks a step reads, how many it writes at least): among the masks before ``upto``
-        (all when None)."""
-        masks = [p for p in self.masks() if upto is None or p < upto]
-        k = min(self.writing.tokens_per_step, len(masks))
-        return self._read(masks, k), k
-
-    @torch.inference_mode()
-    def step(self, open_from: int, upto: int | None = None) -> list[int]:
-        """One forward pass; write up to ``tokens_per_step`` of the masks before ``upto`` (all when
-        None) and, with ``remask``, mask again earlier tokens from ``open_from`` on that are now
-        less likely. -> the positions written."""
-        read, k = self.reading(upto)
-        with counting() as reads:
-            if self.cache is not None:
-                hidden = self.cache.hidden(self.ids, read, open_from)
-            else:
-                hidden = hidden_at(self.lm.model, torch.tensor([self.ids], device=self.lm.device), None,
-                                   [0] * len(read), read)
-            logits = self.head(hidden)
-        return self.write(logits, read, k, open_from, reads)
-
-    def write(self, logits: torch.Tensor, read: list[int], k: int, open_from: int, reads: Reads) -> list[int]:
-        """A step's writing, from the head's ``logits`` at the masks ``read`` (``reading``); ``reads``:
-        what its forward pass read. -> the positions written."""
-        logits = logits.float().cpu()
+    def step(self, active: torch.Tensor, open_from: torch.Tensor, upto: torch.Tensor) -> list[list[int]]:
+        """One forward pass over the ``active`` rows ([B] bool); each writes up to
+        ``tokens_per_step`` of its masks before ``upto`` ([B]) and, with ``remask``, masks again its
+        earlier tokens from ``open_from`` ([B]) on that are now less likely. -> each row's positions
+        written, in the order it chose them (none for a row not active)."""
+        positions = torch.arange(self.ids.shape[1])  # [L]
+        open_masks = self.masked() & active[:, None] & (positions < upto[:, None])  # [B, L]
+        k = open_masks.sum(1).clamp(max=self.writing.tokens_per_step)  # [B]
+        read = self._read(open_masks, k)  # [B, L]
+        logits, reads = self._forward(read, open_from)  # [n_read, V], row by row, left to right
         logits[:, self.banned] = float("-inf")
-        tokens, logprobs = self.sample(logits, self.ids)
-        sure = logprobs.gather(1, tokens[:, None])[:, 0].tolist()
+        tokens, logprobs = self._propose(read, logits)  # [n_read], [n_read, V]
+        sure = logprobs.gather(1, tokens[:, None])[:, 0]  # [n_read]
+        proposed = torch.zeros_like(self.ids).masked_scatter_(read, tokens)  # [B, L]
+        score = torch.full(read.shape, float("-inf")).masked_scatter_(read, sure)  # [B, L]
         # re-masking: the earlier tokens not yet final compete at the log-prob they were written with
-        remasking = self.writing.remask
-        written = [p for p in range(open_from, len(self.ids)) if p in self.out.written_at] if remasking else []
-        chosen = self._choose(read + written, len(read), sure + [self.out.logprobs[p] for p in written], k)
-        remasked = [p for p in written if p not in chosen]
+        earlier = ((self.step_of > UNSET) & (positions >= open_from[:, None]) & active[:, None]
+                   if self.writing.remask else torch.zeros_like(read))  # [B, L]
+        score = torch.where(earlier, self.logprob, score)
+        keep = self._keep(read, score, k) + earlier.sum(1)  # [B]: how many hold a token after the step
+        ranked = self._ranked(score)  # [B, L]: positions in the order the step chooses them
+        place = ranked.argsort(1)  # [B, L]: each position's place in that order
+        chosen = read | earlier if self.writing.order != "confidence" else (place < keep[:, None]) & (read | earlier)
+        new, remasked = chosen & read, earlier & ~chosen  # [B, L]
         if self.trace_top_k is not None:
-            self.out.steps.append(self._trace(read, chosen, remasked, tokens, logprobs, reads))
-        step = len(self.out.order)
-        for p in remasked:
-            self.ids[p] = self.mask
-            del self.out.logprobs[p], self.out.written_at[p]
-            if self.writing.order == "random":
-                self.shuffled.append(p)
-        new = [p for p in chosen if p not in self.out.written_at]
-        for i, p in enumerate(read):
-            if p in new:
-                self.ids[p] = int(tokens[i])
-                self.out.logprobs[p], self.out.written_at[p] = sure[i], step
-        self.out.order.append(new)
-        self.out.remasked.append(remasked)
-        self.out.reads = self.out.reads + reads
-        return new
+            self._trace(read, new, remasked, tokens, logprobs, reads)
+        self.ids = torch.where(remasked, self.mask, torch.where(new, proposed, self.ids))
+        steps = torch.tensor([len(out.order) for out in self.outs])[:, None]  # [B, 1]
+        self.step_of = torch.where(remasked, UNSET, torch.where(new, steps, self.step_of))
+        self.logprob = torch.where(new, score, self.logprob)
+        written = []
+        for b in active.nonzero()[:, 0].tolist():
+            self.outs[b].reads += reads[b]
+            written.append(ranked[b][new[b, ranked[b]]].tolist())
+            self.outs[b].order.append(written[-1])
+            self.outs[b].remasked.append(remasked[b].nonzero()[:, 0].tolist())
+        done = iter(written)
+        return [next(done) if active[b] else [] for b in range(len(self.outs))]
 
-    def cut(self, end: int) -> None:
-        """The text ends at ``end`` (an end token was written there): every position after it
-        goes, so the window ends with that end token."""
-        del self.ids[end + 1:-1]
-        self.ids[-1:] = [] if self.ids[end] == self.ids[-1] else self.ids[-1:]
-        for p in [p for p in self.out.written_at if p > end]:
-            del self.out.written_at[p], self.out.logprobs[p]
-        self.shuffled = [p for p in self.shuffled if p < end]
-        self.writable = {p for p in self.writable if p <= end}
-
-    def _read(self, masks: list[int], k: int) -> list[int]:
-        """The masks a step reads: all of them where the order compares them (confidence, or any
-        order that may re-mask), else only the k the order names next."""
+    def _read(self, open_masks: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """[B, L]: the masks a step reads: all of them where the order compares them (confidence),
+        else only the k the order names next (the leftmost; the first drawn)."""
         if self.writing.order == "confidence":
-            return masks
-        if self.writing.order == "random":  # the next k of the drawn order among the masks open
-            open_masks = set(masks)
-            return sorted([p for p in self.shuffled if p in open_masks][:k])
-        return masks[:k]
+            return open_masks
+        turn = self.turn if self.writing.order == "random" else torch.arange(self.ids.shape[1]).expand_as(self.ids)
+        place = torch.where(open_masks, turn, turn.max() + 1).argsort(1).argsort(1)  # [B, L]
+        return open_masks & (place < k[:, None])
 
-    def _choose(self, read: list[int], n_masks: int, sure: list[float], k: int) -> list[int]:
-        """The positions that hold a token after this step (``read``: the masks read, then with
-        ``remask`` the earlier tokens): the k masks the order names, or, most confident first,
-        the k + (earlier tokens) surest of all, k raised to the masks whose guess passes the
-        confidence threshold, if one is set."""
-        if self.writing.order == "random":  # the masks read, in their drawn order
-            picked = [p for p in self.shuffled if p in read]
-            self.shuffled = [p for p in self.shuffled if p not in read]
-            return picked
-        if self.writing.order == "left_to_right":
-            return read[:k]
-        sure_enough = k
-        if self.writing.confidence_threshold is not None:  # (a deterministic rule: the likelihood stays exact)
-            floor = math.log(self.writing.confidence_threshold)
-            sure_enough = max(k, sum(1 for p in sure[:n_masks] if p >= floor))
-        keep = sure_enough + (len(read) - n_masks)  # confidence: the surest, new proposals and old tokens alike
-        ranked = sorted(range(len(read)), key=lambda i: (-sure[i], read[i]))  # ties: leftmost
-        return [read[i] for i in ranked[:keep]]
+    def _keep(self, read: torch.Tensor, score: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """[B]: how many of the masks read a step writes: k, raised to those whose guess passes the
+        confidence threshold (a deterministic rule: the likelihood stays exact)."""
+        if self.writing.confidence_threshold is None:
+            return k
+        return torch.maximum(k, (read & (score >= math.log(self.writing.confidence_threshold))).sum(1))
 
-    def _trace(self, read, chosen, remasked, tokens, logprobs, reads) -> StepTrace:
-        tokenizer = self.lm.tokenizer
-        first = min((p for p in chosen if p not in self.out.written_at), default=read[0])
-        i = read.index(first)
-        context = self.ids[1:first]
-        top = logprobs[i].exp().topk(min(self.trace_top_k, logprobs.shape[-1]))
-        new = [p for p in sorted(chosen) if p not in self.out.written_at]
-        return StepTrace(step=len(self.out.order), window=tokenizer.convert_ids_to_tokens(self.ids),
-                         mask_positions=self.masks(),
-                         top=[(piece_or_name(tokenizer, context, int(t), []), float(p))
-                              for t, p in zip(top.indices, top.values)],
-                         chosen=piece_or_name(tokenizer, context, int(tokens[i]), []), beams=None,
-                         prompt_length=0, predicted=first, reads=reads,
-                         written=new, remasked=list(remasked),
-                         surest=float(logprobs.gather(1, tokens[:, None]).max().exp()),
-                         written_tokens=[piece_or_name(tokenizer, self.ids[1:p], int(tokens[read.index(p)]), [])
-                                         for p in new])
+    def _ranked(self, score: torch.Tensor) -> torch.Tensor:
+        """[B, L]: positions in the order a step chooses among them: surest first (ties: leftmost),
+        the drawn order, or left to right."""
+        if self.writing.order == "confidence":
+            return (-score).argsort(dim=1, stable=True)
+        if self.writing.order == "random":
+            return self.turn.argsort(dim=1, stable=True)
+        return torch.arange(self.ids.shape[1]).expand_as(self.ids)
+
+    def _forward(self, read: torch.Tensor, open_from: torch.Tensor) -> tuple[torch.Tensor, dict[int, Reads]]:
+        """([n_read, V]: the head's logits at the positions read, row by row; what each row's pass
+        read): the rows' windows in one padded pass, or a row at a time (alone, or each against
+        its own block cache)."""
+        rows = read.any(1).nonzero()[:, 0].tolist()
+        if self.caches is None and len(rows) > 1:
+            width = int(self.length[rows].max())
+            attention = (torch.arange(width) < self.length[rows, None]).long()
+            at = read[rows, :width].nonzero()
+            hidden = hidden_at(self.lm.model, self.ids[rows, :width].to(self.lm.device), attention.to(self.lm.device),
+                               at[:, 0].tolist(), at[:, 1].tolist())
+            return self.head(hidden).float().cpu(), {b: Reads(1, int(self.length[b])) for b in rows}
+        logits, counted = [], {}
+        for b in rows:
+            at = read[b].nonzero()[:, 0].tolist()
+            with counting() as counted[b]:
+                if self.caches is not None:
+                    hidden = self.caches[b].hidden(self.window(b), at, int(open_from[b]))
+                else:
+                    window = self.ids[b:b + 1, :int(self.length[b])].to(self.lm.device)
+                    hidden = hidden_at(self.lm.model, window, None, [0] * len(at), at)
+                logits.append(self.head(hidden).float().cpu())
+        return (logits[0] if len(logits) == 1 else torch.cat(logits)), counted
+
+    def _propose(self, read: torch.Tensor, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the token proposed at each position read, the log-probs they were drawn from): each
+        row's from its own sampler."""
+        counts = read.sum(1).tolist()
+        parts = [self.samplers[b](chunk, self.ids[b, :int(self.length[b])])
+                 for b, chunk in zip((b for b, n in enumerate(counts) if n), logits.split([n for n in counts if n]))]
+        if len(parts) == 1:
+            return parts[0]
+        return torch.cat([t for t, _ in parts]), torch.cat([lp for _, lp in parts])
+
+    def window(self, row: int) -> list[int]:
+        return self.ids[row, :int(self.length[row])].tolist()
+
+    def cut(self, row: int, end: int) -> None:
+        """A row's text ends at ``end`` (an end token was written there): every position after it
+        goes, so the window ends with that end token."""
+        last = int(self.ids[row, int(self.length[row]) - 1])
+        keep = end + 1 if int(self.ids[row, end]) == last else end + 2
+        self.ids[row, end + 1] = last
+        self.ids[row, keep:] = self.pad
+        self.length[row] = keep
+        self.writable[row, end + 1:] = False
+        self.step_of[row, end + 1:] = UNSET
+
+    def written(self, row: int) -> Written:
+        """A row's window after unmasking, and how it got there."""
+        out, n = self.outs[row], int(self.length[row])
+        at = (self.step_of[row, :n] > UNSET).nonzero()[:, 0].tolist()
+        out.ids = self.window(row)
+        out.written_at = {p: int(self.step_of[row, p]) for p in at}
+        out.logprobs = {p: float(self.logprob[row, p]) for p in at}
+        return out
+
+    def _trace(self, read, new, remasked, tokens, logprobs, reads: dict[int, Reads]) -> None:
+        """Each stepping row's StepTrace, before the step's writing: the window it read, its top
+        tokens at the first position it writes."""
+        tokenizer, offset = self.lm.tokenizer, 0
+        for b in read.any(1).nonzero()[:, 0].tolist():
+            at = read[b].nonzero()[:, 0].tolist()
+            rows = slice(offset, offset + len(at))
+            offset += len(at)
+            ids, written = self.window(b), new[b].nonzero()[:, 0].tolist()
+            first = written[0] if written else at[0]
+            i = at.index(first) + rows.start
+            top = logprobs[i].exp().topk(min(self.trace_top_k, logprobs.shape[-1]))
+            self.outs[b].steps.append(StepTrace(
+                step=len(self.outs[b].order), window=tokenizer.convert_ids_to_tokens(ids),
+                mask_positions=self.masked()[b].nonzero()[:, 0].tolist(),
+                top=[(piece_or_name(tokenizer, ids[1:first], int(t), []), float(p))
+                     for t, p in zip(top.indices, top.values)],
+                chosen=piece_or_name(tokenizer, ids[1:first], int(tokens[i]), []), beams=None, prompt_length=0,
+                predicted=first, reads=reads[b], written=written,
+                remasked=remasked[b].nonzero()[:, 0].tolist(),
+                surest=float(logprobs[rows].gather(1, tokens[rows, None]).max().exp()),
+                written_tokens=[piece_or_name(tokenizer, ids[1:p], int(tokens[rows.start + at.index(p)]), [])
+                                for p in written]))
 
 
+def _generator(seed: int | None) -> torch.Generator:
+    generator = torch.Generator()
+    if seed is not None:
+        generator.manual_seed(seed)
+    else:
+        generator.seed()
+    return generator
+
+
+@torch.inference_mode()
 def fill(lm, ids: list[int], blanks: list[int], order: str, s, banned: list[int]) -> Written:
     """Write the masks at ``blanks`` of a fixed window (infilling), one a step in ``order``, each
     drawn as the ``InfillSettings`` ``s`` say."""
-    unmasker = Unmasker(lm, ids, WritingSettings(order=order), s, banned,
+    unmasker = Unmasker(lm, [ids], len(ids), WritingSettings(order=order), s, banned,
                         trace_top_k=s.trace_top_k if s.trace else None)
-    unmasker.add_masks(blanks)
-    while unmasker.masks():
-        unmasker.step(open_from=0)
-    return unmasker.out
+    unmasker.writable[0, blanks] = True
+    if order == "random":  # the blanks' turns, drawn before any of their tokens
+        drawn = torch.randperm(len(blanks), generator=unmasker.samplers[0].generator)
+        unmasker.turn[0, torch.tensor(blanks, dtype=torch.long)[drawn]] = torch.arange(len(blanks))
+    everything = torch.tensor([len(ids)])
+    while unmasker.masked().any():
+        unmasker.step(torch.tensor([True]), torch.zeros(1, dtype=torch.long), everything)
+    return unmasker.written(0)
 
 
 @dataclass(frozen=True)
@@ -243,59 +308,65 @@ class Growth:
     # (LLaDA's and dLLM's samplers), so the model reads how much room the text has
     ahead: bool = False
 
+    @property
+    def room(self) -> int:
+        """The masks a window may get in all: a block never reaches past the budget; sliding, the
+        last window is the paper's last: max_new_tokens - 1 tokens and M masks."""
+        return self.max_new_tokens + (self.open_masks - 1 if self.window == "slide" else 0)
+
 
 class _Growing:
-    """One generation's window as its masks follow the text (``growth``): its unmasker, the masks
-    appended so far, whether the text has ended, what is decided."""
+    """Generations' windows as their masks follow the text (``growth``), a row each: the unmasker,
+    where each text begins, the masks appended so far, whether it ended or a stop string stopped
+    it, how much of it is decided."""
 
-    def __init__(self, lm, prompt_ids: list[int], s: GenerationSettings, growth: Growth, banned: list[int], stop):
+    def __init__(self, lm, prompts: list[list[int]], s: GenerationSettings, growth: Growth, banned: list[int], stops):
         tokenizer = lm.tokenizer
         start_id = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
-        self.lm, self.growth, self.stop = lm, growth, stop
-        self.begin = 1 + len(prompt_ids)
-        self.unmasker = Unmasker(lm, [start_id, *prompt_ids, growth.end_id], s, s, banned,
+        windows = [[start_id, *ids, growth.end_id] for ids in prompts]
+        self.unmasker = Unmasker(lm, windows, max(map(len, windows)) + growth.room, s, s, banned,
                                  s.cache_refresh if s.cache == "prefix" else None, s.trace_top_k if s.trace else None)
-        self.appended, self.ended, self.stopped, self.decided = 0, False, False, []
-        self.append(growth.max_new_tokens if growth.ahead else growth.open_masks)
+        self.growth, self.stops = growth, stops
+        self.begin = torch.tensor([1 + len(ids) for ids in prompts])  # [B]
+        self.appended = torch.zeros(len(prompts), dtype=torch.long)  # [B]
+        self.ended = torch.zeros(len(prompts), dtype=torch.bool)  # [B]
+        self.stopped = torch.zeros(len(prompts), dtype=torch.bool)  # [B]
+        self.decided = torch.zeros(len(prompts), dtype=torch.long)  # [B]: tokens of text no mask precedes
+        for b in range(len(prompts)):
+            self.append(b, growth.max_new_tokens if growth.ahead else growth.open_masks)
 
-    def append(self, n: int) -> None:
-        # a block never reaches past the budget; sliding, the last window is the paper's last:
-        # max_new_tokens - 1 tokens and M masks
-        growth, unmasker = self.growth, self.unmasker
-        room = growth.max_new_tokens + (growth.open_masks - 1 if growth.window == "slide" else 0)
-        n = min(n, room - self.appended)
-        at = len(unmasker.ids) - 1  # before the end token
-        unmasker.ids[at:at] = [unmasker.mask] * n
-        self.appended += n
-        self.lm.check_length(len(unmasker.ids), what="prompt with its masks")
-        unmasker.add_masks(list(range(at, at + n)))
+    def append(self, b: int, n: int) -> None:
+        self.unmasker.add_masks(b, min(n, self.growth.room - int(self.appended[b])))
+        self.appended[b] = min(self.growth.room, int(self.appended[b]) + n)
 
-    def next_step(self) -> tuple[int, int | None] | None:
-        """(where the open masks start, the end of the block a step writes in: None sliding), or
-        None when the text is done."""
-        masks = self.unmasker.masks()
-        if self.stopped or not masks or len(self.decided) >= self.growth.max_new_tokens:
-            return None
+    def next_steps(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """([B] the rows still writing, where their open masks start, the end of the block a step
+        writes in: the window's end, sliding)."""
+        masked = self.unmasker.masked()  # [B, L]
+        first = masked.int().argmax(1)  # [B]
+        active = masked.any(1) & ~self.stopped & (self.decided < self.growth.max_new_tokens)
         if self.growth.window == "slide":
-            return masks[0], None
-        open_from = self.begin + (masks[0] - self.begin) // self.growth.open_masks * self.growth.open_masks
-        return open_from, open_from + self.growth.open_masks
+            return active, first, self.unmasker.length.clone()
+        size = self.growth.open_masks
+        open_from = self.begin + (first - self.begin).div(size, rounding_mode="floor") * size
+        return active, open_from, open_from + size
 
-    def after(self, written: list[int]) -> None:
-        """What a step's writing does to the window: an end token ends the text there (what follows
-        is dropped, never read again); sliding, as many masks come as were written; a full block
-        brings the next."""
-        unmasker = self.unmasker
-        end = next((p for p in written if unmasker.ids[p] == self.growth.end_id), None)
+    def after(self, b: int, written: list[int]) -> None:
+        """What a step's writing does to a row's window: an end token ends the text there (what
+        follows is dropped, never read again); sliding, as many masks come as were written; a full
+        block brings the next."""
+        unmasker, growth = self.unmasker, self.growth
+        end = next((p for p in written if int(unmasker.ids[b, p]) == growth.end_id), None)
         if end is not None:
-            self.ended = True
-            unmasker.cut(end)
-        if not self.ended and self.growth.window == "slide":
-            self.append(len(written))
-        elif not self.ended and not unmasker.masks():
-            self.append(self.growth.open_masks)
-        self.decided = _decided(unmasker.ids, self.begin, unmasker.mask)
-        self.stopped = bool(self.stop and self.stop(self.decided))
+            self.ended[b] = True
+            unmasker.cut(b, end)
+        if not self.ended[b] and growth.window == "slide":
+            self.append(b, len(written))
+        elif not self.ended[b] and not unmasker.masked()[b].any():
+            self.append(b, growth.open_masks)
+        decided = _decided(unmasker.window(b), int(self.begin[b]), unmasker.mask)
+        self.decided[b] = len(decided)
+        self.stopped[b] = bool(self.stops[b] and self.stops[b](decided))
 
 
 def write(lm, prompt_ids: list[int], s: GenerationSettings, growth: Growth, banned: list[int],
@@ -311,45 +382,27 @@ def write(lm, prompt_ids: list[int], s: GenerationSettings, growth: Growth, bann
     return write_together(lm, [prompt_ids], s, growth, banned, [stop], deadline, progress)[0]
 
 
+@torch.inference_mode()
 def write_together(lm, prompts: list[list[int]], s: GenerationSettings, growth: Growth, banned: list[int],
                    stops: list | None = None, deadline: float | None = None,
                    progress=None) -> list[tuple[Written, int]]:
     """:func:`write` for several prompts at once: each step reads every unfinished window in one
     forward pass (padded, a row each), and each row writes, grows and stops as it would alone, with
     its own seeded draws, so every output is the one it gets alone (up to the float rounding of a
-    padded batch). With the block cache, rows step one at a time (each keeps its own cache)."""
-    rows = [_Growing(lm, ids, s, growth, banned, stop) for ids, stop in zip(prompts, stops or [None] * len(prompts))]
+    padded batch). With the block cache, rows are read one at a time (each keeps its own cache)."""
+    rows = _Growing(lm, prompts, s, growth, banned, stops or [None] * len(prompts))
     while True:
-        active = [(row, opened) for row in rows if (opened := row.next_step()) is not None]
-        if not active:
+        active, open_from, upto = rows.next_steps()
+        if not active.any():
             break
-        if len(active) == 1 or s.cache == "prefix":
-            written = [row.unmasker.step(*opened) for row, opened in active]
-        else:
-            written = _step_together([row.unmasker for row, _ in active], [opened for _, opened in active])
-        for (row, _), new in zip(active, written):
+        written = rows.unmasker.step(active, open_from, upto)
+        for b in active.nonzero()[:, 0].tolist():
             if progress:
-                progress(len(new))
-            row.after(new)
+                progress(len(written[b]))
+            rows.after(b, written[b])
         if deadline is not None and time.perf_counter() > deadline:
             break
-    return [(row.unmasker.out, row.begin) for row in rows]
-
-
-@torch.inference_mode()
-def _step_together(unmaskers: list[Unmasker], opened: list[tuple[int, int | None]]) -> list[list[int]]:
-    """One forward pass for several unmaskers' windows (right-padded, a row each), then each one's
-    step as ``Unmasker.step`` takes it alone. -> each one's positions written."""
-    lm = unmaskers[0].lm
-    plans = [u.reading(upto) for u, (_, upto) in zip(unmaskers, opened)]
-    ids, attention = padded([u.ids for u in unmaskers], lm.tokenizer.pad_token_id, lm.device)
-    rows = [r for r, (read, _) in enumerate(plans) for _ in read]
-    logits = unmaskers[0].head(hidden_at(lm.model, ids, attention, rows, [p for read, _ in plans for p in read]))
-    written, at = [], 0
-    for u, (read, k), (open_from, _) in zip(unmaskers, plans, opened):
-        written.append(u.write(logits[at:at + len(read)], read, k, open_from, Reads(1, len(u.ids))))
-        at += len(read)
-    return written
+    return [(rows.unmasker.written(b), int(rows.begin[b])) for b in range(len(prompts))]
 
 
 def _decided(ids: list[int], begin: int, mask: int) -> list[int]:
