@@ -46,8 +46,10 @@ Target (issue 44): a setting whose texts equal the exact decoder's on >= 95% of 
 its wall clock, and batches of 8 at >= 2x the throughput of one at a time. Last line:
 ``bench_decoding task=<t> items=<n> exact_passes=<n> best=<name> best_same_speedup=<x>
 best_same=<share> best_passes_ratio=<x> batch<B>_throughput=<x> batch_same=<share>
-target_met=true|false``, where best is the fastest setting with same >= 0.95 (the exact decoder
-itself, speedup 1, where none is).
+exact_step_ms=<ms> outside_forward_ms=<ms> target_met=true|false``, where best is the fastest
+setting with same >= 0.95 (the exact decoder itself, speedup 1, where none is), and the last two
+are the exact decoder's time a step and, of it, the time outside the model's forward pass (its
+layers and its head): the unmasking loop's own.
 """
 
 import argparse
@@ -88,7 +90,6 @@ class Tally:
     ids: list = field(default_factory=list)  # each item's token ids
     same_tokens: float = 0.0  # the share of the exact decoder's tokens it wrote alike, before the first difference
     forward_seconds: float = 0.0  # of ``seconds``, inside the model's forward passes (any-order writing only)
-    module: object = None  # the unmasking loop it writes with (default: demo.engine.unmasking)
 
 
 def prompts(task_name: str, items: int, shots: int | None, data_root: Path):
@@ -121,12 +122,10 @@ def decoders(task, ks: list[int], thresholds: list[float], max_new_tokens: int, 
 
 
 @contextmanager
-def writing_with(t: Tally):
-    """The unmasking loop ``t`` writes with, its forward passes (the model's layers and its head)
-    timed into ``t.forward_seconds``."""
-    import demo.engine.decoding as decoding
+def forward_timed(t: Tally):
+    """The unmasking loop's forward passes (the model's layers and its head) timed into
+    ``t.forward_seconds``."""
     import demo.engine.unmasking as unmasking
-    module = t.module or unmasking
 
     def timed(fn):
         def run(*args, **kwargs):
@@ -137,13 +136,12 @@ def writing_with(t: Tally):
                 t.forward_seconds += time.perf_counter() - start
         return run
 
-    saved = (decoding.write_together, module.hidden_at, module.mlm_head)
-    decoding.write_together, module.hidden_at = module.write_together, timed(module.hidden_at)
-    module.mlm_head = lambda model: timed(saved[2](model))
+    saved = (unmasking.hidden_at, unmasking.mlm_head)
+    unmasking.hidden_at, unmasking.mlm_head = timed(saved[0]), lambda model: timed(saved[1](model))
     try:
         yield
     finally:
-        decoding.write_together, module.hidden_at, module.mlm_head = saved
+        unmasking.hidden_at, unmasking.mlm_head = saved
 
 
 def run(lm, task, items, tallies: list[Tally]) -> None:
@@ -151,7 +149,7 @@ def run(lm, task, items, tallies: list[Tally]) -> None:
     for prompt, answers in items:
         for t in tallies:
             start = time.perf_counter()
-            with writing_with(t):
+            with forward_timed(t):
                 result = generate(lm, prompt, t.settings)
             t.seconds += time.perf_counter() - start
             t.texts.append(result.text.strip())
@@ -183,7 +181,7 @@ def batched(lm, items, settings: GenerationSettings, batch: int, alone: list[str
 def best(tallies: list[Tally]) -> Tally:
     """The fastest setting writing the exact decoder's text on >= SAME_BAR of the items."""
     exact = tallies[1]
-    kept = [t for t in tallies[1:] if t.same >= SAME_BAR * exact.outputs and t.module is None]
+    kept = [t for t in tallies[1:] if t.same >= SAME_BAR * exact.outputs]
     return min(kept, key=lambda t: t.seconds)
 
 
@@ -204,21 +202,14 @@ def report(task, tallies: list[Tally], batch: int, batch_seconds: float, batch_s
     outside_ms = 1000 * (exact.seconds - exact.forward_seconds) / exact.passes
     print(f"the exact decoder: {step_ms:.1f} ms a step, {outside_ms:.2f} ms of it outside the model's forward pass "
           f"({100 * outside_ms / step_ms:.0f}%)")
-    lists = next((t for t in tallies if t.module is not None), None)
-    versus = ""
-    if lists is not None:
-        versus = f" lists_over_tensors={lists.seconds / exact.seconds:.2f}"
-        print(f"the list decoder it replaces: {lists.seconds:.1f} s against {exact.seconds:.1f} s "
-              f"({lists.seconds / exact.seconds:.2f}x the time), "
-              f"{1000 * (lists.seconds - lists.forward_seconds) / lists.passes:.2f} ms a step outside the forward "
-              f"pass; the same texts on {lists.same} of {lists.outputs} items")
+
     top = best(tallies)
     speedup = exact.seconds / top.seconds
     met = speedup >= SPEED_BAR and throughput >= BATCH_BAR
     print(f"bench_decoding task={task.name} items={n} exact_passes={exact.passes} best={top.name} "
           f"best_same_speedup={speedup:.2f} best_same={top.same / n:.3f} "
           f"best_passes_ratio={exact.passes / max(top.passes, 1):.2f} batch{batch}_throughput={throughput:.2f} "
-          f"batch_same={batch_same:.3f} exact_step_ms={step_ms:.2f} outside_forward_ms={outside_ms:.3f}{versus} "
+          f"batch_same={batch_same:.3f} exact_step_ms={step_ms:.2f} outside_forward_ms={outside_ms:.3f} "
           f"target_met={str(met).lower()}")
 
 
@@ -285,16 +276,11 @@ def main() -> None:
     parser.add_argument("--shape-items", type=int, default=2, help="items for the random shapes' speed (0: none)")
     parser.add_argument("--shape-tokens", type=int, default=64, help="masks ahead on the random shapes")
     parser.add_argument("--figure", type=Path, default=None, help="write the frontier figure here (.svg, .png)")
-    parser.add_argument("--versus-lists", action="store_true",
-                        help="also the exact decoder on the list-driven loop it replaces (demo.engine.unmasking_lists)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     lm = load_model(args.model, device="cpu")
     task, items = prompts(args.task, args.items, args.shots, args.data_root)
     tallies = decoders(task, args.ks, args.thresholds, args.max_new_tokens, args.block_length)
-    if args.versus_lists:
-        import demo.engine.unmasking_lists as lists
-        tallies.insert(3, Tally("exact (lists)", tallies[1].settings, module=lists))
     print(f"model: {Path(args.model).name}; task {task.name} ({task.metrics[0]}), {len(items)} items, "
           f"{task.shots if args.shots is None else args.shots} shots; {args.max_new_tokens} masks ahead, blocks of "
           f"{args.block_length}; {args.threads} thread(s)")
