@@ -100,7 +100,8 @@ class Unmasker:
         self.length = torch.tensor([len(w) for w in windows])  # [B]: each window's end token is its last
         self.writable = torch.zeros(rows, width, dtype=torch.bool)  # [B, L]: positions given to write
         self.turn = torch.full((rows, width), width * width)  # [B, L]: the random order's drawn turn
-        self.drawn = [0] * rows  # turns drawn so far, per row
+        self.drawn = torch.zeros(rows, dtype=torch.long)  # [B]: turns drawn so far
+        self.steps = torch.zeros(rows, dtype=torch.long)  # [B]: steps taken
         self.step_of = torch.full((rows, width), UNSET)  # [B, L]: the step that (last) wrote a position
         self.logprob = torch.zeros(rows, width)  # [B, L]: the log-prob it was written with
         self.caches = [BlockCache(lm.model, refresh) for _ in windows] if refresh is not None else None
@@ -123,7 +124,7 @@ class Unmasker:
         self.writable[row, start:start + n] = True
         if self.writing.order == "random":
             drawn = torch.randperm(n, generator=self.samplers[row].generator)
-            self.turn[row, start + drawn] = self.drawn[row] + torch.arange(n)
+            self.turn[row, start + drawn] = int(self.drawn[row]) + torch.arange(n)
             self.drawn[row] += n
 
     def step(self, active: torch.Tensor, open_from: torch.Tensor, upto: torch.Tensor) -> list[list[int]]:
@@ -153,17 +154,16 @@ class Unmasker:
         if self.trace_top_k is not None:
             self._trace(read, new, remasked, tokens, logprobs, reads)
         self.ids = torch.where(remasked, self.mask, torch.where(new, proposed, self.ids))
-        steps = torch.tensor([len(out.order) for out in self.outs])[:, None]  # [B, 1]
-        self.step_of = torch.where(remasked, UNSET, torch.where(new, steps, self.step_of))
+        self.step_of = torch.where(remasked, UNSET, torch.where(new, self.steps[:, None], self.step_of))
         self.logprob = torch.where(new, score, self.logprob)
-        written = []
+        self.steps += active
+        written = [[] for _ in self.outs]
         for b in active.nonzero()[:, 0].tolist():
+            written[b] = ranked[b][new[b, ranked[b]]].tolist()
             self.outs[b].reads += reads[b]
-            written.append(ranked[b][new[b, ranked[b]]].tolist())
-            self.outs[b].order.append(written[-1])
+            self.outs[b].order.append(written[b])
             self.outs[b].remasked.append(remasked[b].nonzero()[:, 0].tolist())
-        done = iter(written)
-        return [next(done) if active[b] else [] for b in range(len(self.outs))]
+        return written
 
     def _read(self, open_masks: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """[B, L]: the masks a step reads: all of them where the order compares them (confidence),
@@ -260,7 +260,7 @@ class Unmasker:
             i = at.index(first) + rows.start
             top = logprobs[i].exp().topk(min(self.trace_top_k, logprobs.shape[-1]))
             self.outs[b].steps.append(StepTrace(
-                step=len(self.outs[b].order), window=tokenizer.convert_ids_to_tokens(ids),
+                step=int(self.steps[b]), window=tokenizer.convert_ids_to_tokens(ids),
                 mask_positions=self.masked()[b].nonzero()[:, 0].tolist(),
                 top=[(piece_or_name(tokenizer, ids[1:first], int(t), []), float(p))
                      for t, p in zip(top.indices, top.values)],
