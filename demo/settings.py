@@ -847,24 +847,24 @@ def _readable_filter(wanted: list[str], info) -> list[str]:
     return wanted
 
 
+def _filter(name: str, label: str, help: str):
+    """A results filter's field: the values a row must match (empty: all), named in messages as the
+    ``name`` filter."""
+    return Field(default_factory=list, description=f"{help}; empty = all", json_schema_extra=dict(
+        label=label, what=f"The {name} filter", each=f"Each {name} filter value"))
+
+
 @settings
 class ResultsFilter:
     """Which results ``demo.evaluation.results.filter_results`` keeps: rows matching every non-empty list."""
-    papers: list[str] = Field(default_factory=list, description=
-        "which source: a paper's published tables, or 'ours' (runs of mlm-icl evaluate); empty = all",
-        json_schema_extra=dict(label="Paper", what="The papers filter", each="Each papers filter value"))
-    groups: list[str] = Field(default_factory=list, description=
-        "task groups: SuperGLUE, language modeling, translation, closed-book QA, ...; empty = all",
-        json_schema_extra=dict(label="Task group", what="The groups filter", each="Each groups filter value"))
-    models: list[str] = Field(default_factory=list, description=
-        "models to keep (masked and causal), as the tables name them; empty = all",
-        json_schema_extra=dict(label="Model", what="The models filter", each="Each models filter value"))
-    shots: list[str] = Field(default_factory=list, description=
-        "numbers of in-context examples, e.g. 0-shot (few-shot = the paper's k per task); empty = all",
-        json_schema_extra=dict(label="Shots", what="The shots filter", each="Each shots filter value"))
-    tasks: list[str] = Field(default_factory=list, description=
-        "single tasks to keep, as the tables name them; empty = all",
-        json_schema_extra=dict(label="Task", what="The tasks filter", each="Each tasks filter value"))
+    papers: list[str] = _filter("papers", "Paper",
+                                "which source: a paper's published tables, or 'ours' (runs of mlm-icl evaluate)")
+    groups: list[str] = _filter("groups", "Task group",
+                                "task groups: SuperGLUE, language modeling, translation, closed-book QA, ...")
+    models: list[str] = _filter("models", "Model", "models to keep (masked and causal), as the tables name them")
+    shots: list[str] = _filter("shots", "Shots",
+                               "numbers of in-context examples, e.g. 0-shot (few-shot = the paper's k per task)")
+    tasks: list[str] = _filter("tasks", "Task", "single tasks to keep, as the tables name them")
 
     _readable = field_validator("papers", "groups", "models", "shots", "tasks")(_readable_filter)
 
