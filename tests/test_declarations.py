@@ -106,20 +106,27 @@ def test_every_choice_the_page_offers_is_taken_and_an_unknown_one_refused_in_wor
         assert said.startswith(f"Unknown {s.words(cls, name).get('what', name)} 'sideways'; use one of"), said
 
 
-def test_the_api_documents_every_setting_it_takes_in_its_help_line(page):
-    """The MCP tools' schemas are made from these lines: a setting's own, under the API's name."""
-    import inspect
-    import re
+def test_an_agent_reads_every_setting_an_endpoint_takes_with_the_command_lines_help(page):
+    """What Gradio's own docstring reader (the MCP tools' schemas are made from it) gives for each
+    API parameter that is a setting is the first line of the command line's help for that setting:
+    an agent and a person at the terminal read the same words, for every parameter, in order."""
+    import argparse
+
+    from gradio.utils import get_function_description
+
+    from demo.cli import COMMANDS, build_parser
+    parsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    options = {(cls, a.dest): a.help.split("\n")[0] for name, command in COMMANDS.items() for cls in command.settings
+               for a in parsers[name]._actions if a.help and a.dest in cls.__pydantic_fields__}
     checked = 0
     for fn in page.fns.values():
         takes = getattr(fn.fn, "takes", None)
         if not fn.api_name or takes is None:
             continue
-        doc = inspect.getdoc(fn.fn)
-        lines = dict(re.findall(r"^\s*(\w+): (.*)$", doc.split("Args:", 1)[1], re.M))
-        assert list(lines) == list(inspect.signature(fn.fn).parameters)[:len(lines)], fn.api_name
+        _, described, _ = get_function_description(fn.fn)
+        assert [p for p in described if p != "progress"] == [t.argument for t in takes], fn.api_name
         for taken in takes:
-            if hasattr(taken, "cls"):
-                assert lines[taken.argument] == s.help_line(taken.cls, taken.name), (fn.api_name, taken)
+            if (getattr(taken, "cls", None), taken.name) in options:
+                assert described[taken.argument] == options[taken.cls, taken.name], (fn.api_name, taken)
                 checked += 1
     assert checked >= 40, checked

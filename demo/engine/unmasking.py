@@ -114,18 +114,22 @@ class Unmasker:
 
     def add_masks(self, row: int, n: int) -> None:
         """``n`` masks to write at the end of a row's window, before its end token, which moves
-        right. The random order draws their turn now, before any of their tokens, so a seed gives
-        the same order greedy or sampled."""
+        right."""
         start = int(self.length[row]) - 1
         self.ids[row, start + n] = self.ids[row, start]
         self.ids[row, start:start + n] = self.mask
         self.length[row] += n
         self.lm.check_length(int(self.length[row]), what="prompt with its masks")
-        self.writable[row, start:start + n] = True
+        self.give(row, torch.arange(start, start + n))
+
+    def give(self, row: int, positions: torch.Tensor) -> None:
+        """The masks at ``positions`` of a row are to be written. The random order draws their turn
+        now, before any of their tokens, so a seed gives the same order greedy or sampled."""
+        self.writable[row, positions] = True
         if self.writing.order == "random":
-            drawn = torch.randperm(n, generator=self.samplers[row].generator)
-            self.turn[row, start + drawn] = int(self.drawn[row]) + torch.arange(n)
-            self.drawn[row] += n
+            drawn = torch.randperm(len(positions), generator=self.samplers[row].generator)
+            self.turn[row, positions[drawn]] = int(self.drawn[row]) + torch.arange(len(positions))
+            self.drawn[row] += len(positions)
 
     def step(self, active: torch.Tensor, open_from: torch.Tensor, upto: torch.Tensor) -> list[list[int]]:
         """One forward pass over the ``active`` rows ([B] bool); each writes up to
@@ -149,7 +153,8 @@ class Unmasker:
         keep = self._keep(read, score, k) + earlier.sum(1)  # [B]: how many hold a token after the step
         ranked = self._ranked(score)  # [B, L]: positions in the order the step chooses them
         place = ranked.argsort(1)  # [B, L]: each position's place in that order
-        chosen = read | earlier if self.writing.order != "confidence" else (place < keep[:, None]) & (read | earlier)
+        # (re-masking is the confidence order's: the other orders write what they read)
+        chosen = (place < keep[:, None]) & (read | earlier) if self.writing.order == "confidence" else read
         new, remasked = chosen & read, earlier & ~chosen  # [B, L]
         if self.trace_top_k is not None:
             self._trace(read, new, remasked, tokens, logprobs, reads)
@@ -287,10 +292,7 @@ def fill(lm, ids: list[int], blanks: list[int], order: str, s, banned: list[int]
     drawn as the ``InfillSettings`` ``s`` say."""
     unmasker = Unmasker(lm, [ids], len(ids), WritingSettings(order=order), s, banned,
                         trace_top_k=s.trace_top_k if s.trace else None)
-    unmasker.writable[0, blanks] = True
-    if order == "random":  # the blanks' turns, drawn before any of their tokens
-        drawn = torch.randperm(len(blanks), generator=unmasker.samplers[0].generator)
-        unmasker.turn[0, torch.tensor(blanks, dtype=torch.long)[drawn]] = torch.arange(len(blanks))
+    unmasker.give(0, torch.tensor(blanks, dtype=torch.long))
     everything = torch.tensor([len(ids)])
     while unmasker.masked().any():
         unmasker.step(torch.tensor([True]), torch.zeros(1, dtype=torch.long), everything)
@@ -336,8 +338,9 @@ class _Growing:
             self.append(b, growth.max_new_tokens if growth.ahead else growth.open_masks)
 
     def append(self, b: int, n: int) -> None:
-        self.unmasker.add_masks(b, min(n, self.growth.room - int(self.appended[b])))
-        self.appended[b] = min(self.growth.room, int(self.appended[b]) + n)
+        n = min(n, self.growth.room - int(self.appended[b]))
+        self.unmasker.add_masks(b, n)
+        self.appended[b] += n
 
     def next_steps(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """([B] the rows still writing, where their open masks start, the end of the block a step
