@@ -10,19 +10,20 @@ time, why it may have stopped early, the work counted and, for a masked LM, what
 
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
 from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
+from transformers.generation.logits_process import PrefixConstrainedLogitsProcessor
 
 from ..settings import GenerationSettings
+from .batch_rows import Batch, RowProcessors, RowStops
 from .constraints import Constraints, pieces
 from .counting import Reads, count_pass, counting
-from .mask_window import open_masks, padding_masks_of
+from .mask_window import open_masks, padding_masks_of, window_length
 from .mlm_decoder import DecodingRecord, MaskedLMAsCausalLM, WindowSpecials
-from .sampling import NEUTRAL, logits_processors
+from .sampling import Draw, generator, logits_processors
 from .text import decode_newlines
 from .trace import StepRecorder
 from .unmasking import Growth, Written, write_together
@@ -109,34 +110,74 @@ def decode(lm, s: GenerationSettings, prompt_ids: list[int], ends: list[int], ru
     """Continue ``prompt_ids`` once, as the settings say, under ``rules``; ``ends``: the ids that
     end the text (``end_ids``). ``progress``: a tqdm bar; ``time_limit``: seconds, after which
     the step that passes it is the last."""
+    return decode_together(lm, s, [prompt_ids], ends, [rules], progress=progress, time_limit=time_limit)[0]
+
+
+def batches(lm, s: GenerationSettings) -> bool:
+    """Whether several prompts with these settings decode as one batch, each row as it runs alone.
+    Beam search keeps a request's beams together and the prefix cache and parallel unmasking keep
+    state for one window: those decode one prompt at a time."""
+    if lm.kind == "masked" and not s.any_order:
+        return s.strategy != "beam" and s.cache == "exact" and s.parallel_threshold is None
+    return s.strategy != "beam"
+
+
+def decode_together(lm, s: GenerationSettings, prompts: list[list[int]], ends: list[int], rules: list[Constraints], *,
+                    progress: bool = False, time_limit: float | None = None) -> list[Decoded]:
+    """:func:`decode` for several prompts with the same settings, each output the one it gets
+    alone: one batch where :func:`batches` says so (the seconds are the batch's), else one prompt
+    after another."""
     if lm.kind == "masked" and s.any_order:
-        return _unmask(lm, s, prompt_ids, ends, progress=progress, time_limit=time_limit)
+        return unmask_together(lm, s, prompts, ends, progress=progress, time_limit=time_limit)
+    if len(prompts) > 1 and not batches(lm, s):
+        return [decode(lm, s, ids, ends, r, progress=progress, time_limit=time_limit) for ids, r in zip(prompts, rules)]
     model = _decoder(lm, s)
     config = _decoding_config(lm, s, ends)
+    beams = s.num_beams if s.strategy == "beam" else 1
+    batch = Batch.of(prompts, config.pad_token_id, beams, lm.device)
     reads = Reads()
-    recorder = StepRecorder(len(prompt_ids), s.trace, s.trace_top_k, reads)
+    # a request's reads are counted as they run alone; in a batch they are what it reads alone
+    recorders = [StepRecorder(len(ids), s.trace, s.trace_top_k, reads if len(prompts) == 1 else None) for ids in prompts]
     penalty, warpers = logits_processors(s)
+    own = [[*([PrefixConstrainedLogitsProcessor(r.prefix_fn, beams)] if r.prefix_fn else []), *penalty, *r.processors,
+            recorder] for r, recorder in zip(rules, recorders)]
+    draw = [Draw(warpers, [generator(s.seed, lm.device) for _ in prompts])] if s.strategy == "sample" else []
+    stops = RowStops(batch, [r.stops for r in rules], ends if beams == 1 else [])
     bar = ProgressBar(s.max_new_tokens) if progress else None
     deadline = Deadline(time_limit) if time_limit is not None else None
-    input_ids = torch.tensor([prompt_ids], device=lm.device)
     start = time.perf_counter()
     try:
-        with _seeded(lm.device, s.seed), counting(reads):
+        with counting(reads):
             output = model.generate(
-                input_ids, attention_mask=torch.ones_like(input_ids), generation_config=config,
-                # the recorder after every constraint, before the warpers (generate()'s order)
-                logits_processor=LogitsProcessorList([*penalty, *rules.processors, recorder, *warpers]),
-                stopping_criteria=StoppingCriteriaList([*rules.stops, *filter(None, (bar, deadline))]),
-                prefix_allowed_tokens_fn=rules.prefix_fn)
+                batch.ids, attention_mask=batch.attention_mask, generation_config=config,
+                # each request's constraints, then its recorder, on its own rows; then the draw
+                logits_processor=LogitsProcessorList([RowProcessors(batch, own), *draw]),
+                stopping_criteria=StoppingCriteriaList([stops, *filter(None, (bar, deadline))]))
     finally:
         if bar:
             bar.bar.close()
-    seconds = time.perf_counter() - start
-    ids, ended = _generated(output[0, len(prompt_ids):].tolist(), ends, config.pad_token_id)
-    timed_out = deadline is not None and deadline.passed and len(ids) < s.max_new_tokens
-    return Decoded(ids, ended, seconds, timed_out, recorder, reads,
-                   model.record() if isinstance(model, MaskedLMAsCausalLM) else None,
-                   recorder.n_steps, recorder.log_likelihood(ids) if s.strategy != "beam" else None)
+    seconds, alone = time.perf_counter() - start, len(prompts) == 1
+    runs = []
+    for r, (prompt_ids, recorder) in enumerate(zip(prompts, recorders)):
+        ids, ended = _generated(batch.written(output, r, stops.lengths[r]), ends, config.pad_token_id)
+        timed_out = deadline is not None and deadline.passed and not ended and len(ids) < s.max_new_tokens
+        if not alone:
+            recorder.step_reads = reads_alone(lm, s, len(prompt_ids), len(ids))
+        record = (model.record() if alone else model.record(r)) if isinstance(model, MaskedLMAsCausalLM) else None
+        runs.append(Decoded(ids, ended, seconds, timed_out, recorder,
+                            reads if alone else sum(recorder.step_reads, Reads()), record,
+                            recorder.n_steps if alone else len(ids),
+                            recorder.log_likelihood(ids) if beams == 1 else None))
+    return runs
+
+
+def reads_alone(lm, s: GenerationSettings, prompt_tokens: int, steps: int) -> list[Reads]:
+    """What each step of a generation reads when it runs alone (what a request decoded in a batch
+    is charged: the batch also reads rows that have ended): a masked LM its whole window, a causal
+    LM the prompt once, then the token it wrote last."""
+    if lm.kind == "masked":
+        return [Reads(1, window_length(prompt_tokens + t, padding_masks_of(lm, s.padding_masks))) for t in range(steps)]
+    return [Reads(1, prompt_tokens if t == 0 else 1) for t in range(steps)]
 
 
 def _unmask(lm, s: GenerationSettings, prompt_ids: list[int], ends: list[int], *, progress: bool,
@@ -204,28 +245,16 @@ def _decoder(lm, s: GenerationSettings):
 
 
 def _decoding_config(lm, s: GenerationSettings, ends: list[int]) -> GenerationConfig:
-    sample = s.strategy == "sample"
     return GenerationConfig(
-        max_new_tokens=s.max_new_tokens, min_new_tokens=0, do_sample=sample,
+        # a sample is drawn by the processors (Draw), so generate() itself only takes the best token
+        max_new_tokens=s.max_new_tokens, min_new_tokens=0, do_sample=False,
         num_beams=s.num_beams if s.strategy == "beam" else 1,
-        # sampling and the penalty are the processors' (demo.engine.sampling); while sampling, the
-        # config's own flags said neutral explicitly, unset otherwise (transformers warns of them)
-        repetition_penalty=1.0, **(NEUTRAL if sample else {}),
+        repetition_penalty=1.0,  # the penalty is the processors' (demo.engine.sampling)
 
         no_repeat_ngram_size=0, length_penalty=1.0, num_return_sequences=1,
-        eos_token_id=ends, pad_token_id=lm.tokenizer.pad_token_id,
+        eos_token_id=ends, pad_token_id=lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else ends[0],
         suppress_tokens=suppressed_ids(lm, ends) or None,
         use_cache=lm.kind != "masked", return_dict_in_generate=False)
-
-
-@contextmanager
-def _seeded(device: torch.device, seed: int | None):
-    """Draw from ``seed`` when one is given, leaving the global random state as it was."""
-    devices = [device.index or 0] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices, enabled=seed is not None):
-        if seed is not None:
-            torch.manual_seed(seed)
-        yield
 
 
 def _generated(row: list[int], ends: list[int], pad_id: int | None) -> tuple[tuple[int, ...], bool]:

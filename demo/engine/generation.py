@@ -3,7 +3,7 @@
 A masked LM is wrapped by :class:`demo.engine.mlm_decoder.MaskedLMAsCausalLM` (the BERTs paper's
 ``[CLS] text [MASK] [MASK]*p [SEP]`` trick); a causal LM is used as it is, with its KV cache.
 Either way transformers' ``generate()`` does the decoding (greedy, beam search, sampling,
-repetition penalty), run once per request by ``demo.engine.decoding``. This module adds what the
+repetition penalty), run once per request, or for several requests at once, by ``demo.engine.decoding``. This module adds what the
 papers and the app need on top:
 
 - the text conventions of ``demo.engine.text`` (the paper's newline marker for tokenizers that lose
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, fields, replace
 from ..settings import GenerationSettings
 from .constraints import Constraints, constraints, pieces
 from .counting import Reads
-from .decoding import Decoded, decode, end_ids, unmask_together
+from .decoding import Decoded, decode, decode_together, end_ids
 from .mask_window import last_window, padding_masks_of, window_length
 from .models import InputTooLong
 from .prefix_cache import encoder_of
@@ -166,15 +166,14 @@ def generate(lm, prompt: str, settings: GenerationSettings | None = None, *, pro
 def generate_together(lm, prompts: list[str], settings: GenerationSettings | None = None, *,
                       progress: bool = False, time_limit: float | None = None) -> list[GenerationResult]:
     """:func:`generate` for several prompts with the same settings, each result the one it gets
-    alone. A masked LM writing in any order reads every prompt's window in one forward pass a step
-    (``demo.engine.unmasking.write_together``: padded rows, per-row stops; the seconds are the
-    batch's); otherwise the prompts run one after another."""
+    alone (greedy and seeded sampling token for token; scores up to float rounding): one batch,
+    read in one forward pass a step, where ``demo.engine.decoding.batches`` says so (the seconds
+    are the batch's), else one prompt after another."""
     s = _settings(settings, {})
-    if not (lm.kind == "masked" and s.any_order and len(prompts) > 1):
-        return [generate(lm, prompt, s, progress=progress, time_limit=time_limit) for prompt in prompts]
     prepared = [_prepared(lm, prompt, s) for prompt in prompts]
     ends = prepared[0][1]
-    runs = unmask_together(lm, s, [ids for ids, _, _ in prepared], ends, progress=progress, time_limit=time_limit)
+    runs = decode_together(lm, s, [ids for ids, _, _ in prepared], ends, [rules for _, _, rules in prepared],
+                           progress=progress, time_limit=time_limit)
     return [_result(lm, prompt, s, ids, ends, rules, run)
             for prompt, (ids, _, rules), run in zip(prompts, prepared, runs)]
 

@@ -64,6 +64,22 @@ def build_windows(input_ids: torch.Tensor, specials: WindowSpecials, padding_mas
                       column(specials.end)], dim=1)
 
 
+def build_padded_windows(input_ids: torch.Tensor, attention_mask: torch.Tensor, specials: WindowSpecials,
+                         padding_masks: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(windows, their attention mask, each row's predicted position) for a left-padded batch
+    (``generate()``'s layout for texts of different lengths): every row's text, its padding left
+    out, in a window of its own, ``[start] text [mask] [mask]*padding_masks [end]``, right-padded
+    with masked positions. Positions count from the row's own [start], as when it runs alone."""
+    width = input_ids.shape[1]
+    n = attention_mask.sum(1, keepdim=True)  # each row's text tokens
+    j = torch.arange(int(n.max()) + padding_masks + 3, device=input_ids.device)[None, :]  # window position
+    text = input_ids.gather(1, (width - n + j - 1).clamp(0, width - 1))  # window position j reads text token j - 1
+    end = n + padding_masks + 2
+    windows = torch.where(j == 0, specials.start, torch.where(j <= n, text, torch.where(
+        j < end, specials.mask, specials.end)))
+    return windows, (j <= end).long(), n[:, 0] + 1
+
+
 @dataclass(frozen=True)
 class DecodingRecord:
     """What a masked LM's decoding did at each step, handed back with its output: the result's
@@ -110,24 +126,37 @@ class MaskedLMAsCausalLM(PreTrainedModel, GenerationMixin):
         self.guesses: Guesses | None = None  # the last pass's, while parallel unmasking is on
         # Per step: 0 where it ran a forward pass, j where it read padding mask j of the last one.
         self.read_from: list[int] = []
-        # For the step trace: each step's windows (what the model saw), when asked for.
-        self.recorded_windows: list[torch.Tensor] | None = [] if record_windows else None
+        # For the step trace: each step's windows (what the model saw, a row's padding left out),
+        # when asked for.
+        self.recorded_windows: list[list[torch.Tensor]] | None = [] if record_windows else None
 
-    def record(self) -> DecodingRecord:
-        """What the steps so far did, frozen: generation and its trace read this, not these lists."""
+    def record(self, row: int | None = None) -> DecodingRecord:
+        """What the steps so far did, frozen: generation and its trace read this, not these lists;
+        ``row``: only the windows of that row of a batch of requests (its only row then)."""
         windows, cache = self.recorded_windows, self.prefix_cache
+        if windows is not None and row is not None:
+            windows = [[step[row]] for step in windows]
         return DecodingRecord(self.padding_masks, tuple(self.read_from),
                               None if windows is None else tuple(windows),
                               None if cache is None else tuple(cache.refreshed),
                               self.parallel_threshold is not None)
 
-    def next_token_logits(self, input_ids: torch.Tensor) -> torch.Tensor:
+    def next_token_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """(rows, text length) ids -> (rows, vocab) logits at the first mask.
 
         The exact method encodes the whole window; the prefix cache, when set, only what its
         cache lacks (same inputs, same outputs); parallel unmasking, when on, first looks for the
         step among the last pass's confident guesses. The trace records the window either way.
+        ``attention_mask``: the rows are texts of different lengths, left-padded (requests decoded
+        together, by the exact method only); each reads its own window.
         """
+        if attention_mask is not None and not bool(attention_mask.all()):
+            assert self.prefix_cache is None and self.parallel_threshold is None, "a batch of texts decodes exactly"
+            windows, window_mask, at = build_padded_windows(input_ids, attention_mask, self.specials,
+                                                            self.padding_masks)
+            self._record(windows, 0, window_mask.sum(1))
+            rows = torch.arange(windows.shape[0], device=windows.device)
+            return self.head(hidden_at(self.mlm, windows, window_mask, rows, at))
         guessed = self.guesses.next_logits(input_ids) if self.guesses is not None else None
         if guessed is not None:
             logits, windows, j = guessed
@@ -151,10 +180,12 @@ class MaskedLMAsCausalLM(PreTrainedModel, GenerationMixin):
             self.guesses = Guesses.of(input_ids, windows, logits, self.parallel_threshold)
         return logits[:, 0]
 
-    def _record(self, windows: torch.Tensor, read_from: int) -> None:
+    def _record(self, windows: torch.Tensor, read_from: int, lengths: torch.Tensor | None = None) -> None:
         self.read_from.append(read_from)
         if self.recorded_windows is not None:
-            self.recorded_windows.append(windows.cpu())
+            windows = windows.cpu()
+            self.recorded_windows.append(list(windows) if lengths is None else
+                                         [w[:length] for w, length in zip(windows, lengths.tolist())])
 
-    def forward(self, input_ids: torch.Tensor, **unused) -> CausalLMOutput:
-        return CausalLMOutput(logits=self.next_token_logits(input_ids)[:, None, :])
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **unused) -> CausalLMOutput:
+        return CausalLMOutput(logits=self.next_token_logits(input_ids, attention_mask)[:, None, :])

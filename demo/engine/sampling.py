@@ -9,7 +9,8 @@ sample is drawn from.
 
 from typing import NamedTuple
 
-from transformers import LogitsProcessorList
+import torch
+from transformers import LogitsProcessor, LogitsProcessorList
 from transformers.generation.logits_process import (
     MinPLogitsWarper,
     RepetitionPenaltyLogitsProcessor,
@@ -19,11 +20,6 @@ from transformers.generation.logits_process import (
 )
 
 from ..settings import SamplingSettings
-
-# What ``generate()``'s own config says of sampling when these processors sample: nothing, said
-# explicitly (a value left unset would be filled from the checkpoint's generation config)
-NEUTRAL = dict(temperature=1.0, top_k=0, top_p=1.0)
-
 
 class Processors(NamedTuple):
     penalty: LogitsProcessorList  # on the scores the log-probabilities are read from
@@ -43,3 +39,30 @@ def logits_processors(s: SamplingSettings) -> Processors:
         if s.min_p:
             warpers.append(MinPLogitsWarper(s.min_p))
     return Processors(LogitsProcessorList(penalty), LogitsProcessorList(warpers))
+
+
+def generator(seed: int | None, device: torch.device | str = "cpu") -> torch.Generator:
+    """A request's own random draws: from ``seed``, or from fresh entropy without one."""
+    drawn = torch.Generator(device=device)
+    if seed is not None:
+        drawn.manual_seed(seed)
+    else:
+        drawn.seed()
+    return drawn
+
+
+class Draw(LogitsProcessor):
+    """Sampling inside ``generate()``, each row from its own generator: the warpers shape the
+    row's distribution, one token is drawn from it as ``generate()`` draws (softmax, multinomial),
+    and every other token is ruled out, so ``generate()`` run greedy takes the drawn one.
+    ``generate()``'s own sampling draws the whole batch from the global generator, so a request's
+    sample would depend on the batch it ran in."""
+
+    def __init__(self, warpers: LogitsProcessorList, generators: list[torch.Generator]):
+        self.warpers, self.generators = warpers, generators
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        probs = self.warpers(input_ids, scores).softmax(-1)
+        drawn = torch.cat([torch.multinomial(probs[row:row + 1], 1, generator=g)
+                           for row, g in enumerate(self.generators)])
+        return torch.full_like(scores, float("-inf")).scatter_(1, drawn, 0.0)

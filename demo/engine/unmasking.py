@@ -42,7 +42,7 @@ from .block_cache import BlockCache
 from .counting import Reads, counting
 from .heads import mlm_head
 from .reading import hidden_at
-from .sampling import logits_processors
+from .sampling import generator, logits_processors
 from .trace import StepTrace, piece_or_name
 
 UNSET = -1  # step_of: a position not written (or written, then masked again)
@@ -105,7 +105,7 @@ class Unmasker:
         self.step_of = torch.full((rows, width), UNSET)  # [B, L]: the step that (last) wrote a position
         self.logprob = torch.zeros(rows, width)  # [B, L]: the log-prob it was written with
         self.caches = [BlockCache(lm.model, refresh) for _ in windows] if refresh is not None else None
-        self.samplers = [_Sampler(sampling, _generator(sampling.seed)) for _ in windows]
+        self.samplers = [_Sampler(sampling, generator(sampling.seed)) for _ in windows]
         self.outs = [Written(ids=[], order=[], remasked=[], logprobs={}, written_at={}) for _ in windows]
 
     def masked(self) -> torch.Tensor:
@@ -275,15 +275,6 @@ class Unmasker:
                 surest=float(logprobs[rows].gather(1, tokens[rows, None]).max().exp()),
                 written_tokens=[piece_or_name(tokenizer, ids[1:p], int(tokens[rows.start + at.index(p)]), [])
                                 for p in written]))
-
-
-def _generator(seed: int | None) -> torch.Generator:
-    generator = torch.Generator()
-    if seed is not None:
-        generator.manual_seed(seed)
-    else:
-        generator.seed()
-    return generator
 
 
 @torch.inference_mode()
