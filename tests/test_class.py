@@ -34,20 +34,22 @@ def _serving(release: threading.Event):
 
 @pytest.fixture
 def served(monkeypatch):
-    """(the app's URL, the prompts the engine's generate() was called with); a prompt starting
-    with HOLD waits in the engine until ``release`` is set."""
+    """(the app's URL, the prompts the engine's generate_together() was called with, and ``calls``:
+    each call's prompts and settings); a call with a prompt starting with HOLD waits in the engine
+    until ``release`` is set."""
     import demo.engine.generation as generation
 
-    prompts, release, real = [], threading.Event(), generation.generate
+    prompts, calls, release, real = [], [], threading.Event(), generation.generate_together
 
-    def counted(lm, prompt, *args, **kwargs):
-        prompts.append(prompt)
-        if prompt.startswith(HOLD):
+    def counted(lm, batch, settings=None, **kwargs):
+        prompts.extend(batch)
+        calls.append((list(batch), settings))
+        if any(prompt.startswith(HOLD) for prompt in batch):
             release.wait(timeout=60)
-        return real(lm, prompt, *args, **kwargs)
-    monkeypatch.setattr(generation, "generate", counted)
+        return real(lm, batch, settings, **kwargs)
+    monkeypatch.setattr(generation, "generate_together", counted)
     with _serving(release) as url:
-        yield url, prompts, release
+        yield url, prompts, release, calls
 
 
 @pytest.fixture
@@ -78,7 +80,7 @@ def _request(prompt: str) -> dict:
 
 
 def test_students_asking_the_same_at_once_get_one_runs_answer(served):
-    url, prompts, _ = served
+    url, prompts, _, _ = served
     students = [gradio_client.Client(url, verbose=False) for _ in range(6)]
     jobs = [s.submit(**_request(PROMPT), api_name="/generate_mlm") for s in students]
     answers = [job.result(timeout=120) for job in jobs]
@@ -88,7 +90,7 @@ def test_students_asking_the_same_at_once_get_one_runs_answer(served):
 
 
 def test_a_request_cancelled_while_it_waits_never_runs(served):
-    url, prompts, release = served
+    url, prompts, release, _ = served
     first, second = (gradio_client.Client(url, verbose=False) for _ in range(2))
     running = first.submit(**_request(HOLD + PROMPT), api_name="/generate_mlm")
     began = time.perf_counter()
@@ -116,6 +118,30 @@ def test_the_lesson_says_which_steps_are_ready_in_words():
     progress.loading, progress.states, progress.finished = "", ["ready"] * 4, 141.0
     assert line(progress) == ("All 4 steps are ready, computed in advance in 41 s: a class's first press of each "
                               "is answered at once.")
+
+
+def test_distinct_generations_waiting_together_run_as_one_batch_each_as_it_is_alone(served):
+    """Students' own prompts that wait for the generating turn together are written in one batch,
+    each answered with the text it writes alone and told it was batched, with how many."""
+    from demo.engine.generation import generate
+    from demo.engine.models import load_model
+    url, prompts, release, calls = served
+    running = gradio_client.Client(url, verbose=False).submit(**_request(HOLD + PROMPT), api_name="/generate_mlm")
+    began = time.perf_counter()
+    while not prompts:  # the first request is in the engine, holding the generating turn
+        assert time.perf_counter() - began < 60, "the first request never started"
+        time.sleep(0.05)
+    mine = [f"{name} wrote: {PROMPT}" for name in ("Ada", "Grace", "Alan")]
+    jobs = [gradio_client.Client(url, verbose=False).submit(**_request(p), api_name="/generate_mlm") for p in mine]
+    time.sleep(1.5)  # all three wait for the turn
+    release.set()
+    running.result(timeout=120)
+    answers = [job.result(timeout=120) for job in jobs]
+    assert [sorted(batch) for batch, _ in calls] == [[HOLD + PROMPT], sorted(mine)]
+    lm, settings = load_model(str(STANDIN_MLM)), calls[1][1]
+    for prompt, answer in zip(mine, answers):
+        assert answer[0] == generate(lm, prompt, settings).text
+        assert "Written in one batch with 2 other requests" in answer[1]
 
 
 CONTEXT = "My body cast a shadow over the grass because"

@@ -2,9 +2,9 @@
 different lengths in one left-padded batch, each answer the one it gets alone, run one at a time
 (the reference: the same ``generate()`` with one prompt)."""
 
+import floats
 import pytest
 
-import floats
 from demo.engine.generation import generate, generate_together
 from demo.settings import GenerationSettings
 
@@ -61,9 +61,9 @@ def test_what_cannot_batch_runs_one_at_a_time(standin_mlm):
     from demo.engine.decoding import batches
     for extra in (dict(strategy="beam", num_beams=2), dict(cache="prefix"), dict(cache="prefix", parallel_threshold=0.9)):
         s = GenerationSettings(max_new_tokens=5, **extra)
-        assert not batches(standin_mlm, s)
+        assert not batches("masked", s)
         _same_as_alone(standin_mlm, s, PROMPTS[:3])
-    assert batches(standin_mlm, GenerationSettings()) and batches(standin_mlm, GenerationSettings(strategy="sample"))
+    assert batches("masked", GenerationSettings()) and batches("causal", GenerationSettings(strategy="sample"))
 
 
 def test_padded_windows_are_each_rows_own_window():

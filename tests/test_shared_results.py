@@ -156,11 +156,11 @@ PROMPT = "The capital of France is Paris. The capital of Italy is"
 
 @pytest.fixture
 def engine_calls(monkeypatch):
-    """The engine's generate() and score_choices(), counted (called by the handlers at run time)."""
+    """The engine's generate_together() and score_choices(), counted (called by the handlers at run time)."""
     import demo.engine.generation as generation
     import demo.engine.pll as pll
     calls = []
-    for module, name in ((generation, "generate"), (pll, "score_choices")):
+    for module, name in ((generation, "generate_together"), (pll, "score_choices")):
         real = getattr(module, name)
 
         def spy(*args, _real=real, _name=name, **kwargs):
@@ -180,7 +180,7 @@ def _generation(**changes) -> dict:
 def test_a_class_pressing_generate_at_once_runs_the_engine_once(engine_calls):
     from demo.ui import prompting
     answers = _together(10, lambda: prompting.generate_masked(**_generation()))
-    assert engine_calls == ["generate"]
+    assert engine_calls == ["generate_together"]
     assert len({a.text for a in answers}) == 1 and answers[0].text
     noted = [a for a in answers if "Shared result: computed once" in a.stats]
     assert len(noted) == 9  # everyone but the student whose request computed it
@@ -191,10 +191,10 @@ def test_sampling_is_shared_with_a_seed_and_not_without(engine_calls):
     from demo.ui import prompting
     for _ in range(2):
         prompting.generate_masked(**_generation(strategy="sample", seed=7))
-    assert engine_calls == ["generate"]
+    assert engine_calls == ["generate_together"]
     for _ in range(2):
         prompting.generate_masked(**_generation(strategy="sample", seed=None))
-    assert engine_calls == ["generate"] * 3
+    assert engine_calls == ["generate_together"] * 3
 
 
 @needs_standin
@@ -203,7 +203,7 @@ def test_a_teacher_asking_for_fresh_runs_computes_again(engine_calls):
     prompting.generate_masked(**_generation())
     sharing.RESULTS.forget()
     prompting.generate_masked(**_generation())
-    assert engine_calls == ["generate", "generate"]
+    assert engine_calls == ["generate_together", "generate_together"]
 
 
 def _variants(value):

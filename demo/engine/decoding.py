@@ -113,11 +113,11 @@ def decode(lm, s: GenerationSettings, prompt_ids: list[int], ends: list[int], ru
     return decode_together(lm, s, [prompt_ids], ends, [rules], progress=progress, time_limit=time_limit)[0]
 
 
-def batches(lm, s: GenerationSettings) -> bool:
+def batches(kind: str, s: GenerationSettings) -> bool:
     """Whether several prompts with these settings decode as one batch, each row as it runs alone.
     Beam search keeps a request's beams together and the prefix cache and parallel unmasking keep
     state for one window: those decode one prompt at a time."""
-    if lm.kind == "masked" and not s.any_order:
+    if kind == "masked" and not s.any_order:
         return s.strategy != "beam" and s.cache == "exact" and s.parallel_threshold is None
     return s.strategy != "beam"
 
@@ -129,15 +129,15 @@ def decode_together(lm, s: GenerationSettings, prompts: list[list[int]], ends: l
     after another."""
     if lm.kind == "masked" and s.any_order:
         return unmask_together(lm, s, prompts, ends, progress=progress, time_limit=time_limit)
-    if len(prompts) > 1 and not batches(lm, s):
+    if len(prompts) > 1 and not batches(lm.kind, s):
         return [decode(lm, s, ids, ends, r, progress=progress, time_limit=time_limit) for ids, r in zip(prompts, rules)]
     model = _decoder(lm, s)
     config = _decoding_config(lm, s, ends)
     beams = s.num_beams if s.strategy == "beam" else 1
     batch = Batch.of(prompts, config.pad_token_id, beams, lm.device)
-    reads = Reads()
+    reads, alone = Reads(), len(prompts) == 1
     # a request's reads are counted as they run alone; in a batch they are what it reads alone
-    recorders = [StepRecorder(len(ids), s.trace, s.trace_top_k, reads if len(prompts) == 1 else None) for ids in prompts]
+    recorders = [StepRecorder(len(ids), s.trace, s.trace_top_k, reads if alone else None) for ids in prompts]
     penalty, warpers = logits_processors(s)
     own = [[*([PrefixConstrainedLogitsProcessor(r.prefix_fn, beams)] if r.prefix_fn else []), *penalty, *r.processors,
             recorder] for r, recorder in zip(rules, recorders)]
@@ -156,7 +156,7 @@ def decode_together(lm, s: GenerationSettings, prompts: list[list[int]], ends: l
     finally:
         if bar:
             bar.bar.close()
-    seconds, alone = time.perf_counter() - start, len(prompts) == 1
+    seconds = time.perf_counter() - start
     runs = []
     for r, (prompt_ids, recorder) in enumerate(zip(prompts, recorders)):
         ids, ended = _generated(batch.written(output, r, stops.lengths[r]), ends, config.pad_token_id)

@@ -3,8 +3,8 @@
 A masked LM is wrapped by :class:`demo.engine.mlm_decoder.MaskedLMAsCausalLM` (the BERTs paper's
 ``[CLS] text [MASK] [MASK]*p [SEP]`` trick); a causal LM is used as it is, with its KV cache.
 Either way transformers' ``generate()`` does the decoding (greedy, beam search, sampling,
-repetition penalty), run once per request, or for several requests at once, by ``demo.engine.decoding``. This module adds what the
-papers and the app need on top:
+repetition penalty), run for one request or several at once by ``demo.engine.decoding``. This
+module adds what the papers and the app need on top:
 
 - the text conventions of ``demo.engine.text`` (the paper's newline marker for tokenizers that lose
   "\\n"), applied to the raw prompt here and undone on the output;

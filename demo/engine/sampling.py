@@ -21,6 +21,7 @@ from transformers.generation.logits_process import (
 
 from ..settings import SamplingSettings
 
+
 class Processors(NamedTuple):
     penalty: LogitsProcessorList  # on the scores the log-probabilities are read from
     warpers: LogitsProcessorList  # on the distribution a sample is drawn from (sampling only)

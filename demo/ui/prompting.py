@@ -6,6 +6,7 @@ method), with the approximate prefix cache (``demo.engine.prefix_cache``; the AP
 side; a causal LM always decodes with its own exact KV cache.
 """
 
+import functools
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -27,6 +28,7 @@ from .reproduce_block import reproduce_block, reproduction
 from .run_marker import run_ends, run_starts
 from .settings_form import Own, Setting, endpoint, panel, setting_args, shown_value, widget, widget_default
 from .sides import KIND_NAMES, side_columns, side_pickers
+from .turns import batching, together
 
 HELP = ("Type a prompt or pick a preset: a **masked LM** and a **causal LM** continue it side by side, "
         "and the playback below shows every step.")
@@ -282,31 +284,69 @@ def comparison(exact, prefix, refresh: int) -> str:
 
 
 def _run(prompt, model_name, kind, runs: list[GenerationSettings], emd: str = "auto"):
-    """(model, one result per settings in ``runs``, their Python calls, their command lines).
-    The work of all runs together is checked before the first starts; they share the time one
-    request may take."""
-    from ..app.budget import generation_work
-    from ..engine.generation import generate
-    from ..engine.prefix_cache import encoder_of
+    """(model, one result per settings in ``runs``, their time limit, the note on how it was
+    batched, their Python calls, their command lines). The model loads in the
+    generating turn, so a request waiting for it holds none; a single run that waits for the turn
+    with others of the same model and settings is written in one batch with them
+    (``turns.together``; ``demo.engine.decoding.batches`` says which settings can be). The work of
+    all runs together is checked before the first starts; they share the time one request may take."""
+    from ..engine.decoding import batches
 
     prompt = check_text(prompt, "prompt", deployment().settings.max_prompt_chars)
+    key = (model_name, kind, emd, repr(runs[0])) if len(runs) == 1 and batches(kind, runs[0]) else None
+    time_limit = deployment().settings.max_request_seconds / len(runs)
+    (lm, results), batch = together("generate", key, prompt,
+                                    functools.partial(_generated, model_name, kind, emd, runs, time_limit))
+    if any(r.stop_reason == "time_limit" for r in results):
+        cut_short()  # stopped by the time limit: not an answer to share
+    note = batch_note(batch, results[0].seconds, key is not None)
+    return (lm, results, time_limit, note, *_reproductions(model_name, kind, runs, prompt, emd))
+
+
+def _generated(model_name, kind, emd, runs: list[GenerationSettings], time_limit: float, prompts: list[str]) -> list:
+    """Each prompt's (model, one result per settings in ``runs``), or the ValueError refusing it
+    before any run (work over the budget, a prompt the model cannot take); the prompts of each
+    settings written together (``generate_together``)."""
+    from ..app.budget import generation_work
+    from ..engine.generation import check_prompt, generate_together
+    from ..engine.prefix_cache import encoder_of
+
     lm = load(model_name, kind, emd)
-    work = generation_work(lm, prompt, runs[0])  # (the exact method's: the prefix cache reads less)
-    if len(runs) > 1:
-        work = replace(work, tokens=work.tokens * len(runs), passes=work.passes * len(runs),
-                       what=f"{len(runs)} generations of {work.what}")
-    work.check(deployment().settings)  # refused before it runs
     if kind == "masked" and any(s.cache == "prefix" for s in runs):
         try:  # refused before any run: a family the prefix cache does not cover
             encoder_of(lm.model)
         except ValueError as err:
             raise ValueError(f"{err} On this page: choose 'exact' (the prefix cache and compare need "
                              f"it).") from None
-    time_limit = deployment().settings.max_request_seconds / len(runs)
-    results = [generate(lm, prompt, s, progress=True, time_limit=time_limit) for s in runs]
-    if any(r.stop_reason == "time_limit" for r in results):
-        cut_short()  # stopped by the time limit: not an answer to share
-    return (lm, results, time_limit, *_reproductions(model_name, kind, runs, prompt, emd))
+    checked = []
+    for prompt in prompts:
+        try:
+            work = generation_work(lm, prompt, runs[0])  # (the exact method's: the prefix cache reads less)
+            if len(runs) > 1:
+                work = replace(work, tokens=work.tokens * len(runs), passes=work.passes * len(runs),
+                               what=f"{len(runs)} generations of {work.what}")
+            work.check(deployment().settings)  # refused before it runs
+            check_prompt(lm, prompt, runs[0])
+            checked.append(prompt)
+        except ValueError as err:
+            checked.append(err)
+    prompts = [p for p in checked if isinstance(p, str)]
+    written = [generate_together(lm, prompts, s, progress=True, time_limit=time_limit) for s in runs] if prompts else []
+    answers = iter(zip(*written))
+    return [c if isinstance(c, ValueError) else (lm, list(next(answers))) for c in checked]
+
+
+def batch_note(batch: int, seconds: float, batchable: bool) -> str:
+    """Said under an output written in one batch with other requests, or that could not be (HTML;
+    empty when it ran alone as any request would)."""
+    if batch == 1:
+        return "" if batchable or not batching() else message(
+            "Beam search, the prefix cache and parallel unmasking write one request at a time: requests of "
+            "others waiting at the same time are not batched with this one.", "note")
+    others = f"{batch - 1} other request{'' if batch == 2 else 's'}"
+    return message(f"Written in one batch with {others} of this model and settings, waiting at the same time: "
+                   f"{seconds:.2f} s for all of them. Its text is what it writes alone; the work counts are its own.",
+                   "note")
 
 
 def _reproductions(model_name, kind, runs, prompt, emd="auto") -> tuple[str, str]:
@@ -363,7 +403,7 @@ DECODING = Own("decoding", "exact (the paper's method, re-reads the whole prompt
                            "exact first, side by side; counts as two generations)", "exact")
 
 
-@handler("generate", MaskedGenerationOutputs.showing, runs=masked_runs, estimate=generation_estimate)
+@handler("generate", MaskedGenerationOutputs.showing, runs=masked_runs, estimate=generation_estimate, batches=True)
 @endpoint(PROMPT, MODEL, *SHARED, DECODING, Setting(GenerationSettings, "cache_refresh"), EMD,
           Setting(GenerationSettings, "parallel_threshold"), CHAT, builds=GenerationSettings, fixed=TRACED)
 def generate_masked(prompt, model_name, settings: GenerationSettings, decoding, emd,
@@ -373,18 +413,19 @@ def generate_masked(prompt, model_name, settings: GenerationSettings, decoding, 
     approximate prefix cache) or compare (both side by side). Also returns the decoding playback
     (of the exact run when comparing)."""
     runs = [_with_cache(settings, cache) for cache in masked_caches(decoding)]
-    lm, results, time_limit, python, shell = _run(prompt, model_name, "masked", runs, emd)
+    lm, results, time_limit, note, python, shell = _run(prompt, model_name, "masked", runs, emd)
     shown = results[0]  # compare: the exact run (the paper's method) fills the usual outputs
     compared = comparison(*results, settings.cache_refresh) if len(results) == 2 else ""
     run = run_id(prompt, shown.token_ids, shown.seconds)
-    return MaskedGenerationOutputs(text=shown.text, stats=_stats(lm, shown, time_limit, settings.cache_refresh),
+    return MaskedGenerationOutputs(text=shown.text, stats=_stats(lm, shown, time_limit, settings.cache_refresh)
+                                   + note,
                                    trace=playback(shown.steps, "masked", run, newline_note(lm, prompt)),
                                    compare=compared, python=python, shell=shell,
                                    run=dict(steps=shown.steps, text=shown.text, settings=setting_items(settings, decoding),
                                             id=run, prompt=prompt, model=lm.name))
 
 
-@handler("generate", AnyOrderOutputs.showing, estimate=generation_estimate)
+@handler("generate", AnyOrderOutputs.showing, estimate=generation_estimate, batches=True)
 @endpoint(PROMPT, MODEL, *SHARED, *setting_args(GenerationSettings, "order", "tokens_per_step", "block_length", "remask"),
           EMD, CHAT, *setting_args(GenerationSettings, "masks_ahead", "confidence_threshold"),
           builds=GenerationSettings, defaults=ANY_ORDER_DEFAULTS, fixed=dict(TRACED, window="block"))
@@ -392,9 +433,10 @@ def generate_any_order(prompt, model_name, settings: GenerationSettings, emd, pr
     """Continue a prompt with a masked LM the masked-diffusion way: a block of masks after the
     text, filled in any order, several tokens a step; the next block when it is full. Also
     returns the playback, each token marked with the step that wrote it."""
-    lm, (result,), time_limit, python, shell = _run(prompt, model_name, "masked", [settings], emd)
+    lm, (result,), time_limit, note, python, shell = _run(prompt, model_name, "masked", [settings], emd)
     steps = f"{result.steps_run} steps for {len(result.token_ids)} tokens. {writing_line(result, settings)}"
-    return AnyOrderOutputs(text=result.text, stats=message(steps.strip(), "note") + _stats(lm, result, time_limit),
+    return AnyOrderOutputs(text=result.text, stats=message(steps.strip(), "note") + _stats(lm, result, time_limit)
+                           + note,
                            trace=playback(result.steps, "any_order", run_id(prompt, result.token_ids, result.seconds),
                                           newline_note(lm, prompt)),
                            python=python, shell=shell)
@@ -414,7 +456,8 @@ def previous_run_view(compare: bool, previous: dict | None, current: dict | None
                     f"Changed since: {changed}. It wrote: “{quoted(previous['text'])}”")
 
 
-@handler("generate", CausalGenerationOutputs.showing, estimate=generation_estimate, models={"model_name": "causal"})
+@handler("generate", CausalGenerationOutputs.showing, estimate=generation_estimate, models={"model_name": "causal"},
+         batches=True)
 @endpoint(PROMPT, MODEL, *SHARED, builds=GenerationSettings, fixed=TRACED)
 def generate_causal(prompt, model_name, settings: GenerationSettings, progress=gr.Progress(track_tqdm=True)):
     """Continue a prompt with a causal LM (left to right, transformers' generate()). Also returns
@@ -423,8 +466,10 @@ def generate_causal(prompt, model_name, settings: GenerationSettings, progress=g
         return CausalGenerationOutputs.showing(message("Skipped: no causal LM picked.", "note"))
     # The padding masks are the masked LM's (the page shares its settings between both sides): a
     # causal LM has none, so its side checks them with the rest, then leaves them out.
-    lm, (result,), time_limit, python, shell = _run(prompt, model_name, "causal", [replace(settings, padding_masks=None)])
-    return CausalGenerationOutputs(text=result.text, stats=_stats(lm, result, time_limit), python=python,
+    lm, (result,), time_limit, note, python, shell = _run(prompt, model_name, "causal",
+                                                           [replace(settings, padding_masks=None)])
+    return CausalGenerationOutputs(text=result.text, stats=_stats(lm, result, time_limit) + note,
+                                   python=python,
                                    shell=shell, trace=playback(result.steps, "causal", run_id(prompt, result.token_ids, result.seconds),
                                                                newline_note(lm, prompt)))
 
