@@ -310,8 +310,10 @@ class ModelSettings:
     kind: Literal[KINDS] | None = Field(None, description=
         "load as a masked or causal LM (default: the family's natural kind)", json_schema_extra=dict(what="model kind"))
     device: str = Field("auto", description="cpu, cuda, cuda:1, ... (auto: cuda if any)")
-    dtype: Literal[DTYPES] = Field("float32", description="the weights' precision (float32: exact)",
-                                   json_schema_extra=dict(more=
+    dtype: Literal[DTYPES + ("auto",)] = Field("float32", description="the weights' precision (float32: exact)",
+                                              json_schema_extra=dict(more=
+        "auto: bfloat16 where this machine multiplies it at least 2x faster than float32 at the "
+        "model's width (measured once, demo.engine.precision), else float32. "
         "float16: scores moved by at most 0.09 nats, every ranking and greedy output kept, no "
         "faster on a CPU. bfloat16: 1.6-2.3x faster scoring on an AVX-512 CPU, scores moved by up "
         "to 0.5 nats, near-ties can flip, 2 of 12 greedy outputs changed. On an H100 float16 kept "
@@ -922,8 +924,12 @@ class AppSettings(BaseSettings):
         "a class's first press of each step is answered at once")
     max_models: Count = Field(3, description="models kept loaded (least recently used dropped)")
     max_model_gb: Amount = Field(8.0, description="their total parameter memory")
+    cpu_dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description=
+        "weights' precision where the app runs on a CPU: auto takes bfloat16 where a matrix multiply at "
+        "the model's width measures at least 2x float32's speed (CPUs with AMX or AVX-512 BF16), "
+        "float32 elsewhere; each run's model line says which and why")
     gpu_dtype: Literal[DTYPES] = Field("float16", description=
-        "weights' precision where the app runs on a GPU (float32 on a CPU). float16 kept every "
+        "weights' precision where the app runs on a GPU. float16 kept every "
         "ranking and greedy output of float32 and scored 1.2-2.5x faster on an H100, scores moved by "
         "at most 0.07 nats (benchmarks/bench_precision.py --device cuda, docs/method.md section 3)")
     max_prompt_chars: Count = Field(6000, description="characters of a prompt or context")

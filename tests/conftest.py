@@ -30,6 +30,7 @@ os.environ.update(
     HF_HUB_OFFLINE="1",  # tests run offline, as CI does
     DEMO_LOCAL_MODELS=str(STANDIN_MLM),  # the app loads local files only from its list: the tests' list
     DEMO_WARM_LESSON="False",  # an app started by a test computes no lesson unless the test asks
+    DEMO_CPU_DTYPE="float32",  # the precision the tests check is theirs, not what this CPU measures
 )
 
 

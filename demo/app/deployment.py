@@ -83,7 +83,7 @@ class Deployment:
         return load_model(location, kind=kind, **options)
 
     def dtype(self) -> str:
-        """The weights' precision the app loads models in: ``gpu_dtype`` on a GPU, float32 on a CPU
-        (where half precision measured no faster or changed outputs: docs/method.md section 3)."""
+        """The weights' precision the app loads models in: ``gpu_dtype`` on a GPU, ``cpu_dtype`` on
+        a CPU ("auto": measured at each model's width, ``demo.engine.precision``)."""
         import torch
-        return self.settings.gpu_dtype if torch.cuda.is_available() else "float32"
+        return self.settings.gpu_dtype if torch.cuda.is_available() else self.settings.cpu_dtype

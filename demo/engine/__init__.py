@@ -4,6 +4,7 @@ one settings object, applies the text conventions itself, and knows nothing of t
 - ``sources``       where a model comes from (Hub id, folder, GGUF file), without torch
 - ``families``      what each family has and supports (one table), and each family's own code (a package)
 - ``models``        ``load_model``: one entry point for masked and causal LMs; bounded cache
+- ``precision``     the weights' precision left to the machine: bfloat16 where it measures 2x float32
 - ``text``          the text conventions: newline marker, junction space
 - ``reading``       what a masked LM's head reads (the last layer, or DeBERTa's enhanced mask decoder)
 - ``heads``         a model's prediction head on its own: hidden states to logits at chosen positions
@@ -18,6 +19,7 @@ one settings object, applies the text conventions itself, and knows nothing of t
 - ``block_cache``   the same for writing block by block: what precedes the open block kept (Fast-dLLM)
 - ``parallel_unmasking`` the padding masks' confident guesses written without a pass of their own
 - ``decoding``      one run of transformers' ``generate()`` over either kind, and what it did
+- ``batch_rows``    requests decoded together by ``generate()``: each request's rows, as it runs alone
 - ``generation``    one ``generate()`` for masked and causal LMs
 - ``unmasking``     the any-order unmasking loop: k tokens a step, in an order, sliding or block by block
 - ``sampling``      how a written token is drawn: transformers' processors, for generate() and unmasking alike

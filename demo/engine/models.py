@@ -25,6 +25,7 @@ from .. import settings
 from ..settings import AppSettings, ModelSettings
 from . import sources
 from .families import FAMILIES, Family, deberta, family_of, max_positions, pretrained_length
+from .precision import Precision, choose
 from .sources import ModelSource, label, resolve
 from .text import newline_survives
 
@@ -76,6 +77,9 @@ class LoadedModel:
     emd_note: str | None = None
     # The Hub commit its files came from (what a branch or tag resolved to); None for a local model
     revision: str | None = None
+    # Why it runs in its precision where that was left to the machine (dtype "auto":
+    # ``demo.engine.precision``); None where the caller chose it
+    precision: Precision | None = None
 
     @property
     def label(self) -> str:
@@ -228,7 +232,9 @@ def _load_uncached(source: ModelSource, o: ModelSettings, device: torch.device) 
         raise ValueError(f"'{shown}' is a {family.kind} LM ({config.model_type}), not a {kind} one: "
                          f"pick a {kind} LM here.")
 
-    kwargs = dict(extra, dtype=DTYPES[o.dtype], trust_remote_code=remote_code, output_loading_info=True)
+    dtype, precision = _weights_dtype(o.dtype, config, device, packed="gguf_file" in extra)
+    prepare_attention(device, dtype)
+    kwargs = dict(extra, dtype=DTYPES[dtype], trust_remote_code=remote_code, output_loading_info=True)
     if o.device_map is not None:  # model parallel: accelerate places the layers across devices
         kwargs["device_map"] = o.device_map
     auto_class = AutoModelForMaskedLM if kind == "masked" else AutoModelForCausalLM
@@ -250,10 +256,20 @@ def _load_uncached(source: ModelSource, o: ModelSettings, device: torch.device) 
     if kind == "masked" and family.emd:
         note = _switch_emd(model, config, o.emd, shown, remote_code,
                            lambda: deberta.weight_files(location, local, extra.get("revision")))
-    lm = _wrap(name, kind, model, tokenizer, config, family, local, note)
+    lm = replace(_wrap(name, kind, model, tokenizer, config, family, local, note), precision=precision)
     if o.device_map is None:  # (with a device_map, accelerate has placed it)
         model.to(device)
     return lm
+
+
+def _weights_dtype(dtype: str, config, device: torch.device, packed: bool) -> tuple[str, Precision | None]:
+    """The dtype the weights load in, and why where it was left to the machine ("auto": measured
+    here at the model's width, ``demo.engine.precision``)."""
+    if dtype != "auto":
+        return dtype, None
+    chosen = choose(getattr(config, "hidden_size", None) or getattr(config, "n_embd", 768),
+                    "cpu" if device.type == "cpu" else str(device), packed)
+    return chosen.dtype, chosen
 
 
 def _gguf_bar_follows_the_switch() -> None:
@@ -404,7 +420,6 @@ def load_model(name: str, options: ModelSettings | None = None, *,
     """
     o = replace(options, model=name, **keywords) if options else ModelSettings(model=name, **keywords)
     dev = _pick_device(o.device)
-    prepare_attention(dev, o.dtype)
     source = resolve(name)
     # Keyed on where the weights are, not on the spelling ("m" and "m/" are one model), and on
     # the kind the files tell when the caller leaves it to the model.

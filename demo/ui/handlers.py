@@ -146,10 +146,25 @@ def _import_core(settings: AppSettings) -> None:
         from ..evaluation import haystack  # noqa: F401
         models.CACHE.bound(settings.max_models, settings.max_model_gb)  # the deployment's bounds
         print(f"{CORE_READY_MESSAGE} in {time.perf_counter() - start:.1f} s", flush=True)
+        print(f"demo: {precision_line(settings)}", flush=True)
     except Exception:  # the handler will import again and show the error in the page
         log.exception("background import of the core failed")
     finally:
         _CORE_IMPORT.release()  # taken by import_core_in_background (a Lock may be released here)
+
+
+def precision_line(settings: AppSettings) -> str:
+    """The precision models load in here, and why (for the start-up log)."""
+    import torch
+
+    from ..engine.precision import choose
+    if torch.cuda.is_available():
+        return f"models load in {settings.gpu_dtype} on the GPU (DEMO_GPU_DTYPE)"
+    if settings.cpu_dtype != "auto":
+        return f"models load in {settings.cpu_dtype} on the CPU (DEMO_CPU_DTYPE)"
+    chosen = choose(768)
+    return (f"CPU precision auto (DEMO_CPU_DTYPE): each model measured at its own width when it loads; at 768 "
+            f"wide {chosen.dtype}: {chosen.why}")
 
 
 def import_core_in_background(settings: AppSettings) -> threading.Thread:

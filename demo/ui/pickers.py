@@ -5,6 +5,7 @@ be a DeBERTa."""
 import gradio as gr
 
 from ..app.catalog import Catalog, standin_note
+from ..engine.precision import BFLOAT16_AGREEMENT
 from ..settings import ModelSettings
 from .common import deployment, escape, message
 from .run_marker import run_ends, run_starts
@@ -90,11 +91,21 @@ def model_note(lm) -> str:
     line = (f"<code>{escape(name)}</code> · {lm.kind} · "
             f"{escape(lm.family.name)} · {lm.n_parameters / 1e6:,.0f}M parameters · {where} · "
             f"{lm.device.type} · {str(lm.dtype).removeprefix('torch.')}")
+    if getattr(lm, "precision", None):  # left to the machine: why this one
+        line += f' <span class="demo-precision" title="{escape(lm.precision.why)}">({escape(precision_words(lm))})</span>'
     if getattr(lm, "emd", False):
         line += " · head: enhanced mask decoder"
     caveat = standin_note(lm.name)
     notes = [note for note in (caveat, getattr(lm, "emd_note", None)) if note]
     return line + "".join(message(note, "note") for note in notes)
+
+
+def precision_words(lm) -> str:
+    """Why a model left to the machine runs in its precision, short (the whole measurement is the
+    title), and for bfloat16 how far it was measured to keep float32's answers."""
+    if lm.precision.dtype != "bfloat16":
+        return lm.precision.short
+    return f"{lm.precision.short}; {BFLOAT16_AGREEMENT}"
 
 
 def emd_radio(elem_id: str, masked_picker):
