@@ -232,7 +232,7 @@ def _load_uncached(source: ModelSource, o: ModelSettings, device: torch.device) 
         raise ValueError(f"'{shown}' is a {family.kind} LM ({config.model_type}), not a {kind} one: "
                          f"pick a {kind} LM here.")
 
-    dtype, precision = _weights_dtype(o.dtype, config, device, packed="gguf_file" in extra)
+    dtype, precision = _weights_dtype(o.dtype, config, device)
     prepare_attention(device, dtype)
     kwargs = dict(extra, dtype=DTYPES[dtype], trust_remote_code=remote_code, output_loading_info=True)
     if o.device_map is not None:  # model parallel: accelerate places the layers across devices
@@ -262,13 +262,13 @@ def _load_uncached(source: ModelSource, o: ModelSettings, device: torch.device) 
     return lm
 
 
-def _weights_dtype(dtype: str, config, device: torch.device, packed: bool) -> tuple[str, Precision | None]:
+def _weights_dtype(dtype: str, config, device: torch.device) -> tuple[str, Precision | None]:
     """The dtype the weights load in, and why where it was left to the machine ("auto": measured
     here at the model's width, ``demo.engine.precision``)."""
     if dtype != "auto":
         return dtype, None
     chosen = choose(getattr(config, "hidden_size", None) or getattr(config, "n_embd", 768),
-                    "cpu" if device.type == "cpu" else str(device), packed)
+                    "cpu" if device.type == "cpu" else str(device))
     return chosen.dtype, chosen
 
 

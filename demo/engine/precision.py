@@ -45,14 +45,9 @@ def matmul_gflops(width: int, dtype: str, device: str = "cpu") -> float:
     return 2 * TOKENS * width * 4 * width / best / 1e9
 
 
-def choose(width: int, device: str = "cpu", packed: bool = False) -> Precision:
+def choose(width: int, device: str = "cpu") -> Precision:
     """bfloat16 where it multiplies at least ``AUTO_GAIN`` times faster than float32 at ``width``
-    on ``device``, else float32; why, with the measured speeds. ``packed``: GGUF weights, which
-    transformers keeps quantized, multiplied by kernels that compute in float32 whatever the
-    dtype (bfloat16 would only add casts)."""
-    if packed:
-        return Precision("float32", "auto: its GGUF weights stay packed, multiplied in float32 whatever the dtype",
-                         "auto: GGUF weights compute in float32")
+    on ``device``, else float32; why, with the measured speeds."""
     fp32, bf16 = matmul_gflops(width, "float32", device), matmul_gflops(width, "bfloat16", device)
     gain = bf16 / fp32
     said = (f"a {width}-wide matrix multiply measured {bf16:,.0f} GFLOP/s in bfloat16, {fp32:,.0f} in float32 "
