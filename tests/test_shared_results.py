@@ -72,6 +72,62 @@ def test_an_error_reaches_every_waiting_request_and_is_not_kept():
     assert len(calls) == 2
 
 
+def test_each_waiting_request_raises_an_error_of_its_own():
+    """One error object raised in many threads would carry each thread's traceback into the
+    others': every request that waited raises a copy, with the leader's type and words."""
+    results, release, errors, asked = SharedResults(8), threading.Event(), [], set()
+
+    def failing():
+        release.wait(timeout=30)
+        raise ValueError("bad input")
+
+    def call():
+        def wanted():  # asked by a request waiting for the leader's answer
+            asked.add(threading.get_ident())
+            return True
+        try:
+            results.get("k", failing, wanted)
+        except ValueError as err:
+            errors.append(err)
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    threads[0].start()
+    while not results._entries:  # the first request leads
+        time.sleep(0.01)
+    for thread in threads[1:]:
+        thread.start()
+    while len(asked) < 3:  # the three others wait for its answer
+        time.sleep(0.01)
+    release.set()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert [str(e) for e in errors] == ["bad input"] * 4 and len({id(e) for e in errors}) == 4
+
+
+def test_a_request_whose_client_left_stops_waiting_for_the_shared_answer():
+    """Waiting for an identical request's answer, a request nobody waits for any more is dropped
+    (Abandoned) at once, without the answer, and the leader goes on for the others."""
+    results, release, wanted, outcome = SharedResults(8), threading.Event(), threading.Event(), []
+    wanted.set()
+    leader = threading.Thread(target=lambda: outcome.append(results.get("k", lambda: release.wait(30) and "answer")))
+
+    def follower():
+        try:
+            results.get("k", lambda: "computed again", wanted.is_set)
+        except Abandoned:
+            outcome.append("abandoned")
+    leader.start()
+    while not results._entries:
+        time.sleep(0.01)
+    waiting = threading.Thread(target=follower)
+    waiting.start()
+    wanted.clear()  # its client leaves
+    waiting.join(timeout=30)
+    assert outcome == ["abandoned"] and not results.ready("k")
+    release.set()
+    leader.join(timeout=30)
+    assert outcome[1].value == "answer" and results.computed == 1
+
+
 def test_a_run_cut_short_is_given_to_those_waiting_but_not_kept():
     results, calls = SharedResults(8), []
 

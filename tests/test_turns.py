@@ -119,3 +119,30 @@ def test_a_waiting_request_is_told_its_place_and_the_wait_at_the_recent_pace(mon
     _class_behind_first("test-pace", [(None, "b")], engine)
     assert said == ["waiting for its turn: 1 request of this kind ahead, running or waiting, about 30 s at the "
                     "recent pace"]
+
+
+def test_waiting_requests_take_their_turns_in_the_order_they_came():
+    """First come, first served: requests that wait for a kind's one turn run in the order they
+    asked, not in whichever order their threads wake."""
+    from demo.ui import turns
+    order, hold = [], threading.Event()
+
+    @turns.takes_turns("test-order")
+    def run(name):
+        order.append(name)
+        if name == "first":
+            hold.wait(timeout=30)
+    line = turns._turns("test-order").line
+    threads = [threading.Thread(target=run, args=("first",))]
+    threads[0].start()
+    while not order:
+        time.sleep(0.01)
+    for i in range(8):  # each asks once the one before it is in line
+        threads.append(threading.Thread(target=run, args=(f"r{i}",)))
+        threads[-1].start()
+        while len(line) < i + 1:
+            time.sleep(0.01)
+    hold.set()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert order == ["first"] + [f"r{i}" for i in range(8)]

@@ -14,6 +14,7 @@ No library does this for us: Gradio caches examples, not requests, and functools
 wait for a call in flight nor say who shared an answer.
 """
 
+import copy
 import threading
 import time
 from collections import OrderedDict
@@ -22,6 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+WANTED_POLL_S = 0.2  # how often a request waiting for an identical one's answer asks if it is still wanted
 # set by a handler whose run stopped early (a time limit): its answer is not kept for others
 _CUT_SHORT: ContextVar[list | None] = ContextVar("cut_short", default=None)
 # set around work whose answers stay until forgotten (pinned): a lesson computed in advance
@@ -59,6 +61,15 @@ class Shared:
 
 class Abandoned(Exception):
     """The request computing an answer went away before it finished (its client left)."""
+
+
+def own_copy(error: BaseException) -> BaseException:
+    """An error handed to several waiting requests, as one of them raises it: a copy of its own,
+    so one request's traceback and context are never written into the others'."""
+    try:
+        return copy.copy(error)
+    except Exception:  # noqa: BLE001 (an exception class that cannot be copied: its message)
+        return RuntimeError(str(error))
 
 
 @dataclass
@@ -127,11 +138,14 @@ class Claim:
         self.entry.error = error
         self.results._settle(self, computed=True)
 
-    def wait(self) -> Shared:
-        """The leader's answer (raises the leader's error; :class:`Abandoned` if it went away)."""
-        self.entry.done.wait()
+    def wait(self, wanted: Callable[[], bool] = lambda: True) -> Shared:
+        """The leader's answer (raises the leader's error; :class:`Abandoned` if it went away, or
+        if ``wanted()`` turns false while waiting: this request's own client left)."""
+        while not self.entry.done.wait(WANTED_POLL_S):
+            if not wanted():
+                raise Abandoned()
         if self.entry.error is not None:
-            raise self.entry.error
+            raise own_copy(self.entry.error)
         return self.results._settle(self, computed=False)
 
 
@@ -157,17 +171,20 @@ class SharedResults:
             self._entries.move_to_end(key)
             return Claim(self, key, entry, leader)
 
-    def get(self, key: str, compute: Callable[[], Any]) -> Shared:
+    def get(self, key: str, compute: Callable[[], Any], wanted: Callable[[], bool] = lambda: True) -> Shared:
         """The answer for ``key``: computed now, awaited from the identical request computing it,
         or the stored one. An error is raised to every request that waited for that run, and not
         stored (the next request tries again); if the leader went away, a waiting request
-        computes it itself."""
+        computes it itself. A request whose ``wanted()`` turns false stops waiting
+        (:class:`Abandoned`)."""
         while True:
             claim = self.claim(key)
             if not claim.leader:
                 try:
-                    return claim.wait()
+                    return claim.wait(wanted)
                 except Abandoned:
+                    if not wanted():
+                        raise
                     continue
             try:
                 with claim.computing():

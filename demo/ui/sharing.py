@@ -13,6 +13,7 @@ from ..app.shared_results import Abandoned, SharedResults
 from ..evaluation.identity import request_identity
 from ..settings import AppSettings
 from .common import deployment, message
+from .gradio_mends import still_wanted
 from .loading import load
 
 # The answers identical requests share, kept less long than the downloads they name
@@ -64,9 +65,11 @@ def _sharing(fn, error_outputs, models: dict, shareable, said: bool):
             claim = RESULTS.claim(key)
             while not claim.leader:
                 try:
-                    yield noted(claim.wait())
+                    yield noted(claim.wait(still_wanted))
                     return
                 except Abandoned:
+                    if not still_wanted():
+                        raise
                     claim = RESULTS.claim(key)
             yield from claim.lead(fn(*args, **kwargs))
         return streaming
@@ -76,7 +79,7 @@ def _sharing(fn, error_outputs, models: dict, shareable, said: bool):
         key = key_of(args, kwargs)
         if key is None:
             return fn(*args, **kwargs)
-        return noted(RESULTS.get(key, lambda: fn(*args, **kwargs)))
+        return noted(RESULTS.get(key, lambda: fn(*args, **kwargs), still_wanted))
     return wrapper
 
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
-from ..app.shared_results import Abandoned
+from ..app.shared_results import Abandoned, own_copy
 from .common import deployment
 from .gradio_mends import still_wanted
 from .loading import say
@@ -58,47 +58,53 @@ class _Waiting:
 
     def result(self):
         if self.error is not None:
-            raise self.error
+            raise own_copy(self.error)
         return self.answer, self.batch
 
 
 class _Turns:
-    """A kind's turns: how many run and wait, and the items waiting to be batched, by key."""
+    """A kind's turns: how many run, the requests waiting for one in the order they came, and the
+    items waiting to be batched, by key."""
 
     def __init__(self, runs: int):
         self.runs = runs
         self.running = 0
-        self.asking = 0  # running or waiting
-        self.changed = threading.Condition()  # a turn given back, or a batch run
+        self.line: list[object] = []  # the requests waiting for a turn, first come first
+        self.changed = threading.Condition()  # a turn given back, a request gone, or a batch run
         self.waiting: dict[Hashable, list[_Waiting]] = {}
         self.pace: float | None = None  # recent seconds of model run per request (a moving average)
 
     def take(self, answered: Callable[[], bool] = lambda: False) -> bool:
-        """True once a turn is this request's; False if ``answered()`` comes true first (a
-        batch ran its item). :class:`Cancelled` if nobody waits for the request any more."""
+        """True once a turn is this request's (first come, first served); False if ``answered()``
+        comes true first (a batch ran its item). :class:`Cancelled` if nobody waits for the
+        request any more."""
+        me = object()
         with self.changed:
-            ahead = self.asking
-            self.asking += 1
-        try:
-            if ahead >= self.runs:
-                wait = "" if self.pace is None else f", about {max(1, round(ahead * self.pace / self.runs))} s at the recent pace"
-                say(f"waiting for its turn: {ahead} request{'' if ahead == 1 else 's'} of this kind ahead, "
-                    f"running or waiting{wait}")
-            with self.changed:
-                while self.running >= self.runs and not answered():
+            ahead = self.running + len(self.line)
+            self.line.append(me)
+        if ahead >= self.runs:
+            wait = "" if self.pace is None else f", about {max(1, round(ahead * self.pace / self.runs))} s at the recent pace"
+            say(f"waiting for its turn: {ahead} request{'' if ahead == 1 else 's'} of this kind ahead, "
+                f"running or waiting{wait}")
+        with self.changed:
+            try:
+                while not answered() and not self._mine(me):
                     if not still_wanted():
                         raise Cancelled()
                     self.changed.wait(POLL_S)
                 if answered():
-                    self.asking -= 1
                     return False
                 if not still_wanted():
                     raise Cancelled()
                 self.running += 1
                 return True
-        except BaseException:
-            self._left()
-            raise
+            finally:
+                self.line.remove(me)
+                self.changed.notify_all()  # the next in line may go, or move up
+
+    def _mine(self, me: object) -> bool:
+        """Whether ``me`` is among the first in line for the turns free now."""
+        return self.line.index(me) < self.runs - self.running
 
     def give_back(self, seconds: float, requests: int = 1) -> None:
         """The turn back, after ``seconds`` of model run for ``requests`` requests."""
@@ -108,11 +114,6 @@ class _Turns:
                 self.pace = each if self.pace is None else 0.7 * self.pace + 0.3 * each
             self.running -= 1
             self.changed.notify_all()
-        self._left()
-
-    def _left(self) -> None:
-        with self.changed:
-            self.asking -= 1
 
     def gather(self, key: Hashable, mine: _Waiting, most: int) -> list[_Waiting]:
         """``mine`` and up to ``most - 1`` items waiting with the same key, taken out of the wait
