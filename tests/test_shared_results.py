@@ -333,3 +333,23 @@ def test_a_request_that_differs_in_any_argument_is_another_run(endpoint, monkeyp
 
 def _consume(answer):
     return list(answer) if inspect.isgenerator(answer) else answer
+
+
+@needs_standin
+def test_a_requests_identity_loads_no_model(monkeypatch):
+    """The key identical requests share is found without loading their model (a model loads in
+    a turn only): as asked for while it is not in memory, as loaded once it is."""
+    from demo.engine import models
+    from demo.evaluation.identity import model_identity
+    from demo.ui import sharing
+    from demo.ui.common import deployment
+    real, loads = models._load_uncached, []
+    monkeypatch.setattr(models, "_load_uncached", lambda *args: loads.append(args) or real(*args))
+    models.CACHE.clear()
+    asked = sharing._models({"model_name": "masked"}, {"model_name": STANDIN_MLM.name, "emd": "auto"})
+    assert loads == [] and asked == {"model_name": {"asked": STANDIN_MLM.name, "kind": "masked", "emd": "auto",
+                                                    "dtype": "float32"}}
+    lm = deployment().load(STANDIN_MLM.name, "masked")
+    assert len(loads) == 1
+    loaded = sharing._models({"model_name": "masked"}, {"model_name": STANDIN_MLM.name, "emd": "auto"})
+    assert loaded == {"model_name": model_identity(lm)} and len(loads) == 1

@@ -82,6 +82,19 @@ class Deployment:
         options.setdefault("dtype", self.dtype())
         return load_model(location, kind=kind, **options)
 
+    def in_memory(self, name: str, kind: str | None = None, **options):
+        """The model :meth:`load` would give, if it is in memory already; None where it would load
+        or cannot (nothing is downloaded, read or loaded here)."""
+        try:
+            location = self.location(name)
+        except ValueError:
+            return None
+        from ..engine.models import REMOTE_CODE_ALLOWLIST, in_memory  # torch
+
+        options.setdefault("trust_remote_code", location in REMOTE_CODE_ALLOWLIST)
+        options.setdefault("dtype", self.dtype())
+        return in_memory(location, kind=kind, **options)
+
     def dtype(self) -> str:
         """The weights' precision the app loads models in: ``gpu_dtype`` on a GPU, ``cpu_dtype`` on
         a CPU ("auto": measured at each model's width, ``demo.engine.precision``)."""

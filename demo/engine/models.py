@@ -374,6 +374,10 @@ class _ModelCache:
                     self._models.popitem(last=False)
             return lm
 
+    def peek(self, key):
+        """The model under ``key`` if it is in memory, else None (never loads)."""
+        return self._lookup(key)
+
     def _lookup(self, key):
         with self._lock:
             if key in self._models:
@@ -418,6 +422,18 @@ def load_model(name: str, options: ModelSettings | None = None, *,
     Raises ValueError with a readable message for unknown ids, folders that are not models,
     missing heads.
     """
+    o, dev, source, key = _asked(name, options, keywords)
+    return CACHE.get(key, lambda: _load_uncached(source, o, dev), loading)
+
+
+def in_memory(name: str, options: ModelSettings | None = None, **keywords) -> LoadedModel | None:
+    """What :func:`load_model` with these arguments gives, if that model is in memory already;
+    None where it would load (nothing is read or loaded here)."""
+    return CACHE.peek(_asked(name, options, keywords)[3])
+
+
+def _asked(name: str, options: ModelSettings | None, keywords: dict):
+    """(the settings, the device, where the weights are, the cache's key) of a load."""
     o = replace(options, model=name, **keywords) if options else ModelSettings(model=name, **keywords)
     dev = _pick_device(o.device)
     source = resolve(name)
@@ -425,7 +441,7 @@ def load_model(name: str, options: ModelSettings | None = None, *,
     # the kind the files tell when the caller leaves it to the model.
     key = (source.location, tuple(sorted(source.extra.items())), o.kind or source.kind, str(dev), o.dtype,
            o.revision, o.trust_remote_code, str(o.device_map), o.emd)
-    return CACHE.get(key, lambda: _load_uncached(source, o, dev), loading)
+    return o, dev, source, key
 
 
 def random_model(folder: str | Path, kind: str | None = None, seed: int = 0, shrink: bool = True,

@@ -137,9 +137,9 @@ class Identity:
 
 def request_identity(endpoint: str, models: dict, arguments: dict) -> Identity:
     """The identity of one request to the app: its ``endpoint``, each model it loads (by argument
-    name: a ``LoadedModel``, as :func:`model_identity` reads it) and its ``arguments`` by name (a
+    name: its identity, :func:`model_identity` where it is loaded) and its ``arguments`` by name (a
     whole number is one value whether it came as 10 or 10.0, as page and API may send it)."""
-    return Identity({"endpoint": endpoint, "models": {name: model_identity(lm) for name, lm in models.items()},
+    return Identity({"endpoint": endpoint, "models": models,
                      "arguments": {name: _one_number(value) for name, value in arguments.items()}})
 
 

@@ -10,11 +10,10 @@ import time
 
 from ..app.downloads import KEEP_SECONDS
 from ..app.shared_results import Abandoned, SharedResults
-from ..evaluation.identity import request_identity
+from ..evaluation.identity import model_identity, request_identity
 from ..settings import AppSettings
 from .common import deployment, message
 from .gradio_mends import still_wanted
-from .loading import load
 
 # The answers identical requests share, kept less long than the downloads they name
 RESULTS = SharedResults(AppSettings().shared_results, max_age_s=KEEP_SECONDS / 2)
@@ -27,11 +26,21 @@ def reproducible(arguments: dict) -> bool:
     return not random or arguments.get("seed") not in (None, "")
 
 
-def _loaded(models: dict, arguments: dict) -> dict:
-    """The models a request loads, by argument name (none for an empty picker: that side skips)."""
-    emd = arguments.get("emd", "auto")
-    return {name: load(arguments[name], kind, emd if kind == "masked" else "auto")
-            for name, kind in models.items() if arguments.get(name)}
+def _models(models: dict, arguments: dict) -> dict:
+    """The identity of each model a request loads, by argument name (none for an empty picker:
+    that side skips), found without loading it: where it is in memory, the model as loaded
+    (``model_identity``); where it is not, as asked for (its name, kind and head, and the
+    deployment's precision), so identical requests still share one run while it loads, inside a
+    turn, and a request's identity never loads a model outside one."""
+    emd, dtype = arguments.get("emd", "auto"), deployment().dtype()
+    identities = {}
+    for name, kind in models.items():
+        if arguments.get(name):
+            head = emd if kind == "masked" else "auto"
+            lm = deployment().in_memory(str(arguments[name]), kind, emd=head)
+            identities[name] = model_identity(lm) if lm is not None else {
+                "asked": str(arguments[name]), "kind": kind, "emd": head, "dtype": dtype}
+    return identities
 
 
 def shares(error_outputs, models: dict, shareable=None, said: bool = True):
@@ -53,7 +62,7 @@ def _sharing(fn, error_outputs, models: dict, shareable, said: bool):
         arguments = {k: v for k, v in bound.arguments.items() if k != "progress"}
         if not deployment().settings.share_results or not shareable(arguments):
             return None
-        return request_identity(fn.__name__, _loaded(models, arguments), arguments).digest
+        return request_identity(fn.__name__, _models(models, arguments), arguments).digest
 
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
