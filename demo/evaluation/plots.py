@@ -4,8 +4,10 @@ No gradio here: the app shows these figures, the command line saves them (``save
 """
 
 import colorsys
+import functools
 import html
 import itertools
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -208,13 +210,22 @@ def mask_sweep_plot(table: pd.DataFrame, title: str | None = None) -> go.Figure:
 # ---------------------------------------------------------------- saving
 
 
+@functools.cache
+def _cdn_script() -> str:
+    """The tag that loads plotly.js from its CDN, as plotly writes it (with its integrity hash). Made
+    once: plotly hashes its whole bundle again for every figure it writes so."""
+    html = go.Figure().to_html(include_plotlyjs="cdn", full_html=False)
+    return re.search(r'<script[^>]*src="https://cdn[^"]*"[^>]*></script>', html).group(0)
+
+
 def save_figure(fig: go.Figure, path: str | Path, offline: bool = True) -> Path:
     """Write a figure to .html or .png/.svg/.pdf (needs kaleido). An offline .html carries
     plotly.js whole; otherwise the page loads it from plotly's CDN, and the file holds only the figure."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix in (".html", ".htm"):
-        fig.write_html(path, include_plotlyjs=True if offline else "cdn")
+        html = fig.to_html(include_plotlyjs=offline, full_html=True)
+        path.write_text(html if offline else html.replace("</head>", _cdn_script() + "</head>", 1), encoding="utf-8")
     elif suffix in (".png", ".svg", ".pdf", ".jpg", ".jpeg", ".webp"):
         try:
             fig.write_image(path)
@@ -288,20 +299,18 @@ def _token_figure(z, text, hover, labels, title: str, colours: dict, colour_bar:
     cell = max(MIN_CELL_PX, CHAR_PX * longest + 10) if any(t for row in text for t in row) else BARE_CELL_PX
     tokens = max((len(row) for row in z), default=1)
     label_px = CHAR_PX * max((len(label) for label in labels), default=1) + 20
-    figure = go.Figure(go.Heatmap(
+    # one constructor: plotly validates what it is given once, where each update validates again
+    return go.Figure(go.Heatmap(
         z=z, text=text, customdata=hover, texttemplate="%{text}", textfont=dict(size=13),
         hovertemplate="%{customdata}<extra></extra>", y=labels, xgap=2, ygap=4,
-        colorbar=colour_bar, **colours))
-    figure.update_yaxes(autorange="reversed", tickfont=dict(size=12))
-    figure.update_xaxes(title="token position in the scored text", showgrid=False, zeroline=False)
-    # the title at the left edge: in view when the box scrolls, however wide the figure; the
-    # bottom margin holds the tick labels, the axis title and the colour bar under them
-    figure.update_layout(title=dict(text=title, font=dict(size=15), x=0, xanchor="left", xref="container",
-                                    pad=dict(l=10)),
-                         height=230 + 52 * len(labels), width=max(MIN_WIDTH_PX, label_px + tokens * cell + 20),
-                         margin=dict(l=10, r=10, t=40 + 22 * (title.count("<br>") + 1), b=120),
-                         plot_bgcolor="white")
-    return figure
+        colorbar=colour_bar, **colours), layout=dict(
+        yaxis=dict(autorange="reversed", tickfont=dict(size=12)),
+        xaxis=dict(title=dict(text="token position in the scored text"), showgrid=False, zeroline=False),
+        # the title at the left edge: in view when the box scrolls, however wide the figure; the
+        # bottom margin holds the tick labels, the axis title and the colour bar under them
+        title=dict(text=title, font=dict(size=15), x=0, xanchor="left", xref="container", pad=dict(l=10)),
+        height=230 + 52 * len(labels), width=max(MIN_WIDTH_PX, label_px + tokens * cell + 20),
+        margin=dict(l=10, r=10, t=40 + 22 * (title.count("<br>") + 1), b=120), plot_bgcolor="white"))
 
 
 def token_heatmap(scores, title: str = "Log-probability of each scored token",
