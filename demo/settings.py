@@ -905,12 +905,13 @@ class AppSettings(BaseSettings):
 
     concurrency: Count = Field(1, description=
         "model runs at a time of each kind: generating, scoring, probing (1 on CPU)")
-    answers_at_once: Count = Field(8, description=
-        "requests of a kind the queue lets in at once: shared answers and refusals go out while "
-        "`concurrency` of them run a model")
-    batch_requests: Count = Field(8, description=
-        "distinct rankings with the same model and settings that wait for a turn together run as one "
-        "batch of at most this many, each answer what it gets alone (1: one at a time; never on ZeroGPU)")
+    answers_at_once: Count = Field(32, description=
+        "requests of a kind the queue lets in at once (a class): shared answers and refusals go out, "
+        "and those waiting for a model are gathered into batches, while `concurrency` of them run a model")
+    batch_requests: Count = Field(16, description=
+        "distinct requests (generations, fills, rankings) with the same model and settings that wait for "
+        "a turn together run as one batch of at most this many, each answer what it gets alone (1: one "
+        "at a time; never on ZeroGPU)")
     queue_size: Count = Field(256, description=
         "requests waiting before new ones are refused (a class of 30 pressing buttons that each start "
         "two to four requests, twice over)")

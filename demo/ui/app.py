@@ -149,7 +149,10 @@ def serve(app: gr.Blocks, **kwargs) -> None:
     app.queue(default_concurrency_limit=max(settings.concurrency, settings.answers_at_once),
               max_size=settings.queue_size)
     sharing.RESULTS.max_entries = settings.shared_results
+    # a thread for every request let in of each kind (generating, scoring, probing), most of them
+    # waiting for their turn, and more for the page's quick events (Gradio's default is 40)
     options = dict(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                   max_threads=max(40, 3 * settings.answers_at_once + 16),
                    ssr_mode=False, show_error=False, footer_links=["api", "gradio"], head=FOOTER_STYLE,
                    prevent_thread_lock=True, css_paths=[STYLE], mcp_server=settings.mcp)
     options.update(kwargs)
