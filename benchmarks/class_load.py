@@ -21,13 +21,18 @@ ModernBERT, 22 layers, hidden 768) beside SmolLM2, steps 2 and 5 only.
 
     python benchmarks/class_load.py [--students 30 --browsers 2 --steps 1-10 --space-shapes --same-only]
 
-Per step: alone, median, p95, last, failures, queue full. Last line:
-``class_load students=30 same_p95_over_alone=<x> distinct_p95_over_alone=<y> failures=<n>
+Per step: alone, median, p95, last, the server process's own CPU seconds per press (apart from the
+clients' on the same machine), failures, queue full; for own texts also the class's efficiency: its
+model FLOPs (2 per parameter per token read, from each answer's model and work lines) at this
+machine's measured matmul peak in each model's precision, over the wall time. Last line:
+``class_load students=30 same_p95_over_alone=<x> distinct_p95_over_alone=<y> own_p95_s=<s>
+same_cpu_per_press_s=<s> failures=<n>
 queue_full=<n> after_abandon_failures=<n>`` (the worst step's ratios; targets: same <= 2, aim 1.5).
 """
 
 import argparse
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -85,16 +90,47 @@ def failed(answer) -> bool:
     return any(isinstance(item, str) and 'class="demo-error"' in item for item in items)
 
 
-def press(client, requests: list, timeout: float) -> tuple[float, str | None]:
-    """Submit a press's requests together; (seconds until the last answer, the problem if any)."""
+def press(client, requests: list, timeout: float, answered: list | None = None) -> tuple[float, str | None]:
+    """Submit a press's requests together; (seconds until the last answer, the problem if any);
+    the answers added to ``answered`` if given."""
     began = time.perf_counter()
     try:
         jobs = [client.submit(*values, api_name=endpoint) for endpoint, values in requests]
         answers = [job.result(timeout=timeout) for job in jobs]
         problem = "error in the answer" if any(failed(a) for a in answers) else None
+        if answered is not None:
+            answered.extend(answers)
     except Exception as err:  # noqa: BLE001 (counted; the class goes on)
         problem = f"{type(err).__name__}: {str(err)[:160]}"
     return time.perf_counter() - began, problem
+
+
+def server_cpu(process) -> float:
+    """CPU seconds the app's process has used (user and system; /proc, so Linux only)."""
+    fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+WORK = re.compile(r"([\d,]+) tokens? read")
+MODEL = re.compile(r"([\d,]+)M parameters · [^·]+ · [^·]+ · (float32|bfloat16|float16)")
+
+
+def model_seconds(answers: list) -> float:
+    """The seconds the answers' model work takes at the measured matmul peak of each one's
+    precision on this machine: 2 FLOPs per parameter per token read, as each answer's model and
+    work lines say (a batched answer's work is its own; a shared one's is counted once per answer,
+    so this is for distinct texts)."""
+    from demo.engine.precision import matmul_gflops
+    seconds = 0.0
+    for answer in answers:
+        for item in answer if isinstance(answer, (list, tuple)) else [answer]:
+            if not isinstance(item, str):
+                continue
+            model, work = MODEL.search(item), WORK.search(item)
+            if model and work:
+                flops = 2 * float(model.group(1).replace(",", "")) * 1e6 * int(work.group(1).replace(",", ""))
+                seconds += flops / (matmul_gflops(2048, model.group(2)) * 1e9)
+    return seconds
 
 
 def clients(url: str, count: int) -> list:
@@ -144,15 +180,16 @@ def browser_press(url: str, step: int, button: tuple, ready: threading.Barrier,
 
 
 def the_class(url, presses: list, students: list, browsers: int, step: int, button: tuple | None,
-              timeout: float) -> list:
+              timeout: float, answered: list | None = None) -> list:
     """Every student presses at once (their ``presses``: one per student; ``browsers`` more press
-    ``button`` in Chromium, none where the step has no button); (seconds, problem) each."""
+    ``button`` in Chromium, none where the step has no button); (seconds, problem) each; the API
+    students' answers added to ``answered`` if given."""
     browsers = browsers if button else 0
     gate = threading.Barrier(len(students) + browsers)
 
     def api_student(i):
         gate.wait()
-        return press(students[i], presses[i], timeout)
+        return press(students[i], presses[i], timeout, answered)
 
     with ThreadPoolExecutor(len(students) + browsers) as pool:
         pages = [pool.submit(browser_press, url, step, button, gate, timeout) for _ in range(browsers)]
@@ -160,18 +197,31 @@ def the_class(url, presses: list, students: list, browsers: int, step: int, butt
         return answers + [page.result() for page in pages]
 
 
-def summary(label: str, alone: float, answers: list, browsers: int = 0) -> dict:
+def measured_class(app, presses: list, students: list, browsers: int, step: int, button, timeout: float):
+    """:func:`the_class`, with the server's CPU seconds per press and the model seconds at peak of
+    the answers: (answers, cpu per press, model seconds at peak)."""
+    answered, before = [], server_cpu(app.process)
+    answers = the_class(app.url, presses, students, browsers, step, button, timeout, answered)
+    return answers, (server_cpu(app.process) - before) / len(answers), model_seconds(answered)
+
+
+def summary(label: str, alone: float, answers: list, browsers: int = 0, cpu: float = float("nan"),
+            at_peak: float | None = None) -> dict:
     """The class's figures for one press (``answers``: the API students', then ``browsers``
-    pages')."""
+    pages'); ``cpu``: the server's CPU seconds per press; ``at_peak``: the seconds the class's
+    model work takes at the machine's matmul peak (its efficiency: that over the wall time)."""
     pages = [t for t, _ in answers[len(answers) - browsers:]] if browsers else []
     times = sorted(t for t, _ in answers if t == t)
     problems = [p for _, p in answers if p]
     p95 = times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))] if times else float("nan")
     row = dict(alone=alone, median=statistics.median(times) if times else float("nan"), p95=p95,
                last=times[-1] if times else float("nan"), failures=len(problems),
-               queue_full=sum("Queue is full" in p for p in problems))
-    print(f"{label:<72} alone {alone:5.2f} s · median {row['median']:5.2f} · p95 {p95:5.2f} · last "
-          f"{row['last']:5.2f} · {row['failures']} failed · {row['queue_full']} queue full"
+               queue_full=sum("Queue is full" in p for p in problems), cpu=cpu,
+               efficiency=at_peak / times[-1] if at_peak is not None and times else float("nan"))
+    print(f"{label:<60} alone {alone:5.2f} s · median {row['median']:5.2f} · p95 {p95:5.2f} · last "
+          f"{row['last']:5.2f} · server CPU {cpu:.2f} s a press"
+          + (f" · efficiency {row['efficiency']:.1%}" if at_peak is not None else "")
+          + f" · {row['failures']} failed · {row['queue_full']} queue full"
           + (f" · pages in Chromium {', '.join(f'{t:.2f}' for t in pages)} s" if pages else "")
           + (f" (first: {problems[0]})" if problems else ""), flush=True)
     return row
@@ -274,15 +324,19 @@ def main() -> None:
             title, requests, button = presses[step]
             if not requests:
                 continue
-            answers = the_class(app.url, [requests] * api_count, students, args.browsers, step, button, args.timeout)
-            rows.append(summary(f"step {step + 1} ({title[:40]}), same", alone[step], answers,
-                                args.browsers if button else 0))
+            answers, cpu, _ = measured_class(app, [requests] * api_count, students, args.browsers, step, button,
+                                             args.timeout)
+            rows.append(summary(f"step {step + 1} ({title[:32]}), same", alone[step], answers,
+                                args.browsers if button else 0, cpu))
             worst["same"] = max(worst["same"], rows[-1]["p95"] / alone[step])
+            worst["same_cpu"] = max(worst.get("same_cpu", 0.0), cpu)
             if not args.same_only and any(endpoint in TEXT_FIELDS for endpoint, _ in requests):
                 mine = [own_text(requests, i) for i in range(api_count)]
-                answers = the_class(app.url, mine, students, 0, step, None, args.timeout)
-                rows.append(summary(f"step {step + 1} ({title[:40]}), each their own text", alone[step], answers))
+                answers, cpu, at_peak = measured_class(app, mine, students, 0, step, None, args.timeout)
+                rows.append(summary(f"step {step + 1} ({title[:32]}), own texts", alone[step], answers, 0, cpu,
+                                    at_peak))
                 worst["distinct"] = max(worst["distinct"], rows[-1]["p95"] / alone[step])
+                worst["own_p95"] = max(worst.get("own_p95", 0.0), rows[-1]["p95"])
 
         if args.same_only:
             print(f"class_load students={args.students} same_p95_over_alone={worst['same']:.2f} "
@@ -298,7 +352,8 @@ def main() -> None:
         after = summary(f"step {again + 1} after 40 vanished and 40 timed out, same", alone[again],
                         the_class(app.url, [requests] * api_count, students, 0, again, None, args.timeout))
     print(f"class_load students={args.students} same_p95_over_alone={worst['same']:.2f} "
-          f"distinct_p95_over_alone={worst['distinct']:.2f} failures={sum(r['failures'] for r in rows)} "
+          f"distinct_p95_over_alone={worst['distinct']:.2f} own_p95_s={worst.get('own_p95', 0.0):.2f} "
+          f"same_cpu_per_press_s={worst.get('same_cpu', 0.0):.3f} failures={sum(r['failures'] for r in rows)} "
           f"queue_full={sum(r['queue_full'] for r in rows) + after['queue_full']} "
           f"after_abandon_failures={after['failures']} after_abandon_p95_over_alone={after['p95'] / alone[again]:.2f} "
           f"warm_s={warm_s:.0f}")
