@@ -68,10 +68,11 @@ class StepRecorder(LogitsProcessor):
 
     def __call__(self, input_ids, scores):
         self.n_steps += 1
+        # the step's scores stay on the model's device: only the values read come to the host
         if scores.shape[0] == 1:
             if self._row_logprobs is not None:
                 self.chosen_logprobs.append(float(self._row_logprobs[input_ids[0, -1]]))
-            self._row_logprobs = scores[0].detach().float().log_softmax(-1).cpu()
+            self._row_logprobs = scores[0].detach().float().log_softmax(-1)
         if self.reads is not None:
             self.step_reads.append(Reads(self.reads.passes - self._counted.passes,
                                          self.reads.tokens - self._counted.tokens))
@@ -90,7 +91,7 @@ class StepRecorder(LogitsProcessor):
         top = probs.topk(min(self.top_k, probs.shape[-1]), dim=-1)
         self.steps.append(dict(rows=rows, cumulative=cumulative, top_ids=top.indices.tolist(),
                                top_probs=top.values.tolist()))
-        self._previous = (rows, cumulative, scores.detach().float().cpu())
+        self._previous = (rows, cumulative, scores.detach().float())
         return scores
 
     def log_likelihood(self, ids) -> float | None:
