@@ -4,6 +4,7 @@ agreement, speed-up, per family.
     python benchmarks/bench_precision.py                 # 8 ranked items a task, 12 generated (about 15 min)
     python benchmarks/bench_precision.py --quick         # 2 and 3: a smoke test
     python benchmarks/bench_precision.py --device cuda   # every model on the GPU (default: cpu)
+    python benchmarks/bench_precision.py --students 0    # without the lesson's steps
 
 What is measured, and why this way:
 - Dtypes: float32 (the reference), bfloat16 and float16, the weights cast as ``load_model(dtype=)``
@@ -26,8 +27,13 @@ What is measured, and why this way:
   code, its last layer) and DeBERTa-base with its enhanced mask decoder (the BERTs paper's head):
   their agreement measures only how far a dtype moves the arithmetic (random models rank by
   near-ties, so it is a lower bound), their speed is what trained weights cost.
+- The lesson's steps as a class asks them (on the CPU): steps 2 and 5, ``--students`` own texts
+  (``class_load``'s names appended), the page's settings, both models of the offline pair (the
+  stand-in and SmolLM2, loaded in float32 and cast): outputs identical to float32's and rankings
+  whose winner is float32's.
 Last line: ``bench_precision bf16_rank_agreement=... bf16_speedup=... fp16_rank_agreement=...
-fp16_speedup=...`` for the stand-in's ranking, then its greedy token agreement per dtype.
+fp16_speedup=...`` for the stand-in's ranking, then its greedy token agreement per dtype, then per
+dtype on the lesson: ``bf16_lesson_identical=<same>/<outputs> bf16_lesson_rankings=<kept>/<rankings>``.
 """
 
 import argparse
@@ -147,6 +153,55 @@ def warm_up(models: dict, tasks: dict, prompted: list, settings: GenerationSetti
         generation(models, prompted, settings)
 
 
+def lesson_work(students: int) -> dict:
+    """The lesson's steps 2 (both models generate) and 5 (both models rank) as a class asks them,
+    each student's own text (``class_load.own_text``), with the settings the page sends:
+    {kind: (the model's name, [(prompt, None)], GenerationSettings, {"step 5": (choice sets,
+    ScoringSettings)})}."""
+    from dataclasses import replace
+
+    from class_load import own_text, step_presses  # benchmarks/class_load.py
+
+    from demo.engine.pll import choices_for
+    from demo.ui import prompting, ranking
+    handlers = {"/generate_mlm": prompting.generate_masked, "/generate_causal": prompting.generate_causal,
+                "/rank_mlm": ranking.rank_masked, "/rank_causal": ranking.rank_causal}
+    presses = step_presses([str(STANDIN)])
+    work = {}
+    for step in (2, 5):
+        for endpoint, values in presses[step - 1][1]:
+            fn = handlers[endpoint]
+            asked = [dict(zip([t.argument for t in fn.takes], own_text([(endpoint, values)], i)[0][1]))
+                     for i in range(students)]
+            kind = "masked" if endpoint.endswith("mlm") else "causal"
+            name, prompts, generation_settings, tasks = work.get(kind, (asked[0]["model_name"], [], None, {}))
+            settings = fn.settings(asked[0])
+            if step == 2:
+                prompts = [(a["prompt"], None) for a in asked]
+                generation_settings = replace(settings, padding_masks=None) if kind == "causal" else settings
+            else:
+                tasks = {"step 5": ([choices_for(a["context"], [c for c in a["candidates"].splitlines() if c.strip()])
+                                     for a in asked], settings)}
+            work[kind] = (name, prompts, generation_settings, tasks)
+    return work
+
+
+def lesson(students: int) -> dict:
+    """{dtype: (identical outputs, outputs, rankings kept, rankings)} over the lesson's steps 2 and 5,
+    both models, each printed with its figures."""
+    from demo.ui.common import deployment
+    totals = {name: [0, 0, 0, 0] for name in SHORT}
+    for kind, (name, prompted, settings, tasks) in lesson_work(students).items():
+        lm = deployment().load(name, kind, dtype="float32")
+        models = {dtype: lm if dtype == "float32" else cast(lm, dtype) for dtype in DTYPES}
+        ranked, written = ranking(models, tasks), generation(models, prompted, settings)
+        print_family(f"lesson steps 2 and 5, {students} own texts: {kind} LM ({lm.label})", ranked, written)
+        for dtype in SHORT:
+            totals[dtype] = [a + b for a, b in zip(totals[dtype], (written[dtype]["identical"], written[dtype]["n"],
+                                                                    ranked[dtype]["agree"], ranked[dtype]["n"]))]
+    return totals
+
+
 def print_family(label: str, ranked: dict, written: dict) -> None:
     print(f"{label}")
     print(f"  {'dtype':<9} {'rank agreement':>14} {'95% interval':>14} {'largest change':>14} {'not finite':>10} "
@@ -168,6 +223,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="the stand-in only, 2 ranked items a task, 3 generated")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--device", default="cpu", help='where every model runs: "cpu" or "cuda"')
+    parser.add_argument("--students", type=int, default=30, help="own texts on the lesson's steps 2 and 5 (0: none)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.threads:
@@ -189,12 +245,15 @@ def main() -> None:
         print_family(label, ranked, written)
         stand_in = stand_in or (ranked, written)
     ranked, written = stand_in
+    on_lesson = lesson(args.students) if args.students and args.device == "cpu" else {}
     print(f"\nload average {os.getloadavg()[0]:.1f}")
     print("bench_precision " + " ".join(
         f"{SHORT[name]}_rank_agreement={ranked[name]['agree'] / ranked[name]['n']:.3f} "
         f"{SHORT[name]}_speedup={ranked['float32']['seconds'] / ranked[name]['seconds']:.2f}" for name in SHORT)
         + " " + " ".join(f"{SHORT[name]}_token_agreement="
-                         f"{written[name]['same_tokens'] / max(written[name]['tokens'], 1):.3f}" for name in SHORT))
+                         f"{written[name]['same_tokens'] / max(written[name]['tokens'], 1):.3f}" for name in SHORT)
+        + "".join(f" {SHORT[name]}_lesson_identical={same}/{n} {SHORT[name]}_lesson_rankings={kept}/{rankings}"
+                  for name, (same, n, kept, rankings) in on_lesson.items()))
 
 
 if __name__ == "__main__":
