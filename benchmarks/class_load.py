@@ -23,7 +23,7 @@ ModernBERT, 22 layers, hidden 768) beside SmolLM2, steps 2 and 5 only.
 
 Per step: alone, median, p95, last, the server process's own CPU seconds per press (apart from the
 clients' on the same machine), failures, queue full; for own texts also the class's efficiency: its
-model FLOPs (2 per parameter per token read, from each answer's model and work lines) at this
+model FLOPs (2 per layer parameter per token read, from each answer's model and work lines) at this
 machine's measured matmul peak in each model's precision, over the wall time. Last line:
 ``class_load students=30 same_p95_over_alone=<x> distinct_p95_over_alone=<y> own_p95_s=<s>
 same_cpu_per_press_s=<s> failures=<n>
@@ -31,6 +31,7 @@ queue_full=<n> after_abandon_failures=<n>`` (the worst step's ratios; targets: s
 """
 
 import argparse
+import functools
 import os
 import re
 import signal
@@ -112,14 +113,23 @@ def server_cpu(process) -> float:
 
 
 WORK = re.compile(r"([\d,]+) tokens? read")
-MODEL = re.compile(r"([\d,]+)M parameters · [^·]+ · [^·]+ · (float32|bfloat16|float16)")
+MODEL = re.compile(r"<code>([^<]+)</code> · (masked|causal) · .*? · (float32|bfloat16|float16)")
+
+
+@functools.cache
+def layer_parameters(name: str, kind: str) -> int:
+    """A model's parameters outside its embeddings, the ones every token read multiplies (a
+    lookup costs no FLOPs; a masked LM's head runs only where a mask is read)."""
+    from demo.ui.common import deployment
+    lm = deployment().load(name, kind, dtype="float32")
+    return sum(p.numel() for n, p in lm.model.named_parameters() if "embed" not in n and "decoder" not in n)
 
 
 def model_seconds(answers: list) -> float:
     """The seconds the answers' model work takes at the measured matmul peak of each one's
-    precision on this machine: 2 FLOPs per parameter per token read, as each answer's model and
-    work lines say (a batched answer's work is its own; a shared one's is counted once per answer,
-    so this is for distinct texts)."""
+    precision on this machine: 2 FLOPs per layer parameter per token read, as each answer's model
+    and work lines say (a batched answer's work is its own; a shared one's is counted once per
+    answer, so this is for distinct texts)."""
     from demo.engine.precision import matmul_gflops
     seconds = 0.0
     for answer in answers:
@@ -128,8 +138,8 @@ def model_seconds(answers: list) -> float:
                 continue
             model, work = MODEL.search(item), WORK.search(item)
             if model and work:
-                flops = 2 * float(model.group(1).replace(",", "")) * 1e6 * int(work.group(1).replace(",", ""))
-                seconds += flops / (matmul_gflops(2048, model.group(2)) * 1e9)
+                flops = 2 * layer_parameters(model.group(1), model.group(2)) * int(work.group(1).replace(",", ""))
+                seconds += flops / (matmul_gflops(2048, model.group(3)) * 1e9)
     return seconds
 
 
