@@ -185,3 +185,35 @@ def test_distinct_rankings_waiting_together_run_as_one_batch_each_as_it_is_alone
         assert "Scored in one batch with 2 other rankings" in summary
         shown = re.search(r"([\d,]+) forward passes · ([\d,]+) tokens read", summary).groups()
         assert [int(n.replace(",", "")) for n in shown] == [reads.passes, reads.tokens]
+
+
+def test_distinct_fills_waiting_together_run_as_one_batch_each_as_it_is_alone(served, monkeypatch):
+    """Students' own texts to fill, waiting for the generating turn together, are filled in one
+    batch, each with the fill it gets alone, and told so."""
+    import demo.engine.infill as engine_infill
+    url, prompts, release, _ = served
+    batches, real = [], engine_infill.infill_together
+
+    def counted(lm, texts, settings=None):
+        batches.append((list(texts), settings))
+        return real(lm, texts, settings)
+    monkeypatch.setattr(engine_infill, "infill_together", counted)
+    running = gradio_client.Client(url, verbose=False).submit(**_request(HOLD + PROMPT), api_name="/generate_mlm")
+    began = time.perf_counter()
+    while not prompts:  # a generation holds the generating turn
+        assert time.perf_counter() - began < 60, "the first request never started"
+        time.sleep(0.05)
+    texts = [f"{name} said the capital of France is [blank]." for name in ("Ada", "Grace", "Alan")]
+    jobs = [gradio_client.Client(url, verbose=False).submit(text, STANDIN_MLM.name, api_name="/infill_mlm")
+            for text in texts]
+    time.sleep(1.5)  # all three wait for the turn
+    release.set()
+    running.result(timeout=120)
+    answers = [job.result(timeout=120) for job in jobs]
+    assert [sorted(texts_) for texts_, _ in batches] == [sorted(texts)]
+    from demo.engine.models import load_model
+    lm, settings = load_model(str(STANDIN_MLM)), batches[0][1]
+    for text, answer in zip(texts, answers):
+        alone = engine_infill.infill(lm, text, settings)
+        assert answer[0].endswith(f'is <mark class="demo-fill">{alone.fills[0]}</mark>.</div>')
+        assert "Filled in one batch with 2 other requests" in answer[1]

@@ -319,3 +319,24 @@ def test_the_command_line_lists_the_settings(capsys):
     for option in ("--text", "--order", "--blank-tokens", "--max-blank-tokens", "--max-blanks",
                    "--max-masked-tokens", "--fim", "--top-p"):
         assert option in out
+
+
+@pytest.mark.floats
+@pytest.mark.parametrize("extra", [dict(order="left_to_right"), dict(order="confidence"),
+                                   dict(order="random", seed=4), dict(strategy="sample", order="confidence", seed=2)],
+                         ids=["left-to-right", "confidence", "random", "sampled"])
+def test_texts_filled_together_are_each_filled_as_alone(standin_mlm, extra):
+    """Texts of different lengths and blanks, filled in one padded pass a step (one with a
+    [blank:auto], which fills alone): each text's fill, order, steps and work are its own."""
+    from demo.engine.infill import infill_together
+    settings = InfillSettings(trace=True, **extra)
+    texts = ["The capital of France is [blank].", "I [blank:2] to the shop and bought [blank] apples.",
+             "She [blank:auto] that the door was open.", "Water boils at ____ degrees when it is [blank:3]."]
+    for text, together in zip(texts, infill_together(standin_mlm, texts, settings)):
+        alone = infill(standin_mlm, text, settings)
+        assert (together.fills, together.token_ids, together.order, together.reads) == \
+               (alone.fills, alone.token_ids, alone.order, alone.reads), text
+        assert [(s.window, s.predicted, s.chosen) for s in together.steps] == \
+               [(s.window, s.predicted, s.chosen) for s in alone.steps]
+        for mine, its in zip(together.steps, alone.steps):
+            assert [p for _, p in mine.top] == floats.probabilities([p for _, p in its.top], standin_mlm)

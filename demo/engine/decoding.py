@@ -2,6 +2,8 @@
 (dressed as a causal LM by ``demo.engine.mlm_decoder``) or a causal LM (with its own exact KV
 cache), under the request's constraints, its step recorder, its stops and its counters. A masked
 LM writing in any order (``GenerationSettings.any_order``) is run by ``demo.engine.unmasking``.
+Several requests with the same settings decode as one batch (``decode_together``; each request's
+rows its own: ``demo.engine.batch_rows``).
 
 ``decode`` hands back what the run wrote and did as one frozen record (``Decoded``): the ids, the
 time, why it may have stopped early, the work counted and, for a masked LM, what each step read
@@ -180,18 +182,12 @@ def reads_alone(lm, s: GenerationSettings, prompt_tokens: int, steps: int) -> li
     return [Reads(1, prompt_tokens if t == 0 else 1) for t in range(steps)]
 
 
-def _unmask(lm, s: GenerationSettings, prompt_ids: list[int], ends: list[int], *, progress: bool,
-            time_limit: float | None) -> Decoded:
-    """A masked LM writing in any order: ``demo.engine.unmasking.write``, its masks after the text
-    as the settings say (``mask_window.open_masks``), until the end token,
-    a stop string or ``max_new_tokens`` decided tokens."""
-    return unmask_together(lm, s, [prompt_ids], ends, progress=progress, time_limit=time_limit)[0]
-
-
 def unmask_together(lm, s: GenerationSettings, prompts: list[list[int]], ends: list[int], *,
                     progress: bool = False, time_limit: float | None = None) -> list[Decoded]:
-    """:func:`_unmask` for several prompts, their steps read together (``write_together``):
-    each output is the one it gets alone; the seconds are the batch's."""
+    """A masked LM writing in any order (``demo.engine.unmasking``), its masks after each text as
+    the settings say (``mask_window.open_masks``), until the end token, a stop string or
+    ``max_new_tokens`` decided tokens; the prompts' steps read together (``write_together``), each
+    output the one it gets alone; the seconds are the batch's."""
     growth = Growth(s.window, open_masks(lm, s), s.max_new_tokens, ends[0], s.masks_ahead)
     bar = tqdm(total=s.max_new_tokens * len(prompts), desc="generating", unit="token", leave=False) \
         if progress else None
@@ -252,7 +248,7 @@ def _decoding_config(lm, s: GenerationSettings, ends: list[int]) -> GenerationCo
         repetition_penalty=1.0,  # the penalty is the processors' (demo.engine.sampling)
 
         no_repeat_ngram_size=0, length_penalty=1.0, num_return_sequences=1,
-        eos_token_id=ends, pad_token_id=lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else ends[0],
+        eos_token_id=ends, pad_token_id=lm.tokenizer.pad_token_id,
         suppress_tokens=suppressed_ids(lm, ends) or None,
         use_cache=lm.kind != "masked", return_dict_in_generate=False)
 

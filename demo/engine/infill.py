@@ -143,6 +143,7 @@ class _Fill:
     blanks: list[list[int]]
     order: list[int]
     steps: list[StepTrace]
+    reads: Reads  # what its passes read (in a batch: what it reads alone)
 
 
 def fill_window(lm, segments: list[str], lengths: list[int]) -> tuple[list[int], list[list[int]]]:
@@ -169,12 +170,15 @@ def fill_window(lm, segments: list[str], lengths: list[int]) -> tuple[list[int],
     return window, blanks
 
 
-def _fill(lm, segments: list[str], lengths: list[int], s: InfillSettings) -> _Fill:
-    """Fill every mask of the window, one per forward pass, in the settings' order (the
-    unmasking loop every any-order writer shares: ``demo.engine.unmasking``)."""
-    window, blanks = fill_window(lm, segments, lengths)
-    written = fill(lm, window, [p for blank in blanks for p in blank], s.order, s, suppressed_ids(lm, end_ids=[]))
-    return _Fill(written.ids, blanks, [p for step in written.order for p in step], written.steps)
+def _fill(lm, segments: list[list[str]], lengths: list[list[int]], s: InfillSettings) -> list[_Fill]:
+    """Fill every mask of each text's window (its ``segments`` with blanks of its ``lengths``), one
+    per forward pass, in the settings' order (the unmasking loop every any-order writer shares:
+    ``demo.engine.unmasking``); the windows read together, each filled as it is alone."""
+    windows = [fill_window(lm, parts, n) for parts, n in zip(segments, lengths)]
+    positions = [[p for blank in blanks for p in blank] for _, blanks in windows]
+    written = fill(lm, [window for window, _ in windows], positions, s.order, s, suppressed_ids(lm, end_ids=[]))
+    return [_Fill(out.ids, blanks, [p for step in out.order for p in step], out.steps, out.reads)
+            for out, (_, blanks) in zip(written, windows)]
 
 
 def _fills(lm, fill: _Fill) -> list[str]:
@@ -214,7 +218,7 @@ def infill(lm, text: str, settings: InfillSettings | None = None) -> InfillResul
 
     start = time.perf_counter()
     with counting() as reads:
-        fills = [_fill(lm, segments, n, s) for n in lengths]
+        fills = [_fill(lm, [segments], [n], s)[0] for n in lengths]
         words = [_fills(lm, fill) for fill in fills]
         tries = []
         if auto is not None:
@@ -222,12 +226,34 @@ def infill(lm, text: str, settings: InfillSettings | None = None) -> InfillResul
             tries = [LengthTry(tokens=n[auto], fill=w[auto], text=t, score=score)
                      for n, w, t, score in zip(lengths, words, texts, text_scores(lm, texts))]
     kept = max(range(len(fills)), key=lambda k: (tries[k].score, -k)) if tries else 0  # ties: shorter
-    seconds = time.perf_counter() - start
+    return _result(lm, text, segments, fills[kept], words[kept], time.perf_counter() - start, reads, tries)
 
-    fill = fills[kept]
+
+def infill_together(lm, texts: list[str], settings: InfillSettings | None = None) -> list[InfillResult]:
+    """:func:`infill` for several texts with the same settings, each result the one it gets alone:
+    texts whose blanks have their sizes are filled together, their windows read in one padded pass
+    a step (the seconds are the batch's, the work counts each one's own); a text with a
+    ``[blank:auto]`` alone (its lengths are tries of its own)."""
+    s = settings or InfillSettings()
+    _check_model(lm)
+    parsed = [parse_blanks(text, s) for text in texts]
+    fixed = [i for i, blanks in enumerate(parsed) if all(b.tokens is not AUTO for b in blanks)]
+    if len(fixed) < 2:
+        return [infill(lm, text, s) for text in texts]
+    results = {i: infill(lm, text, s) for i, text in enumerate(texts) if i not in fixed}
+    segments = [segments_of(texts[i], parsed[i]) for i in fixed]
+    start = time.perf_counter()
+    fills = _fill(lm, segments, [[b.tokens for b in parsed[i]] for i in fixed], s)
+    seconds = time.perf_counter() - start
+    for i, parts, filled in zip(fixed, segments, fills):
+        results[i] = _result(lm, texts[i], parts, filled, _fills(lm, filled), seconds, filled.reads, [])
+    return [results[i] for i in range(len(texts))]
+
+
+def _result(lm, text: str, segments: list[str], fill: _Fill, words: list[str], seconds: float, reads: Reads,
+            tries: list) -> InfillResult:
     note = special_token_note(text, lm.tokenizer)
-    return InfillResult(text=text, filled=splice(segments, words[kept]), fills=words[kept],
+    return InfillResult(text=text, filled=splice(segments, words), fills=words,
                         token_ids=[[fill.window[p] for p in positions] for positions in fill.blanks],
                         blanks=fill.blanks, order=fill.order, steps=fill.steps, seconds=seconds,
-                        reads=reads, tries=tries,
-                        notes=[note] if note else [])
+                        reads=reads, tries=tries, notes=[note] if note else [])

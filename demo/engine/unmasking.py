@@ -278,16 +278,18 @@ class Unmasker:
 
 
 @torch.inference_mode()
-def fill(lm, ids: list[int], blanks: list[int], order: str, s, banned: list[int]) -> Written:
-    """Write the masks at ``blanks`` of a fixed window (infilling), one a step in ``order``, each
-    drawn as the ``InfillSettings`` ``s`` say."""
-    unmasker = Unmasker(lm, [ids], len(ids), WritingSettings(order=order), s, banned,
+def fill(lm, windows: list[list[int]], blanks: list[list[int]], order: str, s, banned: list[int]) -> list[Written]:
+    """Write the masks at each fixed window's ``blanks`` (infilling), one a step in ``order``, each
+    drawn as the ``InfillSettings`` ``s`` say: the windows read in one padded pass a step, each
+    written as it is alone, until its last mask is written."""
+    unmasker = Unmasker(lm, windows, max(len(w) for w in windows), WritingSettings(order=order), s, banned,
                         trace_top_k=s.trace_top_k if s.trace else None)
-    unmasker.give(0, torch.tensor(blanks, dtype=torch.long))
-    everything = torch.tensor([len(ids)])
-    while unmasker.masked().any():
-        unmasker.step(torch.tensor([True]), torch.zeros(1, dtype=torch.long), everything)
-    return unmasker.written(0)
+    for row, positions in enumerate(blanks):
+        unmasker.give(row, torch.tensor(positions, dtype=torch.long))
+    everything, first = torch.tensor([len(w) for w in windows]), torch.zeros(len(windows), dtype=torch.long)
+    while (left := unmasker.masked().any(1)).any():
+        unmasker.step(left, first, everything)
+    return [unmasker.written(row) for row in range(len(windows))]
 
 
 @dataclass(frozen=True)

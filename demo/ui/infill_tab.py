@@ -7,6 +7,7 @@ Wiring only: ``demo.engine.infill.infill`` fills (with its step trace for the pl
 texts with both models.
 """
 
+import functools
 from typing import NamedTuple
 
 import gradio as gr
@@ -26,6 +27,7 @@ from .reproduce_block import reproduction
 from .run_marker import run_ends, run_starts
 from .settings_form import Own, Setting, endpoint, panel, setting_args, shown_value
 from .sides import side_columns, side_pickers
+from .turns import batch_note, together
 
 HELP = ("Write a text with a **[blank]** in the middle: the **masked LM** fills it reading the words on "
         "both sides; the **causal LM** only sees the words before it.")
@@ -113,24 +115,39 @@ def fills_estimate(settings, arguments: dict, kind: str, parameters: float) -> b
     return budget.estimated_ranking_work(kind, parameters, "", texts)
 
 
-@handler("generate", InfillOutputs.showing, estimate=infill_estimate)
+def _filled(model_name, emd, settings: InfillSettings, texts: list[str]) -> list:
+    """Each text's (model, fill), or the ValueError refusing it before any run (work over the
+    budget, blanks the model cannot take); the texts filled together (``infill_together``). The
+    model loads in the generating turn, so a request waiting for it holds none."""
+    from ..app.budget import infill_work
+    from ..engine.infill import infill_together
+
+    lm, checked = load(model_name, "masked", emd), []
+    for text in texts:
+        try:
+            infill_work(lm, text, settings).check(deployment().settings)
+            checked.append(text)
+        except ValueError as err:
+            checked.append(err)
+    fills = iter(infill_together(lm, [t for t in checked if isinstance(t, str)], settings))
+    return [t if isinstance(t, ValueError) else (lm, next(fills)) for t in checked]
+
+
+@handler("generate", InfillOutputs.showing, estimate=infill_estimate, batches=True)
 @endpoint(*FILL, Setting(ModelSettings, "emd"), builds=InfillSettings, fixed=dict(trace=True))
 def infill_masked(text, model_name, emd, settings: InfillSettings, progress=gr.Progress(track_tqdm=True)):
     """Fill the blanks of a text with a masked LM, one token per step in the chosen order,
     reading the words on both sides. Also returns the playback of the steps."""
-    from ..app.budget import infill_work
-    from ..engine.infill import infill
-
     text = _text(text)
-    lm = load(model_name, "masked", emd)
-    infill_work(lm, text, settings).check(deployment().settings)
-    result = infill(lm, text, settings)
+    # texts of one model and settings waiting for the turn together are filled as one batch
+    (lm, result), batch = together("generate", ("infill", model_name, emd, repr(settings)), text,
+                                   functools.partial(_filled, model_name, emd, settings))
     python, shell = reproduction("infill", model_name, "masked", settings, emd, text=text)
     extra = f"order: {shown_value(InfillSettings, 'order', settings.order)}"
     how = "one pass per masked token, each over the whole text" + (
         ", then each length tried scored whole" if result.tries else "")
     return InfillOutputs(filled=filled_html(text, result.fills, settings),
-                         stats=_stats(lm, result, extra, how),
+                         stats=_stats(lm, result, extra, how) + batch_note(batch, result.seconds, "Filled"),
                          trace=playback(result.steps, "infill", run_id(text, result.order, result.seconds),
                                         group="fill"),
                          filled_text=result.filled, python=python, shell=shell)

@@ -28,7 +28,7 @@ from .reproduce_block import reproduce_block, reproduction
 from .run_marker import run_ends, run_starts
 from .settings_form import Own, Setting, endpoint, panel, setting_args, shown_value, widget, widget_default
 from .sides import KIND_NAMES, side_columns, side_pickers
-from .turns import batching, together
+from .turns import batch_note, together
 
 HELP = ("Type a prompt or pick a preset: a **masked LM** and a **causal LM** continue it side by side, "
         "and the playback below shows every step.")
@@ -299,7 +299,7 @@ def _run(prompt, model_name, kind, runs: list[GenerationSettings], emd: str = "a
                                     functools.partial(_generated, model_name, kind, emd, runs, time_limit))
     if any(r.stop_reason == "time_limit" for r in results):
         cut_short()  # stopped by the time limit: not an answer to share
-    note = batch_note(batch, results[0].seconds, key is not None)
+    note = batch_note(batch, results[0].seconds, "Written", key is not None)
     return (lm, results, time_limit, note, *_reproductions(model_name, kind, runs, prompt, emd))
 
 
@@ -334,19 +334,6 @@ def _generated(model_name, kind, emd, runs: list[GenerationSettings], time_limit
     written = [generate_together(lm, prompts, s, progress=True, time_limit=time_limit) for s in runs] if prompts else []
     answers = iter(zip(*written))
     return [c if isinstance(c, ValueError) else (lm, list(next(answers))) for c in checked]
-
-
-def batch_note(batch: int, seconds: float, batchable: bool) -> str:
-    """Said under an output written in one batch with other requests, or that could not be (HTML;
-    empty when it ran alone as any request would)."""
-    if batch == 1:
-        return "" if batchable or not batching() else message(
-            "Beam search, the prefix cache and parallel unmasking write one request at a time: requests of "
-            "others waiting at the same time are not batched with this one.", "note")
-    others = f"{batch - 1} other request{'' if batch == 2 else 's'}"
-    return message(f"Written in one batch with {others} of this model and settings, waiting at the same time: "
-                   f"{seconds:.2f} s for all of them. Its text is what it writes alone; the work counts are its own.",
-                   "note")
 
 
 def _reproductions(model_name, kind, runs, prompt, emd="auto") -> tuple[str, str]:

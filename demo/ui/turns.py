@@ -20,7 +20,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 from ..app.shared_results import Abandoned, own_copy
-from .common import deployment
+from .common import deployment, message
 from .gradio_mends import still_wanted
 from .loading import say
 
@@ -215,6 +215,19 @@ def together(group: str, key: Hashable | None, item, run_all: Callable[[list], l
         turns.give_back(time.perf_counter() - began, len(batch))
     mine.done.wait()  # run by this batch, or by one that took it before this turn came
     return mine.result()
+
+
+def batch_note(batch: int, seconds: float, verb: str, batchable: bool = True) -> str:
+    """Said under an answer ``verb`` ("Written", "Filled") in one batch with other requests, or
+    that could not be batched (HTML; empty where it ran alone as any request would)."""
+    if batch == 1:
+        return "" if batchable or not batching() else message(
+            "Beam search, the prefix cache and parallel unmasking write one request at a time: requests of "
+            "others waiting at the same time are not batched with this one.", "note")
+    others = f"{batch - 1} other request{'' if batch == 2 else 's'}"
+    return message(f"{verb} in one batch with {others} of this model and settings, waiting at the same time: "
+                   f"{seconds:.2f} s for all of them. Its answer is what it gets alone; the work counts are its own.",
+                   "note")
 
 
 def _run(batch: list[_Waiting], run_all: Callable[[list], list]) -> None:
