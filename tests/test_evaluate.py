@@ -205,10 +205,11 @@ def test_prefix_cache_run_is_generate_with_the_prefix_cache_item_by_item(standin
     constrained to the item's two alternatives; the output is always one of them."""
     import demo.engine.generation
     from demo.settings import GenerationSettings
-    real = demo.engine.generation.generate
+    real = demo.engine.generation.generate_together
     asked = []
-    monkeypatch.setattr(demo.engine.generation, "generate",
-                        lambda lm, prompt, settings, **kw: asked.append(settings) or real(lm, prompt, settings, **kw))
+    monkeypatch.setattr(demo.engine.generation, "generate_together",
+                        lambda lm, prompts, settings, **kw: asked.extend([settings] * len(prompts))
+                        or real(lm, prompts, settings, **kw))
     rows = E.evaluate(standin_mlm, "copa_generate", tmp_path,
                       RunSettings(shots=2, limit=4, cache="prefix", data_root=DATA))
     defaults = GenerationSettings()
@@ -222,7 +223,7 @@ def test_prefix_cache_run_is_generate_with_the_prefix_cache_item_by_item(standin
         shown = [pool[i] for i in record["demos"]]
         prompt = "".join(f"{d.fields['premise']} {d.fields['connector']} {d.candidates[d.label]}\n\n"
                          for d in shown) + f"{item.fields['premise']} {item.fields['connector']}"
-        by_hand = real(standin_mlm, prompt, GenerationSettings(
+        [by_hand] = real(standin_mlm, [prompt], GenerationSettings(
             max_new_tokens=24, choices=list(item.candidates), cache="prefix"))
         assert record["text"] == by_hand.text.strip() and record["stop_reason"] == "choice"
         assert record["text"] in item.candidates

@@ -53,7 +53,7 @@ def test_a_right_masks_point_is_the_evaluator_run_with_that_scoring(standin_mlm,
 @needs_shared
 def test_a_padding_masks_point_generates_with_them_as_the_evaluator_does(standin_mlm, tmp_path, monkeypatch):
     sweep = SweepSettings(sweep="padding_masks", values=[0, 2], shots=1, limit=1, max_new_tokens=3, data_root=DATA)
-    seen = _recording(monkeypatch, generation, "generate", "padding_masks")
+    seen = _recording(monkeypatch, generation, "generate_together", "padding_masks")
     table = S.run_sweep(standin_mlm, sweep)
     assert seen == [0, 2]  # one item at each value, generated with that many padding masks
     task = get_task("ii_singular_to_plural")

@@ -93,7 +93,10 @@ class Deployment:
 
         options.setdefault("trust_remote_code", location in REMOTE_CODE_ALLOWLIST)
         options.setdefault("dtype", self.dtype())
-        return in_memory(location, kind=kind, **options)
+        try:
+            return in_memory(location, kind=kind, **options)
+        except ValueError:  # options the load refuses: its request says why, in its own words
+            return None
 
     def dtype(self) -> str:
         """The weights' precision the app loads models in: ``gpu_dtype`` on a GPU, ``cpu_dtype`` on
