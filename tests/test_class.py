@@ -120,23 +120,34 @@ def test_the_lesson_says_which_steps_are_ready_in_words():
                               "is answered at once.")
 
 
+def _behind_a_held_run(url, endpoint: str, arguments: dict, release, started, asks: list[tuple]) -> list:
+    """A request to ``endpoint`` sent first and held in the engine until ``release`` is set
+    (``started()`` says when it is there); then each of ``asks`` (an endpoint and its arguments, by
+    name or in order) from a student of its own, waiting for the turn behind it. Their answers,
+    once the held run is let go."""
+    running = gradio_client.Client(url, verbose=False).submit(**arguments, api_name=endpoint)
+    began = time.perf_counter()
+    while not started():  # the first request is in the engine, holding the turn
+        assert time.perf_counter() - began < 60, "the first request never started"
+        time.sleep(0.05)
+    jobs = [gradio_client.Client(url, verbose=False).submit(*([] if isinstance(a, dict) else a),
+                                                            **(a if isinstance(a, dict) else {}), api_name=e)
+            for e, a in asks]
+    time.sleep(1.5)  # all of them wait for the turn
+    release.set()
+    running.result(timeout=120)
+    return [job.result(timeout=120) for job in jobs]
+
+
 def test_distinct_generations_waiting_together_run_as_one_batch_each_as_it_is_alone(served):
     """Students' own prompts that wait for the generating turn together are written in one batch,
     each answered with the text it writes alone and told it was batched, with how many."""
     from demo.engine.generation import generate
     from demo.engine.models import load_model
     url, prompts, release, calls = served
-    running = gradio_client.Client(url, verbose=False).submit(**_request(HOLD + PROMPT), api_name="/generate_mlm")
-    began = time.perf_counter()
-    while not prompts:  # the first request is in the engine, holding the generating turn
-        assert time.perf_counter() - began < 60, "the first request never started"
-        time.sleep(0.05)
     mine = [f"{name} wrote: {PROMPT}" for name in ("Ada", "Grace", "Alan")]
-    jobs = [gradio_client.Client(url, verbose=False).submit(**_request(p), api_name="/generate_mlm") for p in mine]
-    time.sleep(1.5)  # all three wait for the turn
-    release.set()
-    running.result(timeout=120)
-    answers = [job.result(timeout=120) for job in jobs]
+    answers = _behind_a_held_run(url, "/generate_mlm", _request(HOLD + PROMPT), release, lambda: prompts,
+                                 [("/generate_mlm", _request(p)) for p in mine])
     assert [sorted(batch) for batch, _ in calls] == [[HOLD + PROMPT], sorted(mine)]
     lm, settings = load_model(str(STANDIN_MLM)), calls[1][1]
     for prompt, answer in zip(mine, answers):
@@ -160,17 +171,9 @@ def test_distinct_rankings_waiting_together_run_as_one_batch_each_as_it_is_alone
     from demo.engine.models import load_model
     from demo.engine.pll import score_choices  # the engine's own, not the counted one
     url, calls, release = scoring
-    running = gradio_client.Client(url, verbose=False).submit(**_ranking(HOLD + CONTEXT), api_name="/rank_mlm")
-    began = time.perf_counter()
-    while not calls:  # the first ranking is in the engine, holding the scoring turn
-        assert time.perf_counter() - began < 60, "the first ranking never started"
-        time.sleep(0.05)
     contexts = [f"{name} wrote: {CONTEXT}" for name in ("Ada", "Grace", "Alan")]
-    jobs = [gradio_client.Client(url, verbose=False).submit(**_ranking(c), api_name="/rank_mlm") for c in contexts]
-    time.sleep(1.5)  # all three wait for the turn
-    release.set()
-    running.result(timeout=120)
-    answers = [job.result(timeout=120) for job in jobs]
+    answers = _behind_a_held_run(url, "/rank_mlm", _ranking(HOLD + CONTEXT), release, lambda: calls,
+                                 [("/rank_mlm", _ranking(c)) for c in contexts])
     assert [len(choice_sets) for choice_sets, *_ in calls] == [1, 3]
     batched, settings, batch_scores = calls[1]
     assert sorted(choices[0].context for choices in batched) == sorted(contexts)
@@ -198,18 +201,9 @@ def test_distinct_fills_waiting_together_run_as_one_batch_each_as_it_is_alone(se
         batches.append((list(texts), settings))
         return real(lm, texts, settings)
     monkeypatch.setattr(engine_infill, "infill_together", counted)
-    running = gradio_client.Client(url, verbose=False).submit(**_request(HOLD + PROMPT), api_name="/generate_mlm")
-    began = time.perf_counter()
-    while not prompts:  # a generation holds the generating turn
-        assert time.perf_counter() - began < 60, "the first request never started"
-        time.sleep(0.05)
     texts = [f"{name} said the capital of France is [blank]." for name in ("Ada", "Grace", "Alan")]
-    jobs = [gradio_client.Client(url, verbose=False).submit(text, STANDIN_MLM.name, api_name="/infill_mlm")
-            for text in texts]
-    time.sleep(1.5)  # all three wait for the turn
-    release.set()
-    running.result(timeout=120)
-    answers = [job.result(timeout=120) for job in jobs]
+    answers = _behind_a_held_run(url, "/generate_mlm", _request(HOLD + PROMPT), release, lambda: prompts,
+                                 [("/infill_mlm", (text, STANDIN_MLM.name)) for text in texts])
     assert [sorted(texts_) for texts_, _ in batches] == [sorted(texts)]
     from demo.engine.models import load_model
     lm, settings = load_model(str(STANDIN_MLM)), batches[0][1]
