@@ -59,6 +59,10 @@ class RowProcessors(LogitsProcessor):
         self.batch, self.processors = batch, processors
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if len(self.processors) == 1:  # one request, unpadded: its processors on the whole batch, no copy
+            for processor in self.processors[0]:
+                scores = processor(input_ids, scores)
+            return scores
         shaped = []
         for request, processors in enumerate(self.processors):
             own, ids = scores[self.batch.rows(request)], self.batch.own(request, input_ids)
