@@ -21,8 +21,8 @@ ModernBERT, 22 layers, hidden 768) beside SmolLM2, steps 2 and 5 only.
 
     python benchmarks/class_load.py [--students 30 --browsers 2 --steps 1-10 --space-shapes --same-only]
 
-Per step: alone, median, p95, last, the server process's own CPU seconds per press (apart from the
-clients' on the same machine), failures, queue full; for own texts also the class's efficiency: its
+Per step: alone, median, p95, last, the CPU seconds per press of the server process and of the API
+students' clients (this process, on the same cores: what the server cannot use), failures, queue full; for own texts also the class's efficiency: its
 model FLOPs (2 per layer parameter per token read, from each answer's model and work lines) at this
 machine's measured matmul peak in each model's precision, over the wall time. Last line:
 ``class_load students=30 same_p95_over_alone=<x> distinct_p95_over_alone=<y> own_p95_s=<s>
@@ -208,17 +208,19 @@ def the_class(url, presses: list, students: list, browsers: int, step: int, butt
 
 
 def measured_class(app, presses: list, students: list, browsers: int, step: int, button, timeout: float):
-    """:func:`the_class`, with the server's CPU seconds per press and the model seconds at peak of
-    the answers: (answers, cpu per press, model seconds at peak)."""
-    answered, before = [], server_cpu(app.process)
+    """:func:`the_class`, with the CPU seconds per press of the server and of the API students'
+    clients (this process: they share the machine's cores with the server), and the model seconds
+    at peak of the answers: (answers, (server, clients) cpu per press, model seconds at peak)."""
+    answered, before, clients_before = [], server_cpu(app.process), time.process_time()
     answers = the_class(app.url, presses, students, browsers, step, button, timeout, answered)
-    return answers, (server_cpu(app.process) - before) / len(answers), model_seconds(answered)
+    cpu = (server_cpu(app.process) - before, time.process_time() - clients_before)
+    return answers, tuple(c / len(answers) for c in cpu), model_seconds(answered)
 
 
-def summary(label: str, alone: float, answers: list, browsers: int = 0, cpu: float = float("nan"),
+def summary(label: str, alone: float, answers: list, browsers: int = 0, cpu=(float("nan"), float("nan")),
             at_peak: float | None = None) -> dict:
     """The class's figures for one press (``answers``: the API students', then ``browsers``
-    pages'); ``cpu``: the server's CPU seconds per press; ``at_peak``: the seconds the class's
+    pages'); ``cpu``: the server's and the API clients' CPU seconds per press; ``at_peak``: the seconds the class's
     model work takes at the machine's matmul peak (its efficiency: that over the wall time)."""
     pages = [t for t, _ in answers[len(answers) - browsers:]] if browsers else []
     times = sorted(t for t, _ in answers if t == t)
@@ -226,10 +228,10 @@ def summary(label: str, alone: float, answers: list, browsers: int = 0, cpu: flo
     p95 = times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))] if times else float("nan")
     row = dict(alone=alone, median=statistics.median(times) if times else float("nan"), p95=p95,
                last=times[-1] if times else float("nan"), failures=len(problems),
-               queue_full=sum("Queue is full" in p for p in problems), cpu=cpu,
+               queue_full=sum("Queue is full" in p for p in problems), cpu=cpu[0],
                efficiency=at_peak / times[-1] if at_peak is not None and times else float("nan"))
     print(f"{label:<60} alone {alone:5.2f} s · median {row['median']:5.2f} · p95 {p95:5.2f} · last "
-          f"{row['last']:5.2f} · server CPU {cpu:.2f} s a press"
+          f"{row['last']:5.2f} · CPU a press: server {cpu[0]:.2f} s, clients {cpu[1]:.2f} s"
           + (f" · efficiency {row['efficiency']:.1%}" if at_peak is not None else "")
           + f" · {row['failures']} failed · {row['queue_full']} queue full"
           + (f" · pages in Chromium {', '.join(f'{t:.2f}' for t in pages)} s" if pages else "")
@@ -339,7 +341,7 @@ def main() -> None:
             rows.append(summary(f"step {step + 1} ({title[:32]}), same", alone[step], answers,
                                 args.browsers if button else 0, cpu))
             worst["same"] = max(worst["same"], rows[-1]["p95"] / alone[step])
-            worst["same_cpu"] = max(worst.get("same_cpu", 0.0), cpu)
+            worst["same_cpu"] = max(worst.get("same_cpu", 0.0), cpu[0])
             if not args.same_only and any(endpoint in TEXT_FIELDS for endpoint, _ in requests):
                 mine = [own_text(requests, i) for i in range(api_count)]
                 answers, cpu, at_peak = measured_class(app, mine, students, 0, step, None, args.timeout)
