@@ -534,11 +534,47 @@ def test_the_any_order_lane_writes_all_masks_ahead_and_refuses_chat_without_a_te
         assert "no chat template" in refused.stats and not refused.text
 
 
+def _pass(written: int, surest: float, surest_unwritten: float | None):
+    """A pass of threshold writing as its trace records it: how many tokens it wrote, its surest
+    guess (one it wrote) and the surest guess it left masked."""
+    from demo.engine.trace import StepTrace
+    return StepTrace(step=0, window=[], mask_positions=[], top=[], chosen="", beams=None, prompt_length=0,
+                     written=list(range(written)), surest=surest, surest_unwritten=surest_unwritten)
+
+
+def test_the_threshold_line_quotes_the_surest_guess_left_masked_not_one_written():
+    """Two tokens a step, threshold 0.3: the passes wrote guesses of 0.94 and 0.81 among their two
+    and left masked none surer than 0.25, so the line gives 0.25, which is below 0.3 (the issue's
+    page gave 0.94, "below" 0.3). A pass that wrote every mask it read has nothing to quote; a
+    guess just below the threshold keeps the decimals that show it below."""
+    from types import SimpleNamespace
+
+    from demo.settings import GenerationSettings
+    from demo.ui.prompting import writing_line
+
+    def line(threshold, k, *passes):
+        settings = GenerationSettings(order="confidence", confidence_threshold=threshold, tokens_per_step=k,
+                                      window="block", block_length=8)
+        return writing_line(SimpleNamespace(steps=list(passes)), settings)
+
+    assert line(0.3, 2, _pass(2, 0.94, 0.12), _pass(2, 0.81, 0.25), _pass(2, 0.6, None)) == (
+        "Tokens written per pass: 2, 2, 2. The threshold (0.3) wrote no token beyond the 2 a step: "
+        "the surest guess any pass left masked was 0.25, below it.")
+    assert line(0.3, 8, _pass(8, 0.94, None)) == (
+        "Tokens written per pass: 8. The threshold (0.3) wrote no token beyond the 8 a step: every pass wrote "
+        "all the masks it read, so none was left for it.")
+    assert line(0.3, 1, _pass(1, 0.5, 0.2996), _pass(1, 0.4, None)).endswith(
+        "the surest guess any pass left masked was 0.2996, below it.")
+    assert line(0.3, 2, _pass(3, 0.94, 0.1), _pass(2, 0.2, None)) == (
+        "Tokens written per pass: 3, 2. The threshold (0.3) wrote 1 token beyond the 2 a step, in 1 of 2 passes.")
+
+
 @needs_shared
 def test_the_any_order_lane_says_what_each_pass_wrote_and_whether_the_threshold_fired(standin_mlm):
-    """Per pass, the tokens written (as the engine's steps record them); with a
-    threshold no guess reaches, that it wrote nothing beyond the step's tokens and the surest guess,
-    which is at least every written token's probability; with a low one, how many it wrote."""
+    """Per pass, the tokens written (as the engine's steps record them); with a threshold no guess
+    left masked reaches, that it wrote nothing beyond the step's tokens and the surest guess any pass
+    left masked, below it, though a guess it wrote among the step's may pass it; with a low one, how
+    many it wrote."""
     import html
     import math
     import re
@@ -547,21 +583,32 @@ def test_the_any_order_lane_says_what_each_pass_wrote_and_whether_the_threshold_
     from demo.settings import GenerationSettings
     from demo.ui.prompting import generate_any_order
 
-    def run(threshold):
-        return generate_any_order(**dict(GENERATE, max_new_tokens=8), order="confidence", tokens_per_step=1,
+    def run(threshold, k=1):
+        return generate_any_order(**dict(GENERATE, max_new_tokens=8), order="confidence", tokens_per_step=k,
                                   block_length=8, remask=False, masks_ahead=True, confidence_threshold=threshold)
 
-    high = run(0.99)
-    said = html.unescape(high.stats)
+    def traced(threshold, k):
+        return generate(standin_mlm, FEW_SHOT, GenerationSettings(
+            max_new_tokens=8, window="block", block_length=8, masks_ahead=True, order="confidence",
+            confidence_threshold=threshold, tokens_per_step=k, stop_at_newline=False), trace=True).steps
+
+    def surest_left_masked(steps):  # each pass's guesses it read and did not write, the surest of all
+        return max(step.surest_unwritten for step in steps if step.surest_unwritten is not None)
+
+    said = html.unescape(run(0.99).stats)
     counts = [int(n) for n in re.search(r"Tokens written per pass: ([\d, ]+)\.", said).group(1).split(", ")]
-    core = generate(standin_mlm, FEW_SHOT, GenerationSettings(
-        max_new_tokens=8, window="block", block_length=8, masks_ahead=True, order="confidence",
-        confidence_threshold=0.99, stop_at_newline=False), trace=True)
-    assert counts == [len(step.written) for step in core.steps] and set(counts) == {1}
-    surest = float(re.search(r"wrote no token beyond the 1 a step: the surest guess of any pass was ([\d.]+), "
-                             r"below it", said).group(1))
-    written = re.findall(r"wrote 1: .*?surest guess ([\d.]+)", high.trace) or [surest]
-    assert surest < 0.99 and all(float(p) <= surest for p in written)
+    core = traced(0.99, 1)
+    assert counts == [len(step.written) for step in core] and set(counts) == {1}
+    assert (f"wrote no token beyond the 1 a step: the surest guess any pass left masked was "
+            f"{surest_left_masked(core):.2f}, below it." in said)
+    # between the surest guess left masked and the surest written: the threshold wrote nothing more,
+    # though a guess written among the step's two passed it
+    steps = traced(1.0, 2)
+    threshold = round((surest_left_masked(steps) + max(step.surest for step in steps)) / 2, 3)
+    assert [len(step.written) for step in traced(threshold, 2)] == [2] * 4
+    said = html.unescape(run(threshold, k=2).stats)
+    assert (f"The threshold ({threshold:g}) wrote no token beyond the 2 a step: the surest guess any pass left "
+            f"masked was {surest_left_masked(steps):.2f}, below it." in said), said
     low = html.unescape(run(0.01).stats)
     passes = [int(n) for n in re.search(r"Tokens written per pass: ([\d, ]+)\.", low).group(1).split(", ")]
     beyond = sum(n - 1 for n in passes if n > 1)

@@ -29,13 +29,14 @@ def _write(lm, window, masks, tokens_per_step, order="left_to_right", remask=Fal
     return out, begin
 
 
-def naive_confidence(model, tok, prompt_ids, block, k, remask, new, banned, threshold=None):
+def naive_confidence(model, tok, prompt_ids, block, k, remask, new, banned, threshold=None, left_masked=None):
     """Blocks of ``block`` masks after the prompt; each step: the whole window through the model;
     a proposal (argmax) at every mask; with ``remask`` the block's written tokens compete too, at
     the log-prob they were written with; the k + (written) surest hold a token afterwards (ties: leftmost); the
     rest is masked; with ``threshold`` at least every mask whose proposal has that probability is
     written (Fast-dLLM's rule). An end token written ends the text there. -> (final window, log-prob
-    of each written position at its last writing, the pass that wrote it last)."""
+    of each written position at its last writing, the pass that wrote it last); ``left_masked``, a
+    list, gets each pass's surest guess it read and left masked (None where it wrote every mask)."""
     mask, end = tok.mask_token_id, tok.sep_token_id
     window = [tok.cls_token_id] + prompt_ids + [end]
     begin, logprob, appended, step_of, passes = len(prompt_ids) + 1, {}, 0, {}, 0
@@ -57,6 +58,9 @@ def naive_confidence(model, tok, prompt_ids, block, k, remask, new, banned, thre
             sure = {i: float(logp[i, proposals[i]]) for i in masks} | {i: logprob[i] for i in written}
             passing = sum(1 for i in masks if threshold is not None and math.exp(sure[i]) >= threshold)
             keep = sorted(sure, key=lambda i: (-sure[i], i))[:max(min(k, len(masks)), passing) + len(written)]
+            if left_masked is not None:
+                left = [math.exp(sure[i]) for i in masks if i not in keep]
+                left_masked.append(max(left) if left else None)
             for i in written:
                 if i not in keep:
                     window[i] = mask
@@ -140,6 +144,26 @@ def test_threshold_writing_equals_a_naive_loop_of_fast_dllms_rule(standin_mlm, t
     assert len(out.order) <= tokens  # never fewer tokens than passes
     if threshold == 0.05:
         assert len(out.order) < tokens  # several a pass somewhere
+
+
+@needs_shared
+@pytest.mark.parametrize("threshold", [0.1, 0.3])
+def test_threshold_writing_traces_the_surest_guess_each_pass_left_masked(standin_mlm, threshold):
+    """Each pass's trace keeps the surest guess it read and did not write (None where it wrote every
+    mask it read): the naive loop's, pass by pass, and below the threshold, which writes every
+    guess that reaches it. The page's threshold line quotes it (demo.ui.prompting)."""
+    tok = standin_mlm.tokenizer
+    left: list = []
+    naive_confidence(standin_mlm.model, tok, prompt_ids_of(standin_mlm, PROMPT), 8, 1, False, 16,
+                     suppressed_ids(standin_mlm, [tok.sep_token_id]), threshold, left_masked=left)
+    steps = generate(standin_mlm, PROMPT, GenerationSettings(
+        max_new_tokens=16, window="block", block_length=8, order="confidence", confidence_threshold=threshold,
+        stop_at_newline=False), trace=True).steps
+    traced = [step.surest_unwritten for step in steps]
+    assert [p is None for p in traced] == [p is None for p in left] and any(p is not None for p in left)
+    assert ([math.log(p) for p in traced if p is not None]
+            == floats.logprobs([math.log(p) for p in left if p is not None], standin_mlm))
+    assert all(p < threshold for p in traced if p is not None)
 
 
 @needs_shared

@@ -43,6 +43,9 @@ class StepTrace:
     written_tokens: list[str] | None = None
     remasked: list[int] | None = None
     surest: float | None = None  # ... and the probability of the surest guess at the masks it read
+    # ... and of the surest guess at a mask it read but left masked (None: it wrote every mask it
+    # read): the guess a confidence threshold at or below it would have written too
+    surest_unwritten: float | None = None
 
 
 class StepRecorder(LogitsProcessor):

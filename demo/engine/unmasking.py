@@ -264,6 +264,8 @@ class Unmasker:
             first = written[0] if written else at[0]
             i = at.index(first) + rows.start
             top = logprobs[i].exp().topk(min(self.trace_top_k, logprobs.shape[-1]))
+            guessed = logprobs[rows].gather(1, tokens[rows, None])[:, 0].exp()  # each mask read: how likely its guess
+            unwritten = ~new[b, at]
             self.outs[b].steps.append(StepTrace(
                 step=int(self.steps[b]), window=tokenizer.convert_ids_to_tokens(ids),
                 mask_positions=self.masked()[b].nonzero()[:, 0].tolist(),
@@ -272,7 +274,8 @@ class Unmasker:
                 chosen=piece_or_name(tokenizer, ids[1:first], int(tokens[i]), []), beams=None, prompt_length=0,
                 predicted=first, reads=reads[b], written=written,
                 remasked=remasked[b].nonzero()[:, 0].tolist(),
-                surest=float(logprobs[rows].gather(1, tokens[rows, None]).max().exp()),
+                surest=float(guessed.max()),
+                surest_unwritten=float(guessed[unwritten].max()) if bool(unwritten.any()) else None,
                 written_tokens=[piece_or_name(tokenizer, ids[1:p], int(tokens[rows.start + at.index(p)]), [])
                                 for p in written]))
 

@@ -160,21 +160,42 @@ def any_order_items(s: GenerationSettings) -> dict[str, str]:
 
 def writing_line(result, settings: GenerationSettings) -> str:
     """Any-order writing in words (plain text): the tokens each pass wrote and, with a confidence
-    threshold, whether it wrote any token beyond the step's, with the surest guess seen."""
+    threshold, whether it wrote any token beyond the step's (``threshold_line``)."""
     counts = [len(step.written or []) for step in result.steps]
     if not counts:
         return ""
     shown = ", ".join(map(str, counts[:24])) + (", ..." if len(counts) > 24 else "")
     line = f"Tokens written per pass: {shown}."
-    threshold, k = settings.confidence_threshold, settings.tokens_per_step
-    if threshold and settings.order == "confidence":
-        beyond = [count - k for count in counts if count > k]
-        surest = max((step.surest for step in result.steps if step.surest is not None), default=0.0)
-        line += (f" The threshold ({threshold:g}) wrote {sum(beyond)} token{'' if sum(beyond) == 1 else 's'} beyond "
-                 f"the {k} a step, in {len(beyond)} of {len(counts)} passes." if beyond else
-                 f" The threshold ({threshold:g}) wrote no token beyond the {k} a step: the surest guess of any pass "
-                 f"was {surest:.2f}, below it.")
+    if settings.confidence_threshold and settings.order == "confidence":
+        line += " " + threshold_line(result.steps, settings.confidence_threshold, settings.tokens_per_step)
     return line
+
+
+def threshold_line(steps, threshold: float, k: int) -> str:
+    """What a confidence threshold wrote beyond the k tokens a pass writes anyway. Where it wrote
+    none, why: the surest guess any pass left masked (the one the threshold could have written)
+    was below it; the guesses a pass wrote among its k say nothing of the threshold."""
+    counts = [len(step.written or []) for step in steps]
+    beyond = [count - k for count in counts if count > k]
+    if beyond:
+        return (f"The threshold ({threshold:g}) wrote {sum(beyond)} token{'' if sum(beyond) == 1 else 's'} beyond "
+                f"the {k} a step, in {len(beyond)} of {len(counts)} passes.")
+    line = f"The threshold ({threshold:g}) wrote no token beyond the {k} a step"
+    left = [step.surest_unwritten for step in steps if step.surest_unwritten is not None]
+    if not left:
+        return line + ": every pass wrote all the masks it read, so none was left for it."
+    if max(left) < threshold:
+        return line + f": the surest guess any pass left masked was {shown_below(max(left), threshold)}, below it."
+    return line + "."
+
+
+def shown_below(p: float, threshold: float) -> str:
+    """A probability below the threshold, with as many decimals as it takes to read below it
+    (0.2996 is 0.2996 beside 0.3, not 0.30)."""
+    decimals = 2
+    while float(f"{p:.{decimals}f}") >= threshold and decimals < 6:
+        decimals += 1
+    return f"{p:.{decimals}f}"
 
 
 def settings_line(items: dict[str, str]) -> str:
