@@ -107,3 +107,7 @@ class TabParts(NamedTuple):
     lesson_values: Callable[[dict], list] | None = None  # ... and their values for a step
     openers: tuple = ()  # closed sections a lesson step may open (its "opens": their elem_ids)
     presses: Callable[[dict], tuple] | None = None  # the handlers a step's press of the tab's button runs, in order
+    # (function, inputs, outputs) the lesson runs after filling the tab's fields: a view that follows its
+    # inputs on the person's edits only (``input`` events), never on a value set by the page, which would
+    # let two events that set each other's components run forever
+    after_lesson: tuple = ()

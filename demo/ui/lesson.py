@@ -136,5 +136,17 @@ def wire(parts: LessonParts | None, tabs: gr.Tabs, tab_parts: dict[str, TabParts
     quick = dict(api_visibility="private", concurrency_limit=None, show_progress="hidden")
     parts.step.change(show, parts.step, parts.card, **quick)
     parts.next.click(advance, parts.step, parts.step, **quick)
-    run_ends("lesson", parts.load.click(load, parts.step, [tabs, parts.opener, *openers, *fields],
-                                        js=run_starts("lesson"), **quick))
+    loaded = parts.load.click(load, parts.step, [tabs, parts.opener, *openers, *fields], js=run_starts("lesson"),
+                              **quick)
+    for tab, p in targets.items():
+        for fn, inputs, outputs in p.after_lesson:
+            loaded = loaded.then(_for_steps_of(tab, by_title, fn, len(outputs)), [parts.step, *inputs], outputs,
+                                 **quick)
+    run_ends("lesson", loaded)
+
+
+def _for_steps_of(tab: str, by_title: dict, fn, outputs: int):
+    """``fn`` run after a step of ``tab`` is loaded; nothing after another tab's step."""
+    def run(title, *values):
+        return fn(*values) if by_title[title]["tab"] == tab else [gr.skip()] * outputs
+    return run

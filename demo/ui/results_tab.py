@@ -120,6 +120,11 @@ def _ranking_ablation(frame: pd.DataFrame, colours: dict[str, str]) -> gr.Accord
     return opener
 
 
+# A paper's chip holds its whole name (some 50 characters): its filter takes a phone's whole width
+# (a row of its own there), so the name wraps between words, not letter by letter in a narrow column
+PAPER_FILTER_PX = 320
+
+
 def _filters(frame: pd.DataFrame, default_papers: list[str]) -> list:
     """A dropdown per ResultsFilter field, offering the values the tables hold."""
     from ..evaluation.results import FILTER_COLUMNS, filter_choices
@@ -132,7 +137,8 @@ def _filters(frame: pd.DataFrame, default_papers: list[str]) -> list:
         with gr.Row():
             for name in row:
                 made[name] = widget(ResultsFilter, name, component=Dropdown, choices=offered[name], multiselect=True,
-                                    value=default_papers if name == "papers" else [], elem_id=f"results-{ids[name]}")
+                                    value=default_papers if name == "papers" else [], elem_id=f"results-{ids[name]}",
+                                    min_width=PAPER_FILTER_PX if name == "papers" else 160)
     return [made[name] for name in FILTER_COLUMNS]
 
 
@@ -170,7 +176,7 @@ def results_lookup(frame: pd.DataFrame, colours: dict[str, str]):
 
 def narrowing(frame: pd.DataFrame):
     """Each filter offers only the values that keep some row given the others (choices only: a
-    value never changes here, so this fires no change event of its own)."""
+    value never changes here)."""
     from ..evaluation.results import FILTER_COLUMNS, filter_choices
 
     def narrow(*chosen):
@@ -222,13 +228,18 @@ def build() -> TabParts:
     outputs = components(ResultsOutputs, **_views(frame))
     ablation = _ranking_ablation(frame, colours)  # the filters' view above, this fixed view under it
     lookup_results = results_lookup(frame, colours)
-    looked_up = gr.on([control.change for control in filters], lookup_results, filters, outputs, api_name="results",
+    # A person's edit of a filter looks the view up and narrows the others' choices. Only an edit
+    # (``input``): a narrowed filter's ``change`` would fire these again, for as long as the page is open.
+    looked_up = gr.on([control.input for control in filters], lookup_results, filters, outputs, api_name="results",
                       show_progress="minimal", js=run_starts("results"))
-    narrowed = gr.on([control.change for control in filters], narrowing(frame), filters, filters,
+    narrow = narrowing(frame)
+    narrowed = gr.on([control.input for control in filters], narrow, filters, filters,
                      api_visibility="private", show_progress="hidden", concurrency_limit=None,
                      js=run_starts("results"))
     run_ends("results", looked_up, narrowed)
-    # the first view: the app runs this once when a page loads; a lesson step sets the papers shown
+    # the first view: the app runs this once when a page loads; a lesson step sets the papers
+    # shown, then looks them up
     return TabParts(first_view=(lookup_results, filters, outputs), lesson_fields=tuple(filters), openers=(ablation,),
                     presses=lambda step: (lookup_results,),
-                    lesson_values=lambda step: [step["papers"], [], [], [], []])
+                    lesson_values=lambda step: [step["papers"], [], [], [], []],
+                    after_lesson=((lookup_results, filters, outputs), (narrow, filters, filters)))
