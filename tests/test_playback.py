@@ -71,6 +71,27 @@ def test_fast_decoding_marks_its_refreshes(standin_mlm):
     assert all(s.refreshed is None for s in exact.steps) and "demo-refresh" not in playback(exact.steps, "masked")
 
 
+def test_the_legend_says_what_each_lanes_masks_are(standin_mlm):
+    """A mask not predicted now is a padding mask in the paper's way and one of the block still to
+    fill in the any-order way (masked diffusion has no padding masks): the legend names each, by
+    the lane names of the lane switch."""
+    from demo.ui.playback import LEGEND, SWITCHES
+
+    lane = dict(SWITCHES["gen"])
+    said = re.findall(r'<span class="demo-tok demo-mask">\[MASK\]</span><span>(.*?)</span>', LEGEND)
+    assert len(said) == 2, said
+    paper, any_order = (next(s for s in said if lane[name].lower() in s.lower()) for name in ("masked", "any_order"))
+    assert "padding" in paper and "padding" not in any_order and "block" in any_order
+    # the any-order lane's masks are the block's: the window holds the prompt, the block and the end
+    result = generate(standin_mlm, PROMPT, max_new_tokens=8, trace=True, stop_at_newline=False, window="block",
+                      order="confidence", tokens_per_step=2, block_length=8)
+    first = re.search(r'<div class="demo-step" data-step="0"[^>]*>.*?(?=<div class="demo-step"|$)',
+                      playback(result.steps, "any_order")).group(0)
+    kinds = [k.split()[0] for k, _ in cells(first) if not k.startswith("demo-prompt")]
+    assert kinds[0] == kinds[-1] == "demo-end"  # [CLS] and [SEP]
+    assert sorted(kinds[1:-1]) == ["demo-mask"] * 6 + ["demo-mask-predicted"] * 2  # 8 masks, 2 written this step
+
+
 def test_what_the_model_or_user_wrote_is_shown_as_text():
     step = StepTrace(step=0, window=["[CLS]", "<script>", "[MASK]", "[SEP]"], mask_positions=[2],
                      top=[("<marquee>", 0.5)], chosen="<img src=x>", beams=[("<blink>beam", -1.0)], prompt_length=2)

@@ -40,7 +40,9 @@ LEGEND = (
     + _chip("prompt", "demo-prompt")
     + _chip("written so far", "demo-written")
     + _chip("[MASK]", "demo-mask-predicted", "predicted now")
-    + _chip("[MASK]", "demo-mask", "padding masks (keep the end away)")
+    # a mask that is not predicted now: a padding mask in the paper's way, one of the block in any order
+    + _chip("[MASK]", "demo-mask", "padding masks (paper's way: keep the end away)")
+    + _chip("[MASK]", "demo-mask", "the block's masks still to fill (any order)")
     + _chip("end", "demo-end", "end token")
     + _chip("?", "demo-next", "next token (causal LM)")
     + _chip("tok", "demo-remasked", "masked again (any order)")
