@@ -355,9 +355,10 @@ class ScoringSettings:
     """How candidates are scored by ``demo.engine.pll`` (masked LMs by PLL or by their decoder's
     likelihood, causal LMs exactly)."""
     method: Literal[METHODS] | None = Field(None, description=
-        "how a masked LM scores a token: salazar masks it alone, right_masks also tokens to its right (the "
-        "paper), within_word_l2r the rest of its word, whole_word its whole word, decoder reads it as the "
-        "decoder writes it, elbo averages random maskings", json_schema_extra=dict(more=
+        "how a masked LM scores a token: 1 mask hides it alone, + right masks also the next tokens (the "
+        "paper), within-word left-to-right the rest of its word, whole word masked its whole word, the "
+        "decoder's own likelihood reads it as the decoder writes it, the masked diffusion ELBO averages "
+        "random maskings", json_schema_extra=dict(more=
         "salazar hides only that token (1 mask); right_masks also hides the next few tokens (the "
         "BERTs paper's PLL, the default); within_word_l2r also hides the rest of its word; whole_word "
         "hides its whole word; decoder shows the model only the text before the token, then [MASK] and "
@@ -403,12 +404,15 @@ class ScoringSettings:
         "(0 = none)", json_schema_extra=dict(more="In rankings (several candidates), per token with reduction=mean, "
                                              "so that near-ties are ranked as the exact PLL ranks them."))
     elbo_samples: int = Field(64, ge=1, le=MAX_ELBO_SAMPLES, description=
-        "masking patterns per text, each a masked copy", json_schema_extra=dict(
-            applies="method elbo", label="ELBO: masking patterns", more=
+        "how many masking patterns a candidate's score averages, each a masked copy the model reads; "
+        "a few give a rough score that changes with the seed", json_schema_extra=dict(
+            applies="masked diffusion ELBO", label="ELBO: masking patterns", more=
             "A text with no more patterns than this (2^L - 1 for L scored tokens) is scored exactly, every "
             "pattern once."))
-    elbo_seed: int = Field(0, ge=0, le=LARGEST, description="seed of the masking patterns drawn",
-                           json_schema_extra=dict(applies="method elbo", label="ELBO: seed"))
+    elbo_seed: int = Field(0, ge=0, le=LARGEST, description=
+        "which masking patterns are drawn (another seed draws others; a candidate scored through every "
+        "one of its patterns scores the same)", json_schema_extra=dict(applies="masked diffusion ELBO",
+                                                                       label="ELBO: seed"))
     fast: bool = Field(False, description=
         "score with the approximate PLL where it was measured to keep rankings (by the candidates' "
         "length), exactly elsewhere", json_schema_extra=dict(

@@ -260,11 +260,104 @@ def test_fast_scoring_says_how_each_ranking_was_scored(monkeypatch, tmp_path):
         pll_approx.fast_bands.cache_clear()
 
 
+def _estimate(candidate: str, total: float, n: int, stderr: float) -> CandidateScore:
+    """A candidate's ELBO as the engine gives it: n scored tokens, the total and its standard error."""
+    score = _score(candidate, total, n)
+    score.stderr = stderr
+    return score
+
+
+def _elbo_note(scores, judged=False, **settings) -> str:
+    from demo.ui.elbo_note import elbo_note
+    return html.unescape(re.sub(r"<[^>]+>", "", elbo_note(scores, ScoringSettings(method="elbo", **settings), judged)))
+
+
+EXACT = ("ELBO: a candidate of at most 3 scored tokens is scored exactly, through every one of its masking "
+         "patterns (2^L - 1 for L tokens), so its score has no ±.")
+DRAWN_8 = (" A longer one is scored through 8 patterns drawn at random (seed 0): its score is an estimate, ± one "
+           "standard error, worked out from how much those patterns' values differ, so with few patterns the ± is a "
+           "rough guess too. More patterns make it smaller.")
+
+
+def test_the_elbo_note_says_an_estimate_from_few_patterns_and_the_ranking_on_it_may_change_with_the_seed():
+    """The issue's page: 8 patterns, seed 0, two candidates of 5 scored tokens (31 patterns each):
+    -8.10 ± 1.51 where every pattern gives -17.02, and another seed ranks the two the other way.
+    The note says the estimates are too rough to trust and the ranking, and the verdict, may change."""
+    scores = [_estimate("the sun was rising.", -8.10, 5, 1.51), _estimate("the grass was cut.", -16.84, 5, 2.90)]
+    assert _elbo_note(scores, judged=True, elbo_samples=8, elbo_seed=0) == (
+        EXACT + DRAWN_8 + " Too few patterns to trust: “the sun was rising.”, “the grass was cut.” (8 patterns: "
+        "too few for the ± to be trusted either). The ranking, and whether the model is right, may change with "
+        "another seed: some scores are estimates from too few patterns; 31 patterns score every candidate here "
+        "exactly.")
+    # fewer patterns than tokens to score; "sat." (3 patterns) is scored exactly, nothing to distrust
+    fewer = [_estimate("the sun was rising.", -8.10, 5, 1.51), _estimate("sat.", -3.0, 2, 0.0)]
+    assert ("Too few patterns to trust: “the sun was rising.” (4 patterns for 5 tokens: a pattern masks 1 to 5 of "
+            "them, and some of those counts were never drawn). The ranking may change with another seed"
+            in _elbo_note(fewer, elbo_samples=4))
+
+
+def test_the_elbo_note_with_one_pattern_promises_no_plus_minus():
+    """One pattern: 'pattern', not 'patterns'; no standard error is promised, since one value has no
+    spread; the estimate is called untrustworthy."""
+    note = _elbo_note([_estimate("the sun was rising.", -0.77, 5, 0.0), _estimate("the grass was cut.", -18.17, 5, 0.0)],
+                      elbo_samples=1)
+    assert note == (
+        "ELBO: a candidate of at most 1 scored token is scored exactly, through every one of its masking patterns "
+        "(2^L - 1 for L tokens), so its score has no ±. A longer one is scored through 1 pattern drawn at random "
+        "(seed 0): its score is that one pattern's value, with no ± (a single value has no spread to work one out "
+        "from), and it may be far from the score every pattern would give. Too few patterns to trust: “the sun was "
+        "rising.”, “the grass was cut.” (1 pattern: a single draw, no ± to go with it). The ranking may change with "
+        "another seed: some scores are estimates from too few patterns; 31 patterns score every candidate here "
+        "exactly.")
+
+
+def test_the_elbo_note_calls_a_ranking_within_its_errors_unsure_and_one_beyond_them_not():
+    """64 patterns for 10 scored tokens (1023 patterns): enough to trust each estimate. Two scores
+    2.00 apart with errors 2.0 and 1.5 (2.5 for their gap) may swap with another seed; 10.00 apart
+    they may not. Ranked by the mean per token, the errors are per token too (a tenth)."""
+    drawn_64 = (" A longer one is scored through 64 patterns drawn at random (seed 0): its score is an estimate, ± "
+                "one standard error, worked out from how much those patterns' values differ, so with few patterns the "
+                "± is a rough guess too. More patterns make it smaller.")
+    exact_6 = EXACT.replace("at most 3", "at most 6")
+    close = [_estimate("a", -30.0, 10, 2.0), _estimate("b", -32.0, 10, 1.5)]
+    assert _elbo_note(close, elbo_samples=64) == (
+        exact_6 + drawn_64 + " The ranking may change with another seed: “a” and “b” are 2.00 apart, less than 2 "
+        "standard errors of that gap (2 × 2.50); 1023 patterns score every candidate here exactly.")
+    apart = [_estimate("a", -30.0, 10, 2.0), _estimate("b", -40.0, 10, 1.5)]
+    assert _elbo_note(apart, elbo_samples=64) == exact_6 + drawn_64
+    per_token = [_estimate("a", -30.0, 10, 2.0), _estimate("b", -32.0, 10, 1.5)]
+    for s in per_token:
+        s.score = s.mean
+    assert "are 0.20 apart, less than 2 standard errors of that gap (2 × 0.25)" in _elbo_note(
+        per_token, elbo_samples=64, reduction="mean")
+
+
+def test_the_elbo_note_of_candidates_all_scored_exactly_says_so():
+    assert _elbo_note([_estimate("sat.", -3.0, 2, 0.0), _estimate("ran.", -4.0, 3, 0.0)], elbo_samples=8) == (
+        EXACT + " Every candidate here was.")
+
+
+def test_the_elbo_settings_help_uses_the_pages_names():
+    """The help under the scoring method and the ELBO's settings names the methods as the page's
+    choices do, never as the code spells them."""
+    from demo.settings import help_line
+
+    method = help_line(ScoringSettings, "method")
+    for page_name in ("1 mask", "+ right masks", "within-word left-to-right", "whole word masked",
+                      "the decoder's own likelihood", "the masked diffusion ELBO"):
+        assert page_name in method
+    for line in (method, help_line(ScoringSettings, "elbo_samples"), help_line(ScoringSettings, "elbo_seed")):
+        assert not re.search(r"\bsalazar\b|right_masks|within_word_l2r|whole_word|\belbo\b|method elbo", line), line
+    assert help_line(ScoringSettings, "elbo_samples").startswith("Masked diffusion ELBO: how many masking patterns")
+    assert help_line(ScoringSettings, "elbo_seed").startswith("Masked diffusion ELBO: which masking patterns")
+
+
 @needs_shared
 def test_the_elbo_says_which_scores_are_exact_and_what_its_plus_minus_is(monkeypatch):
     """With 8 patterns a text (2^3 - 1 = 7 fit), a candidate of 2 scored tokens is scored exactly (no
     ±) and one of 10 with a standard error; the page's note says so, with the samples and the seed
-    the call sent, and another seed draws other patterns."""
+    the call sent, and that 8 patterns for 10 tokens are too few to trust; another seed draws other
+    patterns. One pattern: no ±, neither beside the score nor promised by the note."""
     monkeypatch.setenv(LOCAL_MODELS_VAR, str(STANDIN_MLM))
     short, long = "sat.", "sat quietly on the old red mat by it."
     ranked = rank_masked("The cat", f"{short}\n{long}", STANDIN_MLM.name, "elbo", 2, False, "completion", "",
@@ -273,6 +366,11 @@ def test_the_elbo_says_which_scores_are_exact_and_what_its_plus_minus_is(monkeyp
     assert [len(by_text[c].tokens) for c in (short, long)] == [2, 10]  # words and the full stop
     assert "ELBO: a candidate of at most 3 scored tokens is scored exactly" in ranked.summary
     assert "8 patterns drawn at random (seed 3)" in ranked.summary
+    assert "8 patterns for 10 tokens" in ranked.summary and "may change with another seed" in ranked.summary
+    single = html.unescape(rank_masked("The cat", f"{short}\n{long}", STANDIN_MLM.name, "elbo", 2, False,
+                                       "completion", "", elbo_samples=1).summary)
+    assert "through 1 pattern drawn at random (seed 0)" in single and "1 patterns" not in single
+    assert "± one standard error" not in single and "±" not in "".join(_summary_scores(single).values())
     assert by_text[long].stderr > 0 and not by_text[short].stderr
     shown = _summary_scores(ranked.summary)
     assert "±" in shown[long] and "±" not in shown[short]

@@ -26,6 +26,7 @@ from ..settings import (
     quoted,
 )
 from .common import Dropdown, TabParts, deployment, escape, message, score_text, tab_help, work_line
+from .elbo_note import elbo_note
 from .handlers import handler
 from .loading import load
 from .outputs import components, shown_in
@@ -323,18 +324,6 @@ def _newline_note(lm, scores) -> str:
     return message(note, "note") if note else ""
 
 
-def _elbo_note(lm, settings: ScoringSettings) -> str:
-    """With the ELBO: which scores are exact and what their ± is (HTML); empty otherwise."""
-    if settings.method_for(lm) != "elbo":
-        return ""
-    exact_up_to = (settings.elbo_samples + 1).bit_length() - 1  # 2^k - 1 patterns fit in elbo_samples
-    return message(
-        f"ELBO: a candidate of at most {exact_up_to} scored token{'' if exact_up_to == 1 else 's'} is scored "
-        f"exactly, through every one of its 2^k - 1 masking patterns (no ±); a longer one through "
-        f"{settings.elbo_samples} patterns drawn at random (seed {settings.elbo_seed}), its score ± one standard "
-        f"error of that estimate. More patterns make the ± smaller.", "note")
-
-
 class _Asked(NamedTuple):
     """What a ranking request names beside its settings."""
     context: str
@@ -360,7 +349,9 @@ def _outputs(lm, asked: _Asked, settings: ScoringSettings, scores, work, variant
     files = [csv, figure_download(figure, csv, "ranking-heatmap", model_name, kind)]
     python, shell = reproduction("score", model_name, kind, settings, emd, context=context,
                                  candidates=typed)
-    return RankingOutputs(summary=summary + _elbo_note(lm, settings) + _typed_specials(lm, context, candidates)
+    judged = any(s.candidate.strip() == (answer or "").strip() for s in scores)  # the page says right or wrong
+    elbo = elbo_note(scores, settings, judged) if settings.method_for(lm) == "elbo" else ""
+    return RankingOutputs(summary=summary + elbo + _typed_specials(lm, context, candidates)
                           + _newline_note(lm, scores),
                           table=ranking_table(scores), plot=figure, scores=scores, files=files,
                           python=python, shell=shell, variant=variant)
