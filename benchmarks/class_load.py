@@ -22,9 +22,10 @@ ModernBERT, 22 layers, hidden 768) beside SmolLM2, steps 2 and 5 only.
     python benchmarks/class_load.py [--students 30 --browsers 2 --steps 1-10 --space-shapes --same-only]
 
 Per step: alone, median, p95, last, the CPU seconds per press of the server process and of the API
-students' clients (this process, on the same cores: what the server cannot use), failures, queue full; for own texts also the class's efficiency: its
-model FLOPs (2 per layer parameter per token read, from each answer's model and work lines) at this
-machine's measured matmul peak in each model's precision, over the wall time. Last line:
+students' clients (this process, on the same cores: what the server cannot use), failures, queue
+full; for own texts also the class's efficiency: its model FLOPs (2 per layer parameter per token
+read, from each answer's model and work lines) at this machine's measured matmul peak in each
+model's precision, over the wall time. Last line:
 ``class_load students=30 same_p95_over_alone=<x> distinct_p95_over_alone=<y> own_p95_s=<s>
 same_cpu_per_press_s=<s> failures=<n>
 queue_full=<n> after_abandon_failures=<n>`` (the worst step's ratios; targets: same <= 2, aim 1.5).

@@ -100,9 +100,11 @@ def _wire_readiness(ready: gr.HTML, fresh: gr.Button) -> None:
         return message(f"Forgot {dropped} shared answer{'' if dropped == 1 else 's'}: the next press of each step "
                        f"computes anew.", "note")
 
-    timer = gr.Timer(2.0)
+    # polled only while the lesson is being computed: a page opened later asks once, when it opens
+    timer = gr.Timer(2.0, active=False)
     quick = dict(api_visibility="private", concurrency_limit=None, show_progress="hidden", queue=False)
-    timer.tick(readiness, None, [ready, timer], **quick)
+    gr.on([timer.tick], readiness, None, [ready, timer], **quick)
+    gr.on(None, readiness, None, [ready, timer], **quick)  # (no triggers: when the page opens)
     fresh.click(forget, None, ready, **quick)
 
 
@@ -148,5 +150,7 @@ def wire(parts: LessonParts | None, tabs: gr.Tabs, tab_parts: dict[str, TabParts
 def _for_steps_of(tab: str, by_title: dict, fn, outputs: int):
     """``fn`` run after a step of ``tab`` is loaded; nothing after another tab's step."""
     def run(title, *values):
-        return fn(*values) if by_title[title]["tab"] == tab else [gr.skip()] * outputs
+        if by_title[title]["tab"] == tab:
+            return fn(*values)
+        return gr.skip() if outputs == 1 else [gr.skip()] * outputs  # (one output takes its value, not a list)
     return run
