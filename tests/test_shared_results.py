@@ -353,3 +353,50 @@ def test_a_requests_identity_loads_no_model(monkeypatch):
     assert len(loads) == 1
     loaded = sharing._models({"model_name": "masked"}, {"model_name": STANDIN_MLM.name, "emd": "auto"})
     assert loaded == {"model_name": model_identity(lm)} and len(loads) == 1
+
+
+def test_a_shared_answer_tells_its_wait_apart_and_a_waiting_request_hears_what_its_leader_does():
+    """The seconds an answer took leave out the time its run waited for a turn (said apart), and
+    an identical request waiting for it is told what that run is doing."""
+    from demo.app.shared_results import SharedResults, doing, waited
+
+    results, asked, release, heard = SharedResults(8), threading.Event(), threading.Event(), threading.Event()
+    lines, answers = [], {}
+
+    def compute():
+        waited(2.5)
+        doing("waiting for its turn: 1 run of other students ahead of it")
+        asked.set()
+        release.wait(10)
+        return "answer"
+
+    def told(line):
+        lines.append(line)
+        if line:
+            heard.set()
+
+    leader = threading.Thread(target=lambda: answers.setdefault("leader", results.get("k", compute)))
+    leader.start()
+    asked.wait(10)
+    follower = threading.Thread(target=lambda: answers.setdefault("follower", results.get(
+        "k", lambda: "computed again", told=told)))
+    follower.start()
+    heard.wait(10)
+    release.set()
+    leader.join(10)
+    follower.join(10)
+    shared = answers["follower"]
+    assert (shared.value, shared.computed, shared.waited) == ("answer", False, 2.5)
+    assert answers["leader"].waited == 2.5 and answers["leader"].seconds >= 0
+    assert lines == ["waiting for its turn: 1 run of other students ahead of it"]
+
+
+def test_a_shared_answers_note_gives_the_runs_own_time_and_its_wait_apart():
+    from demo.app.shared_results import Shared
+    from demo.ui.sharing import _noted
+
+    shared = Shared("<p>10 tokens in 0.6 s</p>", time.time(), seconds=3.5, served=3, computed=False, waited=2.9)
+    note = _noted(shared, lambda marker: marker)
+    assert "in 0.6 s, after 2.9 s waiting for its turn, for 3 identical requests" in note
+    unwaited = _noted(Shared("<p>x</p>", time.time(), 0.6, 2, False), lambda marker: marker)
+    assert "in 0.6 s, for 2 identical requests" in unwaited

@@ -109,7 +109,7 @@ def test_a_lone_item_runs_at_once_without_batching(monkeypatch):
 def test_a_waiting_request_is_told_its_place_and_the_wait_at_the_recent_pace(monkeypatch):
     from demo.ui import turns
     said = []
-    monkeypatch.setattr(turns, "say", said.append)
+    monkeypatch.setattr(turns, "say", lambda line, done=0.0: said.append((line, done)))
     engine = Engine()
     engine.hold.set()
     turns.together("test-pace", "k", "a", engine)
@@ -117,8 +117,7 @@ def test_a_waiting_request_is_told_its_place_and_the_wait_at_the_recent_pace(mon
     turns._turns("test-pace").pace = 30.0  # as if runs had taken 30 s each
     engine.hold.clear()
     _class_behind_first("test-pace", [(None, "b")], engine)
-    assert said == ["waiting for its turn: 1 request of this kind ahead, running or waiting, about 30 s at the "
-                    "recent pace"]
+    assert said == [("Waiting for your turn: 1 run of other students ahead of yours, about 30 s", 0.0)]
 
 
 def test_waiting_requests_take_their_turns_in_the_order_they_came():

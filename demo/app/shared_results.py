@@ -28,6 +28,8 @@ WANTED_POLL_S = 0.2  # how often a request waiting for an identical one's answer
 _CUT_SHORT: ContextVar[list | None] = ContextVar("cut_short", default=None)
 # set around work whose answers stay until forgotten (pinned): a lesson computed in advance
 _PINNING: ContextVar[bool] = ContextVar("pinning", default=False)
+# the entry a leader computes: where it reports its waits and what it is doing, for those waiting on it
+_COMPUTING: ContextVar["_Entry | None"] = ContextVar("computing", default=None)
 
 
 @contextmanager
@@ -41,6 +43,22 @@ def pinned():
         _PINNING.reset(token)
 
 
+def waited(seconds: float) -> None:
+    """Say that the request being computed waited ``seconds`` (for a turn at the model): its
+    answer's time is told apart from its waiting."""
+    entry = _COMPUTING.get()
+    if entry is not None:
+        entry.waited += seconds
+
+
+def doing(line: str) -> None:
+    """Say what the request being computed is doing now ("waiting: 2 runs ahead"): the identical
+    requests waiting for its answer are told (:meth:`Claim.wait`)."""
+    entry = _COMPUTING.get()
+    if entry is not None:
+        entry.doing = line
+
+
 def cut_short() -> None:
     """Say that the request being computed stopped early, so its answer is not stored."""
     flags = _CUT_SHORT.get()
@@ -50,13 +68,15 @@ def cut_short() -> None:
 
 @dataclass
 class Shared:
-    """An answer and how it was had: ``computed_at`` (wall clock), ``seconds`` it took, how many
-    requests it has ``served`` (the first included), and whether this request ``computed`` it."""
+    """An answer and how it was had: ``computed_at`` (wall clock), ``seconds`` it took, of which
+    ``waited`` waiting for a turn, how many requests it has ``served`` (the first included), and
+    whether this request ``computed`` it."""
     value: Any
     computed_at: float
     seconds: float
     served: int
     computed: bool
+    waited: float = 0.0
 
 
 class Abandoned(Exception):
@@ -80,6 +100,8 @@ class _Entry:
     computed_at: float = 0.0
     started: float = 0.0
     seconds: float = 0.0
+    waited: float = 0.0  # of the seconds, those spent waiting for a turn
+    doing: str = ""  # what the leader says it is doing now
     served: int = 0
     cut_short: list = field(default_factory=list)
     pinned: bool = False
@@ -100,10 +122,11 @@ class Claim:
         answer as not to be kept. The clock starts the first time."""
         if not self.entry.started:
             self.entry.started, self.entry.computed_at = time.perf_counter(), time.time()
-        token = _CUT_SHORT.set(self.entry.cut_short)
+        token, computing = _CUT_SHORT.set(self.entry.cut_short), _COMPUTING.set(self.entry)
         try:
             yield
         finally:
+            _COMPUTING.reset(computing)
             _CUT_SHORT.reset(token)
 
     def lead(self, updates: Iterator) -> Iterator:
@@ -138,10 +161,17 @@ class Claim:
         self.entry.error = error
         self.results._settle(self, computed=True)
 
-    def wait(self, wanted: Callable[[], bool] = lambda: True) -> Shared:
+    def wait(self, wanted: Callable[[], bool] = lambda: True, told: Callable[[str], None] = lambda line: None) -> Shared:
         """The leader's answer (raises the leader's error; :class:`Abandoned` if it went away, or
-        if ``wanted()`` turns false while waiting: this request's own client left)."""
-        while not self.entry.done.wait(WANTED_POLL_S):
+        if ``wanted()`` turns false while waiting: this request's own client left). ``told(line)``
+        whenever the leader says what it is doing (:func:`doing`), first at once."""
+        said = None
+        while True:
+            if self.entry.doing != said:
+                said = self.entry.doing
+                told(said)
+            if self.entry.done.wait(WANTED_POLL_S):
+                break
             if not wanted():
                 raise Abandoned()
         if self.entry.error is not None:
@@ -171,17 +201,18 @@ class SharedResults:
             self._entries.move_to_end(key)
             return Claim(self, key, entry, leader)
 
-    def get(self, key: str, compute: Callable[[], Any], wanted: Callable[[], bool] = lambda: True) -> Shared:
+    def get(self, key: str, compute: Callable[[], Any], wanted: Callable[[], bool] = lambda: True,
+            told: Callable[[str], None] = lambda line: None) -> Shared:
         """The answer for ``key``: computed now, awaited from the identical request computing it,
         or the stored one. An error is raised to every request that waited for that run, and not
         stored (the next request tries again); if the leader went away, a waiting request
         computes it itself. A request whose ``wanted()`` turns false stops waiting
-        (:class:`Abandoned`)."""
+        (:class:`Abandoned`); one waiting is ``told`` what the leader does (:meth:`Claim.wait`)."""
         while True:
             claim = self.claim(key)
             if not claim.leader:
                 try:
-                    return claim.wait(wanted)
+                    return claim.wait(wanted, told)
                 except Abandoned:
                     if not wanted():
                         raise
@@ -206,7 +237,7 @@ class SharedResults:
                         del self._entries[claim.key]
                 self._bound()
                 entry.done.set()
-            return Shared(entry.value, entry.computed_at, entry.seconds, entry.served, computed)
+            return Shared(entry.value, entry.computed_at, entry.seconds, entry.served, computed, entry.waited)
 
     def _bound(self) -> None:
         """Drop the least recently used answers beyond ``max_entries``; pinned answers and runs in

@@ -1,4 +1,4 @@
-"""Five mends to Gradio 6.31's internals, each for an upstream behaviour named below, and one
+"""Six mends to Gradio 6.31's internals, each for an upstream behaviour named below, and one
 question Gradio has no public answer to (:func:`still_wanted`); the one place the app reaches
 inside Gradio. :func:`mend` applies the mends to a launched app.
 
@@ -35,6 +35,12 @@ figure) as empty text, not "None".
 **MCP and broken text**: a queued tool call goes on through Gradio's own client, whose JSON
 encoder cannot write a lone surrogate, so a text holding one got Python's codec message. The
 mend refuses it first, in the sentence the page gives.
+
+**Gradio's wait estimate** ("processing | 3.4/0.5s") is the mean time of every past run of the
+event (``Queue.process_time_per_fn``): shared answers in milliseconds and own runs in seconds
+alike, so a student waiting for a turn is promised a fraction of the wait. The app tells a waiting
+request its own place and wait (``demo.ui.turns``); the mend keeps Gradio from estimating at all,
+so the page shows the time waited so far and that line.
 """
 
 import gradio as gr
@@ -43,6 +49,21 @@ from gradio.context import LocalContext
 from gradio.state_holder import SessionState
 
 from ..settings import check_readable
+
+
+class _NoEstimates(dict):
+    """Run times Gradio keeps to estimate waits, kept by none: every estimate is "unknown"."""
+
+    def __contains__(self, fn) -> bool:
+        return False
+
+    def __missing__(self, fn):
+        return _Untimed()
+
+
+class _Untimed:
+    def add(self, seconds: float) -> None:
+        pass
 
 _replace = SessionState.__setitem__
 _refresh = SessionState._update_config
@@ -101,10 +122,11 @@ def _with_defaults(block_fn, inputs: list) -> None:
 
 
 def mend(app: gr.Blocks) -> None:
-    """All five mends, on the launched app: a session's copy keeps values that updates leave out
+    """All six mends, on the launched app: a session's copy keeps values that updates leave out
     (for every app of this process: the copy's class is Gradio's); missing API inputs take their
     defaults; the MCP server (if it runs) gives plain calls the list of outputs, less every State's,
-    and refuses broken text in words."""
+    and refuses broken text in words; Gradio estimates no wait."""
+    app._queue.process_time_per_fn = _NoEstimates()
     SessionState.__setitem__ = _keeping_value(_replace_keeping_id)
     SessionState._update_config = _keeping_value(_refresh)
     app.validate_inputs = _with_defaults

@@ -6,12 +6,14 @@ from gradio.context import LocalContext  # the request being served (Gradio sets
 from .common import deployment
 
 
-def say(line: str) -> None:
-    """Show ``line`` as the request's progress, without a percentage (nothing to count yet): it
-    stays until the request's first counted step (a model's "Loading weights", generation's steps)."""
+def say(line: str, done: float = 0.0) -> None:
+    """Show ``line`` as the request's progress in the output it fills (``done``: the share of
+    the wait behind it, which Gradio draws as a bar; without one Gradio shows no line at all).
+    It stays until the request's next line or first counted step (a model's "Loading weights",
+    generation's steps)."""
     progress = LocalContext.progress.get(None)  # the handler's, set by Gradio for this request
     if progress is not None:
-        progress(None, desc=line)
+        progress(done, desc=line)
 
 
 def load(name: str, kind: str | None, emd: str = "auto"):

@@ -14,6 +14,7 @@ from ..evaluation.identity import model_identity, request_identity
 from ..settings import AppSettings
 from .common import deployment, message
 from .gradio_mends import still_wanted
+from .loading import say
 
 # The answers identical requests share, kept less long than the downloads they name
 RESULTS = SharedResults(AppSettings().shared_results, max_age_s=KEEP_SECONDS / 2)
@@ -74,7 +75,7 @@ def _sharing(fn, error_outputs, models: dict, shareable, said: bool):
             claim = RESULTS.claim(key)
             while not claim.leader:
                 try:
-                    yield noted(claim.wait(still_wanted))
+                    yield noted(claim.wait(still_wanted, _told))
                     return
                 except Abandoned:
                     if not still_wanted():
@@ -88,8 +89,14 @@ def _sharing(fn, error_outputs, models: dict, shareable, said: bool):
         key = key_of(args, kwargs)
         if key is None:
             return fn(*args, **kwargs)
-        return noted(RESULTS.get(key, lambda: fn(*args, **kwargs), still_wanted))
+        return noted(RESULTS.get(key, lambda: fn(*args, **kwargs), still_wanted, _told))
     return wrapper
+
+
+def _told(leader_doing: str) -> None:
+    """What a request waiting for an identical one's answer is told (as its progress)."""
+    say("Another student asked for this same run just before you: its answer will be yours. "
+        + (f"That run is {leader_doing}." if leader_doing else "It is being computed."))
 
 
 def _noted(shared, error_outputs):
@@ -99,9 +106,10 @@ def _noted(shared, error_outputs):
         return shared.value
     marker = object()
     showing = error_outputs(marker)
+    waiting = f", after {shared.waited:.1f} s waiting for its turn" if shared.waited >= 0.05 else ""
     note = message(f"Shared result: computed once at {time.strftime('%H:%M:%S', time.localtime(shared.computed_at))} "
-                   f"in {shared.seconds:.1f} s, for {shared.served} identical requests so far (the work counts "
-                   f"are that run's). Change any setting or input to compute anew.", "note")
+                   f"in {shared.seconds - shared.waited:.1f} s{waiting}, for {shared.served} identical requests so "
+                   f"far (the work counts are that run's). Change any setting or input to compute anew.", "note")
     if showing is marker:  # a handler whose one output is its message
         return note + shared.value
     fields = [note + value if shown is marker else value for shown, value in zip(showing, shared.value)]

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
-from ..app.shared_results import Abandoned, own_copy
+from ..app.shared_results import Abandoned, doing, own_copy, waited
 from .common import deployment, message
 from .gradio_mends import still_wanted
 from .loading import say
@@ -78,19 +78,20 @@ class _Turns:
         """True once a turn is this request's (first come, first served); False if ``answered()``
         comes true first (a batch ran its item). :class:`Cancelled` if nobody waits for the
         request any more."""
-        me = object()
+        me, began = object(), time.perf_counter()
         with self.changed:
-            ahead = self.running + len(self.line)
+            first = self.running + len(self.line)  # the runs ahead of this one when it came
             self.line.append(me)
-        if ahead >= self.runs:
-            wait = "" if self.pace is None else f", about {max(1, round(ahead * self.pace / self.runs))} s at the recent pace"
-            say(f"waiting for its turn: {ahead} request{'' if ahead == 1 else 's'} of this kind ahead, "
-                f"running or waiting{wait}")
         with self.changed:
             try:
+                told = None
                 while not answered() and not self._mine(me):
                     if not still_wanted():
                         raise Cancelled()
+                    ahead = self.running + self.line.index(me)
+                    if ahead != told:
+                        told = ahead
+                        self._tell(ahead, first)
                     self.changed.wait(POLL_S)
                 if answered():
                     return False
@@ -101,6 +102,15 @@ class _Turns:
             finally:
                 self.line.remove(me)
                 self.changed.notify_all()  # the next in line may go, or move up
+                waited(time.perf_counter() - began)
+
+    def _tell(self, ahead: int, first: int) -> None:
+        """Tell the waiting request its place (and those waiting for the same answer, where it
+        is shared): the runs ahead of it and, once runs have been timed, about how long."""
+        runs = f"{ahead} run{'' if ahead == 1 else 's'} of other students"
+        wait = "" if self.pace is None else f", about {max(1, round(ahead * self.pace / self.runs))} s"
+        say(f"Waiting for your turn: {runs} ahead of yours{wait}", done=(first - ahead) / max(first, 1))
+        doing(f"waiting for its turn: {runs} ahead of it{wait}")
 
     def _mine(self, me: object) -> bool:
         """Whether ``me`` is among the first in line for the turns free now."""
