@@ -161,7 +161,8 @@ class Claim:
         self.entry.error = error
         self.results._settle(self, computed=True)
 
-    def wait(self, wanted: Callable[[], bool] = lambda: True, told: Callable[[str], None] = lambda line: None) -> Shared:
+    def wait(self, wanted: Callable[[], bool] = lambda: True,
+             told: Callable[[str], None] = lambda line: None) -> Shared:
         """The leader's answer (raises the leader's error; :class:`Abandoned` if it went away, or
         if ``wanted()`` turns false while waiting: this request's own client left). ``told(line)``
         whenever the leader says what it is doing (:func:`doing`), first at once."""
