@@ -222,12 +222,44 @@ def _copa(app, ran, number):
             ranked(ran[5].views["rank_causal"], "rank-causal-summary", candidates))
 
 
+def heatmap_rows(view: dict) -> list[dict[str, tuple[float, int]]]:
+    """A side's token heatmap as the page draws it, one row per candidate: {token: (log-prob,
+    rank)}, the log-prob from the cell's colour value, the rank from its hover text."""
+    from demo.ui.ranking import RankingOutputs
+    cells = RankingOutputs(*view[None]).plot.data[0]
+    return [{token: (logprob, int(number_after(r"rank (\d+)", hover)))
+             for token, logprob, hover in zip(tokens, row, hovers)}
+            for tokens, row, hovers in zip(cells.text, cells.z, cells.customdata)]
+
+
 def _pll(app, ran):
     right_masks, one_mask, causal = _copa(app, ran, 5)
     assert one_mask[0] > one_mask[1] and right_masks[0] < right_masks[1] and causal[0] > causal[1]
+    # each model's heatmap: the row of the right cause and of the wrong one
+    (standin_sun, standin_grass), (smollm2_sun, smollm2_grass) = (
+        sorted(heatmap_rows(ran[5].views[name]), key=lambda row: "sun" not in row) for name in ("rank_mlm", "rank_causal"))
+    for row, last in ((standin_sun, "rising"), (standin_grass, "cut"), (smollm2_sun, "rising"), (smollm2_grass, "cut")):
+        assert min(row, key=lambda token: row[token][0]) == last  # "the last word costs most"
+        word = "sun" if last == "rising" else "grass"
+        assert abs(row[word][0] - row["the"][0]) < 1.0  # "about what 'the' does"
+
+    def cost(row, token):
+        return f"{row[token][0]:.1f}"
+
+    def the(sun, grass):  # "the" costs the same in both texts where the model reads only the text before it
+        return " and ".join(dict.fromkeys((cost(sun, "the"), cost(grass, "the"))))
+
+    assert standin_sun["sun"][1] == smollm2_sun["sun"][1] == 1
     return [f"with one mask it prefers the right answer ({one_mask[0]:.1f} against {one_mask[1]:.1f}), with the "
             f"paper's right masks it narrowly does not ({right_masks[0]:.1f} against {right_masks[1]:.1f})",
-            f"SmolLM2 prefers the right answer ({causal[0]:.1f} against {causal[1]:.1f})"]
+            f"SmolLM2 prefers the right answer ({causal[0]:.1f} against {causal[1]:.1f})",
+            f'In both heatmaps the last word costs most ("rising" {cost(standin_sun, "rising")} and "cut" '
+            f'{cost(standin_grass, "cut")} on the stand-in, {cost(smollm2_sun, "rising")} and '
+            f'{cost(smollm2_grass, "cut")} on SmolLM2); "sun" and "grass" cost about what "the" does '
+            f'({cost(standin_sun, "sun")} and {cost(standin_grass, "grass")} against '
+            f'{the(standin_sun, standin_grass)} on the stand-in, {cost(smollm2_sun, "sun")} and '
+            f'{cost(smollm2_grass, "grass")} against {the(smollm2_sun, smollm2_grass)} on SmolLM2), and "sun" is '
+            f"both models' first guess"]
 
 
 def _right_masks(app, ran):
@@ -275,7 +307,11 @@ def _length(app, ran):
     note = show_precomputed(precomputed_grids()[0][1]).note  # the page's words for the stand-in's grid
     said = f"the needle found in {int(answered.correct.sum())} of the {len(answered)} it read"
     assert said in note
-    return [f'its 768-token cells say "beyond limit"; it finds no needle at any length '
+    runs, beyond = (int(number_after(pattern, mlm)) for pattern in (r"(\d+) of \d+ runs", r"(\d+) beyond the model's"))
+    ran_cells, causal_cells = (int(number_after(r"over (\d+) answered", summary)) for summary in (mlm, causal))
+    return [f'the stand-in answers {ran_cells} of its {runs} cells (the {beyond} past 512 tokens say "beyond limit" '
+            f'and do not run) and SmolLM2 all {causal_cells}',
+            f'its 768-token cells say "beyond limit"; it finds no needle at any length '
             f'(its precomputed grid: "{said}")',
             f"SmolLM2 finds all of them up to {found.index.max():,}"]
 
