@@ -1123,6 +1123,42 @@ def test_lesson_step_3_compares_one_setting_with_step_2(page, server, width):
         previous.wait_for(state="detached")
 
 
+# Every text the settings line shows from now on, in order (Gradio draws a running event's timer
+# inside the element: only the line itself is kept)
+RECORD_LINE = """() => {
+  const line = document.querySelector('#gen-settings-line');
+  window.demoLines = [];
+  const keep = () => {
+    const text = (line.innerText.match(/Runs with:.*/) || [''])[0].trim();
+    if (text && text !== window.demoLines.at(-1)) window.demoLines.push(text);
+  };
+  keep();
+  new MutationObserver(keep).observe(line, {subtree: true, childList: true, characterData: true});
+}"""
+
+
+def test_a_lesson_step_after_a_preset_never_shows_a_mix_of_their_settings(page, server):
+    """The farduddle preset (sampling, stop at newline on), then lesson step 4 (greedy, stop at
+    newline off, any order): the settings line goes from the preset's settings to the step's, with
+    no line between that names some of each (as "strategy greedy" with "stop at newline on", which
+    the page once showed for a run sent with it off)."""
+    with _fresh_view(page, 1400) as view:
+        _open(view, server)
+        _open_tab(view, "Prompting")
+        line = view.locator("#gen-settings-line")
+        _choose(view, "gen-preset", "Novel word: farduddle")
+        line.filter(has_text="stop at newline on").wait_for()
+        preset = (line.inner_text().split("Runs with:")[-1]).strip()
+        view.evaluate(RECORD_LINE)
+        view.get_by_role("button", name="Lesson:").click()
+        view.get_by_label("4. The same model writes two ways").check()
+        view.locator("#lesson-card").filter(has_text="any order").wait_for()
+        _press(view, "#lesson-load", "lesson")
+        shown = view.evaluate("() => window.demoLines")
+        assert shown[0] == f"Runs with: {preset}" and len(shown) == 2, shown
+        assert "strategy greedy" in shown[1] and "stop at newline off" in shown[1] and "any order" in shown[1]
+
+
 @pytest.mark.parametrize("width", [1400, 400])
 def test_the_same_masked_lm_writes_two_ways_beside_the_causal_lm(page, server, width):
     """Lesson step 4: one prompt, three lanes of one playback: the paper's way, the any-order way

@@ -824,3 +824,87 @@ def test_a_runs_settings_and_what_changed_between_two_runs():
     assert changes(greedy, sampled) == ("decoding exact → prefix cache; strategy greedy → sampling; "
                                         "temperature (not used) → 0.2; top-k (not used) → 64; "
                                         "top-p (not used) → 0.9; seed (not used) → 3")
+
+
+def _after(app, event) -> list:
+    """The events chained after ``event`` (``.then``), and theirs, in order."""
+    following = [f for f in app.fns.values() if f.trigger_after == event._id]
+    return [g for f in following for g in [f, *_after(app, f)]]
+
+
+class _Page:
+    """The Prompting tab's values as a page holds them, by component: set by what events return,
+    read by the events that take them (no browser, no model)."""
+
+    def __init__(self, app):
+        self.values = {block._id: getattr(block, "value", None) for block in app.blocks.values()}
+
+    def run(self, event, *given):
+        """Run ``event`` with ``given`` as its first inputs and the page's values as the rest."""
+        taken = [*given, *(self.values[c._id] for c in event.inputs[len(given):])]
+        out = event.fn(*taken)
+        out = [out] if len(event.outputs) == 1 else out
+        for component, value in zip(event.outputs, out):
+            if isinstance(value, dict) and value.get("__type__") == "update":
+                if "value" in value:
+                    self.values[component._id] = value["value"]
+            elif not isinstance(value, gr.components.Component):
+                self.values[component._id] = value
+        return out
+
+
+def test_the_settings_line_is_drawn_once_the_page_has_set_every_value(monkeypatch):
+    """The "Runs with" line names what the button's runs send. A page that sets several values at
+    once (a preset, a picked model, a lesson step) changes them one after another, and a line drawn
+    on each change named a mix of old and new values: lesson step 4 after the farduddle preset said
+    "strategy greedy" with the preset's "stop at newline on" while the box, and the run, had it off.
+    So the line follows a person's edits (``input``) and is drawn after each event that sets the
+    values it reads, from all of them."""
+    from demo.ui.app import build_app
+    monkeypatch.setenv(LOCAL_MODELS_VAR, str(STANDIN_MLM))
+    app = build_app()
+    drawn = [f for f in app.fns.values() if [c.elem_id for c in f.outputs] == ["gen-settings-line"]]
+    read = {c._id for c in drawn[0].inputs}
+    assert {event for f in drawn for _, event in f.targets} <= {"input", "then"}
+    setters = [f for f in app.fns.values() if f not in drawn and read & {c._id for c in f.outputs}]
+    assert {getattr(f.fn, "__name__", "") for f in setters} >= {"fill", "load"}  # a preset, a lesson step
+    for setter in setters:
+        assert [f for f in _after(app, setter) if [c.elem_id for c in f.outputs] == ["gen-settings-line"]], setter.fn
+
+    page = _Page(app)
+    fill = next(f for f in app.fns.values() if getattr(f.fn, "__name__", "") == "fill")
+    page.run(fill, "Novel word: farduddle (BERTs paper, B.1)")
+    assert "stop at newline on" in html_text(page.run(next(f for f in _after(app, fill) if f in drawn))[0])
+    load = next(f for f in app.fns.values() if getattr(f.fn, "__name__", "") == "load")
+    step = "4. The same model writes two ways"
+    page.run(load, step)
+    after_step = [f for f in _after(app, load) if f in drawn]  # (its first input: the step loaded)
+    line = [html_text(page.run(f, step)[0]) for f in after_step]
+    assert len(line) == 1 and "strategy greedy" in line[0] and "stop at newline off" in line[0]
+    assert page.run(after_step[0], "1. Fill a blank in the middle")[0] == gr.skip()  # another tab's step: as it was
+
+
+def test_a_ticked_compare_box_with_no_earlier_run_says_why_nothing_is_compared(monkeypatch):
+    """Lesson step 3 ticks "Compare with the previous run"; loaded on a fresh page (step 2 not run)
+    there is no previous run to play: the box's words say so, and what to press, as does a first
+    run with the box ticked; with a run before it, the box says what it does."""
+    from demo.ui.app import build_app
+    from demo.ui.prompting import COMPARE_HELP
+    monkeypatch.setenv(LOCAL_MODELS_VAR, str(STANDIN_MLM))
+    app = build_app()
+    page = _Page(app)
+    page.run(next(f for f in app.fns.values() if getattr(f.fn, "__name__", "") == "load"), "3. Why the padding masks")
+    box = next(b for b in app.blocks.values() if getattr(b, "elem_id", None) == "gen-compare-previous")
+    assert page.values[box._id] is True
+    ticked = next(f for f in app.fns.values() if (box._id, "change") in f.targets)
+    lane, said = page.run(ticked)
+    assert lane == "" and box in ticked.outputs
+    assert said["info"].startswith("Nothing to compare yet: the masked LM has not run on this page.")
+    assert "run step 2 before step 3" in said["info"]
+    masked = next(f for f in app.fns.values() if f.api_name == "generate_mlm")
+    after_run = next(f for f in _after(app, masked) if box in f.outputs)  # the same view, after each run
+    run = dict(steps=[], text="", settings={}, id="a", prompt="", model="m")
+    assert page.run(after_run, True, None, run)[1]["info"].startswith(
+        "Nothing to compare yet: the masked LM has run once on this page. Press Generate")
+    assert page.run(after_run, True, run, run)[1]["info"] == page.run(after_run, False, None, None)[1]["info"] == \
+        COMPARE_HELP

@@ -450,6 +450,26 @@ def generate_any_order(prompt, model_name, settings: GenerationSettings, emd, pr
                            python=python, shell=shell)
 
 
+COMPARE_HELP = "The masked LM's last run plays beside this one, step by step, headed by the settings that changed."
+
+
+def compare_help(compare: bool, previous: dict | None, current: dict | None) -> str:
+    """The words under "Compare with the previous run": what it does, or, when it is ticked with no
+    earlier run to play beside this one (a lesson step ticks it on a fresh page), why nothing shows."""
+    if not compare or previous:
+        return COMPARE_HELP
+    if current:
+        return ("Nothing to compare yet: the masked LM has run once on this page. Press Generate and that run "
+                "plays beside the new one.")
+    return ("Nothing to compare yet: the masked LM has not run on this page. Press Generate twice: the second "
+            "run plays beside the first (in the lesson, run step 2 before step 3).")
+
+
+def comparison_view(compare: bool, previous: dict | None, current: dict | None) -> tuple[str, dict]:
+    """The previous run's lane (``previous_run_view``) and the compare box's words (``compare_help``)."""
+    return previous_run_view(compare, previous, current), gr.update(info=compare_help(compare, previous, current))
+
+
 def previous_run_view(compare: bool, previous: dict | None, current: dict | None) -> str:
     """The previous masked-LM run as a third player, moving in step with this run's, headed by
     what changed between them (HTML; empty when not asked for or nothing to compare)."""
@@ -536,8 +556,7 @@ def _inputs(catalog: Catalog, presets: list[dict], first: dict) -> dict:
                              min_width=220)
         w["compare_previous"] = gr.Checkbox(
             value=False, label="Compare with the previous run", elem_id="gen-compare-previous", scale=1,
-            min_width=220, info="The masked LM's last run plays beside this one, step by step, "
-                                "headed by the settings that changed.")
+            min_width=220, info=COMPARE_HELP)
         w["any_order"] = gr.Checkbox(
             value=False, label="Also write in any order (masked diffusion)", elem_id="gen-any-order", scale=1,
             min_width=220, info="Masked diffusion's way: a block of masks, surest first.")
@@ -582,22 +601,32 @@ QUICK = dict(api_visibility="private", show_progress="hidden", concurrency_limit
 
 def _wire_settings(w: dict, catalog: Catalog, presets: list[dict]) -> None:
     """Presets fill the prompt and the shared settings; the settings line follows the widgets; a
-    picked masked LM sets what it was trained with."""
+    picked masked LM sets what it was trained with. Adds ``w["fill"]`` (a preset's values) and
+    ``w["line"]`` (the settings line's (function, inputs, outputs), for the lesson)."""
     shared = [w[t.name] for t in SHARED]
 
     def fill(name):
         values = preset_values(preset_named(presets, name))
         return [values["prompt"], values["note"]] + [values[t.name] for t in SHARED]
 
-    # select, not change: picking the same preset again restores its text after an edit
-    w["preset"].select(fill, w["preset"], [w["prompt"], w["paper_output"]] + shared, api_visibility="private")
     shown = list(dict.fromkeys(t.argument for fn in (generate_masked, generate_any_order) for t in fn.takes
-                               if isinstance(t, Setting))) + ["decoding", "any_order"]
-    gr.on([w[name].change for name in shown], lambda *values: settings_line_of(dict(zip(shown, values))),
-          [w[name] for name in shown], w["settings_shown"], **QUICK)
+                               if isinstance(t, Setting) and t.cls is GenerationSettings)) + ["decoding", "any_order"]
+
+    def line(*values):
+        return settings_line_of(dict(zip(shown, values)))
+
+    w["line"] = (line, [w[name] for name in shown], [w["settings_shown"]])
+    # The line is drawn after a person's edit (``input``) or once the page has set all it sets
+    # (a preset, a picked model, a lesson step), never on each value's ``change``: a page that
+    # sets several values changes them one after another, and a line drawn in between names a
+    # mix of old and new values (a step's greedy decoding with the last preset's stop at newline).
+    gr.on([w[name].input for name in shown], *w["line"], **QUICK)
+    # select, not change: picking the same preset again restores its text after an edit
+    w["preset"].select(fill, w["preset"], [w["prompt"], w["paper_output"]] + shared,
+                       api_visibility="private").then(*w["line"], **QUICK)
     trained = list(trained_decoding(catalog, ""))  # the widgets a pick sets, by name
     w["masked_model"].change(lambda name: list(trained_decoding(catalog, name).values()), w["masked_model"],
-                             [w[n] for n in trained], **QUICK)
+                             [w[n] for n in trained], **QUICK).then(*w["line"], **QUICK)
     w["fill"] = fill
 
 
@@ -625,7 +654,8 @@ def _wire_runs(w: dict) -> None:
         components(MaskedGenerationOutputs, **w["sides"]["masked"], trace=w["trace"], run=last_run),
         api_name="generate_mlm", concurrency_id=generate_masked.group)
     comparing = [w["compare_previous"], previous_run, last_run]
-    previous_shown = masked_event.then(previous_run_view, comparing, w["previous_trace"], **QUICK)
+    compared = [w["previous_trace"], w["compare_previous"]]
+    previous_shown = masked_event.then(comparison_view, comparing, compared, **QUICK)
     # any order, when asked: a request of its own (its own API), started once the paper's way is done
     any_request = gr.State(0)
     any_asked = previous_shown.then(lambda asked, n: n + 1 if asked else gr.update(),
@@ -637,7 +667,7 @@ def _wire_runs(w: dict) -> None:
         api_name="generate_mlm_any_order", concurrency_id=generate_any_order.group, js=run_starts("gen-any"))
     w["any_order"].change(lambda asked: [gr.update(visible=asked)] * 2, w["any_order"],
                           [w["any_output"], w["any_lane"]], **QUICK)
-    w["compare_previous"].change(previous_run_view, comparing, w["previous_trace"], **QUICK)
+    w["compare_previous"].change(comparison_view, comparing, compared, **QUICK)
     causal_event = w["run"].click(generate_causal, generate_causal.inputs(dict(w, model_name=w["causal_model"])),
                                   components(CausalGenerationOutputs, **w["sides"]["causal"], trace=w["causal_trace"]),
                                   api_name="generate_causal", concurrency_id=generate_causal.group, js=run_starts("gen"))
@@ -662,4 +692,5 @@ def build(catalog: Catalog) -> TabParts:
                     lesson_values=lambda step: [step["preset"], *w["fill"](step["preset"]),
                                                 step.get("compare_previous", False), step.get("any_order", False)],
                     presses=lambda step: (generate_masked, generate_causal)
-                    + ((generate_any_order,) if step.get("any_order") else ()))
+                    + ((generate_any_order,) if step.get("any_order") else ()),
+                    after_lesson=(w["line"],))
