@@ -188,10 +188,10 @@ def test_catalog_gives_the_chat_checkpoints_the_decoding_they_were_trained_for(m
     assert catalog.generation_defaults("answerdotai/ModernBERT-base") == {} == catalog.generation_defaults("nope")
 
 
-def test_a_request_that_loads_its_model_says_so_without_a_percentage(tmp_path, monkeypatch):
+def test_a_request_that_loads_its_model_says_so(tmp_path, monkeypatch):
     """The first request on a model shows "loading <model> (first use)" as its progress while the
-    weights load, with no percentage (there is nothing to count: a bar would stand at 0%); a request
-    on a model in memory shows nothing of the kind."""
+    weights load, at 0 done (Gradio draws a progress line only with a share done: without one the
+    page showed nothing); a request on a model in memory shows nothing of the kind."""
     from gradio.context import LocalContext
 
     from demo.engine import models
@@ -209,7 +209,7 @@ def test_a_request_that_loads_its_model_says_so_without_a_percentage(tmp_path, m
         again = loading.load("my-mlm", "masked")
     finally:
         LocalContext.progress.reset(token)
-    assert while_loading == [[("loading my-mlm (first use)", None, None, None)]]
+    assert while_loading == [[("loading my-mlm (first use)", None, None, 0.0)]]
     assert again is first and len(sent) == updates  # in memory: nothing said
 
 
