@@ -117,3 +117,14 @@ def test_the_work_budget_counts_the_elbos_copies(tiny_model, samples):
         score_candidates(lm, context, candidates, settings)
     work = ranking_work(lm, context, candidates, settings)
     assert (work.passes, work.tokens) == (reads.passes, reads.tokens) and "masking pattern" in work.what
+
+
+def test_the_standard_error_is_in_the_units_of_the_score(tiny_model):
+    """Ranked by the mean per token, the score and its ± are both per token: the same patterns'
+    error over the total, divided by the tokens scored."""
+    lm = tiny_model("bert")
+    item = ("The cat sat on the", " big green mat in the sun")
+    summed, = score_batch(lm, [item], ScoringSettings(method="elbo", elbo_samples=8))
+    mean, = score_batch(lm, [item], ScoringSettings(method="elbo", elbo_samples=8, reduction="mean"))
+    assert mean.score == pytest.approx(summed.total / len(summed.tokens))
+    assert mean.stderr == pytest.approx(summed.stderr / len(summed.tokens)) and summed.stderr > 0

@@ -314,7 +314,7 @@ def test_the_elbo_note_with_one_pattern_promises_no_plus_minus():
 def test_the_elbo_note_calls_a_ranking_within_its_errors_unsure_and_one_beyond_them_not():
     """64 patterns for 10 scored tokens (1023 patterns): enough to trust each estimate. Two scores
     2.00 apart with errors 2.0 and 1.5 (2.5 for their gap) may swap with another seed; 10.00 apart
-    they may not. Ranked by the mean per token, the errors are per token too (a tenth)."""
+    they may not. Ranked by the mean per token, the engine gives the errors per token too (a tenth)."""
     drawn_64 = (" A longer one is scored through 64 patterns drawn at random (seed 0): its score is an estimate, ± "
                 "one standard error, worked out from how much those patterns' values differ, so with few patterns the "
                 "± is a rough guess too. More patterns make it smaller.")
@@ -327,7 +327,7 @@ def test_the_elbo_note_calls_a_ranking_within_its_errors_unsure_and_one_beyond_t
     assert _elbo_note(apart, elbo_samples=64) == exact_6 + drawn_64
     per_token = [_estimate("a", -30.0, 10, 2.0), _estimate("b", -32.0, 10, 1.5)]
     for s in per_token:
-        s.score = s.mean
+        s.score, s.stderr = s.mean, s.stderr / len(s.tokens)
     assert "are 0.20 apart, less than 2 standard errors of that gap (2 × 0.25)" in _elbo_note(
         per_token, elbo_samples=64, reduction="mean")
 

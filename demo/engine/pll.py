@@ -88,7 +88,8 @@ class CandidateScore:
     score: float  # what ranking uses: total or mean (reduction), minus the unconditional score
     words: list[WordScore] | None = None
     unconditional: float | None = None  # score(candidate | unconditional context), if used
-    # the ELBO's Monte Carlo standard error (0: every masking pattern scored); None for other methods
+    # the ELBO's Monte Carlo standard error of ``score`` (per token where ranked by the mean; 0: every
+    # masking pattern scored); None for other methods
     stderr: float | None = None
 
 
@@ -422,7 +423,8 @@ def score_batch(lm, items: list[tuple[str, str]], settings: ScoringSettings | No
               for k, (key, t) in enumerate(zip(unique, texts))}
     if errors is not None:
         for k, key in enumerate(unique):
-            scored[key].stderr = errors[k]
+            per = len(scored[key].tokens) if settings.reduction == "mean" else 1
+            scored[key].stderr = errors[k] / per
     return [scored[key] for key in keys]
 
 

@@ -40,7 +40,7 @@ def too_few(score, samples: int) -> str | None:
 def error(score, settings: ScoringSettings) -> float:
     """A candidate's standard error in the units of its score (per token where the ranking is by
     the mean per token)."""
-    return (score.stderr or 0.0) / (len(score.tokens) if settings.reduction == "mean" else 1)
+    return score.stderr or 0.0
 
 
 def close_pairs(scores, settings: ScoringSettings) -> list[tuple]:
