@@ -3,7 +3,6 @@ items that wait together with one key run as one batch; a lone item runs at once
 failure stays its own request's; different keys never share a batch."""
 
 import threading
-import time
 
 import pytest
 
@@ -15,10 +14,11 @@ class Engine:
     holding "first", and fails every batch holding "bad"."""
 
     def __init__(self):
-        self.batches, self.hold = [], threading.Event()
+        self.batches, self.hold, self.started = [], threading.Event(), threading.Event()
 
     def __call__(self, items):
         self.batches.append(list(items))
+        self.started.set()
         if "first" in items:
             self.hold.wait(timeout=30)
         if "bad" in items:
@@ -36,17 +36,24 @@ def _asking(group, key, item, engine, answers):
         answers[item] = err
 
 
+def _line_holds(group: str, count: int) -> None:
+    """Wait until ``count`` requests wait in ``group``'s line (told by the line as each comes)."""
+    from demo.ui.turns import _turns
+    turns = _turns(group)
+    with turns.changed:
+        assert turns.changed.wait_for(lambda: len(turns.line) >= count, timeout=30)
+
+
 def _class_behind_first(group, keyed_items, engine):
     """``first`` running in the engine, then every (key, item) asked while it holds; the answers."""
     answers = {}
     first = threading.Thread(target=_asking, args=(group, "k", "first", engine, answers))
     first.start()
-    while not engine.batches:
-        time.sleep(0.01)
+    engine.started.wait(timeout=30)
     others = [threading.Thread(target=_asking, args=(group, key, item, engine, answers)) for key, item in keyed_items]
     for thread in others:
         thread.start()
-    time.sleep(0.5)  # all of them wait for the turn
+    _line_holds(group, len(others))  # all of them wait for the turn
     engine.hold.set()
     for thread in [first, *others]:
         thread.join(timeout=30)
@@ -131,16 +138,15 @@ def test_waiting_requests_take_their_turns_in_the_order_they_came():
         order.append(name)
         if name == "first":
             hold.wait(timeout=30)
-    line = turns._turns("test-order").line
     threads = [threading.Thread(target=run, args=("first",))]
     threads[0].start()
-    while not order:
-        time.sleep(0.01)
+    kind = turns._turns("test-order")
+    with kind.changed:  # the first has its turn before any other asks
+        assert kind.changed.wait_for(lambda: kind.running == 1, timeout=30)
     for i in range(8):  # each asks once the one before it is in line
         threads.append(threading.Thread(target=run, args=(f"r{i}",)))
         threads[-1].start()
-        while len(line) < i + 1:
-            time.sleep(0.01)
+        _line_holds("test-order", i + 1)
     hold.set()
     for thread in threads:
         thread.join(timeout=30)

@@ -70,7 +70,7 @@ class _Turns:
         self.runs = runs
         self.running = 0
         self.line: list[object] = []  # the requests waiting for a turn, first come first
-        self.changed = threading.Condition()  # a turn given back, a request gone, or a batch run
+        self.changed = threading.Condition()  # a turn given back, a request come or gone, or a batch run
         self.waiting: dict[Hashable, list[_Waiting]] = {}
         self.pace: float | None = None  # recent seconds of model run per request (a moving average)
 
@@ -82,6 +82,7 @@ class _Turns:
         with self.changed:
             first = self.running + len(self.line)  # the runs ahead of this one when it came
             self.line.append(me)
+            self.changed.notify_all()  # (for whoever watches the line)
         with self.changed:
             try:
                 told = None
