@@ -3,7 +3,6 @@ the same thing at once get one run's answer; a request cancelled while it waits 
 distinct rankings that wait together run as one batch, each answered as alone."""
 
 import threading
-import time
 from contextlib import contextmanager
 
 import pytest
@@ -91,18 +90,20 @@ def test_students_asking_the_same_at_once_get_one_runs_answer(served):
 
 def test_a_request_cancelled_while_it_waits_never_runs(served):
     url, prompts, release, _ = served
+    from demo.ui.turns import _turns
+    kind = _turns("generate")
     first, second = (gradio_client.Client(url, verbose=False) for _ in range(2))
     running = first.submit(**_request(HOLD + PROMPT), api_name="/generate_mlm")
-    began = time.perf_counter()
-    while not prompts:  # the first request is in the engine, holding the generation queue
-        assert time.perf_counter() - began < 60, "the first request never started"
-        time.sleep(0.05)
+    with kind.changed:  # the first request holds the generating turn
+        assert kind.changed.wait_for(lambda: kind.running == 1, timeout=60), "the first request never started"
     waiting = second.submit(**_request("Cancelled: " + PROMPT), api_name="/generate_mlm")
-    time.sleep(0.5)  # queued behind the first
+    with kind.changed:  # queued behind the first
+        assert kind.changed.wait_for(lambda: len(kind.line) == 1, timeout=60)
     waiting.cancel()
+    with kind.changed:  # it leaves the line before the turn is free
+        assert kind.changed.wait_for(lambda: not kind.line, timeout=60)
     release.set()
     running.result(timeout=120)
-    time.sleep(1.0)  # time for a queued request to start, had it stayed
     assert prompts == [HOLD + PROMPT]
 
 
@@ -120,20 +121,21 @@ def test_the_lesson_says_which_steps_are_ready_in_words():
                               "is answered at once.")
 
 
-def _behind_a_held_run(url, endpoint: str, arguments: dict, release, started, asks: list[tuple]) -> list:
-    """A request to ``endpoint`` sent first and held in the engine until ``release`` is set
-    (``started()`` says when it is there); then each of ``asks`` (an endpoint and its arguments, by
-    name or in order) from a student of its own, waiting for the turn behind it. Their answers,
-    once the held run is let go."""
+def _behind_a_held_run(url, endpoint: str, arguments: dict, release, group: str, asks: list[tuple]) -> list:
+    """A request to ``endpoint`` sent first and held in the engine until ``release`` is set, holding
+    its ``group``'s turn; then each of ``asks`` (an endpoint and its arguments, by name or in order)
+    from a student of its own, waiting in line for the turn behind it (the line says when each
+    comes). Their answers, once the held run is let go."""
+    from demo.ui.turns import _turns
+    kind = _turns(group)
     running = gradio_client.Client(url, verbose=False).submit(**arguments, api_name=endpoint)
-    began = time.perf_counter()
-    while not started():  # the first request is in the engine, holding the turn
-        assert time.perf_counter() - began < 60, "the first request never started"
-        time.sleep(0.05)
+    with kind.changed:  # the first request has the turn
+        assert kind.changed.wait_for(lambda: kind.running == 1, timeout=60), "the first request never started"
     jobs = [gradio_client.Client(url, verbose=False).submit(*([] if isinstance(a, dict) else a),
                                                             **(a if isinstance(a, dict) else {}), api_name=e)
             for e, a in asks]
-    time.sleep(1.5)  # all of them wait for the turn
+    with kind.changed:  # all of them wait for the turn
+        assert kind.changed.wait_for(lambda: len(kind.line) == len(asks), timeout=60)
     release.set()
     running.result(timeout=120)
     return [job.result(timeout=120) for job in jobs]
@@ -146,7 +148,7 @@ def test_distinct_generations_waiting_together_run_as_one_batch_each_as_it_is_al
     from demo.engine.models import load_model
     url, prompts, release, calls = served
     mine = [f"{name} wrote: {PROMPT}" for name in ("Ada", "Grace", "Alan")]
-    answers = _behind_a_held_run(url, "/generate_mlm", _request(HOLD + PROMPT), release, lambda: prompts,
+    answers = _behind_a_held_run(url, "/generate_mlm", _request(HOLD + PROMPT), release, "generate",
                                  [("/generate_mlm", _request(p)) for p in mine])
     assert [sorted(batch) for batch, _ in calls] == [[HOLD + PROMPT], sorted(mine)]
     lm, settings = load_model(str(STANDIN_MLM)), calls[1][1]
@@ -172,7 +174,7 @@ def test_distinct_rankings_waiting_together_run_as_one_batch_each_as_it_is_alone
     from demo.engine.pll import score_choices  # the engine's own, not the counted one
     url, calls, release = scoring
     contexts = [f"{name} wrote: {CONTEXT}" for name in ("Ada", "Grace", "Alan")]
-    answers = _behind_a_held_run(url, "/rank_mlm", _ranking(HOLD + CONTEXT), release, lambda: calls,
+    answers = _behind_a_held_run(url, "/rank_mlm", _ranking(HOLD + CONTEXT), release, "score",
                                  [("/rank_mlm", _ranking(c)) for c in contexts])
     assert [len(choice_sets) for choice_sets, *_ in calls] == [1, 3]
     batched, settings, batch_scores = calls[1]
@@ -202,7 +204,7 @@ def test_distinct_fills_waiting_together_run_as_one_batch_each_as_it_is_alone(se
         return real(lm, texts, settings)
     monkeypatch.setattr(engine_infill, "infill_together", counted)
     texts = [f"{name} said the capital of France is [blank]." for name in ("Ada", "Grace", "Alan")]
-    answers = _behind_a_held_run(url, "/generate_mlm", _request(HOLD + PROMPT), release, lambda: prompts,
+    answers = _behind_a_held_run(url, "/generate_mlm", _request(HOLD + PROMPT), release, "generate",
                                  [("/infill_mlm", (text, STANDIN_MLM.name)) for text in texts])
     assert [sorted(texts_) for texts_, _ in batches] == [sorted(texts)]
     from demo.engine.models import load_model
