@@ -1,7 +1,10 @@
 """A class's lesson in a real browser, on an app that computes the lesson at start-up (as it does
 unless told not to): the lesson says when every step is ready, a step's press shows the answer
 computed in advance and says so, and the teacher's button makes the next press compute anew.
-Screenshots of the lesson at 1400 and 400 px go to artifacts/screenshots/."""
+On an app that has computed nothing yet, students waiting behind a run are told their place, or
+that they share it. Screenshots at 1400 and 400 px go to artifacts/screenshots/."""
+
+import re
 
 import pytest
 
@@ -16,20 +19,32 @@ from tests.test_browser import (  # noqa: F401 (smollm2_path: a fixture)
     _open,
     _press,
     _screenshot,
+    _wait_runs,
     playwright_api,
     pytestmark,
     smollm2_path,
 )
 
 SHARED_NOTE = "Shared result: computed once"
+SHOWS = "(text) => document.body.innerText.includes(text)"
 FITS = "(id) => [...document.querySelectorAll(id + ', ' + id + ' *')].every((e) => e.scrollWidth <= e.clientWidth + 1)"
+
+
+def _serving(gguf, tmp_path_factory, warm: bool):
+    log = tmp_path_factory.mktemp("app") / "app.log"
+    with running_app([str(STANDIN_MLM), str(gguf)], log, timeout=60, DEMO_WARM_LESSON=str(warm)) as app:
+        yield app.url
 
 
 @pytest.fixture(scope="module")
 def warm_server(smollm2_path, tmp_path_factory):  # noqa: F811
-    log = tmp_path_factory.mktemp("app") / "app.log"
-    with running_app([str(STANDIN_MLM), str(smollm2_path)], log, timeout=60, DEMO_WARM_LESSON="True") as app:
-        yield app.url
+    yield from _serving(smollm2_path, tmp_path_factory, warm=True)
+
+
+@pytest.fixture(scope="module")
+def cold_server(smollm2_path, tmp_path_factory):  # noqa: F811
+    """An app that has computed nothing yet: the first press loads the models."""
+    yield from _serving(smollm2_path, tmp_path_factory, warm=False)
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +99,34 @@ def test_a_second_student_gets_the_first_ones_answer_at_phone_width(browser, war
     assert SHARED_NOTE in second.locator("#gen-mlm-stats").inner_text()
     assert view.evaluate(FITS, "#gen-mlm-stats"), "the shared-result line overflows its box at 400 px"
     _screenshot(second, "shared-answer-400")
+
+
+def test_students_waiting_behind_a_run_are_told_their_place_or_that_they_share_it(browser, cold_server):
+    """Three students on phones press step 2 while the first one's run is still loading its causal
+    LM (its first use, tens of seconds): one who edited the text is told its place in line, one who
+    asked for the same run is told that another student's run will answer it. Gradio's own
+    estimate (the mean of every past run of the event) is not shown."""
+    first, own, same = (_view(browser, 400) for _ in range(3))
+    for view in (first, own, same):
+        _open(view, cold_server)
+        _load_step(view, "2. Generate by appending masks", "Prompting")
+    prompt = own.locator("#gen-prompt textarea")
+    prompt.fill(prompt.input_value() + " (Ben)")
+
+    first.click("#gen-run")
+    first.wait_for_function(SHOWS, arg="converting its weights from GGUF on first use", timeout=MODEL_WAIT_MS)
+    own.click("#gen-run")
+    same.click("#gen-run")
+    own.wait_for_function("() => /Waiting for your turn: \\d+ runs? of other students ahead of yours/"
+                          ".test(document.body.innerText)", timeout=MODEL_WAIT_MS)
+    _screenshot(own, "waiting-own-text-400")
+    same.wait_for_function(SHOWS, arg="Another student asked for this same run just before you: its answer "
+                                      "will be yours.", timeout=MODEL_WAIT_MS)
+    _screenshot(same, "waiting-same-run-400")
+    for view in (first, own, same):  # the time waited, never Gradio's "3.4/0.5s"
+        assert not re.search(r"\d/\d+(\.\d+)?s", view.locator("body").inner_text())
+
+    for view in (first, own, same):
+        _wait_runs(view, {"gen": 1})
+    assert SHARED_NOTE in same.locator("body").inner_text()
+    assert "Shared result" not in own.locator("body").inner_text()

@@ -10,14 +10,13 @@ The app runs without the lesson's warm-up and the start-up check, whose progress
 server until they are done (and then stop): what is counted here is what never stops.
 """
 
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from benchmarks.app_process import running_app
 from tests.conftest import STANDIN_MLM
-from tests.test_browser import ARGS, CHROMIUM, SCREENSHOTS, _open, _run, _screenshot, playwright_api
+from tests.test_browser import ARGS, CHROMIUM, SCREENSHOTS, _fresh_view, _open, _run, _screenshot, playwright_api
 
 pytestmark = [
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed "
@@ -49,18 +48,6 @@ def browser():
         launched.close()
 
 
-@contextmanager
-def _view(browser, width: int):
-    """A page of its own (its own context, so its own session) at ``width``, closed after."""
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    view = context.new_page()
-    view.set_default_timeout(30_000)
-    try:
-        yield view
-    finally:
-        context.close()
-
-
 class _Requests:
     """The page's requests to the server (its API, not the static files a view may load)."""
 
@@ -89,7 +76,7 @@ def _load_step(view, title: str) -> None:
 def test_the_page_goes_quiet_after_every_lesson_step_and_tab(browser, quiet_server, width):
     from demo.ui.lesson import TAB_NAMES, steps
 
-    with _view(browser, width) as view:
+    with _fresh_view(browser, width) as view:
         requests = _Requests(view)
         _open(view, quiet_server)
         noisy = {}
@@ -117,7 +104,7 @@ def test_the_page_goes_quiet_after_every_lesson_step_and_tab(browser, quiet_serv
 def test_counting_requests_sees_a_page_that_keeps_asking(browser, quiet_server):
     """The count can fail: a page that polls (here the page itself, asking for its config every
     half second) is seen."""
-    with _view(browser, 1400) as view:
+    with _fresh_view(browser, 1400) as view:
         requests = _Requests(view)
         _open(view, quiet_server)
         view.evaluate("() => { window.demoPoll = setInterval(() => fetch('gradio_api/info'), 500); }")
