@@ -152,7 +152,7 @@ def test_the_plot_marks_the_papers_choice():
     stars = [t for t in figure.data if t.marker.symbol == "star"]
     assert [list(t.x) for t in stars] == [[2]] and [list(t.y) for t in stars] == [[60.0]]
     assert any("N = 2" in a.text for a in figure.layout.annotations)
-    assert figure.layout.xaxis.title.text == "extra masks right of each scored token (N)"
+    assert figure.layout.xaxis.title.text == "extra masks right of<br>each scored token (N)"  # (a phone's width)
     assert figure.layout.yaxis.title.text == "accuracy (%)"
     # a phone's width holds about 40 characters of a title: the stand-in's on two lines, each in it
     title = mask_sweep_plot(table.assign(model="minilm-l6-mlm-standin")).layout.title.text

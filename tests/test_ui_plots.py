@@ -164,3 +164,12 @@ def test_downloads_get_folders_of_their_own_and_old_ones_are_swept(tmp_path, mon
     monkeypatch.setattr(downloads, "SWEEP_EVERY_S", 0.0)
     downloads.download(pd.DataFrame({"a": [4]}), "ranking", "m")
     assert not os.path.exists(old) and os.path.exists(second)
+
+
+def test_a_figures_words_wrap_between_words_in_lines_of_about_one_length():
+    from demo.evaluation.figure_fit import legend_px, wrapped
+    assert wrapped("extra masks right of each scored token (N)", 30) == "extra masks right of<br>each scored token (N)"
+    assert wrapped("short", 30) == "short" and wrapped("", 30) == ""
+    assert wrapped("a-very-long-model-name-without-spaces on copa", 20) == "a-very-long-model-name-without-spaces<br>on copa"
+    assert wrapped("<b> & co", 30) == "&lt;b&gt; &amp; co"  # shown as typed
+    assert legend_px(["one", "two<br>lines"]) > legend_px(["one", "two"])

@@ -14,6 +14,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .figure_fit import AXIS_CHARS, LEGEND_BELOW, LEGEND_CHARS, TITLE_CHARS, legend_px, wrapped
+
 ACCURACY_COLOURS = "RdYlGn"  # red = never found, green = always found (as the paper's Figure 3)
 BEYOND_COLOUR = "#c8c8c8"
 
@@ -165,6 +167,7 @@ SWEEP_AXES = {"padding_masks": "padding masks after the predicted [MASK] (p)",
               "right_masks": "extra masks right of each scored token (N)"}
 SWEEP_SYMBOLS = {"padding_masks": "p", "right_masks": "N"}
 PAPER_COLOUR = "#d62728"
+SWEEP_PLOT_PX = 240
 
 
 def mask_sweep_plot(table: pd.DataFrame, title: str | None = None) -> go.Figure:
@@ -182,26 +185,32 @@ def mask_sweep_plot(table: pd.DataFrame, title: str | None = None) -> go.Figure:
     for model, line in rows.groupby("model", sort=False):
         name = _model_name(line)
         fig.add_trace(go.Scatter(
-            x=line["value"], y=line["score"], mode="lines+markers", name=name, marker=dict(size=9),
+            x=line["value"], y=line["score"], mode="lines+markers", name=wrapped(name, LEGEND_CHARS),
+            marker=dict(size=9),
             error_y=dict(type="data", array=line["stderr"].fillna(0), visible=True),
             customdata=line[["n"]].values if "n" in line else None,
             hovertemplate=f"{name}<br>%{{x}} masks: %{{y:.1f}} over %{{customdata[0]}} items<extra></extra>"))
         chosen = line[line["value"] == line["paper_value"]]
         fig.add_trace(go.Scatter(
-            x=chosen["value"], y=chosen["score"], mode="markers", name=f"the paper's choice ({name})",
+            x=chosen["value"], y=chosen["score"], mode="markers",
+            name=wrapped(f"the paper's choice ({name})", LEGEND_CHARS),
             marker=dict(symbol="star", size=18, color=PAPER_COLOUR, line=dict(width=1, color="white")),
             hovertemplate="the paper's choice: %{x} masks, %{y:.1f}<extra></extra>"))
     symbol = SWEEP_SYMBOLS.get(setting, "")
     for value in sorted(set(rows["paper_value"])):
         fig.add_vline(x=value, line=dict(color=PAPER_COLOUR, dash="dash", width=1),
                       annotation_text=f"the paper's {symbol} = {value}", annotation_position="top")
+    about = wrapped(f"{_model_name(rows)} on {rows['task'].iloc[0]}", TITLE_CHARS)
+    title = title or f"How many masks?<br>{about}"
+    # above the plot: the title (in the middle of the top margin) and under it the label of the
+    # paper's line; under the plot its axis (ticks, a title on two lines: some 70 px), the legend
+    top = 40 + 22 * (title.count("<br>") + 1)
     fig.update_layout(
-        # (two lines: a phone's width holds about 40 characters of a title)
-        title=title or f"How many masks?<br>{_model_name(rows)} on {rows['task'].iloc[0]}", height=420,
-        plot_bgcolor="white", margin=dict(t=90, l=70, r=20, b=60),
-        legend=dict(orientation="h", x=0, xanchor="left", y=-0.2, yanchor="top"))
-    fig.update_xaxes(title_text=SWEEP_AXES.get(setting, setting), tickvals=sorted(set(rows["value"])),
-                     showgrid=True, gridcolor="#eee")
+        title=title,
+        height=top + SWEEP_PLOT_PX + 70 + legend_px([trace.name for trace in fig.data]),
+        plot_bgcolor="white", margin=dict(t=top, l=70, r=20, b=10), legend=LEGEND_BELOW)
+    fig.update_xaxes(title_text=wrapped(SWEEP_AXES.get(setting, setting), AXIS_CHARS), automargin=True,
+                     tickvals=sorted(set(rows["value"])), showgrid=True, gridcolor="#eee")
     fig.update_yaxes(title_text=f"{str(metric).replace('_', ' ')} (%)", rangemode="tozero",
                      showgrid=True, gridcolor="#eee")
     return fig
@@ -554,16 +563,17 @@ def ranking_ablation_figure(rows: pd.DataFrame, title: str = "Score by ranking m
         who = "paper" if source == "published" else "ours"
         name = f"{who}: {task} {metric}, {model} {shots}"
         fig.add_trace(go.Scatter(
-            x=line["method_label"], y=line["value"], mode="lines+markers", name=_plain(name),
+            x=line["method_label"], y=line["value"], mode="lines+markers", name=wrapped(name, LEGEND_CHARS),
             line=dict(color=colours.get(model, "#555"), width=3.5 if bold else 1.5,
                       dash="dash" if metric == "token_f1" else "solid"),
             marker=dict(symbol=next(symbols), size=10 if bold else 7, color=colours.get(model, "#555")),
             opacity=1.0 if bold else 0.6,
             hovertemplate=_plain(name) + "<br>%{x}: %{y:.1f}<extra></extra>"))
-    bottom = 60 + LEGEND_ROW_PX * len(lines)  # one entry a row: the names run long
-    fig.update_layout(title=title, height=TOP_PX + 2 * PANEL_PX + bottom, plot_bgcolor="white",
-                      margin=dict(t=TOP_PX, l=60, r=20, b=bottom),
-                      legend=dict(orientation="h", x=0, xanchor="left", y=-0.18, yanchor="top"))
-    fig.update_xaxes(type="category", categoryorder="array", categoryarray=methods, title_text="ranking method")
+    # under the plot, its axis: the method names, slanted on a phone (some 110 px with the axis
+    # title); then the legend, one entry a row on a phone (the names run long)
+    fig.update_layout(title=title, height=TOP_PX + 2 * PANEL_PX + 110 + legend_px([trace.name for trace in fig.data]),
+                      plot_bgcolor="white", margin=dict(t=TOP_PX, l=60, r=20, b=10), legend=LEGEND_BELOW)
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=methods, title_text="ranking method",
+                     automargin=True)
     fig.update_yaxes(title_text="score (%)", rangemode="tozero")
     return fig

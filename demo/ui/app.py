@@ -20,6 +20,7 @@ from ..app.downloads import KEEP_SECONDS
 from ..paths import STYLE
 from . import (
     common,
+    dropdown_taps,
     infill_tab,
     length_probe,
     lesson,
@@ -91,6 +92,7 @@ def build_app(deployment: Deployment | None = None) -> gr.Blocks:
         keep_tab_in_use(tab_bar, list(tabs))
         playback.link_keeper()
         scroll_hints()
+        dropdown_taps.dropdown_taps()
         gr.DeepLinkButton("Copy a link to this view", copied_value="Link copied", variant="secondary",
                           size="sm")
         # what a page shows when it opens: not an API; the page marks when all of it is shown
