@@ -200,19 +200,12 @@ def endpoint(*takes, builds=None, defaults: dict | None = None, fixed: dict | No
 
         handler.__signature__ = signature
         handler.__doc__ = (fn.__doc__ or "").rstrip() + "\n\n    Args:\n" + "".join(
-            f"        {t.argument}: {t.line if isinstance(t, Own) else _api_line(t.cls, t.name)}\n" for t in takes)
+            f"        {t.argument}: "
+            f"{t.line if isinstance(t, Own) else help_line(t.cls, t.name)}\n" for t in takes)
         handler.settings, handler.takes = settings_from, takes
         handler.inputs = lambda widgets: [widgets[t.argument] for t in takes]
         return handler
     return decorate
-
-
-def _api_line(cls, name: str) -> str:
-    """A setting's line in the API's docs (and MCP's schemas): the page's help, then, for a
-    choice the page shows by labels, the values a caller sends, each with its label."""
-    shown = words(cls, name).get("shown")
-    values = "; ".join(f"{value} = {label}" for value, label in shown.items()) if shown else ""
-    return help_line(cls, name) + (f" (values: {values})" if values else "")
 
 
 def _parameter(taken, defaults: dict) -> inspect.Parameter:
