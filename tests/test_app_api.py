@@ -360,7 +360,8 @@ def test_agents_find_the_tools_and_rank_like_the_core_api(app, client):
     assert "decoding" not in tools["generate_causal"]["inputSchema"]["properties"]  # its own exact cache
     rank = tools["rank_masked"]
     assert "pseudo-log-likelihood" in rank["description"]
-    assert "right_masks" in rank["inputSchema"]["properties"]["method"]["description"]
+    method = rank["inputSchema"]["properties"]["method"]
+    assert "right_masks" in _enum_values(method) and "+ right masks" in method["description"]  # values, labels
     arguments = dict(VALID["/rank_mlm"], method="salazar")
     table = client.predict(**arguments, api_name="/rank_mlm")[1]
     served = dict(zip((row[1] for row in table["data"]), (row[2] for row in table["data"])))
