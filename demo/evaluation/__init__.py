@@ -6,6 +6,7 @@
 - ``mask_sweep``     how many masks? a task at each number of padding or right masks
 - ``model_check``    is a model read right? known answers and a task slice against the paper
 - ``plots``          plotly figures shared by the app and the command line
+- ``figure_fit``     a figure's text wrapped to fit a phone: titles and legend entries, the legend's height
 - ``exports``        downloads: tidy tables, file names that say model, what and date
 - ``runs``           what ``mlm-icl score``, ``probe`` and ``evaluate`` run: settings in, files out
 - ``identity``       what a run's numbers depend on: names its files, part files and rows

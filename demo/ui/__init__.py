@@ -17,7 +17,9 @@
 - ``infill_tab``    the Infill tab: a blank in the middle, masked vs causal
 - ``playback``      decoding playback: the steps of a generation as frames of a player
 - ``scroll_hint``   boxes that scroll sideways say so
+- ``dropdown_taps`` a dropdown opens wherever its box is tapped
 - ``ranking``       the Ranking tab: PLL and causal scores, heatmaps
+- ``elbo_note``     what an ELBO ranking's estimates can be trusted for, in words
 - ``pll_copies``    one candidate's PLL masked copies as rows, and the causal LM's pass, as HTML
 - ``length_probe``  the Length probe tab: needle grids
 - ``mask_sweep``    how many masks? in the Length probe tab: a task at each number of masks
@@ -25,5 +27,5 @@
 - ``lesson``        the lesson above the tabs: its steps, each loads its tab's inputs
 - ``warm_up``       the lesson ready before the class: every step computed at start-up
 - ``startup_check`` the start-up check of the default models, above the tabs
-- ``gradio_mends``  the one place that reaches inside Gradio: missing API inputs, MCP tool calls
+- ``gradio_mends``  the one place that reaches inside Gradio: missing API inputs, MCP tool calls, its wait estimate
 """
