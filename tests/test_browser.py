@@ -158,7 +158,7 @@ def _contrast(foreground: str, background: str) -> float:
 def _fresh_view(page, width: int, **options):
     """A page of its own (its own browser context, so its own session) at ``width``, closed after;
     ``page``: a page of the browser to open it in, or the browser."""
-    browser = getattr(page, "context", None) and page.context.browser or page
+    browser = page.context.browser if hasattr(page, "context") else page
     context = browser.new_context(viewport={"width": width, "height": 900}, **options)
     view = context.new_page()
     view.set_default_timeout(30_000)
