@@ -3,6 +3,7 @@ items that wait together with one key run as one batch; a lone item runs at once
 failure stays its own request's; different keys never share a batch."""
 
 import threading
+import types
 
 import pytest
 
@@ -121,10 +122,97 @@ def test_a_waiting_request_is_told_its_place_and_the_wait_at_the_recent_pace(mon
     engine.hold.set()
     turns.together("test-pace", "k", "a", engine)
     assert turns._turns("test-pace").pace < 1.0  # a run that returns at once
-    turns._turns("test-pace").pace = 30.0  # as if runs had taken 30 s each
+    kind = turns._turns("test-pace")
+    kind.pace, kind.paces = 30.0, {}  # as if runs had taken 30 s each
     engine.hold.clear()
     _class_behind_first("test-pace", [(None, "b")], engine)
     assert said == [("Waiting for your turn: 1 run of other students ahead of yours, about 30 s", 0.0)]
+
+
+def test_each_run_ahead_counts_at_its_own_models_pace(monkeypatch):
+    """Runs of a slow model ahead of a request make its wait longer than runs of a fast one."""
+    from demo.ui import turns
+    said, told = [], threading.Condition()
+
+    def say(line, done=0.0):
+        with told:
+            said.append(line)
+            told.notify_all()
+    monkeypatch.setattr(turns, "say", say)
+    kind = turns._turns("test-paces")
+    kind.pace, kind.paces = 2.0, {"slow": 30.0, "fast": 5.0}
+    engine, answers = Engine(), {}
+    first = threading.Thread(target=_asking, args=("test-paces", "slow", "first", engine, answers))
+    first.start()
+    engine.started.wait(timeout=30)
+    others = []
+    for key, item in [("fast", "b"), ("other", "c")]:  # each asks once the one before it is told
+        others.append(threading.Thread(target=_asking, args=("test-paces", key, item, engine, answers)))
+        others[-1].start()
+        with told:
+            assert told.wait_for(lambda: len(said) >= len(others), timeout=30)
+    engine.hold.set()
+    for thread in [first, *others]:
+        thread.join(timeout=30)
+    assert said[:2] == ["Waiting for your turn: 1 run of other students ahead of yours, about 30 s",
+                        "Waiting for your turn: 2 runs of other students ahead of yours, about 35 s"]
+
+
+def test_a_models_first_load_is_left_out_of_the_pace(monkeypatch):
+    """A run that loads its model first (tens of seconds, once) sets the pace by its run alone."""
+    from demo.ui import loading, turns
+    clock = [100.0]
+    fake_time = types.SimpleNamespace(perf_counter=lambda: clock[0])
+    monkeypatch.setattr(turns, "time", fake_time)
+    monkeypatch.setattr(loading, "time", fake_time)
+    monkeypatch.setattr(loading, "loading_words", str)
+    monkeypatch.setattr(loading, "say", lambda line, done=0.0: None)
+
+    class FirstUse:
+        def load(self, name, kind, emd, loading):
+            loading()
+            clock[0] += 30.0
+            return name
+    monkeypatch.setattr(loading, "deployment", FirstUse)
+
+    def run_all(items):
+        loading.load("a model", "masked")
+        clock[0] += 1.5
+        return items
+    turns.together("test-load", "k", "a", run_all)
+    assert turns._turns("test-load").pace == 1.5
+
+
+@pytest.mark.parametrize("running_left, before, runs, expected", [
+    ([1.5], [], 1, 1.5),  # the running turn's time left
+    ([1.5], [2.0, 1.0], 1, 4.5),  # and two runs after it
+    ([], [], 1, 0.0),  # a turn free
+    ([1.5], [], 2, 0.0),
+    ([1.5], [2.0], 2, 1.5),  # the free turn taken by the one before, the running one ends first
+    ([1.5], [2.0, 2.0], 2, 2.0),  # then the one taken at 0 s ends
+    ([], [2.0, 1.0, 3.0], 2, 2.0),
+])
+def test_the_expected_wait_hands_the_turns_on_in_order(running_left, before, runs, expected):
+    from demo.ui.turns import expected_wait
+    assert expected_wait(running_left, before, runs) == pytest.approx(expected)
+
+
+def test_requests_in_line_with_one_key_count_as_one_turn_before_a_request():
+    """As a batch gathers them: every request with the key of an earlier one runs in its turn, so
+    a request whose key is ahead waits only for the turns before that one."""
+    from demo.ui.turns import _InLine, _Turns
+    kind = _Turns(1)
+    kind.pace, kind.paces = 1.0, {"k1": 2.0, "k2": 3.0}
+    a, b, c, alone, d, e = _InLine("k1"), _InLine("k2"), _InLine("k1"), _InLine(None), _InLine("k3"), _InLine("k2")
+    kind.line = [a, b, c, alone, d, e]
+    assert kind._turns_before(d) == [4.0, 6.0, 1.0]  # k1 twice, k2 twice, the one alone
+    assert kind._turns_before(c) == []  # in a's turn
+    assert kind._turns_before(e) == [4.0]
+
+
+def test_a_wait_is_said_in_tenths_under_ten_seconds():
+    from demo.ui.turns import about
+    assert [about(s) for s in (0.3, 4.26, 31.4)] == ["less than a second", "about 4.3 s", "about 31 s"]
 
 
 def test_waiting_requests_take_their_turns_in_the_order_they_came():

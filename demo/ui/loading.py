@@ -1,9 +1,14 @@
 """The page's one way to load a model (:func:`load`), and what a request waiting is told
 (:func:`say`): the words show as the request's progress in the page."""
 
+import threading
+import time
+
 from gradio.context import LocalContext  # the request being served (Gradio sets it per event)
 
 from .common import deployment
+
+_LOADS = threading.local()  # the seconds each thread has spent loading models for their first use
 
 
 def say(line: str, done: float = 0.0) -> None:
@@ -24,8 +29,22 @@ def load(name: str, kind: str | None, emd: str = "auto"):
     if emd not in ("auto", "off"):
         raise ValueError("The DeBERTa head is 'auto' (the enhanced mask decoder, where the checkpoint "
                          "holds what it needs) or 'off' (the last layer, as transformers reads it).")
-    # only when the model is not in memory (a first request waits tens of seconds for it)
-    return deployment().load(name, kind, emd=emd, loading=lambda: say(loading_words(name)))
+    began, loaded = time.perf_counter(), []
+
+    def loading():  # only when the model is not in memory (a first request waits tens of seconds for it)
+        loaded.append(True)
+        say(loading_words(name))
+    try:
+        return deployment().load(name, kind, emd=emd, loading=loading)
+    finally:
+        if loaded:
+            _LOADS.seconds = loading_seconds() + time.perf_counter() - began
+
+
+def loading_seconds() -> float:
+    """Seconds this thread has spent loading models for their first use (``turns.run_clock``
+    leaves them out of a run's pace)."""
+    return getattr(_LOADS, "seconds", 0.0)
 
 
 def loading_words(name: str) -> str:

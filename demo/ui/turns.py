@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ..app.shared_results import Abandoned, doing, own_copy, waited
 from .common import deployment, message
 from .gradio_mends import still_wanted
-from .loading import say
+from .loading import loading_seconds, say
 
 POLL_S = 0.1  # how often a waiting request asks whether its client still wants it
 
@@ -62,23 +62,34 @@ class _Waiting:
         return self.answer, self.batch
 
 
+@dataclass(eq=False)
+class _InLine:
+    """A request waiting in line for a turn, with its batch key (None: its handler's own)."""
+    key: Hashable = None
+
+
 class _Turns:
     """A kind's turns: how many run, the requests waiting for one in the order they came, and the
     items waiting to be batched, by key."""
 
     def __init__(self, runs: int):
         self.runs = runs
-        self.running = 0
-        self.line: list[object] = []  # the requests waiting for a turn, first come first
+        self.started: list[tuple[float, Hashable, float]] = []  # each running turn's start, key and expected seconds
+        self.line: list[_InLine] = []  # the requests waiting for a turn, first come first
         self.changed = threading.Condition()  # a turn given back, a request come or gone, or a batch run
         self.waiting: dict[Hashable, list[_Waiting]] = {}
         self.pace: float | None = None  # recent seconds of model run per request (a moving average)
+        self.paces: dict[Hashable, float] = {}  # the same, of the requests with each batch key
 
-    def take(self, answered: Callable[[], bool] = lambda: False) -> bool:
+    @property
+    def running(self) -> int:
+        return len(self.started)
+
+    def take(self, answered: Callable[[], bool] = lambda: False, key: Hashable = None) -> bool:
         """True once a turn is this request's (first come, first served); False if ``answered()``
         comes true first (a batch ran its item). :class:`Cancelled` if nobody waits for the
-        request any more."""
-        me, began = object(), time.perf_counter()
+        request any more. ``key``: its batch key, whose runs' pace its wait is estimated from."""
+        me, began = _InLine(key), time.perf_counter()
         with self.changed:
             first = self.running + len(self.line)  # the runs ahead of this one when it came
             self.line.append(me)
@@ -92,38 +103,57 @@ class _Turns:
                     ahead = self.running + self.line.index(me)
                     if ahead != told:
                         told = ahead
-                        self._tell(ahead, first)
+                        self._tell(ahead, first, self._turns_before(me))
                     self.changed.wait(POLL_S)
                 if answered():
                     return False
                 if not still_wanted():
                     raise Cancelled()
-                self.running += 1
+                self.started.append((time.perf_counter(), key, self._pace(key) * max(len(self.waiting.get(key, [])), 1)))
                 return True
             finally:
                 self.line.remove(me)
                 self.changed.notify_all()  # the next in line may go, or move up
                 waited(time.perf_counter() - began)
 
-    def _tell(self, ahead: int, first: int) -> None:
+    def _tell(self, ahead: int, first: int, before: list[float]) -> None:
         """Tell the waiting request its place (and those waiting for the same answer, where it
-        is shared): the runs ahead of it and, once runs have been timed, about how long."""
+        is shared): the runs ahead of it and, once runs have been timed, about how long (the
+        running turns' time left, then the ``before`` turns in line)."""
         runs = f"{ahead} run{'' if ahead == 1 else 's'} of other students"
-        wait = "" if self.pace is None else f", about {max(1, round(ahead * self.pace / self.runs))} s"
+        wait = "" if self.pace is None else ", " + about(expected_wait(
+            [max(seconds - (time.perf_counter() - began), 0.0) for began, _, seconds in self.started],
+            before, self.runs))
         say(f"Waiting for your turn: {runs} ahead of yours{wait}", done=(first - ahead) / max(first, 1))
         doing(f"waiting for its turn: {runs} ahead of it{wait}")
 
-    def _mine(self, me: object) -> bool:
+    def _pace(self, key: Hashable) -> float:
+        return self.paces.get(key, self.pace or 0.0)  # (0 before any run is timed: no wait is said then)
+
+    def _turns_before(self, me: "_InLine") -> list[float]:
+        """The expected seconds of each turn to be taken before ``me``'s, in order: the requests
+        in line with one batch key run in the turn of the first of them (as :meth:`gather`
+        takes them), each at its key's pace; a request without a key takes a turn alone."""
+        turns: dict[Hashable, float] = {}
+        for other in self.line:
+            turn = other if other.key is None else other.key
+            turns[turn] = turns.get(turn, 0.0) + self._pace(other.key)
+        order = list(turns)
+        return [turns[turn] for turn in order[:order.index(me if me.key is None else me.key)]]
+
+    def _mine(self, me: "_InLine") -> bool:
         """Whether ``me`` is among the first in line for the turns free now."""
         return self.line.index(me) < self.runs - self.running
 
-    def give_back(self, seconds: float, requests: int = 1) -> None:
-        """The turn back, after ``seconds`` of model run for ``requests`` requests."""
+    def give_back(self, seconds: float, requests: int = 1, key: Hashable = None) -> None:
+        """The turn back, after ``seconds`` of model run for ``requests`` requests with batch key
+        ``key`` (a model's first load left out: :func:`run_clock`)."""
         with self.changed:
             if requests:  # (none: a batch had run its item before its turn came)
                 each = seconds / requests
                 self.pace = each if self.pace is None else 0.7 * self.pace + 0.3 * each
-            self.running -= 1
+                self.paces[key] = 0.7 * self.paces[key] + 0.3 * each if key in self.paces else each
+            self.started.remove(next(turn for turn in self.started if turn[1] == key))  # (the key's oldest)
             self.changed.notify_all()
 
     def gather(self, key: Hashable, mine: _Waiting, most: int) -> list[_Waiting]:
@@ -149,6 +179,29 @@ class _Turns:
                     del self.waiting[key]
 
 
+def run_clock() -> float:
+    """Seconds of this thread's model runs: a clock that stops while a model loads for its first
+    use (tens of seconds, once), which would set the pace of the runs after it."""
+    return time.perf_counter() - loading_seconds()
+
+
+def expected_wait(running_left: list[float], before: list[float], runs: int) -> float:
+    """Seconds until a turn is free for a request waiting in line: the turns running now end in
+    ``running_left`` seconds, the requests before it in line each take theirs of ``before`` in
+    order, and there are ``runs`` turns."""
+    free_at = sorted(running_left + [0.0] * (runs - len(running_left)))
+    for seconds in before:
+        free_at = sorted(free_at[1:] + [free_at[0] + seconds])
+    return free_at[0]
+
+
+def about(seconds: float) -> str:
+    """A wait in words: tenths under ten seconds, where a class's turns are counted."""
+    if seconds < 0.5:
+        return "less than a second"
+    return f"about {seconds:.1f} s" if seconds < 10 else f"about {round(seconds)} s"
+
+
 _KINDS: dict[str, _Turns] = {}
 _KINDS_LOCK = threading.Lock()
 
@@ -172,11 +225,11 @@ def takes_turns(group: str, batches: bool = False):
             def streaming(*args, **kwargs):
                 turns = _turns(group)
                 turns.take()
-                began = time.perf_counter()
+                began = run_clock()
                 try:
                     yield from fn(*args, **kwargs)
                 finally:
-                    turns.give_back(time.perf_counter() - began)
+                    turns.give_back(run_clock() - began)
             return streaming
 
         @functools.wraps(fn)
@@ -185,11 +238,11 @@ def takes_turns(group: str, batches: bool = False):
                 return fn(*args, **kwargs)
             turns = _turns(group)
             turns.take()
-            began = time.perf_counter()
+            began = run_clock()
             try:
                 return fn(*args, **kwargs)
             finally:
-                turns.give_back(time.perf_counter() - began)
+                turns.give_back(run_clock() - began)
         return wrapper
     return decorate
 
@@ -211,19 +264,19 @@ def together(group: str, key: Hashable | None, item, run_all: Callable[[list], l
     with turns.changed:
         turns.waiting.setdefault(key, []).append(mine)
     try:
-        if not turns.take(answered=mine.done.is_set):
+        if not turns.take(answered=mine.done.is_set, key=key):
             return mine.result()
     except BaseException:
         turns.drop(key, mine)
         raise
-    began, batch = time.perf_counter(), []
+    began, batch = run_clock(), []
     try:
         batch = turns.gather(key, mine, deployment().settings.batch_requests)
         if batch:
             _run(batch, run_all)
     finally:
         turns.drop(key, mine)  # (not gathered: nobody runs it for a request that failed first)
-        turns.give_back(time.perf_counter() - began, len(batch))
+        turns.give_back(run_clock() - began, len(batch), key)
     mine.done.wait()  # run by this batch, or by one that took it before this turn came
     return mine.result()
 
