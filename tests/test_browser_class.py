@@ -103,7 +103,8 @@ def test_a_second_student_gets_the_first_ones_answer_at_phone_width(browser, war
 
 def test_students_waiting_behind_a_run_are_told_their_place_or_that_they_share_it(browser, cold_server):
     """Three students on phones press step 2 while the first one's run is still loading its causal
-    LM (its first use, tens of seconds): one who edited the text is told its place in line, one who
+    LM (its first use, tens of seconds): one who edited the text is told its place in line and
+    that a model is loading ahead of it (no time: runs are timed, not loads), one who
     asked for the same run is told that another student's run will answer it. Gradio's own
     estimate (the mean of every past run of the event) is not shown."""
     first, own, same = (_view(browser, 400) for _ in range(3))
@@ -117,8 +118,9 @@ def test_students_waiting_behind_a_run_are_told_their_place_or_that_they_share_i
     first.wait_for_function(SHOWS, arg="converting its weights from GGUF on first use", timeout=MODEL_WAIT_MS)
     own.click("#gen-run")
     same.click("#gen-run")
-    own.wait_for_function("() => /Waiting for your turn: \\d+ runs? of other students ahead of yours/"
-                          ".test(document.body.innerText)", timeout=MODEL_WAIT_MS)
+    own.wait_for_function("() => /Waiting for a turn to run: \\d+ runs? ahead of this one, one of "
+                          "them loading its model for the first use/.test(document.body.innerText)",
+                          timeout=MODEL_WAIT_MS)
     _screenshot(own, "waiting-own-text-400")
     same.wait_for_function(SHOWS, arg="Another student asked for this same run just before you: its answer "
                                       "will be yours.", timeout=MODEL_WAIT_MS)

@@ -365,7 +365,7 @@ def test_a_shared_answer_tells_its_wait_apart_and_a_waiting_request_hears_what_i
 
     def compute():
         waited(2.5)
-        doing("waiting for its turn: 1 run of other students ahead of it")
+        doing("waiting for its turn: 1 run ahead of it")
         asked.set()
         release.wait(10)
         return "answer"
@@ -388,7 +388,7 @@ def test_a_shared_answer_tells_its_wait_apart_and_a_waiting_request_hears_what_i
     shared = answers["follower"]
     assert (shared.value, shared.computed, shared.waited) == ("answer", False, 2.5)
     assert answers["leader"].computed and answers["leader"].waited == 2.5
-    assert lines == ["waiting for its turn: 1 run of other students ahead of it"]
+    assert lines == ["waiting for its turn: 1 run ahead of it"]
 
 
 def test_a_shared_answers_note_gives_the_runs_own_time_and_its_wait_apart():

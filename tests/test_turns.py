@@ -45,6 +45,14 @@ def _line_holds(group: str, count: int) -> None:
         assert turns.changed.wait_for(lambda: len(turns.line) >= count, timeout=30)
 
 
+def _paced(seconds: float):
+    """A pace of runs of one request taking ``seconds`` each."""
+    from demo.ui.turns import Pace
+    pace = Pace()
+    pace.add(1, seconds)
+    return pace
+
+
 def _class_behind_first(group, keyed_items, engine):
     """``first`` running in the engine, then every (key, item) asked while it holds; the answers."""
     answers = {}
@@ -121,12 +129,12 @@ def test_a_waiting_request_is_told_its_place_and_the_wait_at_the_recent_pace(mon
     engine = Engine()
     engine.hold.set()
     turns.together("test-pace", "k", "a", engine)
-    assert turns._turns("test-pace").pace < 1.0  # a run that returns at once
+    assert turns._turns("test-pace").pace.seconds(1) < 1.0  # a run that returns at once
     kind = turns._turns("test-pace")
-    kind.pace, kind.paces = 30.0, {}  # as if runs had taken 30 s each
+    kind.pace, kind.paces = _paced(30.0), {}  # as if runs had taken 30 s each
     engine.hold.clear()
     _class_behind_first("test-pace", [(None, "b")], engine)
-    assert said == [("Waiting for your turn: 1 run of other students ahead of yours, about 30 s", 0.0)]
+    assert said == [("Waiting for a turn to run: 1 run ahead of this one, about 30 s", 0.0)]
 
 
 def test_each_run_ahead_counts_at_its_own_models_pace(monkeypatch):
@@ -140,7 +148,7 @@ def test_each_run_ahead_counts_at_its_own_models_pace(monkeypatch):
             told.notify_all()
     monkeypatch.setattr(turns, "say", say)
     kind = turns._turns("test-paces")
-    kind.pace, kind.paces = 2.0, {"slow": 30.0, "fast": 5.0}
+    kind.pace, kind.paces = _paced(2.0), {"slow": _paced(30.0), "fast": _paced(5.0)}
     engine, answers = Engine(), {}
     first = threading.Thread(target=_asking, args=("test-paces", "slow", "first", engine, answers))
     first.start()
@@ -154,8 +162,8 @@ def test_each_run_ahead_counts_at_its_own_models_pace(monkeypatch):
     engine.hold.set()
     for thread in [first, *others]:
         thread.join(timeout=30)
-    assert said[:2] == ["Waiting for your turn: 1 run of other students ahead of yours, about 30 s",
-                        "Waiting for your turn: 2 runs of other students ahead of yours, about 35 s"]
+    assert said[:2] == ["Waiting for a turn to run: 1 run ahead of this one, about 30 s",
+                        "Waiting for a turn to run: 2 runs ahead of this one, about 35 s"]
 
 
 def test_a_models_first_load_is_left_out_of_the_pace(monkeypatch):
@@ -180,7 +188,41 @@ def test_a_models_first_load_is_left_out_of_the_pace(monkeypatch):
         clock[0] += 1.5
         return items
     turns.together("test-load", "k", "a", run_all)
-    assert turns._turns("test-load").pace == 1.5
+    assert turns._turns("test-load").pace.seconds(1) == 1.5
+
+
+def test_a_request_behind_a_model_loading_for_its_first_use_is_told_so(monkeypatch):
+    """No time is said for a turn that loads its model first (its pace is of runs, not loads)."""
+    from demo.ui import loading, turns
+    said, told, loads, loaded = [], threading.Event(), threading.Event(), threading.Event()
+    monkeypatch.setattr(turns, "say", lambda line, done=0.0: (said.append(line), told.set()))
+    monkeypatch.setattr(loading, "loading_words", str)
+    monkeypatch.setattr(loading, "say", lambda line, done=0.0: loads.set())
+
+    class FirstUse:
+        def load(self, name, kind, emd, loading):
+            loading()
+            loaded.wait(timeout=30)
+            return name
+    monkeypatch.setattr(loading, "deployment", FirstUse)
+    kind = turns._turns("test-loading")
+    kind.pace = _paced(1.0)
+
+    def run_all(items):
+        if "first" in items:
+            loading.load("a model", "masked")
+        return items
+    first = threading.Thread(target=turns.together, args=("test-loading", "k", "first", run_all))
+    first.start()
+    assert loads.wait(timeout=30)
+    second = threading.Thread(target=turns.together, args=("test-loading", "j", "second", run_all))
+    second.start()
+    assert told.wait(timeout=30)
+    loaded.set()
+    for thread in (first, second):
+        thread.join(timeout=30)
+    assert said == ["Waiting for a turn to run: 1 run ahead of this one, one of them loading its model "
+                    "for the first use"]
 
 
 @pytest.mark.parametrize("running_left, before, runs, expected", [
@@ -202,12 +244,25 @@ def test_requests_in_line_with_one_key_count_as_one_turn_before_a_request():
     a request whose key is ahead waits only for the turns before that one."""
     from demo.ui.turns import _InLine, _Turns
     kind = _Turns(1)
-    kind.pace, kind.paces = 1.0, {"k1": 2.0, "k2": 3.0}
+    kind.pace, kind.paces = _paced(1.0), {"k1": _paced(2.0), "k2": _paced(3.0)}
     a, b, c, alone, d, e = _InLine("k1"), _InLine("k2"), _InLine("k1"), _InLine(None), _InLine("k3"), _InLine("k2")
     kind.line = [a, b, c, alone, d, e]
     assert kind._turns_before(d) == [4.0, 6.0, 1.0]  # k1 twice, k2 twice, the one alone
     assert kind._turns_before(c) == []  # in a's turn
     assert kind._turns_before(e) == [4.0]
+
+
+def test_a_turns_time_is_a_fixed_part_and_a_part_per_request():
+    """Two batch sizes fit a line exactly (1 request 1.0 s, 3 requests 2.0 s: 0.5 s + 0.5 s
+    each), whatever their weights; one size alone gives its time per request."""
+    from demo.ui.turns import Pace
+    pace = Pace()
+    pace.add(2, 3.0)
+    assert pace.seconds(4) == pytest.approx(6.0)
+    pace = Pace()
+    for requests, seconds in [(1, 1.0), (3, 2.0), (1, 1.0)]:
+        pace.add(requests, seconds)
+    assert [pace.seconds(n) for n in (1, 5)] == pytest.approx([1.0, 3.0])
 
 
 def test_a_wait_is_said_in_tenths_under_ten_seconds():

@@ -253,11 +253,12 @@ def build(catalog: Catalog) -> TabParts:
     masked_event = run.click(
         infill_masked, infill_masked.inputs(dict(widgets, model_name=masked_model)),
         components(InfillOutputs, **sides["masked"], trace=trace, filled_text=masked_text),
-        api_name="infill_mlm", concurrency_id=infill_masked.group, js=run_starts("fill"))
+        api_name="infill_mlm", concurrency_id=infill_masked.group, show_progress_on=sides["masked"]["filled"],
+        js=run_starts("fill"))
     causal_event = masked_event.then(
         infill_causal, infill_causal.inputs(dict(widgets, model_name=causal_model)),
         components(CausalInfillOutputs, **sides["causal"], filled_text=causal_text, trace=causal_trace),
-        api_name="infill_causal", concurrency_id=infill_causal.group)
+        api_name="infill_causal", concurrency_id=infill_causal.group, show_progress_on=sides["causal"]["filled"])
     ranked = causal_event.then(rank_both, [masked_text, causal_text, masked_model, causal_model, emd], ranking,
                                api_visibility="private", concurrency_id=rank_both.group)
     run_ends("fill", ranked)

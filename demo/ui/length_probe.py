@@ -253,10 +253,12 @@ def build(catalog: Catalog):
     # Grids are long jobs: their own queue, so rankings and generations never wait behind them.
     masked_event = run.click(probe_masked, probe_masked.inputs(dict(grid, model_name=masked_model, cache=decoding)),
                              components(FigureOutputs, **sides["masked"]),
-                             api_name="probe_mlm", concurrency_id=probe_masked.group, js=run_starts("probe"))
+                             api_name="probe_mlm", concurrency_id=probe_masked.group,
+                             show_progress_on=sides["masked"]["plot"], js=run_starts("probe"))
     causal_event = run.click(probe_second, probe_second.inputs(dict(grid, model_name=causal_model)),
                              components(FigureOutputs, **sides["causal"]),
-                             api_name="probe_second", concurrency_id=probe_second.group, js=run_starts("probe"))
+                             api_name="probe_second", concurrency_id=probe_second.group,
+                             show_progress_on=sides["causal"]["plot"], js=run_starts("probe"))
     run_ends("probe", masked_event, causal_event)
 
     sweep = mask_sweep.build(catalog)  # how many masks? below the needle grids

@@ -9,6 +9,7 @@ from gradio.context import LocalContext  # the request being served (Gradio sets
 from .common import deployment
 
 _LOADS = threading.local()  # the seconds each thread has spent loading models for their first use
+_LOADING_NOW: set[int] = set()  # the threads loading a model for its first use now
 
 
 def say(line: str, done: float = 0.0) -> None:
@@ -33,12 +34,19 @@ def load(name: str, kind: str | None, emd: str = "auto"):
 
     def loading():  # only when the model is not in memory (a first request waits tens of seconds for it)
         loaded.append(True)
+        _LOADING_NOW.add(threading.get_ident())
         say(loading_words(name))
     try:
         return deployment().load(name, kind, emd=emd, loading=loading)
     finally:
         if loaded:
+            _LOADING_NOW.discard(threading.get_ident())
             _LOADS.seconds = loading_seconds() + time.perf_counter() - began
+
+
+def loading_now(thread: int) -> bool:
+    """Whether ``thread`` (an ident) is loading a model for its first use now."""
+    return thread in _LOADING_NOW
 
 
 def loading_seconds() -> float:

@@ -142,6 +142,7 @@ def build(catalog: Catalog) -> tuple:
                                                            shots=shots, limit=limit)),
                       components(FigureOutputs, plot=plot, summary=summary, table=table, files=files,
                                  python=python, shell=shell),
-                      api_name="sweep_masks", concurrency_id=sweep_masks.group, js=run_starts("sweep"))
+                      api_name="sweep_masks", concurrency_id=sweep_masks.group, show_progress_on=plot,
+                      js=run_starts("sweep"))
     run_ends("sweep", swept)
     return opener, task, values, shots, limit

@@ -652,7 +652,7 @@ def _wire_runs(w: dict) -> None:
     masked_event = started.then(
         generate_masked, generate_masked.inputs(dict(w, model_name=w["masked_model"])),
         components(MaskedGenerationOutputs, **w["sides"]["masked"], trace=w["trace"], run=last_run),
-        api_name="generate_mlm", concurrency_id=generate_masked.group)
+        api_name="generate_mlm", concurrency_id=generate_masked.group, show_progress_on=w["sides"]["masked"]["text"])
     comparing = [w["compare_previous"], previous_run, last_run]
     compared = [w["previous_trace"], w["compare_previous"]]
     previous_shown = masked_event.then(comparison_view, comparing, compared, **QUICK)
@@ -664,13 +664,15 @@ def _wire_runs(w: dict) -> None:
         generate_any_order, generate_any_order.inputs(dict(w, model_name=w["masked_model"])),
         components(AnyOrderOutputs, text=w["any_text"], stats=w["any_stats"], trace=w["any_trace"],
                    python=w["any_python"], shell=w["any_shell"]),
-        api_name="generate_mlm_any_order", concurrency_id=generate_any_order.group, js=run_starts("gen-any"))
+        api_name="generate_mlm_any_order", concurrency_id=generate_any_order.group, show_progress_on=w["any_text"],
+        js=run_starts("gen-any"))
     w["any_order"].change(lambda asked: [gr.update(visible=asked)] * 2, w["any_order"],
                           [w["any_output"], w["any_lane"]], **QUICK)
     w["compare_previous"].change(comparison_view, comparing, compared, **QUICK)
     causal_event = w["run"].click(generate_causal, generate_causal.inputs(dict(w, model_name=w["causal_model"])),
                                   components(CausalGenerationOutputs, **w["sides"]["causal"], trace=w["causal_trace"]),
-                                  api_name="generate_causal", concurrency_id=generate_causal.group, js=run_starts("gen"))
+                                  api_name="generate_causal", concurrency_id=generate_causal.group,
+                                  show_progress_on=w["sides"]["causal"]["text"], js=run_starts("gen"))
     # a press's run: both chains; the any-order writing, a request of its own, is a run of its own
     run_ends("gen", any_asked, causal_event)
     run_ends("gen-any", any_event)

@@ -644,17 +644,18 @@ def _wire_runs(w: dict) -> None:
         rank_masked, rank_masked.inputs(masked),
         components(RankingOutputs, **w["sides"]["masked"], plot=w["masked_plot"], scores=masked_scores,
                    variant=masked_variant),
-        api_name="rank_mlm", concurrency_id=rank_masked.group, js=run_starts("rank"))
+        api_name="rank_mlm", concurrency_id=rank_masked.group, show_progress_on=w["sides"]["masked"]["summary"],
+        js=run_starts("rank"))
     causal_event = masked_event.then(
         rank_causal, rank_causal.inputs(causal),
         components(RankingOutputs, **w["sides"]["causal"], plot=w["causal_plot"], scores=causal_scores,
                    variant=causal_variant),
-        api_name="rank_causal", concurrency_id=rank_causal.group)
+        api_name="rank_causal", concurrency_id=rank_causal.group, show_progress_on=w["sides"]["causal"]["summary"])
     difference_event = causal_event.then(
         compare_variants, compare_variants.inputs(dict(masked, first_scores=masked_scores)),
         components(DifferenceOutputs, plot=w["difference_plot"], note=w["difference_note"], scores=compare_scores,
                    variant=compare_variant),
-        api_visibility="private", concurrency_id=compare_variants.group)
+        api_visibility="private", concurrency_id=compare_variants.group, show_progress_on=w["difference_plot"])
     kept = [masked_variant, masked_scores, compare_variant, compare_scores, causal_scores]
     shared = difference_event.then(
         after_ranking, kept,

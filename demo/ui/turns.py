@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ..app.shared_results import Abandoned, doing, own_copy, waited
 from .common import deployment, message
 from .gradio_mends import still_wanted
-from .loading import loading_seconds, say
+from .loading import loading_now, loading_seconds, say
 
 POLL_S = 0.1  # how often a waiting request asks whether its client still wants it
 
@@ -62,10 +62,50 @@ class _Waiting:
         return self.answer, self.batch
 
 
+class Pace:
+    """A turn's seconds as a fixed part plus a part per request in its batch (one alone costs more
+    than its share of a batch), fitted by least squares to the recent turns, each turn weighing
+    0.7 of the one after it. Hand-written: five running sums, where a regression library would
+    refit over a kept history on every turn."""
+
+    def __init__(self):
+        self.weight = self.requests = self.squares = self.seconds_sum = self.products = 0.0
+
+    def add(self, requests: int, seconds: float) -> None:
+        self.weight = 0.7 * self.weight + 1
+        self.requests = 0.7 * self.requests + requests
+        self.squares = 0.7 * self.squares + requests ** 2
+        self.seconds_sum = 0.7 * self.seconds_sum + seconds
+        self.products = 0.7 * self.products + requests * seconds
+
+    def seconds(self, requests: int) -> float:
+        """The expected seconds of a turn of ``requests`` (proportional while one batch size has
+        been seen)."""
+        mean_requests, mean_seconds = self.requests / self.weight, self.seconds_sum / self.weight
+        spread = self.squares / self.weight - mean_requests ** 2
+        if spread < 1e-6 * mean_requests ** 2:
+            return mean_seconds * requests / mean_requests
+        each = max((self.products / self.weight - mean_requests * mean_seconds) / spread, 0.0)
+        return max(mean_seconds - each * mean_requests, 0.0) + each * requests
+
+
 @dataclass(eq=False)
 class _InLine:
     """A request waiting in line for a turn, with its batch key (None: its handler's own)."""
     key: Hashable = None
+
+
+@dataclass(eq=False)
+class _Running:
+    """A turn running: its batch key, the seconds it is expected to take, when it began and in
+    which thread (where a model it loads for the first use is loaded)."""
+    key: Hashable
+    expected: float
+    began: float = field(default_factory=time.perf_counter)
+    thread: int = field(default_factory=threading.get_ident)
+
+    def left(self) -> float:
+        return max(self.expected - (time.perf_counter() - self.began), 0.0)
 
 
 class _Turns:
@@ -74,16 +114,16 @@ class _Turns:
 
     def __init__(self, runs: int):
         self.runs = runs
-        self.started: list[tuple[float, Hashable, float]] = []  # each running turn's start, key and expected seconds
+        self.taken: list[_Running] = []  # the turns running now
         self.line: list[_InLine] = []  # the requests waiting for a turn, first come first
         self.changed = threading.Condition()  # a turn given back, a request come or gone, or a batch run
         self.waiting: dict[Hashable, list[_Waiting]] = {}
-        self.pace: float | None = None  # recent seconds of model run per request (a moving average)
-        self.paces: dict[Hashable, float] = {}  # the same, of the requests with each batch key
+        self.pace = Pace()  # the kind's recent turns
+        self.paces: dict[Hashable, Pace] = {}  # the recent turns of each batch key
 
     @property
     def running(self) -> int:
-        return len(self.started)
+        return len(self.taken)
 
     def take(self, answered: Callable[[], bool] = lambda: False, key: Hashable = None) -> bool:
         """True once a turn is this request's (first come, first served); False if ``answered()``
@@ -109,7 +149,7 @@ class _Turns:
                     return False
                 if not still_wanted():
                     raise Cancelled()
-                self.started.append((time.perf_counter(), key, self._pace(key) * max(len(self.waiting.get(key, [])), 1)))
+                self.taken.append(_Running(key, self._seconds(key, max(len(self.waiting.get(key, [])), 1))))
                 return True
             finally:
                 self.line.remove(me)
@@ -120,26 +160,32 @@ class _Turns:
         """Tell the waiting request its place (and those waiting for the same answer, where it
         is shared): the runs ahead of it and, once runs have been timed, about how long (the
         running turns' time left, then the ``before`` turns in line)."""
-        runs = f"{ahead} run{'' if ahead == 1 else 's'} of other students"
-        wait = "" if self.pace is None else ", " + about(expected_wait(
-            [max(seconds - (time.perf_counter() - began), 0.0) for began, _, seconds in self.started],
-            before, self.runs))
-        say(f"Waiting for your turn: {runs} ahead of yours{wait}", done=(first - ahead) / max(first, 1))
+        runs = f"{ahead} run{'' if ahead == 1 else 's'}"
+        if any(loading_now(turn.thread) for turn in self.taken):
+            wait = ", one of them loading its model for the first use"
+        elif not self.pace.weight:
+            wait = ""
+        else:
+            wait = ", " + about(expected_wait([turn.left() for turn in self.taken], before, self.runs))
+        say(f"Waiting for a turn to run: {runs} ahead of this one{wait}", done=(first - ahead) / max(first, 1))
         doing(f"waiting for its turn: {runs} ahead of it{wait}")
 
-    def _pace(self, key: Hashable) -> float:
-        return self.paces.get(key, self.pace or 0.0)  # (0 before any run is timed: no wait is said then)
+    def _seconds(self, key: Hashable, requests: int) -> float:
+        """The expected seconds of a turn of ``requests`` with batch key ``key`` (0 before any run
+        is timed: no wait is said then)."""
+        pace = self.paces.get(key, self.pace)
+        return pace.seconds(requests) if pace.weight else 0.0
 
     def _turns_before(self, me: "_InLine") -> list[float]:
         """The expected seconds of each turn to be taken before ``me``'s, in order: the requests
         in line with one batch key run in the turn of the first of them (as :meth:`gather`
-        takes them), each at its key's pace; a request without a key takes a turn alone."""
-        turns: dict[Hashable, float] = {}
+        takes them), at its key's pace; a request without a key takes a turn alone."""
+        turns: dict[Hashable, list[Hashable]] = {}  # each turn's requests' keys
         for other in self.line:
-            turn = other if other.key is None else other.key
-            turns[turn] = turns.get(turn, 0.0) + self._pace(other.key)
+            turns.setdefault(other if other.key is None else other.key, []).append(other.key)
         order = list(turns)
-        return [turns[turn] for turn in order[:order.index(me if me.key is None else me.key)]]
+        return [self._seconds(turns[turn][0], len(turns[turn]))
+                for turn in order[:order.index(me if me.key is None else me.key)]]
 
     def _mine(self, me: "_InLine") -> bool:
         """Whether ``me`` is among the first in line for the turns free now."""
@@ -150,10 +196,9 @@ class _Turns:
         ``key`` (a model's first load left out: :func:`run_clock`)."""
         with self.changed:
             if requests:  # (none: a batch had run its item before its turn came)
-                each = seconds / requests
-                self.pace = each if self.pace is None else 0.7 * self.pace + 0.3 * each
-                self.paces[key] = 0.7 * self.paces[key] + 0.3 * each if key in self.paces else each
-            self.started.remove(next(turn for turn in self.started if turn[1] == key))  # (the key's oldest)
+                self.pace.add(requests, seconds)
+                self.paces.setdefault(key, Pace()).add(requests, seconds)
+            self.taken.remove(next(turn for turn in self.taken if turn.key == key))  # (the key's oldest)
             self.changed.notify_all()
 
     def gather(self, key: Hashable, mine: _Waiting, most: int) -> list[_Waiting]:
