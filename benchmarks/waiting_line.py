@@ -8,8 +8,9 @@ every "Waiting for a turn to run: ..., about N s" line of each lane (the masked 
 outputs) and when that lane's line goes away (its turn came).
 
 Per wait of a lane: the estimate it was first told, the time until its turn came, and their
-ratio (the lines in between, as the line moves, are not counted). Last line: ``waiting_line told=<lines with an estimate> worst_waited_over_told=<x>
-best_waited_over_told=<y>`` (target: every ratio within 0.5-2).
+ratio (the lines in between, as the line moves, are not counted). Last line: ``waiting_line
+told=<waits with an estimate> worst_waited_over_told=<x> best_waited_over_told=<y>`` (target:
+every ratio within 0.5-2).
 
     python benchmarks/waiting_line.py [--rounds 3]
 """
