@@ -253,20 +253,25 @@ def _limits(rules: list) -> tuple:
     return low, high, above
 
 
-def _sentence(what: str, kind, value, low, high, above: bool) -> str:
+def _sentence(what: str, kind, value, low, high, above: bool, read_from_text: bool = False) -> str:
     if typing.get_origin(kind) is typing.Literal:
         return f"Unknown {what} {as_said(value)}; use one of {', '.join(map(str, typing.get_args(kind)))}."
+    # text where a number or a flag belongs is refused as text, whatever it spells (one rule for
+    # every door: JSON's numbers and true/false, as the API's schema types them); a deployment's
+    # variables are ``read_from_text``
+    as_text = isinstance(value, str) and not read_from_text
+    not_value = f"sent as a number, not as text ({as_said(value)})" if as_text else f"not {as_said(value)}"
     if kind is bool:
-        return f"{what} must be true or false, not {as_said(value)}."
+        return f"{what} must be true or false, " + (f"not the text {as_said(value)}." if as_text else f"{not_value}.")
     if kind is int:
         within = (f"from {low} to {high}" if high is not None else f">= {low}") if low is not None else ""
-        return f"{what} must be a whole number {within}, not {as_said(value)}.".replace("  ", " ")
+        return f"{what} must be a whole number {within}, {not_value}.".replace("  ", " ").replace(" ,", ",")
     if kind is float:
         if low is None:
-            return f"{what} must be a number, not {as_said(value)}."
+            return f"{what} must be a number, {not_value}."
         within = (f"a number {'above' if above else 'from'} {low:g}"
                   + (f" {'up ' if above else ''}to {high:g}" if high is not None else " or more"))
-        return f"{what} must be {within}, not {as_said(value)}."
+        return f"{what} must be {within}, {not_value}."
     if kind is str:
         return f"{what} must be some text, not {as_said(value)}."
     return f"{what} must be a list of its values, not {as_said(value)}."
@@ -985,4 +990,4 @@ def _deployment_refusal(err: ValidationError) -> str:
     variable, kind = AppSettings.variable(name), kind_of(AppSettings, name)[0]
     if first["type"].endswith(("_type", "_parsing")):
         return f"{variable}={as_said(value)} is not a valid {getattr(kind, '__name__', 'value')}."
-    return _sentence(variable, kind, value, *bounds(AppSettings, name))
+    return _sentence(variable, kind, value, *bounds(AppSettings, name), read_from_text=True)

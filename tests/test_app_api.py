@@ -521,6 +521,53 @@ def test_every_mcp_tool_answers_a_plain_call_one_part_per_output(app, client):
     assert over_sse.content[1].text == results[1].content[1].text  # the same table
 
 
+# (tool, argument, a value its schema refuses): each refused alike over HTTP and MCP
+WRONG_VALUES = [
+    ("generate_masked", "temperature", True), ("generate_masked", "strategy", "Greedy"),
+    ("generate_masked", "max_new_tokens", "3"), ("generate_masked", "top_p", "0.5"),
+    ("generate_masked", "stop_at_newline", "true"), ("generate_masked", "padding_masks", " 2"),
+    ("generate_masked", "padding_masks", "02"), ("generate_masked", "padding_masks", "\uff12"),  # fullwidth 2
+    ("generate_masked", "padding_masks", "17"), ("generate_masked", "prompt", ["a", "b"]),
+    ("generate_masked", "num_beams", 2.5), ("generate_masked", "max_new_tokens", 1e30),
+    ("rank_masked", "method", "Salazar"), ("rank_masked", "right_masks", "2"), ("rank_masked", "normalize", "yes"),
+    ("rank_masked", "context", {"a": 1}), ("infill_masked", "order", "best"), ("infill_masked", "blank_tokens", True),
+    ("probe_masked", "repetitions", "1"),
+]
+
+
+def _refusal_over_http(client, endpoint: str, arguments: dict) -> str:
+    """The app's message in an HTTP call's outputs (gradio_client), as plain text."""
+    shown = " ".join(str(output) for output in client.predict(**arguments, api_name=endpoint))
+    match = re.search(r'class="demo-error"[^>]*>(.*?)</div>', shown, re.S)
+    return html.unescape(match.group(1)) if match else ""
+
+
+def test_a_wrong_value_is_refused_in_one_sentence_at_both_doors(app, client):
+    """Wrong JSON types, numbers and flags sent as text, choices in another spelling, lists and
+    objects for texts: over MCP as over HTTP, one sentence in the page's words (never the JSON
+    schema's notation, never Python's), the same at both doors. An argument a tool does not take
+    is named, with the nearest one it does."""
+    import asyncio
+    calls = [(tool, dict(MCP_CALLS[tool][0], **{name: value})) for tool, name, value in WRONG_VALUES]
+    calls.append(("generate_masked", dict(MCP_CALLS["generate_masked"][0], min_P=0.1)))
+    _, results = asyncio.run(_mcp_session(app.url, calls))
+    for (tool, name, value), (_, arguments), result in zip(WRONG_VALUES, calls, results):
+        over_mcp = _error_sentence(result)
+        over_http = _refusal_over_http(client, MCP_CALLS[tool][1], arguments)
+        assert over_mcp == over_http, (tool, name, value, over_mcp, over_http)
+        assert over_mcp.endswith(".") and len(over_mcp) <= 300, (tool, name, over_mcp)
+        assert not PYTHON_TEXT.search(over_mcp) and "is not of type" not in over_mcp, over_mcp
+    padding = [_error_sentence(r) for (_, name, _), r in zip(WRONG_VALUES, results) if name == "padding_masks"]
+    assert padding[:3] == ["Unknown padding_masks ' 2'; use one of default, 0, 1, ..., 16.",
+                           "Unknown padding_masks '02'; use one of default, 0, 1, ..., 16.",
+                           "Unknown padding_masks '\uff12'; use one of default, 0, 1, ..., 16."]
+    assert _error_sentence(results[3]) == "top_p must be a number above 0 up to 1, sent as a number, not as text ('0.5')."
+    assert _error_sentence(results[4]) == "stop_at_newline must be true or false, not the text 'true'."
+    assert _error_sentence(results[9]) == 'The prompt must be text, not ["a", "b"].'
+    unknown = results[-1]
+    assert unknown.isError and unknown.content[0].text == "The tool generate_masked takes no argument 'min_P': did you mean min_p?"
+
+
 def public_surface(url: str) -> dict:
     """What API clients and agents build on: each endpoint's parameters in order, each with its
     default (the model pickers' defaults left out: they name whatever models this machine serves),

@@ -7,7 +7,6 @@ the page shows as is; nothing is silently cut.
 """
 
 import math
-import re
 import threading
 import time
 from collections import defaultdict, deque
@@ -18,18 +17,17 @@ MIN_CANDIDATES, MAX_CANDIDATES = 2, 8
 
 
 def whole(value):
-    """A whole number from a widget or an API call (2.0 and "2" are 2); anything else is returned
-    unchanged, so the settings dataclass refuses it with a sentence naming the setting."""
+    """A whole number from a widget or an API call (a slider's 2.0 is 2); anything else, text
+    included, is returned unchanged, so the settings dataclass refuses it with a sentence naming
+    the setting."""
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and re.fullmatch(r"\s*-?\d{1,30}\s*", value):
         return int(value)
     return value
 
 
 def check_text(text: str, what: str, limit: int, allow_empty: bool = False) -> str:
     if text is not None and not isinstance(text, str):
-        raise ValueError(f"The {what} must be text, not {type(text).__name__}.")
+        raise ValueError(f"The {what} must be text, not {as_said(text)}.")
     text = text or ""
     if not allow_empty and not text.strip():
         raise ValueError(f"The {what} is empty: type something or pick a preset.")

@@ -1,4 +1,4 @@
-"""Six mends to Gradio 6.31's internals, each for an upstream behaviour named below, and one
+"""Seven mends to Gradio 6.31's internals, each for an upstream behaviour named below, and one
 question Gradio has no public answer to (:func:`still_wanted`); the one place the app reaches
 inside Gradio. :func:`mend` applies the mends to a launched app.
 
@@ -32,6 +32,13 @@ is looked for one place too far: an event with two States (a ranking's scores an
 fails. The mend drops them all at once, and writes an output that is empty (a refused request's
 figure) as empty text, not "None".
 
+**MCP's own input check**: the MCP SDK (``mcp.server.lowlevel.Server.call_tool``, which Gradio
+registers with its default ``validate_input=True``) checks a call against the tool's JSON schema
+and refuses in the schema's notation, before the app's own words are reached, so a value was
+refused over MCP in other words than over HTTP, or refused there and taken here. The mend lets the
+SDK see each tool as taking any object of arguments, so the app checks every value, at both doors
+alike; an argument the tool does not take is refused in a sentence naming the nearest one.
+
 **MCP and broken text**: a queued tool call goes on through Gradio's own client, whose JSON
 encoder cannot write a lone surrogate, so a text holding one got Python's codec message. The
 mend refuses it first, in the sentence the page gives.
@@ -43,12 +50,14 @@ request its own place and wait (``demo.ui.turns``); the mend keeps Gradio from e
 so the page shows the time waited so far and that line.
 """
 
+import difflib
+
 import gradio as gr
 from anyio.to_thread import run_sync
 from gradio.context import LocalContext
 from gradio.state_holder import SessionState
 
-from ..settings import check_readable
+from ..settings import as_said, check_readable
 
 
 class _NoEstimates(dict):
@@ -102,18 +111,39 @@ def _without_states(components, outputs):
             for component, value in zip(components, outputs) if not isinstance(component, gr.State)]
 
 
-def _refusing_broken_text(prepare):
-    """The MCP server's argument preparation, after a check of every text argument: Gradio sends a
-    queued tool call on through its own client, whose JSON cannot carry a lone surrogate (half of
-    an emoji; a browser's JSON escapes it), so the caller would get Python's codec message. The
-    call is refused with the sentence the page gives for it instead."""
-    def prepare_readable(name, arguments):
+def _checking_arguments(server):
+    """The MCP server's argument preparation, after a check of every argument's name and text: an
+    argument the tool does not take is refused in a sentence naming the nearest one (Gradio's
+    client would send the agent to a page's footer); Gradio sends a queued tool call on through
+    its own client, whose JSON cannot carry a lone surrogate (half of an emoji; a browser's JSON
+    escapes it), so the caller would get Python's codec message: it gets the page's sentence."""
+    prepare = server._prepare_tool_call_args
+
+    def prepare_checked(name, arguments):
+        endpoint = server.api_info["named_endpoints"].get(server.tool_to_endpoint.get(name), {})
+        takes = [p["parameter_name"] for p in endpoint.get("parameters", [])]
+        for key in arguments:
+            if takes and key not in takes:
+                near = difflib.get_close_matches(key, takes, n=1, cutoff=0.6)
+                raise ValueError(f"The tool {name} takes no argument {as_said(key)}"
+                                 + (f": did you mean {near[0]}?" if near else f"; it takes {', '.join(takes)}."))
         for key, value in arguments.items():
             for text in value if isinstance(value, list) else [value]:
                 if isinstance(text, str):
                     check_readable(text, key.replace("_", " ") + " argument")
         return prepare(name, arguments)
-    return prepare_readable
+    return prepare_checked
+
+
+def _checked_by_the_app(cached_tool):
+    """The MCP server's tool definitions as its input check reads them: any object of arguments.
+    The SDK checks a call against the tool's JSON schema before the tool runs and answers in the
+    schema's notation ("'Greedy' is not one of [...]"); the app checks every value itself, in the
+    page's words, as it does over HTTP. Clients still list the full schema."""
+    async def definition(name):
+        tool = await cached_tool(name)
+        return None if tool is None else tool.model_copy(update={"inputSchema": {"type": "object"}})
+    return definition
 
 
 def _with_defaults(block_fn, inputs: list) -> None:
@@ -122,10 +152,11 @@ def _with_defaults(block_fn, inputs: list) -> None:
 
 
 def mend(app: gr.Blocks) -> None:
-    """All six mends, on the launched app: a session's copy keeps values that updates leave out
+    """All seven mends, on the launched app: a session's copy keeps values that updates leave out
     (for every app of this process: the copy's class is Gradio's); missing API inputs take their
-    defaults; the MCP server (if it runs) gives plain calls the list of outputs, less every State's,
-    and refuses broken text in words; Gradio estimates no wait."""
+    defaults; the MCP server (if it runs) leaves checking values to the app, gives plain calls the
+    list of outputs, less every State's, and refuses unknown arguments and broken text in words;
+    Gradio estimates no wait."""
     app._queue.process_time_per_fn = _NoEstimates()
     SessionState.__setitem__ = _keeping_value(_replace_keeping_id)
     SessionState._update_config = _keeping_value(_refresh)
@@ -133,7 +164,9 @@ def mend(app: gr.Blocks) -> None:
     if app.mcp_server_obj is not None:
         app.mcp_server_obj._execute_tool_without_progress = _outputs_as_a_list
         app.mcp_server_obj.pop_returned_state = _without_states
-        app.mcp_server_obj._prepare_tool_call_args = _refusing_broken_text(app.mcp_server_obj._prepare_tool_call_args)
+        app.mcp_server_obj._prepare_tool_call_args = _checking_arguments(app.mcp_server_obj)
+        sdk_server = app.mcp_server_obj.mcp_server
+        sdk_server._get_cached_tool_definition = _checked_by_the_app(sdk_server._get_cached_tool_definition)
 
 
 def still_wanted() -> bool:

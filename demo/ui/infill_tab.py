@@ -16,7 +16,7 @@ from ..app import budget
 from ..app.catalog import Catalog
 from ..app.limits import check_text
 from ..settings import InfillSettings, ModelSettings
-from .common import TabParts, deployment, escape, message, score_text, tab_help, work_line
+from .common import TabParts, Textbox, deployment, escape, message, score_text, tab_help, work_line
 from .handlers import handler
 from .loading import load
 from .outputs import components, shown_in
@@ -222,7 +222,7 @@ def build(catalog: Catalog) -> TabParts:
     preset = gr.Dropdown(choices=[p["name"] for p in presets], value=presets[0]["name"] if presets else None,
                          label="Preset", elem_id="fill-preset",
                          info="Texts whose blank is decided by the words after it.")
-    text = gr.Textbox(value=presets[0]["text"] if presets else "", label="Text with blanks", lines=3,
+    text = Textbox(value=presets[0]["text"] if presets else "", label="Text with blanks", lines=3,
                       elem_id="fill-text", max_length=deployment().settings.max_prompt_chars,
                       info="[blank] is one token, [blank:3] three, [blank:auto] lets the model pick 1 to 4; "
                            "____ is a [blank].")

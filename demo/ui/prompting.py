@@ -17,7 +17,7 @@ from ..app.catalog import Catalog
 from ..app.limits import check_text
 from ..app.shared_results import cut_short
 from ..settings import GenerationSettings, ModelSettings, as_said, quoted
-from .common import Radio, TabParts, deployment, escape, message, tab_help, work_line, work_text
+from .common import Radio, TabParts, Textbox, deployment, escape, message, tab_help, work_line, work_text
 from .handlers import handler
 from .loading import load
 from .outputs import components, shown_in
@@ -534,7 +534,7 @@ def _inputs(catalog: Catalog, presets: list[dict], first: dict) -> dict:
         info="The BERTs paper's qualitative examples (novel words, grammar correction; sampled "
              "as in the paper) and instruction-induction prompts, including the 'I gave a "
              "friend an instruction...' meta-prompt. Fills the prompt and the decoding settings.")
-    w["prompt"] = gr.Textbox(
+    w["prompt"] = Textbox(
         value=first["prompt"], label="Prompt", lines=8, elem_id="gen-prompt",
         max_length=deployment().settings.max_prompt_chars,
         info=f"Few-shot prompt to continue, at most {deployment().settings.max_prompt_chars:,} characters. Newlines "

@@ -25,7 +25,7 @@ from ..settings import (
     as_said,
     quoted,
 )
-from .common import Dropdown, TabParts, deployment, escape, message, score_text, tab_help, work_line
+from .common import Dropdown, TabParts, Textbox, deployment, escape, message, score_text, tab_help, work_line
 from .elbo_note import elbo_note
 from .handlers import handler
 from .loading import load
@@ -514,17 +514,17 @@ def _inputs(catalog: Catalog, presets: list[dict]) -> dict:
              "example. Picking one fills the context, the candidates and the correct answer.",
         elem_id="rank-preset")
     w["note"] = gr.HTML(preset_note(presets[0] if presets else None), elem_id="rank-preset-note")
-    w["context"] = gr.Textbox(
+    w["context"] = Textbox(
         value=first["context"], label="Context", lines=3, elem_id="rank-context",
         max_length=deployment().settings.max_prompt_chars,
         info=f"Text before the candidates (may be empty, may hold few-shot examples); at most "
              f"{deployment().settings.max_prompt_chars:,} characters. Each candidate is appended after a space.")
-    w["candidates"] = gr.Textbox(
+    w["candidates"] = Textbox(
         value="\n".join(first["candidates"]), label="Candidates, one per line", lines=4,
         elem_id="rank-candidates",
         info=f"{MIN_CANDIDATES} to {MAX_CANDIDATES} completions, one per line, "
              f"each at most {deployment().settings.max_candidate_chars} characters.")
-    w["answer"] = gr.Textbox(
+    w["answer"] = Textbox(
         value=_answer_of(first), label="Correct answer (optional)", elem_id="rank-answer",
         info="If you know it, the ranking marks where it lands; presets fill it in.")
     w["run"] = gr.Button("Rank candidates", variant="primary", elem_id="rank-run")

@@ -16,8 +16,8 @@ from typing import NamedTuple
 import gradio as gr
 
 from ..app.limits import whole
-from ..settings import bounds, check_caps, choices_of, default_of, help_line, kind_of, words
-from .common import Dropdown, Number, Radio, Slider, deployment
+from ..settings import as_said, bounds, check_caps, choices_of, default_of, help_line, kind_of, words
+from .common import Dropdown, Number, Radio, Slider, Textbox, deployment
 
 UNSET = (None, "")  # what an optional setting's widget shows when it is left to the core
 
@@ -66,7 +66,7 @@ def _component(cls, name: str, only) -> tuple:
         return gr.Checkbox, {}
     low, high = widget_range(cls, name) if hint in (int, float) else (None, None)
     if low is None:
-        return gr.Textbox, {}
+        return Textbox, {}
     off = said.get("off")
     if isinstance(off, str):  # an optional count: its unset value named, then each count
         choices = [(said.get("shown", {}).get(off, "family default"), off)]
@@ -104,6 +104,14 @@ def as_field(cls, name: str, value):
     (kind, optional), off = kind_of(cls, name), words(cls, name).get("off")
     if optional and (value in UNSET or (off is not None and value == off and not isinstance(value, bool))):
         return None
+    if isinstance(off, str) and isinstance(value, str):  # a count's dropdown: its choices, exactly
+        low, high = widget_range(cls, name)
+        counts = [str(n) for n in range(low, high + 1)]
+        if value not in counts:
+            what = words(cls, name).get("what", name)
+            raise ValueError(f"Unknown {what} {as_said(value)}; use one of {off}, {counts[0]}, {counts[1]}, ..., "
+                             f"{counts[-1]}.")
+        return int(value)
     return whole(value) if kind is int else value
 
 
