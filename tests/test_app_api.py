@@ -532,6 +532,7 @@ WRONG_VALUES = [
     ("rank_masked", "method", "Salazar"), ("rank_masked", "right_masks", "2"), ("rank_masked", "normalize", "yes"),
     ("rank_masked", "context", {"a": 1}), ("infill_masked", "order", "best"), ("infill_masked", "blank_tokens", True),
     ("probe_masked", "repetitions", "1"),
+    ("rank_masked", "method", None), ("generate_masked", "parallel_threshold", None), ("generate_masked", "strategy", None),
 ]
 
 
@@ -564,6 +565,8 @@ def test_a_wrong_value_is_refused_in_one_sentence_at_both_doors(app, client):
     assert _error_sentence(results[3]) == "top_p must be a number above 0 up to 1, sent as a number, not as text ('0.5')."
     assert _error_sentence(results[4]) == "stop_at_newline must be true or false, not the text 'true'."
     assert _error_sentence(results[9]) == 'The prompt must be text, not ["a", "b"].'
+    assert _error_sentence(results[-4]) == ("scoring method has no empty value: send one of its values (the page "
+                                            "starts at 'right_masks'), not null.")
     unknown = results[-1]
     assert unknown.isError and unknown.content[0].text == "The tool generate_masked takes no argument 'min_P': did you mean min_p?"
 

@@ -379,7 +379,7 @@ EMD, FAST = Setting(ModelSettings, "emd"), Setting(ScoringSettings, "fast")
 @endpoint(CONTEXT, CANDIDATES, Own("model_name", "a masked LM: one of the app's models (listed as examples) or a "
                                                  "Hugging Face Hub id (owner/name)"),
           *setting_args(ScoringSettings, "method", "right_masks"), NORMALIZE, *SCOPE_AND_UNCONDITIONAL, ANSWER, EMD,
-          FAST, *ELBO, builds=ScoringSettings, derived=page_scoring)
+          FAST, *ELBO, builds=ScoringSettings, derived=page_scoring, defaults=dict(method=DEFAULT_MASKED_METHOD))
 def rank_masked(context, candidates, model_name, answer, emd, settings: ScoringSettings,
                 progress=gr.Progress(track_tqdm=True)):
     """Rank candidate completions of a context with a masked LM's pseudo-log-likelihood (PLL)."""

@@ -99,6 +99,20 @@ def settings_of(cls, values: dict, **fixed):
     return cls(**given, **fixed)
 
 
+def check_given(cls, name: str, value, default) -> None:
+    """Null or empty text sent for ``cls.name`` leaves it to the core only where the page has an
+    empty box for it (an optional setting's text or number box: the unconditional context, a
+    seed); elsewhere (a choice, a slider with an off value, a dropdown) it is refused, with the
+    page's ``default``."""
+    if value not in UNSET or not kind_of(cls, name)[1]:
+        return
+    if _component(cls, name, None)[0] in (Textbox, Number):
+        return
+    what = words(cls, name).get("what", name)
+    raise ValueError(f"{what} has no empty value: send one of its values (the page starts at "
+                     f"{as_said(default)}), not {as_said(value)}.")
+
+
 def as_field(cls, name: str, value):
     """A widget's value as the field ``cls.name`` takes it (see :func:`settings_of`)."""
     (kind, optional), off = kind_of(cls, name), words(cls, name).get("off")
@@ -176,6 +190,9 @@ def endpoint(*takes, builds=None, defaults: dict | None = None, fixed: dict | No
 
     def settings_from(values: dict):
         given = {t.name: values[t.argument] for t in built if t.argument in values}
+        for t in built:
+            if t.argument in values:
+                check_given(builds, t.name, values[t.argument], defaults.get(t.argument, widget_default(builds, t.name)))
         return settings_of(builds, dict(given, **(derived(values) if derived else {})), **fixed)
 
     def decorate(fn):
