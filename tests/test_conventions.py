@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 import tests.floats as floats
-from demo import settings
+from demo import user_text
 from demo.cli import main
 from demo.engine import text
 from demo.engine.pll import score_candidates
@@ -51,13 +51,13 @@ def test_text_rules_by_hand():
     assert text.model_pair("A\n", " B", False) == ("A", "\\n B")
     assert text.model_pair("A \n\n", "B", False) == ("A", "\\n \\n B")
     # text a tokenizer cannot read is refused in words; user text is quoted without Python escapes
-    assert settings.check_readable("a \n\u00e9", "prompt") == "a \n\u00e9" and settings.check_readable("\n", "x") == "\n"
+    assert user_text.check_readable("a \n\u00e9", "prompt") == "a \n\u00e9" and user_text.check_readable("\n", "x") == "\n"
     with pytest.raises(ValueError, match=r"^The prompt holds a broken character \(U\+DC80, half of an emoji"):
-        settings.check_readable("ok\udc80", "prompt")
+        user_text.check_readable("ok\udc80", "prompt")
     with pytest.raises(ValueError, match=r"^The candidate is only invisible characters"):
-        settings.check_readable(" \u200b\ufeff\x00", "candidate")
-    assert settings.quoted(" \x00\x00") == " ⟨U+0000⟩⟨U+0000⟩" and settings.quoted("a\nb\u200b") == "a b⟨U+200B⟩"
-    assert settings.quoted("x" * 100, width=10) == "xxxxxxx..."
+        user_text.check_readable(" \u200b\ufeff\x00", "candidate")
+    assert user_text.quoted(" \x00\x00") == " ⟨U+0000⟩⟨U+0000⟩" and user_text.quoted("a\nb\u200b") == "a b⟨U+200B⟩"
+    assert user_text.quoted("x" * 100, width=10) == "xxxxxxx..."
 
 
 @pytest.fixture(scope="module")
@@ -172,6 +172,40 @@ def test_the_prompting_tabs_reproduce_block_writes_the_same_text(model, request,
     assert main(shlex.split(command)[1:] + ["--no-progress"]) == 0
     out = capsys.readouterr().out  # (the steps as text first, --trace: the page shows both playbacks)
     assert out.endswith(text + "\n") and "step   0" in out
+
+
+@needs_shared
+@pytest.mark.parametrize("request_kind, settings", [
+    ("seeded", dict(strategy="sample", temperature=0.9, seed=7)),
+    ("unseeded", dict(strategy="sample", temperature=0.9, seed=None)),
+    ("ignored", dict(strategy="greedy", temperature=0.7, top_k=5, seed=3)),
+])
+def test_the_command_line_reproduce_of_a_page_run_gives_its_text(request_kind, settings, standin_mlm, capsys,
+                                                                  monkeypatch):
+    """Seeded, unseeded (the seed drawn is said and written into the command) and with settings
+    that do nothing for the run (said, and left out of the command): the page's command line
+    reruns to the page's text."""
+    import html
+    import re
+    import shlex
+
+    from demo.ui.prompting import generate_masked
+    monkeypatch.setenv("DEMO_LOCAL_MODELS", os.environ["DEMO_LOCAL_MODELS"])
+    outputs = generate_masked(prompt="Q: What is the capital of France?\nA: Paris\nQ: And of Italy?\nA:",
+                              model_name=standin_mlm.name, max_new_tokens=6, padding_masks="default",
+                              stop_at_newline=False, **dict(dict(top_k=0, top_p=1.0, repetition_penalty=1.0), **settings))
+    stats, shell = html.unescape(outputs.stats), outputs.shell
+    if request_kind == "unseeded":
+        drawn = re.search(r"No seed was given: this run drew seed (\d+), which its Reproduce code uses", stats)
+        assert drawn and f"--seed {drawn.group(1)}" in shell, (stats, shell)
+    if request_kind == "ignored":
+        assert "Temperature (0.7) acts only when sampling: left out of this run and of its Reproduce code." in stats
+        assert "Top-k (5) acts only when sampling" in stats and "Seed (3) acts only when sampling" in stats
+        assert "--top-k" not in shell and "--temperature" not in shell and "--seed" not in shell
+    capsys.readouterr()
+    command = shell[shell.index("mlm-icl "):]
+    assert main(shlex.split(command)[1:] + ["--no-progress"]) == 0
+    assert capsys.readouterr().out.endswith(outputs.text + "\n")
 
 
 # ---------------------------------------------------------------- sizes

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from ..engine import sources
 from ..engine.sources import HUB_ID, hub_unreachable, resolve
-from ..settings import AppSettings, check_readable, quoted
+from ..settings import AppSettings
+from ..user_text import check_readable, quoted
 from .catalog import Catalog, build_catalog
 
 

@@ -11,7 +11,8 @@ import threading
 import time
 from collections import defaultdict, deque
 
-from ..settings import AppSettings, GridSettings, as_said, check_readable
+from ..settings import AppSettings, GridSettings
+from ..user_text import as_said, check_readable
 
 MIN_CANDIDATES, MAX_CANDIDATES = 2, 8
 

@@ -24,7 +24,8 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from ..settings import InfillSettings, ScoringSettings, check_readable, quoted
+from ..settings import InfillSettings, ScoringSettings
+from ..user_text import check_readable, quoted
 from .constraints import continuation
 from .counting import Reads, counting
 from .decoding import suppressed_ids

@@ -44,7 +44,8 @@ from dataclasses import dataclass, replace
 import torch
 from tqdm.auto import tqdm
 
-from ..settings import PLL_METHODS, ScoringSettings, check_readable, quoted
+from ..settings import PLL_METHODS, ScoringSettings
+from ..user_text import check_readable, quoted
 from .batching import logprobs_and_ranks, padded, sub_batches
 from .counting import Reads, count_pass
 from .elbo import Pattern, enumerated, estimate, patterns

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..settings import quoted
+from ..user_text import quoted
 
 # huggingface_hub's rule for repository ids (validate_repo_id): an optional owner and a name of
 # at most 96 characters each, so a longer name is refused before it touches the file system.

@@ -33,7 +33,7 @@ as "Answer:") is a scoring rule and lives in one function, ``demo.engine.pll.sco
 
 import re
 
-from ..settings import check_readable
+from ..user_text import check_readable
 
 NEWLINE_MARKER = "\\n "  # backslash, n, space: what the paper feeds DeBERTa instead of "\n"
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import yaml
 
 from ..paths import ASSETS, SHARED_DATA, SPECS
-from ..settings import quoted
+from ..user_text import quoted
 from .converters import CONVERTERS, check_arguments
 from .schema import Example, Source, Task, check_template
 

@@ -68,6 +68,11 @@ def message(text: str, kind: str = "error") -> str:
     return f'<div class="demo-{kind}"{role}>{escape(text)}</div>'
 
 
+def notes(lines: list[str]) -> str:
+    """Lines said under an answer, a note each (HTML; empty without any)."""
+    return "".join(message(line, "note") for line in lines)
+
+
 _DEPLOYMENT: list[Deployment] = []  # the deployment the app serves, set once when it is built
 
 

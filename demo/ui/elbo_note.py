@@ -5,7 +5,8 @@ change with the seed that drew the patterns."""
 import math
 
 from ..engine.elbo import enumerated
-from ..settings import MAX_ELBO_SAMPLES, ScoringSettings, quoted
+from ..settings import MAX_ELBO_SAMPLES, ScoringSettings
+from ..user_text import quoted
 from .common import message, score_text
 
 # Below this many patterns the ± is a rough guess itself: it is worked out from the spread of the

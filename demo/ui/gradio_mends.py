@@ -57,7 +57,7 @@ from anyio.to_thread import run_sync
 from gradio.context import LocalContext
 from gradio.state_holder import SessionState
 
-from ..settings import as_said, check_readable
+from ..user_text import as_said, check_readable
 
 
 class _NoEstimates(dict):

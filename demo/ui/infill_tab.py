@@ -14,9 +14,10 @@ import gradio as gr
 
 from ..app import budget
 from ..app.catalog import Catalog
+from ..app.in_effect import in_effect
 from ..app.limits import check_text
 from ..settings import InfillSettings, ModelSettings
-from .common import TabParts, Textbox, deployment, escape, message, score_text, tab_help, work_line
+from .common import TabParts, Textbox, deployment, escape, message, notes, score_text, tab_help, work_line
 from .handlers import handler
 from .loading import load
 from .outputs import components, shown_in
@@ -94,6 +95,14 @@ FILL = (Own("text", "a text with blanks: [blank] (a token), [blank:3] (three), [
         *setting_args(InfillSettings, "order", "blank_tokens", "seed"))
 
 
+def _idle(text: str) -> dict[str, str]:
+    """The settings that do nothing for this text (``in_effect``'s ``idle``): the tokens of a
+    [blank] where every blank gives its own size."""
+    from ..engine.infill import BLANK
+    sized = all(match.group(1) is not None for match in BLANK.finditer(text))
+    return {"blank_tokens": "for a [blank] or ____ without a size of its own"} if sized else {}
+
+
 def _stats(lm, result, extra: str, how: str) -> str:
     """The lines under a fill: the model, how it filled and its time, the work it did."""
     return (f"<div>{model_note(lm)}</div><div>{escape(extra)} · {result.seconds:.2f} s</div>"
@@ -139,6 +148,7 @@ def infill_masked(text, model_name, emd, settings: InfillSettings, progress=gr.P
     """Fill the blanks of a text with a masked LM, one token per step in the chosen order,
     reading the words on both sides. Also returns the playback of the steps."""
     text = _text(text)
+    settings, unused = in_effect(settings, "masked", _idle(text))
     # texts of one model and settings waiting for the turn together are filled as one batch
     (lm, result), batch = together("generate", ("infill", model_name, emd, repr(settings)), text,
                                    functools.partial(_filled, model_name, emd, settings))
@@ -147,7 +157,8 @@ def infill_masked(text, model_name, emd, settings: InfillSettings, progress=gr.P
     how = "one pass per masked token, each over the whole text" + (
         ", then each length tried scored whole" if result.tries else "")
     return InfillOutputs(filled=filled_html(text, result.fills, settings),
-                         stats=_stats(lm, result, extra, how) + batch_note(batch, result.seconds, "Filled"),
+                         stats=_stats(lm, result, extra, how) + notes(unused)
+                         + batch_note(batch, result.seconds, "Filled"),
                          trace=playback(result.steps, "infill", run_id(text, result.order, result.seconds),
                                         group="fill"),
                          filled_text=result.filled, python=python, shell=shell)
@@ -164,6 +175,7 @@ def infill_causal(text, model_name, settings: InfillSettings, progress=gr.Progre
     if not model_name:
         return CausalInfillOutputs.showing(message("Skipped: no causal LM picked.", "note"))
     text = _text(text)
+    settings, unused = in_effect(settings, "causal", _idle(text))
     lm = load(model_name, "causal")
     infill_work(lm, text, settings).check(deployment().settings)
     result = causal_infill(lm, text, settings)
@@ -172,7 +184,7 @@ def infill_causal(text, model_name, settings: InfillSettings, progress=gr.Progre
     how = "per blank, its prompt once, then only the token written last" + (
         ", then each length tried scored whole" if result.tries else "")
     return CausalInfillOutputs(filled=filled_html(text, result.fills, settings),
-                               stats=_stats(lm, result, extra, how),
+                               stats=_stats(lm, result, extra, how) + notes(unused),
                                filled_text=result.filled, python=python, shell=shell,
                                trace=playback(result.steps, "causal", run_id(text, result.fills, result.seconds),
                                               group="fill"))

@@ -14,10 +14,12 @@ import gradio as gr
 
 from ..app import budget
 from ..app.catalog import Catalog
+from ..app.in_effect import in_effect
 from ..app.limits import check_text
 from ..app.shared_results import cut_short
-from ..settings import GenerationSettings, ModelSettings, as_said, quoted
-from .common import Radio, TabParts, Textbox, deployment, escape, message, tab_help, work_line, work_text
+from ..settings import GenerationSettings, ModelSettings
+from ..user_text import as_said, quoted
+from .common import Radio, TabParts, Textbox, deployment, escape, message, notes, tab_help, work_line, work_text
 from .handlers import handler
 from .loading import load
 from .outputs import components, shown_in
@@ -420,13 +422,15 @@ def generate_masked(prompt, model_name, settings: GenerationSettings, decoding, 
     masks) and [SEP], predict the first mask, keep it, repeat. Decoding exact, fast (the
     approximate prefix cache) or compare (both side by side). Also returns the decoding playback
     (of the exact run when comparing)."""
-    runs = [_with_cache(settings, cache) for cache in masked_caches(decoding)]
+    caches = masked_caches(decoding)
+    settings, unused = in_effect(replace(settings, cache=caches[-1]), "masked")  # (the prefix cache's, if it runs)
+    runs = [_with_cache(settings, cache) for cache in caches]
     lm, results, time_limit, note, python, shell = _run(prompt, model_name, "masked", runs, emd)
     shown = results[0]  # compare: the exact run (the paper's method) fills the usual outputs
     compared = comparison(*results, settings.cache_refresh) if len(results) == 2 else ""
     run = run_id(prompt, shown.token_ids, shown.seconds)
     return MaskedGenerationOutputs(text=shown.text, stats=_stats(lm, shown, time_limit, settings.cache_refresh)
-                                   + note,
+                                   + notes(unused) + note,
                                    trace=playback(shown.steps, "masked", run, newline_note(lm, prompt)),
                                    compare=compared, python=python, shell=shell,
                                    run=dict(steps=shown.steps, text=shown.text, settings=setting_items(settings, decoding),
@@ -441,10 +445,11 @@ def generate_any_order(prompt, model_name, settings: GenerationSettings, emd, pr
     """Continue a prompt with a masked LM the masked-diffusion way: a block of masks after the
     text, filled in any order, several tokens a step; the next block when it is full. Also
     returns the playback, each token marked with the step that wrote it."""
+    settings, unused = in_effect(settings, "masked")
     lm, (result,), time_limit, note, python, shell = _run(prompt, model_name, "masked", [settings], emd)
     steps = f"{result.steps_run} steps for {len(result.token_ids)} tokens. {writing_line(result, settings)}"
     return AnyOrderOutputs(text=result.text, stats=message(steps.strip(), "note") + _stats(lm, result, time_limit)
-                           + note,
+                           + notes(unused) + note,
                            trace=playback(result.steps, "any_order", run_id(prompt, result.token_ids, result.seconds),
                                           newline_note(lm, prompt)),
                            python=python, shell=shell)
@@ -493,10 +498,10 @@ def generate_causal(prompt, model_name, settings: GenerationSettings, progress=g
     if not model_name:
         return CausalGenerationOutputs.showing(message("Skipped: no causal LM picked.", "note"))
     # The padding masks are the masked LM's (the page shares its settings between both sides): a
-    # causal LM has none, so its side checks them with the rest, then leaves them out.
-    lm, (result,), time_limit, note, python, shell = _run(prompt, model_name, "causal",
-                                                           [replace(settings, padding_masks=None)])
-    return CausalGenerationOutputs(text=result.text, stats=_stats(lm, result, time_limit) + note,
+    # causal LM has none, so its side checks them with the rest, then leaves them out unsaid.
+    settings, unused = in_effect(replace(settings, padding_masks=None), "causal")
+    lm, (result,), time_limit, note, python, shell = _run(prompt, model_name, "causal", [settings])
+    return CausalGenerationOutputs(text=result.text, stats=_stats(lm, result, time_limit) + notes(unused) + note,
                                    python=python,
                                    shell=shell, trace=playback(result.steps, "causal", run_id(prompt, result.token_ids, result.seconds),
                                                                newline_note(lm, prompt)))

@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..app import budget
 from ..app.catalog import Catalog
+from ..app.in_effect import in_effect
 from ..app.limits import MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates
 from ..engine.text import newline_marker_note, special_token_note
 from ..settings import (
@@ -22,10 +23,9 @@ from ..settings import (
     PLL_METHODS,
     ModelSettings,
     ScoringSettings,
-    as_said,
-    quoted,
 )
-from .common import Dropdown, TabParts, Textbox, deployment, escape, message, score_text, tab_help, work_line
+from ..user_text import as_said, quoted
+from .common import Dropdown, TabParts, Textbox, deployment, escape, message, notes, score_text, tab_help, work_line
 from .elbo_note import elbo_note
 from .handlers import handler
 from .loading import load
@@ -333,8 +333,8 @@ class _Asked(NamedTuple):
     emd: str = "auto"
 
 
-def _outputs(lm, asked: _Asked, settings: ScoringSettings, scores, work, variant="") -> RankingOutputs:
-    """A side's outputs, from its scores."""
+def _outputs(lm, asked: _Asked, settings: ScoringSettings, scores, work, variant="", unused=()) -> RankingOutputs:
+    """A side's outputs, from its scores (``unused``: what ``in_effect`` said of its settings)."""
     from ..app.downloads import download
     from ..evaluation.exports import figure_download, score_table
 
@@ -351,7 +351,7 @@ def _outputs(lm, asked: _Asked, settings: ScoringSettings, scores, work, variant
                                  candidates=typed)
     judged = any(s.candidate.strip() == (answer or "").strip() for s in scores)  # the page says right or wrong
     elbo = elbo_note(scores, settings, judged) if settings.method_for(lm) == "elbo" else ""
-    return RankingOutputs(summary=summary + elbo + _typed_specials(lm, context, candidates)
+    return RankingOutputs(summary=summary + notes(unused) + elbo + _typed_specials(lm, context, candidates)
                           + _newline_note(lm, scores),
                           table=ranking_table(scores), plot=figure, scores=scores, files=files,
                           python=python, shell=shell, variant=variant)
@@ -384,24 +384,25 @@ def rank_masked(context, candidates, model_name, answer, emd, settings: ScoringS
                 progress=gr.Progress(track_tqdm=True)):
     """Rank candidate completions of a context with a masked LM's pseudo-log-likelihood (PLL)."""
     check_text(answer, "correct answer", deployment().settings.max_candidate_chars, allow_empty=True)
+    settings, unused = in_effect(settings, "masked")
     lm, scores, work = _score(model_name, "masked", context, candidates, settings, emd)
     return _outputs(lm, _Asked(context, candidates, answer, model_name, emd), settings, scores, work,
-                    variant_name(settings.method, settings.right_masks))
+                    variant_name(settings.method, settings.right_masks), unused)
 
 
 @handler("score", RankingOutputs.showing, estimate=ranking_estimate, models={"model_name": "causal"}, batches=True)
 @endpoint(CONTEXT, CANDIDATES, Own("model_name", "a causal LM: one of the app's models (listed as examples) or a "
                                                  "Hugging Face Hub id (owner/name); empty skips it"),
-          NORMALIZE, *SCOPE_AND_UNCONDITIONAL, ANSWER, builds=ScoringSettings, derived=page_scoring,
-          fixed=dict(right_masks=0))
+          NORMALIZE, *SCOPE_AND_UNCONDITIONAL, ANSWER, builds=ScoringSettings, derived=page_scoring)
 def rank_causal(context, candidates, model_name, answer, settings: ScoringSettings,
                 progress=gr.Progress(track_tqdm=True)):
     """Rank candidate completions of a context by a causal LM's exact log-likelihood."""
     if not model_name:
         return RankingOutputs.showing(message("Skipped: no causal LM picked.", "note"))
     check_text(answer, "correct answer", deployment().settings.max_candidate_chars, allow_empty=True)
+    settings, unused = in_effect(settings, "causal")
     lm, scores, work = _score(model_name, "causal", context, candidates, settings)
-    return _outputs(lm, _Asked(context, candidates, answer, model_name), settings, scores, work)
+    return _outputs(lm, _Asked(context, candidates, answer, model_name), settings, scores, work, unused=unused)
 
 
 @handler("score", DifferenceOutputs.showing, estimate=ranking_estimate, batches=True)

@@ -16,7 +16,8 @@ from typing import NamedTuple
 import gradio as gr
 
 from ..app.limits import whole
-from ..settings import as_said, bounds, check_caps, choices_of, default_of, help_line, kind_of, words
+from ..settings import bounds, check_caps, choices_of, default_of, help_line, kind_of, words
+from ..user_text import as_said
 from .common import Dropdown, Number, Radio, Slider, Textbox, deployment
 
 UNSET = (None, "")  # what an optional setting's widget shows when it is left to the core
