@@ -19,7 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from demo.settings import GenerationSettings, default_of  # noqa: E402
+from demo.declared import default_of
+from demo.settings import GenerationSettings  # noqa: E402
 
 # a sampled request, as the page's first preset sends it
 VALUES = dict(strategy="sample", max_new_tokens=24, num_beams=4, temperature=0.2, top_k=64, top_p=0.9,

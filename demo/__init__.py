@@ -3,8 +3,9 @@
 The package is built in floors; each imports only the floors below it (pyproject.toml's
 import-linter contracts, checked by the tests):
 
-- ``settings``    every setting as a dataclass, ``user_text``, how messages quote what people
-                  send, and ``paths``, where the packaged files are (the ground every floor
+- ``settings``    every setting as a dataclass (``declared`` reads what a field declares,
+                  ``refusals`` says a refused value in words, ``user_text`` quotes what people
+                  send), and ``paths``, where the packaged files are (the ground every floor
                   stands on)
 - ``engine/``     loading and running masked and causal LMs: scoring, generating
 - ``tasks/``      few-shot tasks as data (YAML), demonstrations, metrics

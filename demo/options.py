@@ -17,7 +17,8 @@ import argparse
 import dataclasses
 import typing
 
-from .settings import default_of, field_info, help_line, kind_of, parse_boolean, words
+from .declared import default_of, field_info, help_line, kind_of, words
+from .settings import parse_boolean
 
 
 def add_options(parser: argparse.ArgumentParser, cls: type) -> None:

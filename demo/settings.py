@@ -26,17 +26,14 @@ never wait for torch.
 
 import functools
 import os
-import types
-import typing
 from dataclasses import fields
 from typing import Annotated, Literal
 
-import annotated_types
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
-from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .refusals import deployment_refusal, refusal
 from .user_text import LARGEST, as_said, check_readable
 
 # A masked LM's scoring methods: the PLLs (a masked copy of the whole text per scored token), the
@@ -79,17 +76,9 @@ SWEEPS = ("padding_masks", "right_masks")
 
 # ---------------------------------------------------------------- declarations
 
-# A setting is a pydantic field: its default, its bounds (ge, gt, le), its help line (the
-# description) and, in json_schema_extra, the page's own words for it:
-#   label    the widget's label                     shown   {value: the page's words}, for a choice
-#   applies  where it acts ("masked LMs"), said before the help line
-#   more     what only the command line's help adds  aliases more command-line names
-#   step     a slider's step                          typed   asked in a number box (a seed)
-#   off      the widget's value that leaves an optional setting unset (the core's default)
-#   cap      the AppSettings field that bounds it further on a deployment (check_caps)
-#   what     its name in messages (default: the field's)   each   a list item's name in messages
-# pydantic checks every value (strict: 3.0 is no whole number, "3" no number, true no count) and
-# the refusals are said in the page's words (``refusal``), never as pydantic's report.
+# pydantic checks every value (strict: 3.0 is no whole number, "3" no number, true no count); a
+# field's words are read by ``demo.declared``; refusals are said in the page's words
+# (``demo.refusals``), never as pydantic's report.
 STRICT = ConfigDict(strict=True, allow_inf_nan=False)
 
 
@@ -108,124 +97,6 @@ def settings(cls):
 
     made.__init__ = __init__
     return made
-
-
-def field_info(settings, name: str) -> FieldInfo:
-    """The pydantic field ``name`` of a settings class (or of an instance's class)."""
-    cls = settings if isinstance(settings, type) else type(settings)
-    found = cls.__pydantic_fields__.get(name)
-    if found is None:
-        raise KeyError(f"{cls.__name__} declares no setting {name!r}")
-    return found
-
-
-def words(settings, name: str) -> dict:
-    """The page's own words for a setting (its json_schema_extra)."""
-    return field_info(settings, name).json_schema_extra or {}
-
-
-def help_line(settings, name: str) -> str:
-    """A setting's one line: where it applies, then what it does."""
-    applies, line = words(settings, name).get("applies"), field_info(settings, name).description
-    line = f"{applies}: {line}" if applies else line
-    return line[0].upper() + line[1:]
-
-
-def default_of(settings, name: str):
-    """A setting's default (a fresh one where it is made by a factory; None for a required one)."""
-    f = field_info(settings, name)
-    if f.default_factory is not None:
-        return f.default_factory()
-    return None if f.is_required() else f.default
-
-
-def bounds(settings, name: str) -> tuple:
-    """(least, largest, whether the least itself is refused) of a number setting; None where it
-    has none (the largest whole number a setting may take counts as none)."""
-    return _limits(field_info(settings, name).metadata)
-
-
-def kind_of(settings, name: str) -> tuple:
-    """(the type a setting holds, whether None is allowed)."""
-    hint = field_info(settings, name).annotation
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        return (args[0] if len(args) == 1 else hint), len(args) < len(typing.get_args(hint))
-    return hint, False
-
-
-def choices_of(settings, name: str) -> tuple:
-    """A choice setting's values, from its ``Literal`` type."""
-    return typing.get_args(kind_of(settings, name)[0])
-
-
-def refusal(cls, err: ValidationError) -> str:
-    """pydantic's first refusal of a ``cls`` as a sentence: the setting named as the page names it,
-    its bounds or choices, the value as its sender wrote it (``as_said``)."""
-    first = err.errors(include_url=False)[0]
-    if first["type"] == "value_error":  # a rule of the class's own, already in words
-        return str(first["ctx"]["error"])
-    name, value = first["loc"][0], first["input"]
-    said = words(cls, name)
-    what = said.get("what", name)
-    kind, _ = kind_of(cls, name)
-    rules = field_info(cls, name).metadata
-    if len(first["loc"]) > 1 and isinstance(first["loc"][1], int):  # an item of a list: its own type's
-        what, item = said.get("each", f"Each of {name}"), typing.get_args(kind)[0]
-        kind, *annotations = typing.get_args(item) if typing.get_origin(item) is typing.Annotated else (item,)
-        rules = [rule for annotation in annotations for rule in annotation.metadata]
-    return _sentence(what, kind, value, *_limits(rules))
-
-
-def _limits(rules: list) -> tuple:
-    """(least, largest, whether the least itself is refused) from pydantic's constraints; None
-    where there is none (the largest whole number a setting may take counts as none)."""
-    low = high = None
-    above = False
-    for rule in rules:
-        if isinstance(rule, annotated_types.Ge):
-            low = rule.ge
-        elif isinstance(rule, annotated_types.Gt):
-            low, above = rule.gt, True
-        elif isinstance(rule, annotated_types.Le):
-            high = None if rule.le == LARGEST else rule.le
-    return low, high, above
-
-
-def _sentence(what: str, kind, value, low, high, above: bool, read_from_text: bool = False) -> str:
-    if typing.get_origin(kind) is typing.Literal:
-        return f"Unknown {what} {as_said(value)}; use one of {', '.join(map(str, typing.get_args(kind)))}."
-    # text where a number or a flag belongs is refused as text, whatever it spells (one rule for
-    # every door: JSON's numbers and true/false, as the API's schema types them); a deployment's
-    # variables are ``read_from_text``
-    as_text = isinstance(value, str) and not read_from_text
-    not_value = f"sent as a number, not as text ({as_said(value)})" if as_text else f"not {as_said(value)}"
-    if kind is bool:
-        return f"{what} must be true or false, " + (f"not the text {as_said(value)}." if as_text else f"{not_value}.")
-    if kind is int:
-        within = (f"from {low} to {high}" if high is not None else f">= {low}") if low is not None else ""
-        return f"{what} must be a whole number {within}, {not_value}.".replace("  ", " ").replace(" ,", ",")
-    if kind is float:
-        if low is None:
-            return f"{what} must be a number, {not_value}."
-        within = (f"a number {'above' if above else 'from'} {low:g}"
-                  + (f" {'up ' if above else ''}to {high:g}" if high is not None else " or more"))
-        return f"{what} must be {within}, {not_value}."
-    if kind is str:
-        return f"{what} must be some text, not {as_said(value)}."
-    return f"{what} must be a list of its values, not {as_said(value)}."
-
-
-def check_caps(cls, values: dict, app) -> None:
-    """The bounds a deployment (an AppSettings) sets on top of the declarations' (``cap``), on
-    the values a request gives ``cls`` (by field name), before anything else is checked."""
-    for name, value in values.items():
-        cap = words(cls, name).get("cap") if name in cls.__pydantic_fields__ else None
-        if cap is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        if value > getattr(app, cap):
-            raise ValueError(f"{words(cls, name).get('what', name)} may be at most {getattr(app, cap)} per "
-                             f"request here ({field_info(app, cap).description}); you asked for {as_said(value)}.")
 
 
 def cache_used(cache: str, kind: str) -> str:
@@ -915,19 +786,9 @@ class AppSettings(BaseSettings):
         try:
             super().__init__(**values)
         except ValidationError as err:
-            raise ValueError(_deployment_refusal(err)) from None
+            raise ValueError(deployment_refusal(AppSettings, err)) from None
 
     @staticmethod
     def variable(name: str) -> str:
         """The environment variable of a field: ``local_models`` -> ``DEMO_LOCAL_MODELS``."""
         return f"DEMO_{name.upper()}"
-
-
-def _deployment_refusal(err: ValidationError) -> str:
-    """pydantic's first refusal of a deployment's setting, naming its variable."""
-    first = err.errors(include_url=False)[0]
-    name, value = first["loc"][0], first["input"]
-    variable, kind = AppSettings.variable(name), kind_of(AppSettings, name)[0]
-    if first["type"].endswith(("_type", "_parsing")):
-        return f"{variable}={as_said(value)} is not a valid {getattr(kind, '__name__', 'value')}."
-    return _sentence(variable, kind, value, *bounds(AppSettings, name), read_from_text=True)

@@ -377,7 +377,8 @@ def test_the_lesson_cards_quote_table_5_as_the_results_hold():
 def test_the_ranking_help_quotes_table_5_as_the_results_hold():
     """The right-masks setting's help and the Ranking tab's help name the counts as the Results
     tab does (right masks beyond the scored one) and quote the shipped figures."""
-    from demo.settings import ScoringSettings, help_line
+    from demo.declared import help_line
+    from demo.settings import ScoringSettings
     from demo.ui import ranking
     paper = table5()
     assert (f"0 right masks {paper['salazar']:.1f}, +1 {paper['right_masks1']:.1f}, +2 {paper['right_masks2']:.1f}, "

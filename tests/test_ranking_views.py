@@ -340,7 +340,7 @@ def test_the_elbo_note_of_candidates_all_scored_exactly_says_so():
 def test_the_elbo_settings_help_uses_the_pages_names():
     """The help under the scoring method and the ELBO's settings names the methods as the page's
     choices do, never as the code spells them."""
-    from demo.settings import help_line
+    from demo.declared import help_line
 
     method = help_line(ScoringSettings, "method")
     for page_name in ("1 mask", "+ right masks", "within-word left-to-right", "whole word masked",

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import tomllib
 
+from demo.declared import default_of, kind_of
 from demo.settings import (
     AppSettings,
     GenerationSettings,
@@ -15,8 +16,6 @@ from demo.settings import (
     ModelSettings,
     RunSettings,
     ScoringSettings,
-    default_of,
-    kind_of,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,7 +144,8 @@ def test_bad_values_are_refused_with_the_setting_named(cls, values, message):
 def test_the_cache_mode_is_one_setting_with_one_default():
     """The evaluator's and the grid's cache mode take GenerationSettings.cache's values (the same
     choices on the command line) and its default, the exact method."""
-    from demo.settings import CACHE_MODES, choices_of
+    from demo.declared import choices_of
+    from demo.settings import CACHE_MODES
     for cls in (GenerationSettings, RunSettings, GridSettings):
         assert choices_of(cls, "cache") == CACHE_MODES and default_of(cls, "cache") == "exact", cls
     assert RunSettings(cache="prefix").cache == GridSettings(cache="prefix").cache == "prefix"

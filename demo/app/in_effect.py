@@ -13,7 +13,8 @@ import secrets
 from collections.abc import Callable
 from dataclasses import fields, replace
 
-from ..settings import DEFAULT_MASKED_METHOD, PLL_METHODS, default_of, words
+from ..declared import default_of, words
+from ..settings import DEFAULT_MASKED_METHOD, PLL_METHODS
 from ..user_text import as_said
 
 

@@ -18,7 +18,7 @@ import json
 import shlex
 from pathlib import Path
 
-from ..settings import default_of
+from ..declared import default_of
 from .catalog import LOCAL_MODELS_VAR, ModelEntry, short_name
 
 

@@ -16,7 +16,8 @@ from typing import NamedTuple
 import gradio as gr
 
 from ..app.limits import whole
-from ..settings import bounds, check_caps, choices_of, default_of, help_line, kind_of, words
+from ..declared import bounds, choices_of, default_of, help_line, kind_of, words
+from ..refusals import check_caps
 from ..user_text import as_said
 from .common import Dropdown, Number, Radio, Slider, Textbox, deployment
 
