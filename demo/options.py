@@ -17,8 +17,8 @@ import argparse
 import dataclasses
 import typing
 
+from .app_settings import parse_boolean
 from .declared import default_of, field_info, help_line, kind_of, words
-from .settings import parse_boolean
 
 
 def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
@@ -28,7 +28,7 @@ def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
 
 
 def boolean(text: str) -> bool:
-    """A yes/no option's value, read as a ``DEMO_*`` variable's is (``settings.parse_boolean``)."""
+    """A yes/no option's value, read as a ``DEMO_*`` variable's is (``app_settings.parse_boolean``)."""
     try:
         return parse_boolean(text)
     except ValueError as err:

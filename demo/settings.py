@@ -19,21 +19,19 @@ never wait for torch.
 - :class:`GridSettings`: the needle-in-a-haystack grid (``demo.evaluation.haystack``).
 - :class:`SweepSettings`: how many masks? one task at each number of masks (``demo.evaluation.mask_sweep``).
 - :class:`HarnessSettings`: lm-eval's model_args beside the others (``demo.harness``).
-- :class:`AppSettings`: what a deployment sets through ``DEMO_*`` environment variables
-  (pydantic-settings); the only place they are read (``spaces_config/settings.env`` lists them, a
-  test keeps both equal).
+- :class:`ResultsFilter`: which published and our results a view shows (``demo.evaluation.results``).
+
+A deployment's own settings are ``demo.app_settings``'.
 """
 
 import functools
-import os
 from dataclasses import fields
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .refusals import deployment_refusal, refusal
+from .refusals import refusal
 from .user_text import LARGEST, as_said, check_readable
 
 # A masked LM's scoring methods: the PLLs (a masked copy of the whole text per scored token), the
@@ -80,6 +78,18 @@ SWEEPS = ("padding_masks", "right_masks")
 # field's words are read by ``demo.declared``; refusals are said in the page's words
 # (``demo.refusals``), never as pydantic's report.
 STRICT = ConfigDict(strict=True, allow_inf_nan=False)
+
+# A concept that several classes take is declared once, as a type: its bounds, choices, help and
+# the page's words; a class adds its default (and, where it acts otherwise there, its own words).
+PaddingMasks = Annotated[int | None, Field(ge=0, le=MAX_PADDING_MASKS, description=
+    "extra [MASK] tokens after the predicted one, so the end-of-text token does not sit right after "
+    "it (the paper: 2 for DeBERTa; default: the family's)", json_schema_extra=dict(
+        applies="masked LMs", off="default", label="Padding masks (masked LM)"))]
+CacheMode = Annotated[Literal[CACHE_MODES], Field(json_schema_extra=dict(applies="masked LMs"))]
+TaskTokenLimit = Annotated[int | None, Field(ge=1, le=MAX_NEW_TOKENS_CAP, description=
+    "token limit (default: the task's)", json_schema_extra=dict(applies="generated tasks"))]
+DataRoot = Annotated[str | None, Field(description=
+    "folder with the datasets (default: $DEMO_DATA_ROOT, else ../shared/data)")]
 
 
 def settings(cls):
@@ -193,7 +203,7 @@ class ScoringSettings:
         "how many tokens to the right are masked too (the paper: 2; its Table 5 on ReCoRD: 0 right masks "
         "80.9, +1 86.0, +2 87.1, +3 86.9 EM)", json_schema_extra=dict(applies="the right-masks variant",
                                                                      label="Right masks"))
-    padding_masks: int | None = Field(None, ge=0, le=MAX_PADDING_MASKS, description=
+    padding_masks: PaddingMasks = Field(None, description=
         "masks after the predicted one, as when generating (default: the family's)",
         json_schema_extra=dict(applies="method decoder"))
     reduction: Literal[REDUCTIONS] = Field("sum", description=
@@ -375,14 +385,10 @@ class GenerationSettings(TraceSettings, SamplingSettings, WritingSettings):
             "demo.engine.generation.check_prompt); the app's deployment caps it per request (DEMO_MAX_NEW_TOKENS)."))
     num_beams: int = Field(4, ge=1, le=MAX_BEAMS, description="how many hypotheses are kept",
                            json_schema_extra=dict(applies="beam search only", label="Beams"))
-    padding_masks: int | None = Field(None, ge=0, le=MAX_PADDING_MASKS, description=
-        "extra [MASK] tokens after the predicted one, so the end-of-text token does not sit right after "
-        "it (the paper: 2 for DeBERTa; default: the family's)", json_schema_extra=dict(
-            applies="masked LMs", off="default", label="Padding masks (masked LM)"))
-    cache: Literal[CACHE_MODES] = Field("exact", description=
+    padding_masks: PaddingMasks = None
+    cache: CacheMode = Field("exact", description=
         "'exact' re-reads the whole window at every step (the paper's method); 'prefix' reuses the "
-        "prompt's keys and values between refreshes (faster, approximate)", json_schema_extra=dict(
-            applies="masked LMs", more=
+        "prompt's keys and values between refreshes (faster, approximate)", json_schema_extra=dict(more=
             "With window='block': the prompt's and the finished blocks', refreshed at each block "
             "(Fast-dLLM's prefix cache), for the families that have it (another is refused with their "
             "list: demo.engine.families). Causal LMs always use their own exact cache."))
@@ -508,17 +514,15 @@ class RunSettings:
     chunk_size: int = Field(16, ge=1, le=LARGEST, description="examples scored in one batched call")
     execute_limit: int = Field(20, ge=1, le=LARGEST, description="held-out inputs each induced instruction runs on",
                                json_schema_extra=dict(applies="instruction induction"))
-    max_new_tokens: int | None = Field(None, ge=1, le=MAX_NEW_TOKENS_CAP, description=
-        "token limit (default: the task's)", json_schema_extra=dict(applies="generated tasks"))
-    data_root: str | None = Field(None, description=
-        "folder with the datasets (default: $DEMO_DATA_ROOT, else ../shared/data)")
+    max_new_tokens: TaskTokenLimit = None
+    data_root: DataRoot = None
     skip_too_long: bool = Field(True, description=
         "skip items longer than an absolute-position model reads and report how many", json_schema_extra=dict(more=
             "BERT: 512 tokens, with their demonstrations, in any repetition; n and the metrics are then over "
             "the items kept. Off (--no-skip-too-long): such an item stops the run with an error."))
-    cache: Literal[CACHE_MODES] = Field("exact", description=
+    cache: CacheMode = Field("exact", description=
         "decoding of generated items: 'exact' (the paper's method) or 'prefix' (the approximate prefix "
-        "cache)", json_schema_extra=dict(applies="masked LMs", more=
+        "cache)", json_schema_extra=dict(more=
             "The prefix cache as in GenerationSettings, R and margin at its defaults. Ranked tasks (scored) "
             "and causal LMs are exact whatever this says; the summary's cache column records the mode a run used."))
 
@@ -573,14 +577,13 @@ class GridSettings:
                              json_schema_extra=dict(label="Repetitions"))
     seed: int = Field(0, ge=0, le=LARGEST, description="seed for the needles and the filler's starting point",
                       json_schema_extra=dict(typed=True, label="Seed"))
-    padding_masks: int | None = Field(None, ge=0, le=MAX_PADDING_MASKS, description=
-        "padding masks (default: the family's)", json_schema_extra=dict(applies="masked LMs"))
+    padding_masks: PaddingMasks = None
     filler: str | None = Field(None, description=
         "UTF-8 text file used as the haystack (default: the bundled public-domain book)")
-    cache: Literal[CACHE_MODES] = Field("exact", description=
+    cache: CacheMode = Field("exact", description=
         "exact: the paper's method, re-reads the whole prompt for every answer token; prefix: reuses the "
         "prompt's internal states (the prefix cache; faster, approximate)", json_schema_extra=dict(
-            applies="masked LMs", label="Masked LM decoding", shown={"exact": "exact", "prefix": "prefix cache"},
+            label="Masked LM decoding", shown={"exact": "exact", "prefix": "prefix cache"},
             more="R and margin at the prefix cache's defaults. A causal LM is exact whatever this says; the "
             "grid's rows record the mode used."))
 
@@ -630,11 +633,9 @@ class SweepSettings:
     limit: int = Field(20, ge=1, le=LARGEST, description=
         "items evaluated at each number of masks (a fixed sample of the task)",
         json_schema_extra=dict(cap="max_sweep_items", label="Items"))
-    max_new_tokens: int | None = Field(None, ge=1, le=MAX_NEW_TOKENS_CAP, description=
-        "token limit (default: the task's)", json_schema_extra=dict(applies="generated tasks"))
+    max_new_tokens: TaskTokenLimit = None
     demos_seed: int = Field(0, ge=0, le=LARGEST, description="seed of the demonstrations drawn for each item")
-    data_root: str | None = Field(None, description=
-        "folder with the datasets (default: $DEMO_DATA_ROOT, else ../shared/data)")
+    data_root: DataRoot = None
 
     @field_validator("values", mode="before")
     @classmethod
@@ -689,106 +690,3 @@ class ResultsFilter:
     tasks: list[str] = _filter("tasks", "Task", "single tasks to keep, as the tables name them")
 
     _readable = field_validator("papers", "groups", "models", "shots", "tasks")(_readable_filter)
-
-
-# ---------------------------------------------------------------- the deployment
-
-
-def parse_boolean(text: str) -> bool:
-    """A yes/no value typed as text (a ``DEMO_*`` variable, a command-line option), in any case:
-    pydantic's reading, which pydantic-settings gives the variables."""
-    try:
-        return _BOOLEAN.validate_python(text.strip())
-    except ValidationError:
-        raise ValueError(f"Expected yes or no (yes/true/t/y/on/1 or no/false/f/n/off/0), "
-                         f"not {as_said(text)}.") from None
-
-
-_BOOLEAN = TypeAdapter(bool)
-
-
-def _on_a_space() -> bool:
-    """A Hugging Face Space sets SPACE_ID: public mode and the start-up check are on there, unless
-    the DEMO_PUBLIC and DEMO_SELF_CHECK variables say otherwise."""
-    return bool(os.environ.get("SPACE_ID"))
-
-
-Count = Annotated[int, Field(ge=1, le=LARGEST)]
-Amount = Annotated[float, Field(gt=0)]
-
-
-class AppSettings(BaseSettings):
-    """What a deployment sets through environment variables (``DEMO_<FIELD>``, upper case), read by
-    pydantic-settings when it is made: ``AppSettings()`` is the only reader of ``DEMO_*`` variables
-    (values given to it win)."""
-    model_config = SettingsConfigDict(env_prefix="DEMO_", env_ignore_empty=True, frozen=True, allow_inf_nan=False)
-
-    concurrency: Count = Field(1, description=
-        "model runs at a time of each kind: generating, scoring, probing (1 on CPU)")
-    answers_at_once: Count = Field(32, description=
-        "requests of a kind the queue lets in at once (a class): shared answers and refusals go out, "
-        "and those waiting for a model are gathered into batches, while `concurrency` of them run a model")
-    batch_requests: Count = Field(16, description=
-        "distinct requests (generations, fills, rankings) with the same model and settings that wait for "
-        "a turn together run as one batch of at most this many, each answer what it gets alone (1: one "
-        "at a time; never on ZeroGPU)")
-    queue_size: Count = Field(256, description=
-        "requests waiting before new ones are refused (a class of 30 pressing buttons that each start "
-        "two to four requests, twice over)")
-    share_results: bool = Field(True, description=
-        "compute identical requests once and share the answer (greedy, beams, seeded sampling: "
-        "a class on one lesson step waits for one run)")
-    shared_results: Count = Field(256, description=
-        "answers of identical requests kept to share (least recently used dropped)")
-    warm_lesson: bool = Field(True, description=
-        "at start-up, load the default pair and compute every lesson step in the background, so "
-        "a class's first press of each step is answered at once")
-    max_models: Count = Field(3, description="models kept loaded (least recently used dropped)")
-    max_model_gb: Amount = Field(8.0, description="their total parameter memory")
-    cpu_dtype: Literal["auto", "float32", "bfloat16"] = Field("float32", description=
-        "weights' precision where the app runs on a CPU. auto takes bfloat16 where a matrix multiply at "
-        "the model's width measures at least 2x float32's speed (CPUs with AMX or AVX-512 BF16), float32 "
-        "elsewhere, and each run's model line says which and why; bfloat16 changes some lesson figures "
-        "(docs/lesson.md quotes float32's), so float32 stays the default")
-    gpu_dtype: Literal[DTYPES] = Field("float16", description=
-        "weights' precision where the app runs on a GPU. float16 kept every "
-        "ranking and greedy output of float32 and scored 1.2-2.5x faster on an H100, scores moved by "
-        "at most 0.07 nats (benchmarks/bench_precision.py --device cuda, docs/method.md section 3)")
-    max_prompt_chars: Count = Field(6000, description="characters of a prompt or context")
-    max_candidate_chars: Count = Field(400, description="characters per candidate")
-    max_new_tokens: Count = Field(128, le=MAX_NEW_TOKENS_CAP, description="new tokens per generation")
-    max_grid_cells: Count = Field(24, description="needle-grid runs per request")
-    max_grid_tokens: Count = Field(2048, description="longest needle-grid length")
-    max_sweep_items: Count = Field(40, description="mask sweep: items evaluated at each value")
-    max_request_tflop: Amount = Field(4.0, description=
-        "work one request may do, in trillions of operations (demo.app.budget); refused beyond")
-    assumed_gflops: Amount = Field(50.0, description=
-        "the machine's speed assumed when telling people how long a request would take")
-    max_request_seconds: Amount = Field(120.0, description=
-        "a generation or needle grid stops after this long, keeping what it has")
-    local_models: str = Field("", description=
-        "local model folders or .gguf files offered as 'local', separated by os.pathsep")
-    local_pairs: str = Field("", description=
-        "JSON file of model pairs to offer: [{name, masked, causal, why}], local folders")
-    data_root: str = Field("", description="folder with the evaluation datasets")
-    mcp: bool = Field(True, description="also serve the app's endpoints as MCP tools, for agents (/gradio_api/mcp/sse)")
-    public: bool = Field(default_factory=_on_a_space, description=
-        "public mode: typed names must be Hub ids, Hub models are size-checked before download, "
-        "and each visitor's model runs are rate-limited (on by itself where SPACE_ID is set)")
-    max_hub_gb: Amount = Field(6.0, description=
-        "public mode: weight files a typed Hub model may download, from Hub metadata")
-    runs_per_minute: Count = Field(20, description="public mode: model runs per visitor per minute")
-    self_check: bool = Field(default_factory=_on_a_space, description=
-        "check the default models at start-up (obvious words, a COPA slice; mlm-icl check-model) "
-        "and show the result in the page (on by itself where SPACE_ID is set)")
-
-    def __init__(self, **values):
-        try:
-            super().__init__(**values)
-        except ValidationError as err:
-            raise ValueError(deployment_refusal(AppSettings, err)) from None
-
-    @staticmethod
-    def variable(name: str) -> str:
-        """The environment variable of a field: ``local_models`` -> ``DEMO_LOCAL_MODELS``."""
-        return f"DEMO_{name.upper()}"

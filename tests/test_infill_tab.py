@@ -115,7 +115,8 @@ def test_a_few_shot_fill_fits_the_default_budget_on_a_150m_encoder():
     from transformers import AutoTokenizer
 
     from demo.app.budget import filled_texts_work, infill_work
-    from demo.settings import AppSettings, InfillSettings
+    from demo.app_settings import AppSettings
+    from demo.settings import InfillSettings
     from tests.conftest import TOKENIZERS
 
     tokenizer = AutoTokenizer.from_pretrained(TOKENIZERS / "answerdotai-ModernBERT-large")

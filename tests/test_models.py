@@ -258,8 +258,8 @@ def test_standin_and_smollm2_load(standin_mlm, smollm2):
 
 def test_the_app_bounds_the_model_cache_with_its_settings():
     """The engine reads no environment: the app, starting, hands its deployment's bounds over."""
+    from demo.app_settings import AppSettings
     from demo.engine import models
-    from demo.settings import AppSettings
     from demo.ui.handlers import import_core_in_background
     before = models.CACHE.max_models, models.CACHE.max_bytes
     assert before == (AppSettings().max_models, int(AppSettings().max_model_gb * 2**30))

@@ -10,10 +10,11 @@ import pytest
 import torch
 
 import tests.floats as floats
+from demo.app_settings import AppSettings
 from demo.engine.generation import generate
 from demo.engine.mlm_decoder import WindowSpecials, build_windows
 from demo.engine.pll import score_batch
-from demo.settings import AppSettings, ScoringSettings
+from demo.settings import ScoringSettings
 from tests.conftest import needs_shared
 from tests.test_pll import rank_range
 

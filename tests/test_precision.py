@@ -45,7 +45,7 @@ def test_a_model_left_to_the_machine_loads_as_measured_and_says_why(measured):
 
 def test_the_app_loads_in_its_cpu_precision_and_the_tests_pin_theirs():
     from demo.app.deployment import Deployment
-    from demo.settings import AppSettings
+    from demo.app_settings import AppSettings
     assert AppSettings().cpu_dtype == "float32"  # tests/conftest.py: not what this CPU measures
     if not torch.cuda.is_available():
         assert Deployment.current().dtype() == "float32"

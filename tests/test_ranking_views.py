@@ -13,9 +13,10 @@ import gradio as gr
 import pytest
 
 from demo.app.catalog import LOCAL_MODELS_VAR, build_catalog
+from demo.app_settings import AppSettings
 from demo.engine.pll import CandidateScore, TokenScore, score_candidates
 from demo.engine.text import NEWLINE_MARKER
-from demo.settings import AppSettings, ScoringSettings
+from demo.settings import ScoringSettings
 from demo.ui.common import score_text
 from demo.ui.pll_copies import copies_view
 from demo.ui.presets import read_presets

@@ -1,6 +1,5 @@
 """Settings: one default per field, one validation, and the files that repeat them agree."""
 
-import dataclasses
 import math
 import re
 from pathlib import Path
@@ -8,9 +7,9 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from demo.declared import default_of, kind_of
+from demo.app_settings import AppSettings
+from demo.declared import default_of
 from demo.settings import (
-    AppSettings,
     GenerationSettings,
     GridSettings,
     ModelSettings,
@@ -139,29 +138,6 @@ def test_pyproject_and_requirements_pin_the_same_runtime():
 def test_bad_values_are_refused_with_the_setting_named(cls, values, message):
     with pytest.raises(ValueError, match=message):
         cls(**values)
-
-
-def test_the_cache_mode_is_one_setting_with_one_default():
-    """The evaluator's and the grid's cache mode take GenerationSettings.cache's values (the same
-    choices on the command line) and its default, the exact method."""
-    from demo.declared import choices_of
-    from demo.settings import CACHE_MODES
-    for cls in (GenerationSettings, RunSettings, GridSettings):
-        assert choices_of(cls, "cache") == CACHE_MODES and default_of(cls, "cache") == "exact", cls
-    assert RunSettings(cache="prefix").cache == GridSettings(cache="prefix").cache == "prefix"
-    # one default per field: the refresh interval and margin stay GenerationSettings' own
-    assert not {"cache_refresh", "cache_margin"} & {f.name for cls in (RunSettings, GridSettings)
-                                                     for f in dataclasses.fields(cls)}
-
-
-def test_padding_masks_are_one_setting_with_one_default():
-    """Generation, the decoder's likelihood and the needle grid take the same padding masks: unset
-    means the family's, and the same values are refused."""
-    for cls in (GenerationSettings, ScoringSettings, GridSettings):
-        assert kind_of(cls, "padding_masks") == (int, True) and default_of(cls, "padding_masks") is None, cls
-        assert cls(padding_masks=16).padding_masks == 16
-        with pytest.raises(ValueError, match="padding_masks must be a whole number from 0 to 16"):
-            cls(padding_masks=17)
 
 
 def test_single_strings_and_grid_normalisation():

@@ -32,10 +32,10 @@ tokens estimated from characters and the catalog's parameter count (the ``estima
 import math
 from dataclasses import dataclass, replace
 
+from ..app_settings import AppSettings
 from ..engine.mask_window import open_masks, padding_masks_of, unmasking_windows, window_length
 from ..engine.text import join, prompt_ids_of
 from ..settings import (
-    AppSettings,
     GenerationSettings,
     GridSettings,
     InfillSettings,

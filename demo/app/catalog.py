@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..app_settings import AppSettings
 from ..engine.sources import label, resolve, smollm2_gguf
-from ..settings import AppSettings
 
 LOCAL_MODELS_VAR = AppSettings.variable("local_models")
 

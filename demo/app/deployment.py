@@ -17,9 +17,9 @@ the Hub id, folder or file it is given):
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..app_settings import AppSettings
 from ..engine import sources
 from ..engine.sources import HUB_ID, hub_unreachable, resolve
-from ..settings import AppSettings
 from ..user_text import check_readable, quoted
 from .catalog import Catalog, build_catalog
 

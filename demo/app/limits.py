@@ -1,7 +1,7 @@
 """Per-request input caps of the web app, and the parsing of what people type.
 
 A public Space is shared: one huge prompt or grid would hold the queue for everyone. Every cap
-is a field of ``demo.settings.AppSettings`` (the deployment's, passed in) and can be raised by its
+is a field of ``demo.app_settings.AppSettings`` (the deployment's, passed in) and can be raised by its
 ``DEMO_*`` environment variable for a private deployment. Checks raise ValueError with a message
 the page shows as is; nothing is silently cut.
 """
@@ -11,7 +11,8 @@ import threading
 import time
 from collections import defaultdict, deque
 
-from ..settings import AppSettings, GridSettings
+from ..app_settings import AppSettings
+from ..settings import GridSettings
 from ..user_text import as_said, check_readable
 
 MIN_CANDIDATES, MAX_CANDIDATES = 2, 8

@@ -22,7 +22,8 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
 from .. import settings
-from ..settings import AppSettings, ModelSettings
+from ..app_settings import AppSettings
+from ..settings import ModelSettings
 from . import sources
 from .families import FAMILIES, Family, deberta, family_of, max_positions, pretrained_length
 from .precision import Precision, choose

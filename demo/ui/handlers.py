@@ -14,7 +14,7 @@ from gradio.context import LocalContext  # the request being served (Gradio sets
 
 from ..app.limits import RUNS
 from ..app.shared_results import Abandoned
-from ..settings import AppSettings
+from ..app_settings import AppSettings
 from .common import deployment, message
 from .loading import say
 from .sharing import shares

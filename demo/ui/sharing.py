@@ -10,8 +10,8 @@ import time
 
 from ..app.downloads import KEEP_SECONDS
 from ..app.shared_results import Abandoned, SharedResults
+from ..app_settings import AppSettings
 from ..evaluation.identity import model_identity, request_identity
-from ..settings import AppSettings
 from .common import deployment, message
 from .gradio_mends import still_wanted
 from .loading import say
