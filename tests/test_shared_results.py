@@ -5,7 +5,7 @@ from it: a compute function's own call count, and the engine's (a spy on demo.en
 import importlib.util
 import inspect
 import threading
-import time
+import types
 
 import pytest
 
@@ -27,17 +27,37 @@ def _together(count: int, call) -> list:
     return answers
 
 
-def _slow(calls: list, value="answer", seconds=0.2):
+class Arrivals:
+    """The requests waiting for the leader's answer, counted as each is told what the leader does
+    (at once, as it begins to wait: ``Claim.wait``)."""
+
+    def __init__(self):
+        self.count, self.changed = 0, threading.Condition()
+
+    def told(self, line: str) -> None:
+        with self.changed:
+            self.count += 1
+            self.changed.notify_all()
+
+    def wait_for(self, count: int) -> None:
+        with self.changed:
+            assert self.changed.wait_for(lambda: self.count >= count, timeout=30)
+
+
+def _slow(calls: list, value="answer", waiting: tuple[Arrivals, int] | None = None):
+    """A compute that counts its calls and, given ``waiting`` (arrivals, how many), holds until that
+    many identical requests wait for its answer."""
     def compute():
         calls.append(1)
-        time.sleep(seconds)  # long enough for every thread to arrive while it runs
+        if waiting:
+            waiting[0].wait_for(waiting[1])
         return value
     return compute
 
 
 def test_identical_requests_at_once_compute_once_and_all_get_the_answer():
-    results, calls = SharedResults(8), []
-    answers = _together(12, lambda: results.get("k", _slow(calls)))
+    results, calls, arrivals = SharedResults(8), [], Arrivals()
+    answers = _together(12, lambda: results.get("k", _slow(calls, waiting=(arrivals, 11)), told=arrivals.told))
     assert len(calls) == 1
     assert [a.value for a in answers] == ["answer"] * 12
     assert sum(a.computed for a in answers) == 1
@@ -46,58 +66,52 @@ def test_identical_requests_at_once_compute_once_and_all_get_the_answer():
 
 def test_a_later_identical_request_gets_the_kept_answer_and_another_key_computes():
     results, calls = SharedResults(8), []
-    first = results.get("k", _slow(calls, seconds=0))
-    again = results.get("k", _slow(calls, seconds=0))
-    other = results.get("other", _slow(calls, "other", seconds=0))
+    first = results.get("k", _slow(calls))
+    again = results.get("k", _slow(calls))
+    other = results.get("other", _slow(calls, "other"))
     assert len(calls) == 2 and again.value == first.value and not again.computed
     assert other.value == "other" and other.computed
 
 
 def test_an_error_reaches_every_waiting_request_and_is_not_kept():
-    results, calls = SharedResults(8), []
+    results, calls, arrivals = SharedResults(8), [], Arrivals()
 
     def failing():
         calls.append(1)
-        time.sleep(0.2)
+        arrivals.wait_for(5)
         raise ValueError("bad input")
 
     def call():
         try:
-            return results.get("k", failing)
+            return results.get("k", failing, told=arrivals.told)
         except ValueError as err:
             return str(err)
     assert _together(6, call) == ["bad input"] * 6
     assert len(calls) == 1
-    assert results.get("k", _slow(calls, seconds=0)).value == "answer"  # tried again, not the error
+    assert results.get("k", _slow(calls)).value == "answer"  # tried again, not the error
     assert len(calls) == 2
 
 
 def test_each_waiting_request_raises_an_error_of_its_own():
     """One error object raised in many threads would carry each thread's traceback into the
     others': every request that waited raises a copy, with the leader's type and words."""
-    results, release, errors, asked = SharedResults(8), threading.Event(), [], set()
+    results, leading, errors, arrivals = SharedResults(8), threading.Event(), [], Arrivals()
 
     def failing():
-        release.wait(timeout=30)
+        leading.set()
+        arrivals.wait_for(3)  # the three others wait for its answer
         raise ValueError("bad input")
 
     def call():
-        def wanted():  # asked by a request waiting for the leader's answer
-            asked.add(threading.get_ident())
-            return True
         try:
-            results.get("k", failing, wanted)
+            results.get("k", failing, told=arrivals.told)
         except ValueError as err:
             errors.append(err)
     threads = [threading.Thread(target=call) for _ in range(4)]
     threads[0].start()
-    while not results._entries:  # the first request leads
-        time.sleep(0.01)
+    assert leading.wait(timeout=30)  # the first request leads
     for thread in threads[1:]:
         thread.start()
-    while len(asked) < 3:  # the three others wait for its answer
-        time.sleep(0.01)
-    release.set()
     for thread in threads:
         thread.join(timeout=30)
     assert [str(e) for e in errors] == ["bad input"] * 4 and len({id(e) for e in errors}) == 4
@@ -106,9 +120,10 @@ def test_each_waiting_request_raises_an_error_of_its_own():
 def test_a_request_whose_client_left_stops_waiting_for_the_shared_answer():
     """Waiting for an identical request's answer, a request nobody waits for any more is dropped
     (Abandoned) at once, without the answer, and the leader goes on for the others."""
-    results, release, wanted, outcome = SharedResults(8), threading.Event(), threading.Event(), []
+    results, release, wanted, outcome, leading = SharedResults(8), threading.Event(), threading.Event(), [], threading.Event()
     wanted.set()
-    leader = threading.Thread(target=lambda: outcome.append(results.get("k", lambda: release.wait(30) and "answer")))
+    leader = threading.Thread(target=lambda: outcome.append(results.get(
+        "k", lambda: leading.set() or release.wait(30) and "answer")))
 
     def follower():
         try:
@@ -116,8 +131,7 @@ def test_a_request_whose_client_left_stops_waiting_for_the_shared_answer():
         except Abandoned:
             outcome.append("abandoned")
     leader.start()
-    while not results._entries:
-        time.sleep(0.01)
+    assert leading.wait(timeout=30)
     waiting = threading.Thread(target=follower)
     waiting.start()
     wanted.clear()  # its client leaves
@@ -129,14 +143,15 @@ def test_a_request_whose_client_left_stops_waiting_for_the_shared_answer():
 
 
 def test_a_run_cut_short_is_given_to_those_waiting_but_not_kept():
-    results, calls = SharedResults(8), []
+    results, calls, arrivals = SharedResults(8), [], Arrivals()
 
     def timed_out():
         calls.append(1)
-        time.sleep(0.2)
+        if len(calls) == 1:  # the three others wait for its answer
+            arrivals.wait_for(3)
         cut_short()
         return "part"
-    assert [a.value for a in _together(4, lambda: results.get("k", timed_out))] == ["part"] * 4
+    assert [a.value for a in _together(4, lambda: results.get("k", timed_out, told=arrivals.told))] == ["part"] * 4
     assert len(calls) == 1 and not results.ready("k")
     results.get("k", timed_out)
     assert len(calls) == 2
@@ -145,9 +160,9 @@ def test_a_run_cut_short_is_given_to_those_waiting_but_not_kept():
 def test_the_least_recently_used_answer_goes_first_and_forget_drops_all():
     results, calls = SharedResults(2), []
     for key in ("a", "b"):
-        results.get(key, _slow(calls, key, seconds=0))
-    results.get("a", _slow(calls, seconds=0))  # a used again: b is now the oldest
-    results.get("c", _slow(calls, "c", seconds=0))
+        results.get(key, _slow(calls, key))
+    results.get("a", _slow(calls))  # a used again: b is now the oldest
+    results.get("c", _slow(calls, "c"))
     assert results.ready("a") and results.ready("c") and not results.ready("b")
     assert results.forget() == 2 and not results.ready("a")
 
@@ -155,19 +170,25 @@ def test_the_least_recently_used_answer_goes_first_and_forget_drops_all():
 def test_a_pinned_answer_stays_however_many_come_after_until_forgotten():
     results, calls = SharedResults(2), []
     with pinned():
-        results.get("lesson", _slow(calls, seconds=0))
+        results.get("lesson", _slow(calls))
     for key in "abcd":
-        results.get(key, _slow(calls, key, seconds=0))
+        results.get(key, _slow(calls, key))
     assert results.ready("lesson") and results.ready("d") and not results.ready("a")
     results.forget()
     assert not results.ready("lesson")
 
 
-def test_answers_older_than_their_age_are_computed_again():
-    results, calls = SharedResults(8, max_age_s=0.05), []
-    results.get("k", _slow(calls, seconds=0))
-    time.sleep(0.1)
-    assert results.get("k", _slow(calls, seconds=0)).computed and len(calls) == 2
+def test_answers_older_than_their_age_are_computed_again(monkeypatch):
+    from demo.app import shared_results
+    now = [1000.0]
+    monkeypatch.setattr(shared_results, "time", types.SimpleNamespace(time=lambda: now[0],
+                                                                      perf_counter=shared_results.time.perf_counter))
+    results, calls = SharedResults(8, max_age_s=60), []
+    results.get("k", _slow(calls))
+    now[0] += 59
+    assert not results.get("k", _slow(calls)).computed
+    now[0] += 2
+    assert results.get("k", _slow(calls)).computed and len(calls) == 2
 
 
 def test_a_streaming_leader_that_leaves_hands_the_work_to_a_waiting_request():
@@ -395,8 +416,8 @@ def test_a_shared_answers_note_gives_the_runs_own_time_and_its_wait_apart():
     from demo.app.shared_results import Shared
     from demo.ui.sharing import _noted
 
-    shared = Shared("<p>10 tokens in 0.6 s</p>", time.time(), seconds=3.5, served=3, computed=False, waited=2.9)
+    shared = Shared("<p>10 tokens in 0.6 s</p>", 1000.0, seconds=3.5, served=3, computed=False, waited=2.9)
     note = _noted(shared, lambda marker: marker)
     assert "in 0.6 s, after 2.9 s waiting for its turn, for 3 identical requests" in note
-    unwaited = _noted(Shared("<p>x</p>", time.time(), 0.6, 2, False), lambda marker: marker)
+    unwaited = _noted(Shared("<p>x</p>", 1000.0, 0.6, 2, False), lambda marker: marker)
     assert "in 0.6 s, for 2 identical requests" in unwaited
