@@ -1101,7 +1101,7 @@ def test_lesson_step_3_compares_one_setting_with_step_2(page, server, width):
         load("2. Generate by appending masks")
         line = view.locator("#gen-settings-line")
         line.filter(has_text="max new tokens 10").wait_for()  # (the first preset's: 24)
-        assert "strategy greedy" in line.inner_text() and "padding masks family default" in line.inner_text()
+        assert "strategy greedy" in line.inner_text() and "padding masks (masked LM) family default" in line.inner_text()
         _press(view, "#gen-run", "gen")
         assert view.locator("#gen-previous-trace .demo-player").count() == 0  # nothing to compare yet
         load("3. Why the padding masks")
@@ -1110,7 +1110,7 @@ def test_lesson_step_3_compares_one_setting_with_step_2(page, server, width):
         _press(view, "#gen-run", "gen")
         previous = view.locator("#gen-previous-trace .demo-player")
         assert previous.count() == 1
-        assert "padding masks family default → 0 (the only change)" in previous.inner_text()
+        assert "padding masks (masked LM) family default → 0 (the only change)" in previous.inner_text()
         if width < 641:  # one lane at a time: the previous run's, picked on the lane switch
             view.locator('#gen-lane-switch [data-lane="previous"]').click()
         assert previous.get_by_text("Changed since: padding masks").is_visible()

@@ -817,9 +817,9 @@ def test_a_runs_settings_and_what_changed_between_two_runs():
 
     greedy = items(max_new_tokens=10)
     assert greedy == {"decoding": "exact", "strategy": "greedy", "max new tokens": "10",
-                      "padding masks": "family default", "stop at newline": "off"}
+                      "padding masks (masked LM)": "family default", "stop at newline": "off"}
     no_padding = items(max_new_tokens=10, padding_masks=0)
-    assert changes(greedy, no_padding) == "padding masks family default → 0 (the only change)"
+    assert changes(greedy, no_padding) == "padding masks (masked LM) family default → 0 (the only change)"
     assert changes(greedy, greedy) == "same settings"
     sampled = items(strategy="sample", max_new_tokens=10, temperature=0.2, top_k=64, top_p=0.9, seed=3, decoding="fast")
     assert changes(greedy, sampled) == ("decoding exact → prefix cache; strategy greedy → sampling; "

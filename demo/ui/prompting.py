@@ -17,6 +17,7 @@ from ..app.catalog import Catalog
 from ..app.in_effect import in_effect
 from ..app.limits import check_text
 from ..app.shared_results import cut_short
+from ..declared import words
 from ..settings import GenerationSettings, ModelSettings
 from ..user_text import as_said, quoted
 from .common import Radio, TabParts, Textbox, deployment, escape, message, notes, tab_help, work_line, work_text
@@ -131,20 +132,27 @@ def preset_values(preset: dict | None) -> dict:
     return values
 
 
+def _label(name: str) -> str:
+    """A setting's label as a line names it ("max new tokens")."""
+    label = words(GenerationSettings, name).get("label", name)
+    return label[0].lower() + label[1:]
+
+
 def setting_items(s: GenerationSettings, decoding="exact") -> dict[str, str]:
-    """The settings a run uses, in the page's words (only those that act: sampling's with sampling)."""
-    items = {"decoding": dict((v, k) for k, v in DECODING_NAMES).get(decoding, str(decoding)),
-             "strategy": shown_value(GenerationSettings, "strategy", s.strategy), "max new tokens": str(s.max_new_tokens)}
+    """The settings a run uses, by their labels, in the page's words (only those that act:
+    sampling's with sampling)."""
+    shown = {"strategy": shown_value(GenerationSettings, "strategy", s.strategy), "max_new_tokens": str(s.max_new_tokens)}
     if s.strategy == "beam":
-        items["beams"] = str(s.num_beams)
+        shown["num_beams"] = str(s.num_beams)
     if s.strategy == "sample":
-        items.update({"temperature": f"{s.temperature:g}", "top-k": str(s.top_k), "top-p": f"{s.top_p:g}",
-                      **({"min-p": f"{s.min_p:g}"} if s.min_p else {}), "seed": str(s.seed)})
+        shown.update({"temperature": f"{s.temperature:g}", "top_k": str(s.top_k), "top_p": f"{s.top_p:g}",
+                      **({"min_p": f"{s.min_p:g}"} if s.min_p else {}), "seed": str(s.seed)})
     if s.repetition_penalty != 1.0:
-        items["repetition penalty"] = f"{s.repetition_penalty:g}"
-    items["padding masks"] = "family default" if s.padding_masks is None else str(s.padding_masks)
-    items["stop at newline"] = "on" if s.stop_at_newline else "off"
-    return items
+        shown["repetition_penalty"] = f"{s.repetition_penalty:g}"
+    shown["padding_masks"] = "family default" if s.padding_masks is None else str(s.padding_masks)
+    shown["stop_at_newline"] = "on" if s.stop_at_newline else "off"
+    return {"decoding": dict((v, k) for k, v in DECODING_NAMES).get(decoding, str(decoding)),
+            **{_label(name): value for name, value in shown.items()}}
 
 
 def any_order_items(s: GenerationSettings) -> dict[str, str]:
