@@ -357,6 +357,10 @@ class SamplingSettings:
     min_p: float = Field(0.0, ge=0.0, le=1.0, description=
         "draw only from tokens at least this share as likely as the likeliest (0 = all)",
         json_schema_extra=dict(applies="sampling only", step=0.01, label="Min-p"))
+    typical_p: float = Field(1.0, gt=0.0, le=1.0, description=
+        "draw from the tokens as surprising as the text is expected to be, the smallest set holding this "
+        "probability mass (locally typical sampling; 1 = all)",
+        json_schema_extra=dict(applies="sampling only", step=0.01, label="Typical-p"))
     repetition_penalty: float = Field(1.0, gt=0.0, le=MAX_REPETITION_PENALTY, description=
         "above 1 discourages repeating tokens already seen (1 = off)",
         json_schema_extra=dict(step=0.05, label="Repetition penalty"))

@@ -22,6 +22,17 @@ def test_min_p_keeps_the_tokens_at_least_that_share_as_likely_as_the_likeliest()
     assert not logits_processors(GenerationSettings(strategy="greedy", min_p=0.5)).warpers  # greedy draws nothing
 
 
+def test_typical_p_keeps_the_tokens_whose_surprise_is_closest_to_the_entropy():
+    """By hand: p = (0.5, 0.3, 0.15, 0.05) has entropy 1.142 nats; the tokens' surprise (-log p) is
+    0.693, 1.204, 1.897, 2.996, off by 0.449, 0.062, 0.755, 1.853; nearest first, 0.3 then 0.5 hold
+    the mass 0.5."""
+    probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
+    warped = logits_processors(GenerationSettings(strategy="sample", typical_p=0.5)).warpers(None, probs.log())
+    assert torch.isfinite(warped).tolist() == [[True, True, False, False]]
+    unshaped = logits_processors(GenerationSettings(strategy="sample")).warpers(None, probs.log())  # typical_p 1: all
+    assert torch.isfinite(unshaped).all()
+
+
 @pytest.mark.parametrize("writing", [dict(), dict(window="block", block_length=4, order="confidence",
                                                    tokens_per_step=2)], ids=["paper", "any_order"])
 def test_sampling_with_min_p_one_writes_the_greedy_output(tiny_model, writing):

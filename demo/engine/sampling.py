@@ -17,6 +17,7 @@ from transformers.generation.logits_process import (
     TemperatureLogitsWarper,
     TopKLogitsWarper,
     TopPLogitsWarper,
+    TypicalLogitsWarper,
 )
 
 from ..settings import SamplingSettings
@@ -39,6 +40,8 @@ def logits_processors(s: SamplingSettings) -> Processors:
             warpers.append(TopPLogitsWarper(s.top_p))
         if s.min_p:
             warpers.append(MinPLogitsWarper(s.min_p))
+        if s.typical_p < 1:
+            warpers.append(TypicalLogitsWarper(s.typical_p))
     return Processors(LogitsProcessorList(penalty), LogitsProcessorList(warpers))
 
 

@@ -66,10 +66,14 @@ _CORE = GenerationSettings()
 # The settings both models' runs share (the masked LM's arguments after them are its own)
 SHARED = setting_args(GenerationSettings, "strategy", "max_new_tokens", "num_beams", "temperature", "top_k", "top_p",
                       "min_p", "repetition_penalty", "padding_masks", "stop_at_newline", "seed")
+# Shared too, and last in each endpoint's arguments (an API client's positions stay where they were)
+SHARED_LAST = setting_args(GenerationSettings, "typical_p")
+EVERY_SHARED = SHARED + SHARED_LAST  # what a preset or a lesson step sets
 # The core's defaults, except two choices of the page: a short answer that stops at the end of its
 # line (a few-shot answer is one line)
 PAGE_DEFAULTS = dict(max_new_tokens=24, stop_at_newline=True)
-SETTING_DEFAULTS = {t.name: PAGE_DEFAULTS.get(t.name, widget_default(GenerationSettings, t.name)) for t in SHARED}
+SETTING_DEFAULTS = {t.name: PAGE_DEFAULTS.get(t.name, widget_default(GenerationSettings, t.name))
+                    for t in EVERY_SHARED}
 TRACED = dict(trace=True, trace_top_k=5)  # every page run records its steps for the playback
 
 # The masked LM's decoding: each choice is the GenerationSettings.cache of the runs it makes
@@ -146,7 +150,8 @@ def setting_items(s: GenerationSettings, decoding="exact") -> dict[str, str]:
         shown["num_beams"] = str(s.num_beams)
     if s.strategy == "sample":
         shown.update({"temperature": f"{s.temperature:g}", "top_k": str(s.top_k), "top_p": f"{s.top_p:g}",
-                      **({"min_p": f"{s.min_p:g}"} if s.min_p else {}), "seed": str(s.seed)})
+                      **({"min_p": f"{s.min_p:g}"} if s.min_p else {}),
+                      **({"typical_p": f"{s.typical_p:g}"} if s.typical_p < 1 else {}), "seed": str(s.seed)})
     if s.repetition_penalty != 1.0:
         shown["repetition_penalty"] = f"{s.repetition_penalty:g}"
     shown["padding_masks"] = "family default" if s.padding_masks is None else str(s.padding_masks)
@@ -423,7 +428,7 @@ DECODING = Own("decoding", "exact (the paper's method, re-reads the whole prompt
 
 @handler("generate", MaskedGenerationOutputs.showing, runs=masked_runs, estimate=generation_estimate, batches=True)
 @endpoint(PROMPT, MODEL, *SHARED, DECODING, Setting(GenerationSettings, "cache_refresh"), EMD,
-          Setting(GenerationSettings, "parallel_threshold"), CHAT, builds=GenerationSettings, fixed=TRACED)
+          Setting(GenerationSettings, "parallel_threshold"), CHAT, *SHARED_LAST, builds=GenerationSettings, fixed=TRACED)
 def generate_masked(prompt, model_name, settings: GenerationSettings, decoding, emd,
                     progress=gr.Progress(track_tqdm=True)):
     """Continue a prompt with a masked LM, the BERTs paper's way: append [MASK] (and padding
@@ -447,7 +452,7 @@ def generate_masked(prompt, model_name, settings: GenerationSettings, decoding, 
 
 @handler("generate", AnyOrderOutputs.showing, estimate=generation_estimate, batches=True)
 @endpoint(PROMPT, MODEL, *SHARED, *setting_args(GenerationSettings, "order", "tokens_per_step", "block_length", "remask"),
-          EMD, CHAT, *setting_args(GenerationSettings, "masks_ahead", "confidence_threshold"),
+          EMD, CHAT, *setting_args(GenerationSettings, "masks_ahead", "confidence_threshold"), *SHARED_LAST,
           builds=GenerationSettings, defaults=ANY_ORDER_DEFAULTS, fixed=dict(TRACED, window="block"))
 def generate_any_order(prompt, model_name, settings: GenerationSettings, emd, progress=gr.Progress(track_tqdm=True)):
     """Continue a prompt with a masked LM the masked-diffusion way: a block of masks after the
@@ -499,7 +504,7 @@ def previous_run_view(compare: bool, previous: dict | None, current: dict | None
 
 @handler("generate", CausalGenerationOutputs.showing, estimate=generation_estimate, models={"model_name": "causal"},
          batches=True)
-@endpoint(PROMPT, MODEL, *SHARED, builds=GenerationSettings, fixed=TRACED)
+@endpoint(PROMPT, MODEL, *SHARED, *SHARED_LAST, builds=GenerationSettings, fixed=TRACED)
 def generate_causal(prompt, model_name, settings: GenerationSettings, progress=gr.Progress(track_tqdm=True)):
     """Continue a prompt with a causal LM (left to right, transformers' generate()). Also returns
     the decoding playback."""
@@ -531,7 +536,7 @@ def trained_decoding(catalog: Catalog, name: str) -> dict:
 
 # The decoding settings' panel: rows of GenerationSettings' fields (their widgets read the
 # declarations); the page's own ids and sizes where tests and styles name them
-SETTING_ROWS = [("strategy", "max_new_tokens", "num_beams"), ("temperature", "top_k", "top_p", "min_p"),
+SETTING_ROWS = [("strategy", "max_new_tokens", "num_beams"), ("temperature", "top_k", "top_p", "min_p", "typical_p"),
                 ("repetition_penalty", "padding_masks", "stop_at_newline", "seed"),
                 ("order", "tokens_per_step", "block_length", "remask"),
                 ("chat", "masks_ahead", "confidence_threshold"), ("parallel_threshold",)]
@@ -616,11 +621,11 @@ def _wire_settings(w: dict, catalog: Catalog, presets: list[dict]) -> None:
     """Presets fill the prompt and the shared settings; the settings line follows the widgets; a
     picked masked LM sets what it was trained with. Adds ``w["fill"]`` (a preset's values) and
     ``w["line"]`` (the settings line's (function, inputs, outputs), for the lesson)."""
-    shared = [w[t.name] for t in SHARED]
+    shared = [w[t.name] for t in EVERY_SHARED]
 
     def fill(name):
         values = preset_values(preset_named(presets, name))
-        return [values["prompt"], values["note"]] + [values[t.name] for t in SHARED]
+        return [values["prompt"], values["note"]] + [values[t.name] for t in EVERY_SHARED]
 
     shown = list(dict.fromkeys(t.argument for fn in (generate_masked, generate_any_order) for t in fn.takes
                                if isinstance(t, Setting) and t.cls is GenerationSettings)) + ["decoding", "any_order"]
@@ -701,7 +706,7 @@ def build(catalog: Catalog) -> TabParts:
     _outputs(w)
     _wire_settings(w, catalog, presets)
     _wire_runs(w)
-    return TabParts(lesson_fields=(w["preset"], w["prompt"], w["paper_output"], *(w[t.name] for t in SHARED),
+    return TabParts(lesson_fields=(w["preset"], w["prompt"], w["paper_output"], *(w[t.name] for t in EVERY_SHARED),
                                    w["compare_previous"],
                                    w["any_order"]),
                     lesson_values=lambda step: [step["preset"], *w["fill"](step["preset"]),
