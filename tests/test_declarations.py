@@ -151,3 +151,16 @@ def test_an_agent_reads_every_setting_an_endpoint_takes_with_the_command_lines_h
                 assert described[taken.argument] == options[taken.cls, taken.name], (fn.api_name, taken)
                 checked += 1
     assert checked >= 40, checked
+
+
+def test_work_over_the_budget_is_refused_in_one_sentence_of_at_most_300_characters():
+    """The longest refusal the app gives (an ELBO ranking of many patterns over a long context)."""
+    from demo.ui.ranking import rank_masked
+    outputs = rank_masked(context="My body cast a shadow over the grass because " * 20, model_name="minilm-l6-mlm-standin",
+                          candidates="the sun was rising over the hills.\nthe grass was cut by the gardener.",
+                          method="elbo", elbo_samples=4096)
+    said = html.unescape(outputs.summary.split('role="alert">')[1].split("</div>")[0])
+    assert said.startswith("This request is too big for this app: 2 candidates, one masked copy of the whole text "
+                           "per masking pattern, up to 4096 per text, about ")
+    assert said.endswith("a request may use 4.0 trillion. Use fewer or shorter inputs, a smaller model, or mlm-icl on "
+                         "your own machine.") and len(said) <= 300

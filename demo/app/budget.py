@@ -70,9 +70,9 @@ class Work:
         """Refuse, before it runs, work beyond the deployment's per-request budget."""
         if not self.fits(app):
             raise ValueError(
-                f"This request is too big for this app: {self.size(app)}, and one request may use "
-                f"at most {app.max_request_tflop:,.1f} trillion. Use fewer or shorter inputs, a "
-                f"smaller model, or run it on your own machine with mlm-icl.")
+                f"This request is too big for this app: {self.size(app)}; a request may use "
+                f"{app.max_request_tflop:,.1f} trillion. Use fewer or shorter inputs, a smaller model, or "
+                f"mlm-icl on your own machine.")
 
 
 def _duration(seconds: float) -> str:
