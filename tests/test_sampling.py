@@ -51,6 +51,6 @@ def test_sampling_with_min_p_one_writes_the_greedy_output(tiny_model, writing):
 
 
 def test_lm_eval_passes_min_p_when_it_samples_and_drops_it_when_greedy():
-    from demo.harness.model import generation_settings
+    from demo.harness.model_args import generation_settings
     assert generation_settings({"do_sample": True, "min_p": 0.1}).min_p == 0.1
     assert generation_settings({"min_p": 0.1}).min_p == 0.0  # HFLM drops sampling flags of greedy requests
