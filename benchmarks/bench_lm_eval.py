@@ -40,8 +40,8 @@ from lm_eval.tasks import TaskManager
 
 from demo.engine import pll  # the package is installed (pip install -e .)
 from demo.evaluation.evaluate import evaluate
+from demo.evaluation_settings import RunSettings
 from demo.harness.model import MaskedLMEval
-from demo.settings import RunSettings
 from demo.tasks import read_task_file
 
 ROOT = Path(__file__).resolve().parents[1]

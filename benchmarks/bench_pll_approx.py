@@ -103,7 +103,8 @@ def task_items(lm, name: str, items: int, min_span: int = 0) -> tuple[list[list]
     ``min_span``, only the rankings of that sample whose scored span is at least that long."""
     from demo.engine.pll import Choice, scored_span
     from demo.evaluation.evaluate import plan
-    from demo.settings import RunSettings, ScoringSettings
+    from demo.evaluation_settings import RunSettings
+    from demo.settings import ScoringSettings
     from demo.tasks import get_task
     from demo.tasks.fewshot import choice_items
 

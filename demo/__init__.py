@@ -5,7 +5,8 @@ import-linter contracts, checked by the tests):
 
 - ``settings``    every setting as a dataclass (``declared`` reads what a field declares,
                   ``refusals`` says a refused value in words, ``user_text`` quotes what people
-                  send, ``app_settings`` reads a deployment's ``DEMO_*`` variables), and
+                  send; ``evaluation_settings`` are evaluation's, ``app_settings`` a deployment's
+                  ``DEMO_*`` variables), and
                   ``paths``, where the packaged files are (the ground every floor stands on)
 - ``engine/``     loading and running masked and causal LMs: scoring, generating
 - ``tasks/``      few-shot tasks as data (YAML), demonstrations, metrics

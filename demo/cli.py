@@ -31,18 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .evaluation_settings import GridSettings, ResultsFilter, RunSettings, SweepSettings
 from .options import add_options
-from .settings import (
-    GenerationSettings,
-    GridSettings,
-    InfillSettings,
-    ModelSettings,
-    ResultsFilter,
-    RunSettings,
-    ScoringSettings,
-    SweepSettings,
-    WritingSettings,
-)
+from .settings import GenerationSettings, InfillSettings, ModelSettings, ScoringSettings, WritingSettings
 
 PROG = "mlm-icl"
 

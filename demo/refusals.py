@@ -21,11 +21,12 @@ def refusal(cls, err: ValidationError) -> str:
     what = said.get("what", name)
     kind, _ = kind_of(cls, name)
     rules = field_info(cls, name).metadata
-    if len(first["loc"]) > 1 and isinstance(first["loc"][1], int):  # an item of a list: its own type's
+    listed = len(first["loc"]) > 1 and isinstance(first["loc"][1], int)
+    if listed:  # an item of a list (typed in a text box: "0, 1, 2"): its own type's
         what, item = said.get("each", f"Each of {name}"), typing.get_args(kind)[0]
         kind, *annotations = typing.get_args(item) if typing.get_origin(item) is typing.Annotated else (item,)
         rules = [rule for annotation in annotations for rule in annotation.metadata]
-    return _sentence(what, kind, value, *limits(rules))
+    return _sentence(what, kind, value, *limits(rules), read_from_text=listed)
 
 
 def _sentence(what: str, kind, value, low, high, above: bool, read_from_text: bool = False) -> str:

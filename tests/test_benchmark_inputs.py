@@ -4,7 +4,8 @@ by the evaluator's own loading (a benchmark that cannot build them measures noth
 
 from demo.engine.pll import Choice
 from demo.evaluation.evaluate import plan
-from demo.settings import RunSettings, ScoringSettings
+from demo.evaluation_settings import RunSettings
+from demo.settings import ScoringSettings
 from demo.tasks import get_task
 from tests.conftest import SHARED, needs_shared
 

@@ -119,7 +119,7 @@ def test_generate_trace_choices_and_prompt_file(tmp_path, capsys, standin_mlm):
 def test_cache_mode_reaches_the_evaluator_and_the_grid_settings(capsys):
     """``--cache`` is an option of evaluate (RunSettings) and probe (GridSettings), exact by
     default; a mode that does not exist is refused by the parser, naming the choices."""
-    from demo.settings import GridSettings, RunSettings
+    from demo.evaluation_settings import GridSettings, RunSettings
     for command, required, cls in (("evaluate", ["--task", "copa_generate"], RunSettings),
                                    ("probe", ["--output", "g.csv"], GridSettings)):
         argv = [command, "--model", "m", *required]

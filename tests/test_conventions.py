@@ -25,7 +25,7 @@ from demo.cli import main
 from demo.engine import text
 from demo.engine.pll import score_candidates
 from demo.evaluation.evaluate import evaluate
-from demo.settings import RunSettings
+from demo.evaluation_settings import RunSettings
 from demo.tasks import add_task_dir
 from demo.ui.ranking import rank_causal, rank_masked
 from tests.conftest import needs_shared

@@ -23,7 +23,7 @@ from demo.evaluation.data_parallel import Processes, share
 from demo.evaluation.haystack import grid_cells, run_grid
 from demo.evaluation.identity import digest
 from demo.evaluation.resumable import ChunkParts, chunks, in_input_order, run_chunks
-from demo.settings import GridSettings
+from demo.evaluation_settings import GridSettings
 from tests.conftest import STANDIN_MLM
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,6 +13,7 @@ import pytest
 
 from demo import declared
 from demo import settings as s
+from demo.evaluation_settings import GridSettings
 
 # (settings class, field, a value one step past its bound, the refusal, the API endpoint's handler
 # and the arguments it is called with, the command line's words for the same request)
@@ -34,7 +35,7 @@ PAST_A_BOUND = [
      "ranking.rank_masked", SCORE),
     (s.InfillSettings, "blank_tokens", 65, "blank_tokens must be a whole number from 1 to 64, not 65.",
      "infill_tab.infill_masked", ["infill", "--text", "a [blank] b"]),
-    (s.GridSettings, "repetitions", 0, "repetitions must be a whole number >= 1, not 0.",
+    (GridSettings, "repetitions", 0, "repetitions must be a whole number >= 1, not 0.",
      "length_probe.probe_masked", ["probe", "--output", "grid.csv"]),
 ]
 ARGUMENTS = {  # each endpoint's own arguments: texts the model never reads before the settings are refused

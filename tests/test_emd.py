@@ -33,7 +33,8 @@ from demo.engine.models import load_model, random_model
 from demo.engine.pll import score_batch
 from demo.engine.prefix_cache import Prefix, encoder_of
 from demo.engine.reading import hidden_at
-from demo.settings import GridSettings, ScoringSettings
+from demo.evaluation_settings import GridSettings
+from demo.settings import ScoringSettings
 from tests.conftest import TOKENIZERS, needs_shared, padded_batch
 from tests.test_generation import PROMPT, naive_greedy
 from tests.test_pll import ITEMS, METHODS, naive_scores

@@ -13,7 +13,8 @@ import demo.engine.pll as pll
 import tests.floats as floats
 from demo import tasks as T
 from demo.evaluation import evaluate as E
-from demo.settings import RunSettings, ScoringSettings
+from demo.evaluation_settings import RunSettings
+from demo.settings import ScoringSettings
 
 DATA = str(SHARED / "data")
 

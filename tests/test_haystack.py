@@ -18,7 +18,7 @@ from demo.evaluation.haystack import (
     split_sentences,
 )
 from demo.evaluation.plots import needle_heatmap, needle_heatmaps_side_by_side
-from demo.settings import GridSettings
+from demo.evaluation_settings import GridSettings
 from tests.conftest import MASKED_FAMILIES
 
 FILLER = load_filler()  # the bundled book: the product's default, no ../shared needed

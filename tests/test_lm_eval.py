@@ -37,9 +37,10 @@ from demo.engine.fitting import rolling_pairs  # noqa: E402
 from demo.engine.generation import generate  # noqa: E402
 from demo.engine.pll import input_length, score_batch  # noqa: E402
 from demo.evaluation.evaluate import evaluate  # noqa: E402
+from demo.evaluation_settings import RunSettings  # noqa: E402
 from demo.harness.model import MaskedLMEval  # noqa: E402
 from demo.harness.model_args import generation_settings  # noqa: E402
-from demo.settings import GenerationSettings, RunSettings, ScoringSettings  # noqa: E402
+from demo.settings import GenerationSettings, ScoringSettings  # noqa: E402
 from demo.tasks import read_task_file  # noqa: E402
 from tests.conftest import HAYSTACK, STANDIN_MLM, TOKENIZERS, needs_shared  # noqa: E402
 from tests.test_pll_decoder import naive_decoder  # noqa: E402

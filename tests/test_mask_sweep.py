@@ -16,7 +16,8 @@ from demo.cli import main
 from demo.evaluation import mask_sweep as S
 from demo.evaluation.evaluate import evaluate
 from demo.evaluation.plots import mask_sweep_plot
-from demo.settings import RunSettings, ScoringSettings, SweepSettings
+from demo.evaluation_settings import RunSettings, SweepSettings
+from demo.settings import ScoringSettings
 from demo.tasks import get_task
 
 DATA = str(SHARED / "data")

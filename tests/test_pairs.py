@@ -75,7 +75,7 @@ def test_modernbert_decoder_greedy_equals_a_naive_loop(decoder):
 
 def test_needle_probe_runs_on_both_sides_of_a_pair(tiny_model, decoder):
     from demo.evaluation.haystack import run_grid
-    from demo.settings import GridSettings
+    from demo.evaluation_settings import GridSettings
     grid = GridSettings(lengths=[160], depths=[0.5], repetitions=1)
     for lm in (tiny_model("modernbert"), decoder):
         table = run_grid(lm, grid)

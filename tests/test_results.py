@@ -26,7 +26,7 @@ from demo.evaluation.results import (
     load_results,
     ranking_ablation,
 )
-from demo.settings import ResultsFilter
+from demo.evaluation_settings import ResultsFilter
 from demo.tasks import TASKS
 
 SHIPPED = pd.read_csv(OURS)

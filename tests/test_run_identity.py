@@ -16,7 +16,8 @@ from demo.evaluation import evaluate as E
 from demo.evaluation import runs
 from demo.evaluation.identity import differences
 from demo.evaluation.results import add_runs, load_ours
-from demo.settings import GridSettings, ModelSettings, RunSettings, ScoringSettings, SweepSettings
+from demo.evaluation_settings import GridSettings, RunSettings, SweepSettings
+from demo.settings import ModelSettings, ScoringSettings
 from demo.tasks import get_task
 from tests.conftest import SHARED, needs_shared
 

@@ -9,13 +9,8 @@ import tomllib
 
 from demo.app_settings import AppSettings
 from demo.declared import default_of
-from demo.settings import (
-    GenerationSettings,
-    GridSettings,
-    ModelSettings,
-    RunSettings,
-    ScoringSettings,
-)
+from demo.evaluation_settings import GridSettings, RunSettings
+from demo.settings import GenerationSettings, ModelSettings, ScoringSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 

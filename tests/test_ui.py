@@ -15,7 +15,7 @@ import pytest
 from demo.app.catalog import HUB_MODELS, LOCAL_MODELS_VAR, build_catalog
 from demo.app.limits import check_grid, check_text, parse_candidates, parse_numbers
 from demo.app_settings import AppSettings
-from demo.settings import GridSettings
+from demo.evaluation_settings import GridSettings
 from demo.ui import common, handlers, loading
 from demo.ui.handlers import shows_errors
 from demo.ui.reproduce_block import reproduction

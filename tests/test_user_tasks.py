@@ -106,7 +106,8 @@ def test_labels_are_text_or_index_and_unregistered_tasks_load(tmp_path):
 @needs_shared
 def test_a_changed_scoring_setting_is_a_new_run(my_tasks, tmp_path, standin_mlm):
     from demo.evaluation.evaluate import evaluate
-    from demo.settings import RunSettings, ScoringSettings
+    from demo.evaluation_settings import RunSettings
+    from demo.settings import ScoringSettings
     task = read_task_file(my_tasks / "capitals.yaml", base=my_tasks)[0]
     out = tmp_path / "runs"
     plain = evaluate(standin_mlm, task, out, RunSettings(shots=0, limit=2))

@@ -35,13 +35,8 @@ from dataclasses import dataclass, replace
 from ..app_settings import AppSettings
 from ..engine.mask_window import open_masks, padding_masks_of, unmasking_windows, window_length
 from ..engine.text import join, prompt_ids_of
-from ..settings import (
-    GenerationSettings,
-    GridSettings,
-    InfillSettings,
-    ScoringSettings,
-    SweepSettings,
-)
+from ..evaluation_settings import GridSettings, SweepSettings
+from ..settings import GenerationSettings, InfillSettings, ScoringSettings
 
 
 @dataclass(frozen=True)

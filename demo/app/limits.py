@@ -12,7 +12,7 @@ import time
 from collections import defaultdict, deque
 
 from ..app_settings import AppSettings
-from ..settings import GridSettings
+from ..evaluation_settings import GridSettings
 from ..user_text import as_said, check_readable
 
 MIN_CANDIDATES, MAX_CANDIDATES = 2, 8

@@ -75,11 +75,12 @@ def python_call(command: str, model: str, kind: str | None, settings, emd: str =
     """A Python snippet: load the model (``emd`` as ``ModelSettings.emd``; a local model as
     ``local`` says), run the engine on ``inputs`` with ``settings``, print."""
     module, function, show = (CAUSAL_ENGINES.get(command) if kind == "causal" else None) or ENGINES[command]
-    cls = type(settings).__name__
+    cls, declared_in = type(settings).__name__, type(settings).__module__
+
     arguments = ", ".join(f"{k}={v!r}" for k, v in non_defaults(settings).items())
     inputs_text = "".join(f"{value!r}, " for value in inputs.values())
     if model is None:
-        return (f"from {module} import {function}\nfrom demo.settings import {cls}\n\n"
+        return (f"from {module} import {function}\nfrom {declared_in} import {cls}\n\n"
                 f"result = {function}({inputs_text}{cls}({arguments}))\n{show}\n")
     kind_text = (f", kind={kind!r}" if kind else "") + (f", emd={emd!r}" if emd != "auto" else "")
     setup = ""
@@ -89,7 +90,7 @@ def python_call(command: str, model: str, kind: str | None, settings, emd: str =
     return (("import os\n\n" if local is not None and local.path else "")
             + f"from demo.app.deployment import Deployment\n"
             f"from {module} import {function}\n"
-            f"from demo.settings import {cls}\n\n"
+            f"from {declared_in} import {cls}\n\n"
             f"{setup}"
             f"lm = Deployment.current().load({model!r}{kind_text})  # a short name, as the app lists it\n"
             f"result = {function}(lm, {inputs_text}{cls}({arguments}))\n"

@@ -47,7 +47,8 @@ from pathlib import Path
 
 from ..engine.mask_window import padding_masks_of  # (no torch: listing tasks needs none)
 from ..engine.pll_approx import fast_table_id  # (no torch either)
-from ..settings import PLL_METHODS, GenerationSettings, RunSettings, ScoringSettings, WritingSettings, cache_used
+from ..evaluation_settings import RunSettings
+from ..settings import PLL_METHODS, GenerationSettings, ScoringSettings, WritingSettings, cache_used
 from ..tasks import Example, Task, get_task, load_examples, render_query
 from ..tasks import metrics as M
 from ..tasks.fewshot import choice_items, generation_prompt, mean_std, sample_demonstrations

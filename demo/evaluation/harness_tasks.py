@@ -33,7 +33,8 @@ from pathlib import Path
 
 import yaml
 
-from ..settings import GenerationSettings, RunSettings, ScoringSettings
+from ..evaluation_settings import RunSettings
+from ..settings import GenerationSettings, ScoringSettings
 from ..tasks import Task, get_task
 from ..tasks.fewshot import choice_items, generation_prompt
 from .evaluate import demonstrations, plan

@@ -63,8 +63,9 @@ from tqdm.auto import tqdm
 
 from ..engine.mask_window import padding_masks_of, window_length
 from ..engine.text import newline_survives, prompt_as_read
+from ..evaluation_settings import GridSettings
 from ..paths import ASSETS
-from ..settings import GenerationSettings, GridSettings, cache_used
+from ..settings import GenerationSettings, cache_used
 from ..user_text import as_said
 from .data_parallel import Processes
 from .identity import Identity, digest

@@ -30,7 +30,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..settings import RunSettings, ScoringSettings, SweepSettings, WritingSettings
+from ..evaluation_settings import RunSettings, SweepSettings
+from ..settings import ScoringSettings, WritingSettings
 from ..tasks import Task, data_root, get_task, load_examples
 from .data_parallel import Processes
 from .identity import Identity, data_digest, settings_identity, task_identity

@@ -23,7 +23,8 @@ import tempfile
 from dataclasses import dataclass
 
 from ..engine.pll import score_candidates
-from ..settings import RunSettings, ScoringSettings
+from ..evaluation_settings import RunSettings
+from ..settings import ScoringSettings
 from .evaluate import evaluate
 from .results import load_published
 

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..evaluation_settings import ResultsFilter
 from ..paths import ASSETS
-from ..settings import ResultsFilter
 from ..tasks import TASKS
 from .identity import differences
 from .rows import upsert

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from ..engine.pll_approx import fast_table_id
 from ..engine.text import special_token_note
-from ..settings import GridSettings, ModelSettings, ScoringSettings, SweepSettings, WritingSettings
+from ..evaluation_settings import GridSettings, SweepSettings
+from ..settings import ModelSettings, ScoringSettings, WritingSettings
 from . import data_parallel
 from .identity import Identity, digest
 from .resumable import ChunkParts, chunks, parts_folder, run_chunks

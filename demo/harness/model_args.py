@@ -4,14 +4,8 @@ where they do not fit the model."""
 
 from dataclasses import asdict, dataclass, fields, replace
 
-from ..settings import (
-    GenerationSettings,
-    HarnessSettings,
-    ModelSettings,
-    SamplingSettings,
-    ScoringSettings,
-    WritingSettings,
-)
+from ..evaluation_settings import HarnessSettings
+from ..settings import GenerationSettings, ModelSettings, SamplingSettings, ScoringSettings, WritingSettings
 
 # Each key of --model_args is a field of one settings dataclass, which validates it ("pretrained"
 # is ModelSettings.model). padding_masks is scoring's and generation's: method=decoder scores with

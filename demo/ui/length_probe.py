@@ -16,8 +16,8 @@ from ..app import budget
 from ..app.catalog import Catalog, standin_note
 from ..app.limits import check_grid, parse_numbers, whole
 from ..app.shared_results import cut_short
+from ..evaluation_settings import GridSettings
 from ..paths import ASSETS
-from ..settings import GridSettings
 from . import mask_sweep
 from .common import TabParts, deployment, message, tab_help
 from .handlers import handler, shows_errors

@@ -13,7 +13,7 @@ import pandas as pd
 from ..app import budget
 from ..app.catalog import Catalog
 from ..app.shared_results import cut_short
-from ..settings import SweepSettings
+from ..evaluation_settings import SweepSettings
 from .common import Dropdown, deployment, escape, message
 from .handlers import handler
 from .loading import load

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import gradio as gr
 import pandas as pd
 
-from ..settings import ResultsFilter
+from ..evaluation_settings import ResultsFilter
 from .common import Dropdown, TabParts, message, tab_help
 from .handlers import shows_errors
 from .outputs import components, shown_in
