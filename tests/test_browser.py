@@ -1105,7 +1105,7 @@ def test_lesson_step_3_compares_one_setting_with_step_2(page, server, width):
         _press(view, "#gen-run", "gen")
         assert view.locator("#gen-previous-trace .demo-player").count() == 0  # nothing to compare yet
         load("3. Why the padding masks")
-        line.filter(has_text="padding masks 0").wait_for()
+        line.filter(has_text="padding masks (masked LM) 0").wait_for()
         assert view.locator("#gen-compare-previous input").is_checked()
         _press(view, "#gen-run", "gen")
         previous = view.locator("#gen-previous-trace .demo-player")
