@@ -179,6 +179,11 @@ class SweepSettings:
             raise ValueError("Give at least one number of masks to evaluate.")
         return values
 
+    @field_validator("values", mode="after")
+    @classmethod
+    def _sorted(cls, values):
+        return sorted(set(values))
+
     @model_validator(mode="after")
     def _swept(self):
         high = MAX_RIGHT_MASKS if self.sweep == "right_masks" else MAX_PADDING_MASKS
@@ -187,7 +192,6 @@ class SweepSettings:
             raise ValueError(f"Each number of masks must be a whole number from 0 to {high}, not {beyond[0]}.")
         if self.task is not None and not self.task.strip():
             raise ValueError(f"The task must be a task's name (mlm-icl evaluate --list), not {as_said(self.task)}.")
-        object.__setattr__(self, "values", sorted(set(self.values)))
         return self
 
 
