@@ -3,6 +3,7 @@ the same thing at once get one run's answer; a request cancelled while it waits 
 distinct rankings that wait together run as one batch, each answered as alone."""
 
 import threading
+import time
 from contextlib import contextmanager
 
 import pytest
@@ -88,6 +89,17 @@ def test_students_asking_the_same_at_once_get_one_runs_answer(served):
     assert sum("Shared result: computed once" in a[1] for a in answers) == 5
 
 
+def _knows_its_event(job) -> None:
+    """Wait until a gradio_client job has its event's id from the server: its ``cancel()`` sends
+    that id, and does nothing without it (on busy cores the server can start the request before the
+    client has read the id). The client signals nothing when it reads it, so its state is asked
+    every 10 ms, for at most a minute."""
+    deadline, asked = time.monotonic() + 60, threading.Event()
+    while job.communicator.event_id is None:
+        assert time.monotonic() < deadline, "the client never learnt its event's id"
+        asked.wait(0.01)
+
+
 def test_a_request_cancelled_while_it_waits_never_runs(served):
     url, prompts, release, _ = served
     from demo.ui.turns import _turns
@@ -99,6 +111,7 @@ def test_a_request_cancelled_while_it_waits_never_runs(served):
     waiting = second.submit(**_request("Cancelled: " + PROMPT), api_name="/generate_mlm")
     with kind.changed:  # queued behind the first
         assert kind.changed.wait_for(lambda: len(kind.line) == 1, timeout=60)
+    _knows_its_event(waiting)
     waiting.cancel()
     with kind.changed:  # it leaves the line before the turn is free
         assert kind.changed.wait_for(lambda: not kind.line, timeout=60)
