@@ -131,7 +131,8 @@ def test_a_waiting_request_is_told_its_place_and_the_wait_at_the_recent_pace(mon
     turns.together("test-pace", "k", "a", engine)
     assert turns._turns("test-pace").pace.seconds(1) < 1.0  # a run that returns at once
     kind = turns._turns("test-pace")
-    kind.pace, kind.paces = _paced(30.0), {}  # as if runs had taken 30 s each
+    kind.pace = _paced(30.0)  # as if runs had taken 30 s each
+    kind.paces.clear()
     engine.hold.clear()
     _class_behind_first("test-pace", [(None, "b")], engine)
     assert said == [("Waiting for a turn to run: 1 run ahead of this one, about 30 s", 0.0)]
@@ -148,7 +149,8 @@ def test_each_run_ahead_counts_at_its_own_models_pace(monkeypatch):
             told.notify_all()
     monkeypatch.setattr(turns, "say", say)
     kind = turns._turns("test-paces")
-    kind.pace, kind.paces = _paced(2.0), {"slow": _paced(30.0), "fast": _paced(5.0)}
+    kind.pace = _paced(2.0)
+    kind.paces.update(slow=_paced(30.0), fast=_paced(5.0))
     engine, answers = Engine(), {}
     first = threading.Thread(target=_asking, args=("test-paces", "slow", "first", engine, answers))
     first.start()
@@ -244,7 +246,8 @@ def test_requests_in_line_with_one_key_count_as_one_turn_before_a_request():
     a request whose key is ahead waits only for the turns before that one."""
     from demo.ui.turns import _InLine, _Turns
     kind = _Turns(1)
-    kind.pace, kind.paces = _paced(1.0), {"k1": _paced(2.0), "k2": _paced(3.0)}
+    kind.pace = _paced(1.0)
+    kind.paces.update(k1=_paced(2.0), k2=_paced(3.0))
     a, b, c, alone, d, e = _InLine("k1"), _InLine("k2"), _InLine("k1"), _InLine(None), _InLine("k3"), _InLine("k2")
     kind.line = [a, b, c, alone, d, e]
     assert kind._turns_before(d) == [4.0, 6.0, 1.0]  # k1 twice, k2 twice, the one alone
@@ -263,6 +266,16 @@ def test_a_turns_time_is_a_fixed_part_and_a_part_per_request():
     for requests, seconds in [(1, 1.0), (3, 2.0), (1, 1.0)]:
         pace.add(requests, seconds)
     assert [pace.seconds(n) for n in (1, 5)] == pytest.approx([1.0, 3.0])
+
+
+def test_the_paces_of_only_the_recently_used_keys_are_kept():
+    """Keys come and go (a drawn seed, a request alone): the paces kept stay bounded."""
+    from demo.ui.turns import PACES_KEPT, _Running, _Turns
+    kind = _Turns(1)
+    for n in range(PACES_KEPT + 10):
+        kind.taken.append(_Running(("alone", n), 0.0))
+        kind.give_back(1.0, 1, ("alone", n))
+    assert len(kind.paces) == PACES_KEPT and ("alone", PACES_KEPT + 9) in kind.paces and ("alone", 0) not in kind.paces
 
 
 def test_a_wait_is_said_in_tenths_under_ten_seconds():

@@ -16,6 +16,7 @@ import functools
 import inspect
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
@@ -25,6 +26,7 @@ from .gradio_mends import still_wanted
 from .loading import loading_now, loading_seconds, say
 
 POLL_S = 0.1  # how often a waiting request asks whether its client still wants it
+PACES_KEPT = 64  # batch keys whose recent turns are kept for the estimate (the least recently used go)
 
 
 class Cancelled(Abandoned):
@@ -119,7 +121,7 @@ class _Turns:
         self.changed = threading.Condition()  # a turn given back, a request come or gone, or a batch run
         self.waiting: dict[Hashable, list[_Waiting]] = {}
         self.pace = Pace()  # the kind's recent turns
-        self.paces: dict[Hashable, Pace] = {}  # the recent turns of each batch key
+        self.paces: OrderedDict[Hashable, Pace] = OrderedDict()  # the recent turns of each batch key, last used last
 
     @property
     def running(self) -> int:
@@ -198,6 +200,9 @@ class _Turns:
             if requests:  # (none: a batch had run its item before its turn came)
                 self.pace.add(requests, seconds)
                 self.paces.setdefault(key, Pace()).add(requests, seconds)
+                self.paces.move_to_end(key)
+                if len(self.paces) > PACES_KEPT:  # (keys come and go: a drawn seed, a lone request)
+                    self.paces.popitem(last=False)
             self.taken.remove(next(turn for turn in self.taken if turn.key == key))  # (the key's oldest)
             self.changed.notify_all()
 
