@@ -16,9 +16,7 @@ LEFT_OUT = "left out of this run and of its Reproduce code."
 def test_sampling_settings_of_a_greedy_run_go_back_to_their_defaults_and_are_said():
     settings, lines = in_effect(GenerationSettings(temperature=0.7, top_k=5, min_p=0.1), "masked")
     assert settings == GenerationSettings()
-    assert lines == [f"Temperature (0.7) acts only when sampling: {LEFT_OUT}",
-                     f"Top-k (5) acts only when sampling: {LEFT_OUT}",
-                     f"Min-p (0.1) acts only when sampling: {LEFT_OUT}"]
+    assert lines == [f"Temperature (0.7), Top-k (5) and Min-p (0.1) act only when sampling: {LEFT_OUT}"]
 
 
 def test_a_seed_is_drawn_where_one_acts_and_none_was_given():
@@ -59,15 +57,13 @@ ARGUMENTS = dict(model_name="minilm-l6-mlm-standin")
 @pytest.mark.parametrize("handler, arguments, said", [
     ("prompting.generate_masked", dict(prompt="The capital of France is", max_new_tokens=2, min_p=0.2, top_k=3,
                                        temperature=0.5, cache_refresh=4, parallel_threshold=0.5),
-     ["Min-p (0.2) acts only when sampling", "Top-k (3) acts only when sampling",
-      "Temperature (0.5) acts only when sampling", "Refresh every (prefix cache) (4) acts only with the prefix cache",
-      "Parallel unmasking (prefix cache) (0.5) acts only with the prefix cache"]),
+     ["Temperature (0.5), Top-k (3) and Min-p (0.2) act only when sampling",
+      "Refresh every (prefix cache) (4) and Parallel unmasking (prefix cache) (0.5) act only with the prefix cache"]),
     ("prompting.generate_any_order", dict(prompt="The capital of France is", max_new_tokens=2, num_beams=2),
      ["Beams (2) acts only in beam search"]),
     ("ranking.rank_masked", dict(context="The sky is", candidates="blue.\ngreen.", method="right_masks",
                                  elbo_samples=8, elbo_seed=2),
-     ["ELBO: masking patterns (8) acts only with the masked diffusion ELBO",
-      "ELBO: seed (2) acts only with the masked diffusion ELBO"]),
+     ["ELBO: masking patterns (8) and ELBO: seed (2) act only with the masked diffusion ELBO"]),
     ("ranking.rank_masked", dict(context="The sky is", candidates="blue.\ngreen.", method="salazar", right_masks=3),
      ["Right masks (3) acts only with the right-masks variant"]),
     ("infill_tab.infill_masked", dict(text="The [blank:2] is blue.", blank_tokens=3),

@@ -43,13 +43,17 @@ ACTS: dict[str, tuple[Callable, str]] = {
 }
 
 
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 def in_effect(settings, kind: str, idle: dict[str, str] | None = None,
               seed: Callable[[], int] = lambda: secrets.randbelow(2 ** 31)):
     """(the settings a request runs with on a ``kind`` ("masked"/"causal") LM, a line for each
     change): each setting that does nothing for it back at its default (``idle``: more that do
     nothing for this request, by name, with where they act), and a seed drawn (``seed()``) where
     one acts and none was given."""
-    unused, lines = {}, []
+    unused, named = {}, {}  # named: where they act -> the settings that do not, with their values
     for field in fields(settings):
         said = words(settings, field.name)
         acts = ACTS.get(said.get("applies"))
@@ -62,8 +66,9 @@ def in_effect(settings, kind: str, idle: dict[str, str] | None = None,
         if value is None:  # (left to the core: nothing was set)
             continue
         shown = said.get("shown", {}).get(value, as_said(value))
-        lines.append(f"{said.get('label', field.name)} ({shown}) acts only {acts[1]}: left out of this run "
-                     f"and of its Reproduce code.")
+        named.setdefault(acts[1], []).append(f"{said.get('label', field.name)} ({shown})")
+    lines = [f"{_listed(names)} {'acts' if len(names) == 1 else 'act'} only {where}: left out of this run and of "
+             f"its Reproduce code." for where, names in named.items()]
     settings = replace(settings, **unused)
     if hasattr(settings, "seed") and settings.seed is None and "seed" not in unused:
         settings = replace(settings, seed=seed())
