@@ -29,9 +29,14 @@ def refusal(cls, err: ValidationError) -> str:
     return _sentence(what, kind, value, *limits(rules), read_from_text=listed)
 
 
+def unknown_choice(what: str, value, choices: list[str]) -> str:
+    """A value that is none of a setting's choices, and the choices."""
+    return f"Unknown {what} {as_said(value)}; use one of {', '.join(choices)}."
+
+
 def _sentence(what: str, kind, value, low, high, above: bool, read_from_text: bool = False) -> str:
     if typing.get_origin(kind) is typing.Literal:
-        return f"Unknown {what} {as_said(value)}; use one of {', '.join(map(str, typing.get_args(kind)))}."
+        return unknown_choice(what, value, [str(choice) for choice in typing.get_args(kind)])
     # text where a number or a flag belongs is refused as text, whatever it spells (one rule for
     # every door: JSON's numbers and true/false, as the API's schema types them); a deployment's
     # variables are ``read_from_text``

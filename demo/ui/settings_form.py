@@ -17,7 +17,7 @@ import gradio as gr
 
 from ..app.limits import whole
 from ..declared import bounds, choices_of, default_of, help_line, kind_of, words
-from ..refusals import check_caps
+from ..refusals import check_caps, unknown_choice
 from ..user_text import as_said
 from .common import Dropdown, Number, Radio, Slider, Textbox, deployment
 
@@ -125,8 +125,7 @@ def as_field(cls, name: str, value):
         counts = [str(n) for n in range(low, high + 1)]
         if value not in counts:
             what = words(cls, name).get("what", name)
-            raise ValueError(f"Unknown {what} {as_said(value)}; use one of {off}, {counts[0]}, {counts[1]}, ..., "
-                             f"{counts[-1]}.")
+            raise ValueError(unknown_choice(what, value, [off, counts[0], counts[1], "...", counts[-1]]))
         return int(value)
     return whole(value) if kind is int else value
 
