@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from pydantic import Field, TypeAdapter, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .refusals import deployment_refusal
+from .refusals import refusal
 from .settings import DTYPES, MAX_NEW_TOKENS_CAP
 from .user_text import LARGEST, as_said
 
@@ -106,7 +106,7 @@ class AppSettings(BaseSettings):
         try:
             super().__init__(**values)
         except ValidationError as err:
-            raise ValueError(deployment_refusal(AppSettings, err)) from None
+            raise ValueError(refusal(AppSettings, err, name_of=AppSettings.variable)) from None
 
     @classmethod
     def variable(cls, name: str) -> str:

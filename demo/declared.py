@@ -1,44 +1,67 @@
-"""What a setting declares, read from its pydantic field: the page's words for it, its help line,
-default, bounds, type and choices. Every door (the page, the API, the command line, the lm-eval
-plugin) reads a setting through these, so it is described once, where it is declared.
+"""What a setting declares, read from pydantic's JSON schema of its class: its type, bounds,
+choices and help line (the description), and the page's own words for it. Every door (the page,
+the API, the command line, the lm-eval plugin, the refusals) reads a setting through these, so it
+is described once, where it is declared.
 
 A setting is a pydantic field: its default, its bounds (ge, gt, le), its help line (the
-description) and, in json_schema_extra, the page's own words for it:
+description) and, in json_schema_extra (which pydantic writes into the schema), the page's words:
   label    the widget's label                     shown   {value: the page's words}, for a choice
   applies  where it acts ("masked LMs"), said before the help line (``demo.app.in_effect``)
   more     what only the command line's help adds  aliases more command-line names
   step     a slider's step                          typed   asked in a number box (a seed)
   off      the widget's value that leaves an optional setting unset (the core's default)
-  cap      the AppSettings field that bounds it further on a deployment (``refusals.check_caps``)
+  cap      the AppSettings field that bounds it further on a deployment (``demo.settings.within``)
   what     its name in messages (default: the field's)   each   a list item's name in messages
 """
 
-import types
-import typing
+import functools
 
-import annotated_types
+from pydantic import TypeAdapter
 from pydantic.fields import FieldInfo
 
 from .user_text import LARGEST
 
+# A setting's kind, from its schema: "choice" (an enum), or the JSON type of its values
+KINDS = ("choice", "integer", "number", "boolean", "string", "array")
+
+
+@functools.cache
+def _properties(cls: type) -> dict:
+    return TypeAdapter(cls).json_schema()["properties"]
+
+
+def _class(settings) -> type:
+    return settings if isinstance(settings, type) else type(settings)
+
+
+def schema(settings, name: str) -> dict:
+    """The JSON schema of a setting of a settings class (or of an instance's class); an optional
+    one's (``X | None``) is X's, with the setting's own keys (description, default, words)."""
+    found = _properties(_class(settings)).get(name)
+    if found is None:
+        raise KeyError(f"{_class(settings).__name__} declares no setting {name!r}")
+    held = [member for member in found.get("anyOf", ()) if member.get("type") != "null"]
+    if len(held) == 1:
+        return {**{key: value for key, value in found.items() if key != "anyOf"}, **held[0]}
+    return found
+
 
 def field_info(settings, name: str) -> FieldInfo:
-    """The pydantic field ``name`` of a settings class (or of an instance's class)."""
-    cls = settings if isinstance(settings, type) else type(settings)
-    found = cls.__pydantic_fields__.get(name)
+    """The pydantic field ``name`` (for what JSON cannot hold: a default made by a factory)."""
+    found = _class(settings).__pydantic_fields__.get(name)
     if found is None:
-        raise KeyError(f"{cls.__name__} declares no setting {name!r}")
+        raise KeyError(f"{_class(settings).__name__} declares no setting {name!r}")
     return found
 
 
 def words(settings, name: str) -> dict:
-    """The page's own words for a setting (its json_schema_extra)."""
-    return field_info(settings, name).json_schema_extra or {}
+    """The page's own words for a setting (its json_schema_extra, as the schema holds them)."""
+    return schema(settings, name)
 
 
 def help_line(settings, name: str) -> str:
     """A setting's one line: where it applies, then what it does."""
-    applies, line = words(settings, name).get("applies"), field_info(settings, name).description
+    applies, line = words(settings, name).get("applies"), schema(settings, name)["description"]
     line = f"{applies}: {line}" if applies else line
     return line[0].upper() + line[1:]
 
@@ -51,36 +74,37 @@ def default_of(settings, name: str):
     return None if f.is_required() else f.default
 
 
+def kind_of(settings, name: str) -> tuple[str, bool]:
+    """(what a setting holds, one of KINDS; whether it may be unset, null)."""
+    found = _properties(_class(settings))[name]
+    optional = any(member.get("type") == "null" for member in found.get("anyOf", ()))
+    return kind_in(schema(settings, name)), optional
+
+
+def kind_in(value_schema: dict) -> str:
+    """The kind (one of KINDS) of the values a schema describes (a setting's, a list's items')."""
+    return "choice" if "enum" in value_schema or "const" in value_schema else value_schema.get("type", "string")
+
+
+def choices_of(settings, name: str) -> list:
+    """A choice setting's values, in their declared order."""
+    return choices_in(schema(settings, name))
+
+
+def choices_in(value_schema: dict) -> list:
+    return value_schema["enum"] if "enum" in value_schema else [value_schema["const"]]
+
+
 def bounds(settings, name: str) -> tuple:
     """(least, largest, whether the least itself is refused) of a number setting; None where it
     has none (the largest whole number a setting may take counts as none)."""
-    return limits(field_info(settings, name).metadata)
+    return bounds_in(schema(settings, name))
 
 
-def kind_of(settings, name: str) -> tuple:
-    """(the type a setting holds, whether None is allowed)."""
-    hint = field_info(settings, name).annotation
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        return (args[0] if len(args) == 1 else hint), len(args) < len(typing.get_args(hint))
-    return hint, False
-
-
-def choices_of(settings, name: str) -> tuple:
-    """A choice setting's values, from its ``Literal`` type."""
-    return typing.get_args(kind_of(settings, name)[0])
-
-
-def limits(rules: list) -> tuple:
-    """(least, largest, whether the least itself is refused) from pydantic's constraints; None
-    where there is none (the largest whole number a setting may take counts as none)."""
-    low = high = None
-    above = False
-    for rule in rules:
-        if isinstance(rule, annotated_types.Ge):
-            low = rule.ge
-        elif isinstance(rule, annotated_types.Gt):
-            low, above = rule.gt, True
-        elif isinstance(rule, annotated_types.Le):
-            high = None if rule.le == LARGEST else rule.le
-    return low, high, above
+def bounds_in(value_schema: dict) -> tuple:
+    """(least, largest, whether the least is refused) from a schema's minimum, exclusiveMinimum and
+    maximum."""
+    above = "exclusiveMinimum" in value_schema
+    low = value_schema.get("exclusiveMinimum", value_schema.get("minimum"))
+    high = value_schema.get("maximum")
+    return low, (None if high == LARGEST else high), above

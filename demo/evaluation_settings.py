@@ -24,8 +24,10 @@ from .settings import (
     DataRoot,
     PaddingMasks,
     TaskTokenLimit,
+    capped,
     settings,
 )
+from .refusals import rule
 from .user_text import LARGEST, as_said, check_readable
 
 # ---------------------------------------------------------------- evaluation
@@ -85,7 +87,7 @@ class HarnessSettings:
         if isinstance(size, str) and size.strip().isdigit():
             return int(size)
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"batch_size must be a whole number >= 1 or 'auto', not {as_said(size)}.")
+            raise rule(f"batch_size must be a whole number >= 1 or 'auto', not {as_said(size)}.")
         return size
 
 
@@ -123,7 +125,7 @@ class GridSettings:
         """One value or a list; a whole length written as 256.0 is 256; none is refused in words."""
         values = list(values) if isinstance(values, (list, tuple)) else [values]
         if not values:
-            raise ValueError("Give at least one length and one depth.")
+            raise rule("Give at least one length and one depth.")
         if info.field_name == "lengths":
             return [int(n) if isinstance(n, float) and n.is_integer() else n for n in values]
         return [float(d) if isinstance(d, int) and not isinstance(d, bool) else d for d in values]
@@ -167,6 +169,8 @@ class SweepSettings:
     demos_seed: int = Field(0, ge=0, le=LARGEST, description="seed of the demonstrations drawn for each item")
     data_root: DataRoot = None
 
+    _capped = field_validator("limit")(capped)
+
     @field_validator("values", mode="before")
     @classmethod
     def _read(cls, values):
@@ -176,7 +180,7 @@ class SweepSettings:
             values = [int(w) if w.lstrip("-").isdigit() else w for w in words]
         values = list(values) if isinstance(values, (list, tuple)) else [values]
         if not values:
-            raise ValueError("Give at least one number of masks to evaluate.")
+            raise rule("Give at least one number of masks to evaluate.")
         return values
 
     @field_validator("values", mode="after")
@@ -189,9 +193,9 @@ class SweepSettings:
         high = MAX_RIGHT_MASKS if self.sweep == "right_masks" else MAX_PADDING_MASKS
         beyond = [v for v in self.values if v > high]
         if beyond:
-            raise ValueError(f"Each number of masks must be a whole number from 0 to {high}, not {beyond[0]}.")
+            raise rule(f"Each number of masks must be a whole number from 0 to {high}, not {beyond[0]}.")
         if self.task is not None and not self.task.strip():
-            raise ValueError(f"The task must be a task's name (mlm-icl evaluate --list), not {as_said(self.task)}.")
+            raise rule(f"The task must be a task's name (mlm-icl evaluate --list), not {as_said(self.task)}.")
         return self
 
 

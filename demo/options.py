@@ -15,16 +15,15 @@ class itself, as the page's and the API's are.
 
 import argparse
 import dataclasses
-import typing
 
 from .app_settings import parse_boolean
-from .declared import default_of, field_info, help_line, kind_of, words
+from .declared import choices_in, default_of, field_info, help_line, kind_in, kind_of, schema, words
 
 
 def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
     """An option per field of the settings class ``cls``."""
     for f in dataclasses.fields(cls):
-        _add_option(parser, cls, f.name, kind_of(cls, f.name)[0])  # X | None: unset is the default, never typed
+        _add_option(parser, cls, f.name)
 
 
 def boolean(text: str) -> bool:
@@ -35,11 +34,11 @@ def boolean(text: str) -> bool:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
-def _add_option(parser: argparse.ArgumentParser, cls, name: str, kind) -> None:
+def _add_option(parser: argparse.ArgumentParser, cls, name: str) -> None:
     names = [f"--{name}"] + ([f"--{name.replace('_', '-')}"] if "_" in name else [])
     help = option_help(cls, name)
-    parser.add_argument(*names, *words(cls, name).get("aliases", []), help=help, **_typed(cls, name, kind))
-    if kind is bool and default_of(cls, name) is True:  # a true default can be turned off
+    parser.add_argument(*names, *words(cls, name).get("aliases", []), help=help, **_typed(cls, name))
+    if kind_of(cls, name)[0] == "boolean" and default_of(cls, name) is True:  # a true default can be turned off
         parser.add_argument(f"--no_{name}", f"--no-{name.replace('_', '-')}", action="store_false",
                             dest=name, help=help, default=False)
 
@@ -51,17 +50,21 @@ def option_help(cls, name: str) -> str:
     return help_line(cls, name) + (f"\n{more}" if more else "")
 
 
-def _typed(cls, name: str, kind) -> dict:
-    """The option's type, number of values, choices and default (or that it is required)."""
+# the Python type an option's text is read as, by the JSON type of the setting's values
+READ_AS = {"integer": int, "number": float, "string": str}
+
+
+def _typed(cls, name: str) -> dict:
+    """The option's type, number of values, choices and default (or that it is required); an
+    optional setting (X | None) is read as X: unset is its default, never typed."""
     default = {"required": True} if field_info(cls, name).is_required() else {"default": default_of(cls, name)}
-    if typing.get_origin(kind) is typing.Literal:
-        choices = typing.get_args(kind)
+    kind, value_schema = kind_of(cls, name)[0], schema(cls, name)
+    if kind == "choice":
+        choices = choices_in(value_schema)
         by_text = {str(choice): choice for choice in choices}
         return {"choices": choices, "type": lambda text: by_text.get(text, text), **default}
-    if kind is bool:
+    if kind == "boolean":
         return {"type": boolean, "nargs": "?", "const": True, "default": default.get("default", False)}
-    if typing.get_origin(kind) is list:
-        item = typing.get_args(kind)[0]
-        return {"type": typing.get_args(item)[0] if typing.get_origin(item) is typing.Annotated else item,
-                "nargs": "+", **default}
-    return {"type": kind, **default}
+    if kind == "array":
+        return {"type": READ_AS[kind_in(value_schema["items"])], "nargs": "+", **default}
+    return {"type": READ_AS[kind], **default}

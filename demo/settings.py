@@ -23,10 +23,12 @@ import functools
 from dataclasses import fields
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
+from pydantic_core import ArgsKwargs, PydanticCustomError
 
-from .refusals import refusal
+from .declared import field_info, words
+from .refusals import refusal, rule
 from .user_text import LARGEST
 
 # A masked LM's scoring methods: the PLLs (a masked copy of the whole text per scored token), the
@@ -91,17 +93,40 @@ def settings(cls):
     """Class decorator: ``cls`` as a frozen pydantic dataclass whose refusals are ValueErrors in
     words (``dataclasses.replace`` and ``fields`` work on it as on any dataclass)."""
     made = pydantic_dataclass(frozen=True, config=STRICT)(cls)
-    validate = made.__init__
 
-    @functools.wraps(validate)
+    @functools.wraps(made.__init__)
     def __init__(self, *args, **kwargs):
-        try:
-            validate(self, *args, **kwargs)
-        except ValidationError as err:
-            raise ValueError(refusal(made, err)) from None
+        _validate(self, ArgsKwargs(args, kwargs), context=None)
 
     made.__init__ = __init__
     return made
+
+
+def within(deployment, cls, **values):
+    """``cls(**values)`` checked against a deployment's caps (``deployment``: an AppSettings) too:
+    a field whose words name a ``cap`` is at most that AppSettings field (:func:`capped`)."""
+    made = cls.__new__(cls)
+    _validate(made, ArgsKwargs((), values), context={"deployment": deployment})
+    return made
+
+
+def _validate(made, arguments: ArgsKwargs, context) -> None:
+    # pydantic's own dataclass __init__, with a validation context
+    try:
+        type(made).__pydantic_validator__.validate_python(arguments, self_instance=made, context=context)
+    except ValidationError as err:
+        raise ValueError(refusal(type(made), err)) from None
+
+
+def capped(cls, value, info: ValidationInfo):
+    """A field validator: the deployment's cap on the field (its words' ``cap``), where the
+    validation context has a deployment (:func:`within`)."""
+    deployment = (info.context or {}).get("deployment")
+    cap = words(cls, info.field_name)["cap"]
+    if deployment is not None and value is not None and value > getattr(deployment, cap):
+        raise PydanticCustomError("deployment_cap", "at most {cap} per request here", {
+            "cap": getattr(deployment, cap), "why": field_info(deployment, cap).description})
+    return value
 
 
 def cache_used(cache: str, kind: str) -> str:
@@ -162,7 +187,7 @@ class ModelSettings:
     @classmethod
     def _named(cls, model):
         if not isinstance(model, str) or not model.strip():
-            raise ValueError("No model given: a Hub id (e.g. 'bert-base-uncased'), a local model "
+            raise rule("No model given: a Hub id (e.g. 'bert-base-uncased'), a local model "
                              "folder or a .gguf file.")
         return model
 
@@ -244,12 +269,12 @@ class ScoringSettings:
     @model_validator(mode="after")
     def _combined(self):
         if self.unconditional_context is not None and not self.unconditional_context.strip():
-            raise ValueError("unconditional_context must be some text (e.g. 'Answer:'), or unset.")
+            raise rule("unconditional_context must be some text (e.g. 'Answer:'), or unset.")
         if self.fast and (self.stride > 1 or self.rescore_band):
-            raise ValueError("fast scoring picks its own stride and band per ranking: leave stride at 1 "
+            raise rule("fast scoring picks its own stride and band per ranking: leave stride at 1 "
                              "and rescore_band at 0, or set them yourself without fast.")
         if self.method in ("decoder", "elbo") and (self.stride > 1 or self.rescore_band):
-            raise ValueError(f"stride and rescore_band are the approximate PLL's (the PLL methods'); "
+            raise rule(f"stride and rescore_band are the approximate PLL's (the PLL methods'); "
                              f"method={self.method} reads its own copies: leave them at 1 and 0, or pick a "
                              f"PLL method.")
         return self
@@ -315,16 +340,16 @@ class WritingSettings:
     def _writing(self):
         """What writing's fields do not combine with, each other."""
         if self.masks_ahead and self.window != "block":
-            raise ValueError("masks_ahead lays out the masks of every block at once: it needs window='block'.")
+            raise rule("masks_ahead lays out the masks of every block at once: it needs window='block'.")
         if self.window == "block" and self.tokens_per_step > self.block_length:
-            raise ValueError(f"tokens_per_step ({self.tokens_per_step}) is more than a block holds (block_length "
+            raise rule(f"tokens_per_step ({self.tokens_per_step}) is more than a block holds (block_length "
                              f"{self.block_length}): a step writes in one block. Lower tokens_per_step to "
                              f"{self.block_length} or lengthen the blocks.")
         if self.confidence_threshold is not None and (self.order != "confidence" or self.remask):
-            raise ValueError("confidence_threshold writes the masks the model is surest of: it needs "
+            raise rule("confidence_threshold writes the masks the model is surest of: it needs "
                              "order='confidence', without remask.")
         if self.remask and self.order != "confidence":
-            raise ValueError("remask weighs earlier tokens against new guesses by their probability: it "
+            raise rule("remask weighs earlier tokens against new guesses by their probability: it "
                              "needs order='confidence'.")
         return self
 
@@ -423,19 +448,20 @@ class GenerationSettings(TraceSettings, SamplingSettings, WritingSettings):
                                       json_schema_extra=dict(each="Each choice"))
 
     _listed = field_validator("stop_strings", "choices", mode="before")(_one_or_more)
+    _capped = field_validator("max_new_tokens")(capped)
 
     @model_validator(mode="after")
     def _generation(self):
         if any(x == "" for x in self.stop_strings):
-            raise ValueError("Stop strings must be non-empty strings.")
+            raise rule("Stop strings must be non-empty strings.")
         if self.digits is not None:
             if self.digits > self.max_new_tokens:
-                raise ValueError(f"{self.digits} digits may need {self.digits} tokens, but "
+                raise rule(f"{self.digits} digits may need {self.digits} tokens, but "
                                  f"max_new_tokens is {self.max_new_tokens}; raise max_new_tokens.")
             if self.choices is not None:
-                raise ValueError("Use either digits or choices, not both.")
+                raise rule("Use either digits or choices, not both.")
         if self.choices is not None and (not self.choices or any(not c.strip() for c in self.choices)):
-            raise ValueError("choices must be a non-empty list of non-empty strings.")
+            raise rule("choices must be a non-empty list of non-empty strings.")
         return self._unmasking()
 
     def _unmasking(self):
@@ -452,7 +478,7 @@ class GenerationSettings(TraceSettings, SamplingSettings, WritingSettings):
                     "digits or choices (they constrain each next token, left to right)")]
         for used, what in refused:
             if used:
-                raise ValueError(f"Writing in any order (window={self.window!r}, order={self.order!r}, "
+                raise rule(f"Writing in any order (window={self.window!r}, order={self.order!r}, "
                                  f"tokens_per_step={self.tokens_per_step}) does not combine with {what}; "
                                  f"write the paper's way (window='slide', order='left_to_right', one token "
                                  f"a step) for it.")
@@ -492,6 +518,6 @@ class InfillSettings(TraceSettings, SamplingSettings):
     def _blanks(self):
         for name in ("blank_tokens", "max_blank_tokens"):
             if getattr(self, name) > self.max_masked_tokens:
-                raise ValueError(f"{name} must be a whole number from 1 to {self.max_masked_tokens} "
+                raise rule(f"{name} must be a whole number from 1 to {self.max_masked_tokens} "
                                  f"(max_masked_tokens), not {getattr(self, name)}.")
         return self

@@ -38,7 +38,7 @@ def test_app_settings_read_from_the_environment(environ):
     assert settings.concurrency == 1  # empty means unset
     assert AppSettings(max_models=2).max_models == 2  # a value given wins over the variable
     environ(DEMO_MAX_MODELS="many")
-    with pytest.raises(ValueError, match="DEMO_MAX_MODELS='many' is not a valid int"):
+    with pytest.raises(ValueError, match="DEMO_MAX_MODELS must be a whole number >= 1, not 'many'"):
         AppSettings()
     environ(DEMO_MAX_MODELS="5", DEMO_QUEUE_SIZE="0")
     with pytest.raises(ValueError, match="DEMO_QUEUE_SIZE must be a whole number >= 1, not '0'"):

@@ -10,14 +10,14 @@ in order), its "Args:" lines (the API's docs and the MCP tools' schemas), its Gr
 
 import functools
 import inspect
-import typing
 from typing import NamedTuple
 
 import gradio as gr
 
 from ..app.limits import whole
 from ..declared import bounds, choices_of, default_of, help_line, kind_of, words
-from ..refusals import check_caps, unknown_choice
+from ..refusals import unknown_choice
+from ..settings import within
 from ..user_text import as_said
 from .common import Dropdown, Number, Radio, Slider, Textbox, deployment
 
@@ -59,14 +59,14 @@ def widget_range(cls, name: str) -> tuple:
 
 def _component(cls, name: str, only) -> tuple:
     """(widget class, its own keywords) for a setting."""
-    said, (hint, _) = words(cls, name), kind_of(cls, name)
-    if typing.get_origin(hint) is typing.Literal:
+    said, (kind, _) = words(cls, name), kind_of(cls, name)
+    if kind == "choice":
         shown = said.get("shown", {})
         values = [v for v in choices_of(cls, name) if only is None or v in only]
         return Radio, dict(choices=[(shown.get(v, str(v)), v) for v in values])
-    if hint is bool:
+    if kind == "boolean":
         return gr.Checkbox, {}
-    low, high = widget_range(cls, name) if hint in (int, float) else (None, None)
+    low, high = widget_range(cls, name) if kind in ("integer", "number") else (None, None)
     if low is None:
         return Textbox, {}
     off = said.get("off")
@@ -95,10 +95,9 @@ def settings_of(cls, values: dict, **fixed):
     """``cls`` from widget (or API) values by field name: a whole-number field's value made whole
     (a slider's 3.0 is 3), an optional field's unset value (``UNSET``, or its ``off``) None (the
     core's default); then ``fixed``. The class itself checks the rest and says in words what is
-    wrong, after the deployment's caps."""
+    wrong, the deployment's caps included."""
     given = {name: as_field(cls, name, value) for name, value in values.items()}
-    check_caps(cls, given, deployment().settings)
-    return cls(**given, **fixed)
+    return within(deployment().settings, cls, **given, **fixed)
 
 
 def check_given(cls, name: str, value, default) -> None:
@@ -127,7 +126,7 @@ def as_field(cls, name: str, value):
             what = words(cls, name).get("what", name)
             raise ValueError(unknown_choice(what, value, [off, counts[0], counts[1], "...", counts[-1]]))
         return int(value)
-    return whole(value) if kind is int else value
+    return whole(value) if kind == "integer" else value
 
 
 def panel(cls, rows: list[tuple[str, ...]], prefix: str, values: dict | None = None,
