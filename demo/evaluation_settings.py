@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from .refusals import rule
 from .settings import (
     AUTO_BATCH,
     DEPTHS,
@@ -27,7 +28,6 @@ from .settings import (
     capped,
     settings,
 )
-from .refusals import rule
 from .user_text import LARGEST, as_said, check_readable
 
 # ---------------------------------------------------------------- evaluation
