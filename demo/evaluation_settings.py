@@ -24,6 +24,7 @@ from .settings import (
     CacheMode,
     DataRoot,
     PaddingMasks,
+    Seed,
     TaskTokenLimit,
     capped,
     settings,
@@ -39,7 +40,7 @@ class RunSettings:
     shots: int | None = Field(None, ge=0, le=LARGEST, description="demonstrations (default: the paper's)")
     limit: int | None = Field(None, ge=1, le=LARGEST, description=
         "evaluate a fixed random sample of N items (the same for every model and seed)")
-    seed: int = Field(0, ge=0, le=LARGEST, description="demonstration sampling seed")
+    seed: Seed = Field(0, description="demonstration sampling seed")
     repetitions: int = Field(1, ge=1, le=LARGEST, description="demonstration draws to average")
     score: Literal[SCORE_SPANS] | None = Field(None, description=
         "which span of a ranked example is scored (default: the task's)", json_schema_extra=dict(what="scored span"))
@@ -107,7 +108,7 @@ class GridSettings:
         json_schema_extra=dict(label="Needle depths", each="Each depth"))
     repetitions: int = Field(3, ge=1, le=LARGEST, description="runs per cell, each with another needle and filler",
                              json_schema_extra=dict(label="Repetitions"))
-    seed: int = Field(0, ge=0, le=LARGEST, description="seed for the needles and the filler's starting point",
+    seed: Seed = Field(0, description="seed for the needles and the filler's starting point",
                       json_schema_extra=dict(typed=True, label="Seed"))
     padding_masks: PaddingMasks = None
     filler: str | None = Field(None, description=
@@ -166,7 +167,7 @@ class SweepSettings:
         "items evaluated at each number of masks (a fixed sample of the task)",
         json_schema_extra=dict(cap="max_sweep_items", label="Items"))
     max_new_tokens: TaskTokenLimit = None
-    demos_seed: int = Field(0, ge=0, le=LARGEST, description="seed of the demonstrations drawn for each item")
+    demos_seed: Seed = Field(0, description="seed of the demonstrations drawn for each item")
     data_root: DataRoot = None
 
     _capped = field_validator("limit")(capped)

@@ -85,6 +85,7 @@ PaddingMasks = Annotated[int | None, Field(ge=0, le=MAX_PADDING_MASKS, descripti
 CacheMode = Annotated[Literal[CACHE_MODES], Field(json_schema_extra=dict(applies="masked LMs"))]
 TaskTokenLimit = Annotated[int | None, Field(ge=1, le=MAX_NEW_TOKENS_CAP, description=
     "token limit (default: the task's)", json_schema_extra=dict(applies="generated tasks"))]
+Seed = Annotated[int, Field(ge=0, le=LARGEST)]  # any whole number from 0: which random draws a run makes
 DataRoot = Annotated[str | None, Field(description=
     "folder with the datasets (default: $DEMO_DATA_ROOT, else ../shared/data)")]
 
@@ -254,7 +255,7 @@ class ScoringSettings:
             applies="masked diffusion ELBO", label="ELBO: masking patterns", more=
             "A text with no more patterns than this (2^L - 1 for L scored tokens) is scored exactly, every "
             "pattern once."))
-    elbo_seed: int = Field(0, ge=0, le=LARGEST, description=
+    elbo_seed: Seed = Field(0, description=
         "which masking patterns are drawn (another seed draws others; a candidate scored through every "
         "one of its patterns scores the same)", json_schema_extra=dict(applies="masked diffusion ELBO",
                                                                        label="ELBO: seed"))
@@ -384,7 +385,7 @@ class SamplingSettings:
     repetition_penalty: float = Field(1.0, gt=0.0, le=MAX_REPETITION_PENALTY, description=
         "above 1 discourages repeating tokens already seen (1 = off)",
         json_schema_extra=dict(step=0.05, label="Repetition penalty"))
-    seed: int | None = Field(0, ge=0, le=LARGEST, description=
+    seed: Seed | None = Field(0, description=
         "seed of sampling and of a random order, for repeatable runs (empty: one is drawn, and said)",
         json_schema_extra=dict(typed=True, label="Seed", applies="sampling or a random order"))
 
