@@ -84,7 +84,8 @@ VALID = {
                            order="left_to_right", blank_tokens=1, seed=0),
 }
 
-# (NaN and infinities cannot travel in the client's JSON: test_not_a_number_anywhere sends them.)
+# (NaN and infinities are null at both doors, as JSON has neither: test_not_a_number_anywhere calls the
+# handlers with them.)
 NUMBERS = [-1, 10**30, "abc", "", None, True, 3.5]
 TEXTS = ["", "   \n ", None, "x" * 7000]  # (a Textbox turns any other value into its text)
 CHOICES = ["nonsense", 7, None, "", "<b>bold</b>"]
@@ -569,6 +570,71 @@ def test_a_wrong_value_is_refused_in_one_sentence_at_both_doors(app, client):
                                             "starts at 'right_masks'), not null.")
     unknown = results[-1]
     assert unknown.isError and unknown.content[0].text == "The tool generate_masked takes no argument 'min_P': did you mean min_p?"
+
+
+# Notation that is Python's or the JSON schema's, never the page's words
+SCHEMA_TEXT = re.compile(r"is not of type|is not one of|is not valid under|Input validation|\bNone\b|\bTrue\b|"
+                         r"\bFalse\b|\bnan\b|\binf\b|1e\+30")
+
+
+def _fuzzed(schema: dict) -> list:
+    """Values a parameter of this JSON schema (as the MCP tool lists it) should not take as they
+    are: null, another JSON type, a number or a flag as text, NaN and a huge number, a choice in
+    another spelling, a list or an object for a text, a text for a list."""
+    choices = _enum_values(schema)
+    if schema.get("type") == "array":
+        return [None, "a, b", [{"a": 1}]] + ([[str(choices[0]).upper() + " "]] if choices else [])
+    if choices:
+        return [None, str(choices[0]).upper() + " ", [choices[0]]]
+    kind = schema.get("type")
+    if kind in ("number", "integer"):
+        return [None, "3", True, math.nan, 1e30, [1]]
+    if kind == "boolean":
+        return [None, "true", 1]
+    return [None, ["a", "b"], {"a": 1}, 3]
+
+
+# What the fuzz sends that is taken: null where the page has an empty box (a seed: one is drawn and
+# said; a text that may be empty; the causal side's model: none; the results' filters: all; the
+# sweep's task: its setting's default), NaN as null, one number for the sweep's list of numbers
+TAKEN = {(tool, "seed", value) for tool in ("generate_any_order", "generate_causal", "generate_masked", "infill_causal",
+                                             "infill_masked", "probe_masked", "probe_second") for value in ("None", "nan")}
+TAKEN |= {(tool, "model_name", "None") for tool in ("generate_causal", "infill_causal", "probe_second", "rank_causal")}
+TAKEN |= {(tool, name, "None") for tool in ("rank_causal", "rank_masked") for name in ("context", "unconditional", "answer")}
+TAKEN |= {("lookup_results", name, "None") for name in ("papers", "groups", "models", "shots", "tasks")}
+TAKEN |= {("sweep_masks", "task", "None"), ("sweep_masks", "values", "3")}
+
+
+def test_every_parameter_of_every_tool_is_refused_or_taken_alike_over_http_and_mcp(app, client, monkeypatch):
+    """A fuzz of every parameter of every endpoint (``_fuzzed``), over MCP and over HTTP: each
+    value is taken at both doors or refused at both in the same sentence, at most 300 characters,
+    in the page's words (no Python or JSON-schema notation); what is taken is what ``TAKEN`` says."""
+    import asyncio
+    import json
+
+    import httpx._content
+    # a client that writes NaN, as Python's json module does (httpx refuses to)
+    monkeypatch.setattr(httpx._content, "json_dumps", lambda obj, **kw: json.dumps(obj, **dict(kw, allow_nan=True)))
+
+    tools, _ = asyncio.run(_mcp_session(app.url, []))
+    cases = [(tool, name, value) for tool in sorted(MCP_CALLS)
+             for name, schema in tools[tool].inputSchema["properties"].items() for value in _fuzzed(schema)]
+    calls = [(tool, dict(MCP_CALLS[tool][0], **{name: value})) for tool, name, value in cases]
+    _, results = asyncio.run(_mcp_session(app.url, calls))
+    jobs = [client.submit(**arguments, api_name=MCP_CALLS[tool][1]) for tool, arguments in calls]
+    taken = set()
+    for (tool, name, value), result, job in zip(cases, results, jobs):
+        shown = " ".join(str(output) for output in job.result())
+        match = re.search(r'class="demo-error"[^>]*>(.*?)</div>', shown, re.S)
+        over_http, over_mcp = html.unescape(match.group(1)) if match else "", _error_sentence(result)
+        assert not result.isError, (tool, name, value, result.content[0].text[:300])
+        assert over_mcp == over_http, (tool, name, value, over_mcp, over_http)
+        if not over_mcp:
+            taken.add((tool, name, repr(value)))
+            continue
+        assert over_mcp.endswith(".") and len(over_mcp) <= 300, (tool, name, value, over_mcp)
+        assert not PYTHON_TEXT.search(over_mcp) and not SCHEMA_TEXT.search(over_mcp), (tool, name, value, over_mcp)
+    assert taken == TAKEN and len(cases) >= 450, (taken ^ TAKEN, len(cases))
 
 
 def public_surface(url: str) -> dict:

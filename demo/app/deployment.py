@@ -20,7 +20,7 @@ from pathlib import Path
 from ..app_settings import AppSettings
 from ..engine import sources
 from ..engine.sources import HUB_ID, hub_unreachable, resolve
-from ..user_text import check_readable, quoted
+from ..user_text import as_said, check_readable, quoted
 from .catalog import Catalog, build_catalog
 
 
@@ -49,9 +49,11 @@ class Deployment:
     def location(self, name: str, paths: bool = False) -> str:
         """What the engine loads for ``name`` (the module's docstring says which names are
         served); ValueError, in words, for any other."""
-        if not name or not str(name).strip():
+        if name is not None and not isinstance(name, str):
+            raise ValueError(f"The model name must be text, not {as_said(name)}.")
+        if not name or not name.strip():
             raise ValueError("Pick a model first.")
-        name = check_readable(str(name).strip(), "model name")
+        name = check_readable(name.strip(), "model name")
         local = self.catalog.local_entry(name)
         if paths or (local and (name == local.name or not self.settings.public)):
             return self.catalog.location(name)  # a listed model's path, else the name as given

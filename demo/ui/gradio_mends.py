@@ -15,7 +15,10 @@ before.
 fills the defaults itself, raw HTTP callers do not): ``Blocks.validate_inputs`` raises a
 ValueError that the client receives as ``{"error": null}``, with a traceback in the log. The
 mend gives each missing input its component's default, as gradio_client would, so the handler
-runs and answers in words (an empty text is said to be empty).
+runs and answers in words (an empty text is said to be empty). JSON has no NaN or infinity, but
+Python's JSON reader takes them over HTTP, where the MCP SDK reads them as null (its messages pass
+through pydantic's JSON mode) and a browser's ``JSON.stringify`` writes null: the mend reads them
+as null too, so a value means one thing at both doors.
 
 **The app's MCP server** gets two mends so that a tool call gets every output. Gradio 6.31 (``gradio/mcp.py``, ``GradioMCPServer._execute_tool_without_progress``) answers a
 queued tool call made without a progress token, as most agent frameworks make them, with
@@ -51,6 +54,7 @@ so the page shows the time waited so far and that line.
 """
 
 import difflib
+import math
 
 import gradio as gr
 from anyio.to_thread import run_sync
@@ -147,8 +151,16 @@ def _checked_by_the_app(cached_tool):
 
 
 def _with_defaults(block_fn, inputs: list) -> None:
-    """Gradio's input check, replaced: missing inputs get their components' default values."""
+    """Gradio's input check, replaced: missing inputs get their components' default values; a NaN
+    or an infinity is null (see the module's words)."""
+    inputs[:] = [_as_json(value) for value in inputs]
     inputs.extend(getattr(block, "value", None) for block in block_fn.inputs[len(inputs):])
+
+
+def _as_json(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return [_as_json(item) for item in value] if isinstance(value, list) else value
 
 
 def mend(app: gr.Blocks) -> None:
