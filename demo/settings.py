@@ -249,12 +249,11 @@ class ScoringSettings:
         "with stride > 1: candidates within this many nats of the best are scored again, exactly "
         "(0 = none)", json_schema_extra=dict(more="In rankings (several candidates), per token with reduction=mean, "
                                              "so that near-ties are ranked as the exact PLL ranks them."))
-    elbo_samples: int = Field(64, ge=1, le=MAX_ELBO_SAMPLES, description=
-        "how many masking patterns a candidate's score averages, each a masked copy the model reads; "
-        "a few give a rough score that changes with the seed", json_schema_extra=dict(
-            applies="masked diffusion ELBO", label="ELBO: masking patterns", more=
-            "A text with no more patterns than this (2^L - 1 for L scored tokens) is scored exactly, every "
-            "pattern once."))
+    elbo_samples: int = Field(64, ge=1, le=MAX_ELBO_SAMPLES, json_schema_extra=dict(
+        applies="masked diffusion ELBO", label="ELBO: masking patterns",
+        more="A text with no more patterns than this (2^L - 1 for L scored tokens) is scored exactly, every pattern "
+             "once."), description="how many masking patterns a candidate's score averages, each a masked copy the "
+                                   "model reads; a few give a rough score that changes with the seed")
     elbo_seed: Seed = Field(0, description=
         "which masking patterns are drawn (another seed draws others; a candidate scored through every "
         "one of its patterns scores the same)", json_schema_extra=dict(applies="masked diffusion ELBO",

@@ -147,6 +147,20 @@ def family_folder(tmp_path_factory):
     return get
 
 
+# Random-weight families (``tiny_model``'s), with config variants that change how positions enter
+# or layers apply: ALBERT with 4 layers applied from 2 groups of 2 shared layers, DeBERTa-v2 with the
+# convolution of v2-xlarge/xxlarge and absolute position embeddings added to its input
+FAMILY_VARIANTS = {
+    "bert": ("bert", {}),
+    "roberta": ("roberta", {}),
+    "albert": ("albert", {}),
+    "albert-grouped": ("albert", {"num_hidden_layers": 4, "num_hidden_groups": 2, "inner_group_num": 2}),
+    "deberta-v2": ("deberta-v2", {}),
+    "deberta-v2-conv-absolute": ("deberta-v2", {"conv_kernel_size": 3, "conv_act": "gelu",
+                                                "position_biased_input": True}),
+}
+
+
 @pytest.fixture(scope="session")
 def tiny_model(family_folder):
     """family name -> small random-weight LoadedModel (cached per session)."""

@@ -37,7 +37,7 @@ from demo.evaluation_settings import GridSettings
 from demo.settings import ScoringSettings
 from tests.conftest import TOKENIZERS, needs_shared, padded_batch
 from tests.test_generation import PROMPT, naive_greedy
-from tests.test_pll import ITEMS, METHODS, naive_scores
+from tests.test_pll import ITEMS, METHODS, assert_matches_naive
 from tests.test_pll_decoder import assert_matches_naive as assert_decoder_matches_naive
 
 pytestmark = needs_shared
@@ -457,17 +457,8 @@ def small_emd(request, v1_model, tiny_model):
 @pytest.mark.floats
 @pytest.mark.parametrize("method", METHODS)
 def test_pll_equals_a_naive_loop_with_the_emd(small_emd, method):
-    lm, reference = small_emd, naive(small_emd)
-    assert lm.emd
-    ours = score_batch(lm, ITEMS, ScoringSettings(method=method, token_budget=96))
-    for (context, completion), result in zip(ITEMS, ours):
-        expected = naive_scores(reference, context, completion, method)
-        assert [t.position for t in result.tokens] == [e[0] for e in expected]
-        for token, (_, logprob, (best, worst), masked) in zip(result.tokens, expected):
-            assert token.logprob == floats.logprobs(logprob, reference), (method, token)
-            assert best <= token.rank <= worst
-            assert sorted(token.masked) == sorted(masked)
-        assert result.total == floats.total(sum(e[1] for e in expected), len(expected), reference)
+    assert small_emd.emd
+    assert_matches_naive(small_emd, method, ITEMS, reference=naive(small_emd))
 
 
 @pytest.mark.floats

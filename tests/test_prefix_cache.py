@@ -12,27 +12,19 @@ from demo.engine.mlm_decoder import WindowSpecials, build_windows
 from demo.engine.prefix_cache import FRESH, Prefix, encoder_of
 from demo.engine.text import encode_newlines
 from demo.settings import GenerationSettings
+from tests.conftest import FAMILY_VARIANTS
 
 PROMPT = "The capital of France is Paris. The capital of Germany is"
 LONG = ("Q: What is the capital of Italy?\nA: Rome.\n\nQ: What is the capital of Spain?\nA: Madrid."
         "\n\nQ: What is the capital of Japan?\nA: Tokyo.\n\nQ: What is the capital of Peru?\nA:")
 
-# Random-weight families, with config variants that change how positions enter or layers apply:
-# ALBERT with 4 layers applied from 2 groups of 2 shared layers, ModernBERT with a
-# short local window (so its sliding layers cut through the prompt), DeBERTa-v2 with the
-# convolution of v2-xlarge/xxlarge and absolute position embeddings added to its input, and with
-# separate position projections and no log buckets.
+# The families' variants (FAMILY_VARIANTS), and ModernBERT with a short local window (so its
+# sliding layers cut through the prompt) and DeBERTa-v2 with separate position projections and no
+# log buckets
 VARIANTS = {
-    "bert": ("bert", {}),
-    "roberta": ("roberta", {}),
-    "albert": ("albert", {}),
-    "albert-grouped": ("albert", {"num_hidden_layers": 4, "num_hidden_groups": 2, "inner_group_num": 2}),
+    **FAMILY_VARIANTS,
     "modernbert": ("modernbert", {"local_attention": 16}),
-    "deberta-v2": ("deberta-v2", {}),
-    "deberta-v2-conv-absolute": ("deberta-v2", {"conv_kernel_size": 3, "conv_act": "gelu",
-                                                "position_biased_input": True}),
-    "deberta-v2-own-position-projections": ("deberta-v2", {"share_att_key": False,
-                                                           "position_buckets": -1}),
+    "deberta-v2-own-position-projections": ("deberta-v2", {"share_att_key": False, "position_buckets": -1}),
 }
 
 

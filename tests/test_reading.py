@@ -14,21 +14,11 @@ from demo.engine.generation import generate
 from demo.engine.pll import score_batch
 from demo.engine.reading import hidden_at
 from demo.settings import ScoringSettings
-from tests.conftest import padded_batch
+from tests.conftest import FAMILY_VARIANTS, padded_batch
 
-# tiny_model families and config variants: ModernBERT's last layer is a local one (its first a
-# global one), with a window shorter than the batch (a global last layer: below); DeBERTa-v2 with
-# its convolution and absolute positions added to its input.
-TINY = {
-    "bert": ("bert", {}),
-    "roberta": ("roberta", {}),
-    "albert": ("albert", {}),
-    "albert-grouped": ("albert", {"num_hidden_layers": 4, "num_hidden_groups": 2, "inner_group_num": 2}),
-    "modernbert-local-last": ("modernbert", {"local_attention": 8}),
-    "deberta-v2": ("deberta-v2", {}),
-    "deberta-v2-conv-absolute": ("deberta-v2", {"conv_kernel_size": 3, "conv_act": "gelu",
-                                                "position_biased_input": True}),
-}
+# The families' variants (FAMILY_VARIANTS), and ModernBERT whose last layer is a local one (its first
+# a global one), with a window shorter than the batch (a global last layer: below)
+TINY = {**FAMILY_VARIANTS, "modernbert-local-last": ("modernbert", {"local_attention": 8})}
 SMALL = dict(vocab_size=300, hidden_size=64, num_hidden_layers=3, num_attention_heads=4, intermediate_size=128)
 # Families of the table without a tiny_model folder: random weights from a config alone
 CONFIGS = {

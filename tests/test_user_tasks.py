@@ -85,15 +85,20 @@ def test_bad_task_files_are_explained(tmp_path, entry, message):
         read_task_file(path)
 
 
+def _choice_task(folder, stem: str, label: str, metric: str, records: str, name: str | None = None) -> None:
+    """A choice task's data (``records``, JSON lines) and its file, never registered: the question
+    ``q``, the candidates ``options``, the label field ``label``."""
+    (folder / f"{stem}.jsonl").write_text(records)
+    (folder / f"{stem}.yaml").write_text(
+        f"tasks:\n  - {{name: {name or stem + '_unregistered'}, data: {{local: {stem}.jsonl}}, convert: fields,\n"
+        f"     convert_args: {{candidates: options, label: {label}}}, template: '{{q}} {{answer}}',\n"
+        f"     kind: choice, shots: 0, metrics: [{metric}]}}\n")
+
+
 def test_labels_are_text_or_index_and_unregistered_tasks_load(tmp_path):
     from demo.tasks import load_examples
-    (tmp_path / "votes.jsonl").write_text(
-        '{"q": "one", "options": ["1", "2", "3"], "answer": "2"}\n'
-        '{"q": "two", "options": ["1", "2", "3"], "answer": 0}\n')
-    (tmp_path / "votes.yaml").write_text(
-        "tasks:\n  - {name: votes_unregistered, data: {local: votes.jsonl}, convert: fields,\n"
-        "     convert_args: {candidates: options, label: answer}, template: '{q} {answer}',\n"
-        "     kind: choice, shots: 0, metrics: [accuracy]}\n")
+    _choice_task(tmp_path, "votes", "answer", "accuracy", '{"q": "one", "options": ["1", "2", "3"], "answer": "2"}\n'
+                                                       '{"q": "two", "options": ["1", "2", "3"], "answer": 0}\n')
     task = read_task_file(tmp_path / "votes.yaml", base=tmp_path)[0]
     first, second = load_examples(task)  # never registered: loads all the same
     assert first.target == "2" and second.target == "1"  # "2" is a candidate's text, 0 an index
@@ -254,13 +259,9 @@ def test_the_readme_task_files_read(tmp_path):
 
 def test_correct_labels_are_texts_or_indices_in_a_list(tmp_path):
     from demo.tasks import load_examples
-    (tmp_path / "t.jsonl").write_text(
-        '{"q": "a", "options": ["w", "x", "y", "z"], "correct": ["y", 0]}\n'
-        '{"q": "b", "options": ["w", "x", "y", "z"], "correct": [3, "z"]}\n')
-    (tmp_path / "t.yaml").write_text(
-        "tasks:\n  - {name: multi_unregistered, data: {local: t.jsonl}, convert: fields,\n"
-        "     convert_args: {candidates: options, label: correct}, template: '{q} {answer}',\n"
-        "     kind: choice, shots: 0, metrics: [k_best]}\n")
+    _choice_task(tmp_path, "t", "correct", "k_best", '{"q": "a", "options": ["w", "x", "y", "z"], "correct": ["y", 0]}\n'
+                                                 '{"q": "b", "options": ["w", "x", "y", "z"], "correct": [3, "z"]}\n',
+                 name="multi_unregistered")
     first, second = load_examples(read_task_file(tmp_path / "t.yaml", base=tmp_path)[0])
     assert (first.label, first.labels, first.target) == (2, (2, 0), "y")
     assert (second.label, second.labels) == (3, (3,))  # the same option twice counts once
