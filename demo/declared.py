@@ -36,10 +36,16 @@ def _class(settings) -> type:
 
 def schema(settings, name: str) -> dict:
     """The JSON schema of a setting of a settings class (or of an instance's class); an optional
-    one's (``X | None``) is X's, with the setting's own keys (description, default, words)."""
-    found = _properties(_class(settings)).get(name)
+    one's (``X | None``) is X's, with the setting's own keys (description, default, words). Shared:
+    never changed by its readers."""
+    return _schema(_class(settings), name)
+
+
+@functools.cache
+def _schema(cls: type, name: str) -> dict:
+    found = _properties(cls).get(name)
     if found is None:
-        raise KeyError(f"{_class(settings).__name__} declares no setting {name!r}")
+        raise KeyError(f"{cls.__name__} declares no setting {name!r}")
     held = [member for member in found.get("anyOf", ()) if member.get("type") != "null"]
     if len(held) == 1:
         return {**{key: value for key, value in found.items() if key != "anyOf"}, **held[0]}
