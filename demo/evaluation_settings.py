@@ -109,7 +109,7 @@ class GridSettings:
     repetitions: int = Field(3, ge=1, le=LARGEST, description="runs per cell, each with another needle and filler",
                              json_schema_extra=dict(label="Repetitions"))
     seed: Seed = Field(0, description="seed for the needles and the filler's starting point",
-                      json_schema_extra=dict(typed=True, label="Seed"))
+                       json_schema_extra=dict(typed=True, label="Seed"))
     padding_masks: PaddingMasks = None
     filler: str | None = Field(None, description=
         "UTF-8 text file used as the haystack (default: the bundled public-domain book)")

@@ -189,7 +189,7 @@ class ModelSettings:
     def _named(cls, model):
         if not isinstance(model, str) or not model.strip():
             raise rule("No model given: a Hub id (e.g. 'bert-base-uncased'), a local model "
-                             "folder or a .gguf file.")
+                       "folder or a .gguf file.")
         return model
 
 
@@ -272,11 +272,11 @@ class ScoringSettings:
             raise rule("unconditional_context must be some text (e.g. 'Answer:'), or unset.")
         if self.fast and (self.stride > 1 or self.rescore_band):
             raise rule("fast scoring picks its own stride and band per ranking: leave stride at 1 "
-                             "and rescore_band at 0, or set them yourself without fast.")
+                       "and rescore_band at 0, or set them yourself without fast.")
         if self.method in ("decoder", "elbo") and (self.stride > 1 or self.rescore_band):
             raise rule(f"stride and rescore_band are the approximate PLL's (the PLL methods'); "
-                             f"method={self.method} reads its own copies: leave them at 1 and 0, or pick a "
-                             f"PLL method.")
+                       f"method={self.method} reads its own copies: leave them at 1 and 0, or pick a "
+                       f"PLL method.")
         return self
 
     def method_for(self, lm) -> str:
@@ -343,14 +343,14 @@ class WritingSettings:
             raise rule("masks_ahead lays out the masks of every block at once: it needs window='block'.")
         if self.window == "block" and self.tokens_per_step > self.block_length:
             raise rule(f"tokens_per_step ({self.tokens_per_step}) is more than a block holds (block_length "
-                             f"{self.block_length}): a step writes in one block. Lower tokens_per_step to "
-                             f"{self.block_length} or lengthen the blocks.")
+                       f"{self.block_length}): a step writes in one block. Lower tokens_per_step to "
+                       f"{self.block_length} or lengthen the blocks.")
         if self.confidence_threshold is not None and (self.order != "confidence" or self.remask):
             raise rule("confidence_threshold writes the masks the model is surest of: it needs "
-                             "order='confidence', without remask.")
+                       "order='confidence', without remask.")
         if self.remask and self.order != "confidence":
             raise rule("remask weighs earlier tokens against new guesses by their probability: it "
-                             "needs order='confidence'.")
+                       "needs order='confidence'.")
         return self
 
 
@@ -457,7 +457,7 @@ class GenerationSettings(TraceSettings, SamplingSettings, WritingSettings):
         if self.digits is not None:
             if self.digits > self.max_new_tokens:
                 raise rule(f"{self.digits} digits may need {self.digits} tokens, but "
-                                 f"max_new_tokens is {self.max_new_tokens}; raise max_new_tokens.")
+                           f"max_new_tokens is {self.max_new_tokens}; raise max_new_tokens.")
             if self.choices is not None:
                 raise rule("Use either digits or choices, not both.")
         if self.choices is not None and (not self.choices or any(not c.strip() for c in self.choices)):
@@ -479,9 +479,9 @@ class GenerationSettings(TraceSettings, SamplingSettings, WritingSettings):
         for used, what in refused:
             if used:
                 raise rule(f"Writing in any order (window={self.window!r}, order={self.order!r}, "
-                                 f"tokens_per_step={self.tokens_per_step}) does not combine with {what}; "
-                                 f"write the paper's way (window='slide', order='left_to_right', one token "
-                                 f"a step) for it.")
+                           f"tokens_per_step={self.tokens_per_step}) does not combine with {what}; "
+                           f"write the paper's way (window='slide', order='left_to_right', one token "
+                           f"a step) for it.")
         return self
 
 
@@ -519,5 +519,5 @@ class InfillSettings(TraceSettings, SamplingSettings):
         for name in ("blank_tokens", "max_blank_tokens"):
             if getattr(self, name) > self.max_masked_tokens:
                 raise rule(f"{name} must be a whole number from 1 to {self.max_masked_tokens} "
-                                 f"(max_masked_tokens), not {getattr(self, name)}.")
+                           f"(max_masked_tokens), not {getattr(self, name)}.")
         return self
