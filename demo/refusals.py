@@ -4,6 +4,7 @@ bounds or choices as its JSON schema declares them and the value as its sender w
 at every door. A settings class's own rules are ``rule`` errors (:func:`rule`), a deployment's caps
 ``deployment_cap`` ones (``demo.settings.within``)."""
 
+import difflib
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -81,16 +82,24 @@ def refusal(cls, err: ValidationError, name_of=None) -> str:
     """pydantic's first refusal of a ``cls`` as a sentence (``SENTENCES``), the setting named as the
     page names it (``name_of(field)`` where given: a deployment's variable)."""
     first = err.errors(include_url=False)[0]
-    say = SENTENCES.get(first["type"])
-    if not first["loc"]:  # a rule of the whole class
-        return say(None, first.get("ctx", {})) if say else first["msg"]
-    name = first["loc"][0]
+    kind, loc, value, ctx = first["type"], first["loc"], first["input"], first.get("ctx", {})
+    if not loc:  # a rule of the whole class
+        return SENTENCES[kind](None, ctx) if kind in SENTENCES else first["msg"]
+    declared = list(cls.__pydantic_fields__)
+    if kind == "unexpected_keyword_argument":
+        near = difflib.get_close_matches(str(loc[0]), declared, n=1, cutoff=0.6)
+        return f"{cls.__name__} has no setting {as_said(loc[0])}" + (f": did you mean {near[0]}?" if near else ".")
+    if kind == "unexpected_positional_argument":
+        return f"{cls.__name__} takes {len(declared)} settings; name each, not {as_said(value)} in place {loc[0] + 1}."
+    name = declared[loc[0]] if isinstance(loc[0], int) else loc[0]  # given in its place, not by name
     field = schema(cls, name)
-    listed = len(first["loc"]) > 1 and isinstance(first["loc"][1], int)  # an item of a list ("0, 1, 2")
+    listed = len(loc) > 1 and isinstance(loc[1], int)  # an item of a list ("0, 1, 2")
     what = name_of(name) if name_of else field.get("each" if listed else "what",
                                                     f"Each of {name}" if listed else name)
-    refused = Refused(what, first["input"], field.get("items", {}) if listed else field,
+    if kind == "missing":
+        return f"{what} must be given."
+    refused = Refused(what, value, field.get("items", {}) if listed else field,
                       read_from_text=listed or name_of is not None)
-    if say is None:
-        return f"{what} cannot be {as_said(first['input'])}."
-    return say(refused, first.get("ctx", {}))
+    if kind not in SENTENCES:
+        return f"{what} cannot be {as_said(value)}."
+    return SENTENCES[kind](refused, ctx)

@@ -71,10 +71,10 @@ SWEEPS = ("padding_masks", "right_masks")
 
 # ---------------------------------------------------------------- declarations
 
-# pydantic checks every value (strict: 3.0 is no whole number, "3" no number, true no count); a
-# field's words are read by ``demo.declared``; refusals are said in the page's words
-# (``demo.refusals``), never as pydantic's report.
-STRICT = ConfigDict(strict=True, allow_inf_nan=False)
+# pydantic checks every value (strict: 3.0 is no whole number, "3" no number, true no count; a
+# misspelt setting is refused, not dropped); a field's words are read by ``demo.declared``;
+# refusals are said in the page's words (``demo.refusals``), never as pydantic's report.
+STRICT = ConfigDict(strict=True, allow_inf_nan=False, extra="forbid")
 
 # A concept that several classes take is declared once, as a type: its bounds, choices, help and
 # the page's words; a class adds its default (and, where it acts otherwise there, its own words).

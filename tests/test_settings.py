@@ -129,6 +129,9 @@ def test_pyproject_and_requirements_pin_the_same_runtime():
      r"tokens_per_step \(8\) is more than a block holds \(block_length 4\)"),
     (ScoringSettings, dict(method="decoder", stride=4), "the approximate PLL's"),
     (ScoringSettings, dict(method="elbo", rescore_band=0.5), "the approximate PLL's"),
+    (GenerationSettings, dict(tempreature=0.5), r"GenerationSettings has no setting 'tempreature': did you "
+                                                r"mean temperature\?"),
+    (ModelSettings, dict(), r"^model must be given\.$"),
 ])
 def test_bad_values_are_refused_with_the_setting_named(cls, values, message):
     with pytest.raises(ValueError, match=message):

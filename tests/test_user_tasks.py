@@ -296,6 +296,9 @@ GOOD = {"name": "timedial_checked", "data": {"local": "t.jsonl"}, "convert": "fi
      r"\"300 minutes\"\], not an object of named fields"),
     ({"data": {"local": "t.jsonl", "format": "xml"}}, None,
      r"t.yaml, task 'timedial_checked': format must be one of jsonl, json, json_examples, csv"),
+    ({"generation": {"max_new_token": 8}}, None,
+     r"t.yaml, task 'timedial_checked': GenerationSettings has no setting 'max_new_token': did you mean "
+     r"max_new_tokens\?"),
 ])
 def test_a_bad_task_file_is_refused_in_words_before_a_model_loads(tmp_path, monkeypatch, capsys,
                                                                   change, data, message):
