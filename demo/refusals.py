@@ -16,9 +16,12 @@ from .user_text import as_said
 
 @dataclass(frozen=True)
 class Refused:
-    """What a sentence says of a refused value: the setting's name in messages, the value, the
-    schema of what it should have been, and whether it was read from text (a deployment's
-    variable, an item typed in a list's text box), where text is no wrong type."""
+    """What a sentence says of a refused value: the class and the setting (its name, or its place
+    where it was given in order), the setting's name in messages, the value, the schema of what it
+    should have been, and whether it was read from text (a deployment's variable, an item typed in
+    a list's text box), where text is no wrong type."""
+    cls: type
+    setting: str | int
     what: str
     value: object
     value_schema: dict
@@ -66,12 +69,27 @@ def _over_the_cap(refused: Refused, ctx: dict) -> str:
             f"you asked for {as_said(refused.value)}.")
 
 
+def _no_such_setting(refused: Refused, ctx: dict) -> str:
+    near = difflib.get_close_matches(refused.setting, list(refused.cls.__pydantic_fields__), n=1, cutoff=0.6)
+    return f"{refused.cls.__name__} has no setting {as_said(refused.setting)}" + (
+        f": did you mean {near[0]}?" if near else ".")
+
+
+def _past_the_last_place(refused: Refused, ctx: dict) -> str:
+    return (f"{refused.cls.__name__} takes {len(refused.cls.__pydantic_fields__)} settings; name each, not "
+            f"{as_said(refused.value)} in place {refused.setting + 1}.")
+
+
 # pydantic's error types (https://docs.pydantic.dev/latest/errors/validation_errors/) a setting
-# can meet, strict: a wrong JSON type, a bound, a choice; and this project's own
+# can meet, strict: a wrong JSON type, a bound, a choice, a setting missing or unknown; and this
+# project's own
 SENTENCES = {
     **dict.fromkeys(("int_type", "int_parsing", "int_from_float", "float_type", "float_parsing", "finite_number",
                      "bool_type", "bool_parsing", "string_type", "list_type", "greater_than", "greater_than_equal",
                      "less_than", "less_than_equal", "literal_error"), _must_be),
+    "missing": lambda refused, ctx: f"{refused.what} must be given.",
+    "unexpected_keyword_argument": _no_such_setting,
+    "unexpected_positional_argument": _past_the_last_place,
     "rule": lambda refused, ctx: ctx["sentence"],
     "value_error": lambda refused, ctx: str(ctx["error"]),  # a ValueError of code a validator calls, in words
     "deployment_cap": _over_the_cap,
@@ -82,24 +100,20 @@ def refusal(cls, err: ValidationError, name_of=None) -> str:
     """pydantic's first refusal of a ``cls`` as a sentence (``SENTENCES``), the setting named as the
     page names it (``name_of(field)`` where given: a deployment's variable)."""
     first = err.errors(include_url=False)[0]
-    kind, loc, value, ctx = first["type"], first["loc"], first["input"], first.get("ctx", {})
-    if not loc:  # a rule of the whole class
-        return SENTENCES[kind](None, ctx) if kind in SENTENCES else first["msg"]
+    say = SENTENCES.get(first["type"], lambda refused, ctx: f"{refused.what} cannot be {as_said(refused.value)}.")
+    return say(_refused(cls, first["loc"], first["input"], name_of), first.get("ctx", {}))
+
+
+def _refused(cls, loc: tuple, value, name_of) -> Refused:
+    """What was refused, from the error's location: a setting (by name, or by place), an item of a
+    list setting ("0, 1, 2"), or the whole class (a rule of several settings)."""
     declared = list(cls.__pydantic_fields__)
-    if kind == "unexpected_keyword_argument":
-        near = difflib.get_close_matches(str(loc[0]), declared, n=1, cutoff=0.6)
-        return f"{cls.__name__} has no setting {as_said(loc[0])}" + (f": did you mean {near[0]}?" if near else ".")
-    if kind == "unexpected_positional_argument":
-        return f"{cls.__name__} takes {len(declared)} settings; name each, not {as_said(value)} in place {loc[0] + 1}."
-    name = declared[loc[0]] if isinstance(loc[0], int) else loc[0]  # given in its place, not by name
-    field = schema(cls, name)
-    listed = len(loc) > 1 and isinstance(loc[1], int)  # an item of a list ("0, 1, 2")
+    if not loc:
+        return Refused(cls, "", cls.__name__, value, {})
+    name = declared[loc[0]] if isinstance(loc[0], int) and loc[0] < len(declared) else loc[0]
+    field = schema(cls, name) if name in declared else {}
+    listed = len(loc) > 1 and isinstance(loc[1], int)
     what = name_of(name) if name_of else field.get("each" if listed else "what",
-                                                    f"Each of {name}" if listed else name)
-    if kind == "missing":
-        return f"{what} must be given."
-    refused = Refused(what, value, field.get("items", {}) if listed else field,
-                      read_from_text=listed or name_of is not None)
-    if kind not in SENTENCES:
-        return f"{what} cannot be {as_said(value)}."
-    return SENTENCES[kind](refused, ctx)
+                                                    f"Each of {name}" if listed else str(name))
+    return Refused(cls, name, what, value, field.get("items", {}) if listed else field,
+                   read_from_text=listed or name_of is not None)
