@@ -36,8 +36,8 @@ def _class(settings) -> type:
 
 def schema(settings, name: str) -> dict:
     """The JSON schema of a setting of a settings class (or of an instance's class); an optional
-    one's (``X | None``) is X's, with the setting's own keys (description, default, words). Shared:
-    never changed by its readers."""
+    one's (``X | None``) is X's, with the setting's own keys (description, default and the page's
+    words, its json_schema_extra). Shared: never changed by its readers."""
     return _schema(_class(settings), name)
 
 
@@ -60,14 +60,10 @@ def field_info(settings, name: str) -> FieldInfo:
     return found
 
 
-def words(settings, name: str) -> dict:
-    """The page's own words for a setting (its json_schema_extra, as the schema holds them)."""
-    return schema(settings, name)
-
-
 def help_line(settings, name: str) -> str:
     """A setting's one line: where it applies, then what it does."""
-    applies, line = words(settings, name).get("applies"), schema(settings, name)["description"]
+    said = schema(settings, name)
+    applies, line = said.get("applies"), said["description"]
     line = f"{applies}: {line}" if applies else line
     return line[0].upper() + line[1:]
 

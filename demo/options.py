@@ -17,7 +17,7 @@ import argparse
 import dataclasses
 
 from .app_settings import parse_boolean
-from .declared import choices_in, default_of, field_info, help_line, kind_in, kind_of, schema, words
+from .declared import choices_in, default_of, field_info, help_line, kind_in, kind_of, schema
 
 
 def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
@@ -37,7 +37,7 @@ def boolean(text: str) -> bool:
 def _add_option(parser: argparse.ArgumentParser, cls, name: str) -> None:
     names = [f"--{name}"] + ([f"--{name.replace('_', '-')}"] if "_" in name else [])
     help = option_help(cls, name)
-    parser.add_argument(*names, *words(cls, name).get("aliases", []), help=help, **_typed(cls, name))
+    parser.add_argument(*names, *schema(cls, name).get("aliases", []), help=help, **_typed(cls, name))
     if kind_of(cls, name)[0] == "boolean" and default_of(cls, name) is True:  # a true default can be turned off
         parser.add_argument(f"--no_{name}", f"--no-{name.replace('_', '-')}", action="store_false",
                             dest=name, help=help, default=False)
@@ -46,7 +46,7 @@ def _add_option(parser: argparse.ArgumentParser, cls, name: str) -> None:
 def option_help(cls, name: str) -> str:
     """An option's help: the setting's one line (``demo.settings.help_line``), then what only the
     command line says (``more``), on a line of its own."""
-    more = words(cls, name).get("more")
+    more = schema(cls, name).get("more")
     return help_line(cls, name) + (f"\n{more}" if more else "")
 
 

@@ -27,7 +27,7 @@ from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_v
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 from pydantic_core import ArgsKwargs, PydanticCustomError
 
-from .declared import field_info, words
+from .declared import field_info, schema
 from .refusals import refusal, rule
 from .user_text import LARGEST
 
@@ -123,7 +123,7 @@ def capped(cls, value, info: ValidationInfo):
     """A field validator: the deployment's cap on the field (its words' ``cap``), where the
     validation context has a deployment (:func:`within`)."""
     deployment = (info.context or {}).get("deployment")
-    cap = words(cls, info.field_name)["cap"]
+    cap = schema(cls, info.field_name)["cap"]
     if deployment is not None and value is not None and value > getattr(deployment, cap):
         raise PydanticCustomError("deployment_cap", "at most {cap} per request here", {
             "cap": getattr(deployment, cap), "why": field_info(deployment, cap).description})

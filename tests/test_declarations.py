@@ -95,7 +95,7 @@ def test_every_slider_offers_what_the_request_takes_and_nothing_past_it(page):
             widget = widgets[taken.argument]
             if not isinstance(widget, gr.Slider) or getattr(taken, "cls", None) is not type(endpoint.settings(values)):
                 continue
-            what = declared.words(taken.cls, taken.name).get("what", taken.name)
+            what = declared.schema(taken.cls, taken.name).get("what", taken.name)
             for value in (widget.minimum, widget.maximum):  # both ends within the bounds (another setting may
                 try:                                         # rule one out: tokens per step past a block)
                     endpoint.settings(dict(values, **{taken.argument: value}))

@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import fields, replace
 
-from ..declared import default_of, words
+from ..declared import default_of, schema
 from ..settings import DEFAULT_MASKED_METHOD, PLL_METHODS
 from ..user_text import as_said
 
@@ -55,7 +55,7 @@ def in_effect(settings, kind: str, idle: dict[str, str] | None = None,
     one acts and none was given."""
     unused, named = {}, {}  # named: where they act -> the settings that do not, with their values
     for field in fields(settings):
-        said = words(settings, field.name)
+        said = schema(settings, field.name)
         acts = ACTS.get(said.get("applies"))
         value, default = getattr(settings, field.name), default_of(settings, field.name)
         if field.name in (idle or {}):

@@ -17,7 +17,7 @@ from ..app.catalog import Catalog
 from ..app.in_effect import in_effect
 from ..app.limits import check_text
 from ..app.shared_results import cut_short
-from ..declared import words
+from ..declared import schema
 from ..settings import GenerationSettings, ModelSettings
 from ..user_text import as_said, quoted
 from .common import Radio, TabParts, Textbox, deployment, escape, message, notes, tab_help, work_line, work_text
@@ -138,7 +138,7 @@ def preset_values(preset: dict | None) -> dict:
 
 def _label(name: str) -> str:
     """A setting's label as a line names it ("max new tokens")."""
-    label = words(GenerationSettings, name).get("label", name)
+    label = schema(GenerationSettings, name).get("label", name)
     return label[0].lower() + label[1:]
 
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import gradio as gr
 
 from ..app.limits import whole
-from ..declared import bounds, choices_of, default_of, help_line, kind_of, words
+from ..declared import bounds, choices_of, default_of, help_line, kind_of, schema
 from ..refusals import unknown_choice
 from ..settings import within
 from ..user_text import as_said
@@ -32,7 +32,7 @@ def widget(cls, name: str, only=None, **layout):
     an optional count with a named ``off`` a dropdown; its ``cap`` is the deployment's; ``layout``'s
     ``component``, where given, the widget's kind instead. The widget remembers its setting
     (``.declared``)."""
-    declared = dict(label=words(cls, name).get("label", name), info=help_line(cls, name),
+    declared = dict(label=schema(cls, name).get("label", name), info=help_line(cls, name),
                     value=widget_default(cls, name))
     if "component" in layout:  # a widget of the page's choosing (a list of the tasks found)
         make, own = layout.pop("component"), {}
@@ -46,7 +46,7 @@ def widget(cls, name: str, only=None, **layout):
 def widget_range(cls, name: str) -> tuple:
     """(least, largest) a page's widget offers for ``cls.name``: the bounds (an open lower bound
     one step up), down to the ``off`` value and up to the deployment's ``cap``."""
-    said = words(cls, name)
+    said = schema(cls, name)
     low, high, above = bounds(cls, name)
     cap = said.get("cap")
     if cap is not None:
@@ -59,7 +59,7 @@ def widget_range(cls, name: str) -> tuple:
 
 def _component(cls, name: str, only) -> tuple:
     """(widget class, its own keywords) for a setting."""
-    said, (kind, _) = words(cls, name), kind_of(cls, name)
+    said, (kind, _) = schema(cls, name), kind_of(cls, name)
     if kind == "choice":
         shown = said.get("shown", {})
         values = [v for v in choices_of(cls, name) if only is None or v in only]
@@ -83,12 +83,12 @@ def widget_default(cls, name: str):
     where that is unset."""
     value = default_of(cls, name)
     value = ", ".join(map(str, value)) if isinstance(value, list) else value
-    return words(cls, name).get("off", value) if value is None else value
+    return schema(cls, name).get("off", value) if value is None else value
 
 
 def shown_value(cls, name: str, value) -> str:
     """A choice's value in the page's words (``shown``)."""
-    return words(cls, name).get("shown", {}).get(value, str(value))
+    return schema(cls, name).get("shown", {}).get(value, str(value))
 
 
 def settings_of(cls, values: dict, **fixed):
@@ -109,21 +109,21 @@ def check_given(cls, name: str, value, default) -> None:
         return
     if _component(cls, name, None)[0] in (Textbox, Number):
         return
-    what = words(cls, name).get("what", name)
+    what = schema(cls, name).get("what", name)
     raise ValueError(f"{what} has no empty value: send one of its values (the page starts at "
                      f"{as_said(default)}), not {as_said(value)}.")
 
 
 def as_field(cls, name: str, value):
     """A widget's value as the field ``cls.name`` takes it (see :func:`settings_of`)."""
-    (kind, optional), off = kind_of(cls, name), words(cls, name).get("off")
+    (kind, optional), off = kind_of(cls, name), schema(cls, name).get("off")
     if optional and (value in UNSET or (off is not None and value == off and not isinstance(value, bool))):
         return None
     if isinstance(off, str) and isinstance(value, str):  # a count's dropdown: its choices, exactly
         low, high = widget_range(cls, name)
         counts = [str(n) for n in range(low, high + 1)]
         if value not in counts:
-            what = words(cls, name).get("what", name)
+            what = schema(cls, name).get("what", name)
             raise ValueError(unknown_choice(what, value, [off, counts[0], counts[1], "...", counts[-1]]))
         return int(value)
     return whole(value) if kind == "integer" else value
