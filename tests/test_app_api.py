@@ -621,10 +621,14 @@ def test_every_parameter_of_every_tool_is_refused_or_taken_alike_over_http_and_m
     # submit: its one shared stream per client may close under a burst of calls and cancel the rest
     parameters = {name: info["parameters"] for name, info in
                   client.view_api(print_info=False, return_format="dict")["named_endpoints"].items()}
+
+    def over_http(tool: str, arguments: dict) -> tuple[str, object]:
+        endpoint = MCP_CALLS[tool][1]
+        return http_call(app.url, endpoint, [arguments.get(p["parameter_name"], p.get("parameter_default"))
+                                             for p in parameters[endpoint]])
+
     with ThreadPoolExecutor(8) as pool:
-        answers = list(pool.map(lambda call: http_call(app.url, MCP_CALLS[call[0]][1], [
-            call[1].get(p["parameter_name"], p.get("parameter_default")) for p in parameters[MCP_CALLS[call[0]][1]]]),
-            calls))
+        answers = list(pool.map(over_http, *zip(*calls)))
     taken = set()
     for (tool, name, value), result, (event, outputs) in zip(cases, results, answers):
         assert event == "complete", (tool, name, value, event, outputs)
