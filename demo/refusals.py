@@ -4,14 +4,13 @@ bounds or choices as its JSON schema declares them and the value as its sender w
 at every door. A settings class's own rules are ``rule`` errors (:func:`rule`), a deployment's caps
 ``deployment_cap`` ones (``demo.settings.within``)."""
 
-import difflib
 from dataclasses import dataclass
 
 from pydantic import ValidationError
 from pydantic_core import PydanticCustomError
 
 from .declared import bounds_in, choices_in, kind_in, schema
-from .user_text import as_said
+from .user_text import as_said, nearest
 
 
 @dataclass(frozen=True)
@@ -70,9 +69,9 @@ def _over_the_cap(refused: Refused, ctx: dict) -> str:
 
 
 def _no_such_setting(refused: Refused, ctx: dict) -> str:
-    near = difflib.get_close_matches(refused.setting, list(refused.cls.__pydantic_fields__), n=1, cutoff=0.6)
+    near = nearest(refused.setting, refused.cls.__pydantic_fields__)
     return f"{refused.cls.__name__} has no setting {as_said(refused.setting)}" + (
-        f": did you mean {near[0]}?" if near else ".")
+        f": did you mean {near}?" if near else ".")
 
 
 def _past_the_last_place(refused: Refused, ctx: dict) -> str:

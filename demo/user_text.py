@@ -1,8 +1,10 @@
 """User text in the app's messages and checks: whether a tokenizer can read a text
 (:func:`check_readable`), a text quoted on one line with what is drawn as nothing made visible
-(:func:`quoted`), and any value a person or program sent, in their own terms (:func:`as_said`).
-Every message that quotes what someone sent goes through these."""
+(:func:`quoted`), any value a person or program sent, in their own terms (:func:`as_said`), and
+the known name nearest a misspelt one (:func:`nearest`). Every message that quotes what someone
+sent goes through these."""
 
+import difflib
 import math
 import unicodedata
 
@@ -63,3 +65,10 @@ def as_said(value, quote: str = "'") -> str:
         items = [as_said(str(k), '"') + ": " + as_said(v, '"') for k, v in list(value.items())[:4]]
         return "{" + ", ".join(items) + (", ..." if len(value) > 4 else "") + "}"
     return "an unexpected value"
+
+
+def nearest(name: str, known) -> str | None:
+    """The one of ``known`` names that ``name`` most likely misspells, if any is close (difflib's
+    ratio of at least 0.6): what a "did you mean" offers."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return close[0] if close else None

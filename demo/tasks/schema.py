@@ -11,11 +11,11 @@ the prompt is conditioning only):
   extra tokens score the same for every candidate, so the ranking equals "answer").
 """
 
-import difflib
 import string
 from dataclasses import MISSING, dataclass, field, fields
 
 from ..settings import SCORE_SPANS, GenerationSettings, ScoringSettings
+from ..user_text import nearest
 from . import metrics as metric_registry
 
 KINDS = ("choice", "generate", "induce")
@@ -172,8 +172,8 @@ def check_template(task: Task, examples: list[Example]) -> None:
 
 
 def _did_you_mean(name: str, known) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    close = nearest(name, known)
+    return f" (did you mean {close!r}?)" if close else ""
 
 
 def render_parts(task: Task, example: Example, answer: str | None = None) -> tuple[str, str, str]:

@@ -53,7 +53,6 @@ request its own place and wait (``demo.ui.turns``); the mend keeps Gradio from e
 so the page shows the time waited so far and that line.
 """
 
-import difflib
 import math
 
 import gradio as gr
@@ -61,7 +60,7 @@ from anyio.to_thread import run_sync
 from gradio.context import LocalContext
 from gradio.state_holder import SessionState
 
-from ..user_text import as_said, check_readable
+from ..user_text import as_said, check_readable, nearest
 
 
 class _NoEstimates(dict):
@@ -128,9 +127,9 @@ def _checking_arguments(server):
         takes = [p["parameter_name"] for p in endpoint.get("parameters", [])]
         for key in arguments:
             if takes and key not in takes:
-                near = difflib.get_close_matches(key, takes, n=1, cutoff=0.6)
+                near = nearest(key, takes)
                 raise ValueError(f"The tool {name} takes no argument {as_said(key)}"
-                                 + (f": did you mean {near[0]}?" if near else f"; it takes {', '.join(takes)}."))
+                                 + (f": did you mean {near}?" if near else f"; it takes {', '.join(takes)}."))
         for key, value in arguments.items():
             for text in value if isinstance(value, list) else [value]:
                 if isinstance(text, str):
