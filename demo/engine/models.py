@@ -25,6 +25,7 @@ from .. import settings
 from ..app_settings import AppSettings
 from ..settings import ModelSettings
 from . import sources
+from .batch_invariance import make_batch_invariant
 from .families import FAMILIES, Family, deberta, family_of, max_positions, pretrained_length
 from .precision import Precision, choose
 from .sources import ModelSource, label, resolve
@@ -260,6 +261,7 @@ def _load_uncached(source: ModelSource, o: ModelSettings, device: torch.device) 
     lm = replace(_wrap(name, kind, model, tokenizer, config, family, local, note), precision=precision)
     if o.device_map is None:  # (with a device_map, accelerate has placed it)
         model.to(device)
+    make_batch_invariant(model)
     return lm
 
 

@@ -8,9 +8,9 @@ ALBERT differs from BERT in its layout, not its computation: embeddings narrower
 keys and values per layer applied, not per weight set: each application sees its own input."""
 
 import torch
-import torch.nn.functional as F
 from transformers.masking_utils import create_bidirectional_mask
 
+from ..batch_invariance import sdpa
 from .blocks import attend_cached
 from .queries import last_layer_at
 
@@ -34,14 +34,15 @@ def keys_values(layer, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
 
 
 def layer_at(layer, hidden: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-             mask: torch.Tensor | None = None) -> torch.Tensor:
+             mask: torch.Tensor | None = None, own_queries: list[int] | None = None) -> torch.Tensor:
     """``AlbertLayer`` (self-attention with its residual LayerNorm, then the feed-forward with
     ``full_layer_layer_norm``) at the rows whose input is ``hidden`` (rows, queries, hidden): their
-    queries attend to ``keys`` and ``values`` where ``mask`` (True: attend) allows; the model's own
+    queries attend to ``keys`` and ``values`` where ``mask`` (True: attend) allows (``own_queries``:
+    ``demo.engine.batch_invariance.sdpa``); the model's own
     modules compute everything but the attention."""
     attention = layer.attention
-    out = F.scaled_dot_product_attention(_heads(attention, attention.query(hidden)), keys, values,
-                                         attn_mask=mask, scale=attention.scaling)
+    out = sdpa(_heads(attention, attention.query(hidden)), keys, values, mask, attention.scaling,
+               own_queries)
     attended = attention.LayerNorm(hidden + attention.dense(out.transpose(1, 2).reshape(*hidden.shape)))
     return layer.full_layer_layer_norm(layer.ff_chunk(attended) + attended)
 

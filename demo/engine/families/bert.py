@@ -4,9 +4,9 @@ ELECTRA) written out: with a key/value cache for the prefix cache (the block enc
 (``demo.engine.reading``). Both run the layer through :func:`keys_values` and :func:`layer_at`."""
 
 import torch
-import torch.nn.functional as F
 from transformers.masking_utils import create_bidirectional_mask
 
+from ..batch_invariance import sdpa
 from .blocks import attend_cached
 from .queries import last_layer_at
 
@@ -31,14 +31,14 @@ def keys_values(layer, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
 
 
 def layer_at(layer, hidden: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-             mask: torch.Tensor | None = None) -> torch.Tensor:
+             mask: torch.Tensor | None = None, own_queries: list[int] | None = None) -> torch.Tensor:
     """``BertLayer`` (self-attention, then the feed-forward, each followed by its residual
     LayerNorm) at the rows whose input is ``hidden`` (rows, queries, hidden): their queries attend
     to ``keys`` and ``values`` where ``mask`` (True: attend) allows; the model's own modules
     compute everything but the attention."""
     attention = layer.attention.self
-    out = F.scaled_dot_product_attention(_heads(attention, attention.query(hidden)), keys, values,
-                                         attn_mask=mask, scale=attention.scaling)
+    out = sdpa(_heads(attention, attention.query(hidden)), keys, values, mask, attention.scaling,
+               own_queries)
     attended = layer.attention.output(out.transpose(1, 2).reshape(*hidden.shape), hidden)
     return layer.output(layer.intermediate(attended), attended)
 

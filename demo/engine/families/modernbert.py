@@ -4,12 +4,12 @@ only (``demo.engine.reading``). Both run the layer through :func:`projections`, 
 and :func:`layer_at`."""
 
 import torch
-import torch.nn.functional as F
 from transformers.masking_utils import create_bidirectional_mask, create_bidirectional_sliding_window_mask
 from transformers.models.modernbert.modeling_modernbert import apply_rotary_pos_emb
 
+from ..batch_invariance import sdpa
 from .blocks import extended, read_rows
-from .queries import device_of, query_positions, rows_at
+from .queries import device_of, own_queries, query_positions, rows_at
 
 
 def projections(layer, hidden: torch.Tensor, rotary) -> tuple[torch.Tensor, ...]:
@@ -29,12 +29,12 @@ def local_mask(base, queries_at: torch.Tensor, keys_at: torch.Tensor) -> torch.T
 
 
 def layer_at(layer, hidden: torch.Tensor, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-             mask: torch.Tensor | None = None) -> torch.Tensor:
+             mask: torch.Tensor | None = None, own_queries: list[int] | None = None) -> torch.Tensor:
     """``ModernBertEncoderLayer`` (pre-norm attention, then the GLU MLP, each added to the
     residual) at the rows whose input is ``hidden`` and whose ``queries`` attend to ``keys`` and
     ``values`` where ``mask`` (True: attend) allows."""
     attention = layer.attn
-    out = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, scale=attention.head_dim ** -0.5)
+    out = sdpa(queries, keys, values, mask, attention.head_dim ** -0.5, own_queries)
     hidden = hidden + attention.out_drop(attention.Wo(out.transpose(1, 2).reshape(*hidden.shape)))
     return hidden + layer.mlp(layer.mlp_norm(hidden))
 
@@ -99,5 +99,5 @@ def states_at(mlm, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
         local = local_mask(base, query_at, positions)[:, None]
         mask = local if mask is None else mask & local
     out = layer_at(last, rows_at(hidden, query_at), rows_at(queries.transpose(1, 2), query_at).transpose(1, 2),
-                   keys, values, mask)
+                   keys, values, mask, own_queries(reads, input_ids.shape[0]))
     return base.final_norm(out)[reads]

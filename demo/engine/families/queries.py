@@ -24,6 +24,11 @@ def query_positions(rows, cols, batch: int, device) -> tuple[torch.Tensor, tuple
     return query_at, (rows, slots)
 
 
+def own_queries(reads: tuple[torch.Tensor, torch.Tensor], batch: int) -> list[int]:
+    """Per batch row, how many of its query slots are reads (the rest fill the batch)."""
+    return torch.bincount(reads[0], minlength=batch).tolist()
+
+
 def rows_at(states: torch.Tensor, query_at: torch.Tensor) -> torch.Tensor:
     """``states`` [batch, length, ...] at the query positions: [batch, M, ...]."""
     index = query_at.view(*query_at.shape, *[1] * (states.dim() - 2)).expand(-1, -1, *states.shape[2:])
@@ -45,4 +50,4 @@ def last_layer_at(last, hidden: torch.Tensor, attention_mask: torch.Tensor | Non
     query_at, reads = query_positions(rows, cols, hidden.shape[0], device)
     keys, values = keys_values(last, hidden)
     padding = None if attention_mask is None else attention_mask.to(device).bool()[:, None, None, :]
-    return layer_at(last, rows_at(hidden, query_at), keys, values, padding)[reads]
+    return layer_at(last, rows_at(hidden, query_at), keys, values, padding, own_queries(reads, hidden.shape[0]))[reads]
