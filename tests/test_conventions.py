@@ -208,6 +208,30 @@ def test_the_command_line_reproduce_of_a_page_run_gives_its_text(request_kind, s
     assert capsys.readouterr().out.endswith(outputs.text + "\n")
 
 
+@needs_shared
+def test_a_bfloat16_page_run_reproduces_in_bfloat16(standin_mlm, capsys, monkeypatch):
+    """A deployment in bfloat16: both Reproduce forms load the model in bfloat16 (the command line
+    and scripts default to float32) and rerun to the page's text."""
+    import shlex
+
+    from demo.ui.prompting import generate_masked
+    monkeypatch.setenv("DEMO_LOCAL_MODELS", os.environ["DEMO_LOCAL_MODELS"])
+    monkeypatch.setenv("DEMO_CPU_DTYPE", "bfloat16")
+    outputs = generate_masked(prompt="Q: What is the capital of France?\nA: Paris\nQ: And of Italy?\nA:",
+                              model_name=standin_mlm.name, max_new_tokens=4, padding_masks="default",
+                              stop_at_newline=False, strategy="sample", temperature=0.9, seed=7, top_k=0,
+                              top_p=1.0, repetition_penalty=1.0)
+    assert "dtype='bfloat16'" in outputs.python and "--dtype bfloat16" in outputs.shell
+    assert "bfloat16" in outputs.stats  # the model line
+    namespace = {}
+    exec(outputs.python, namespace)
+    assert namespace["result"].text == outputs.text
+    capsys.readouterr()
+    command = outputs.shell[outputs.shell.index("mlm-icl "):]
+    assert main(shlex.split(command)[1:] + ["--no-progress"]) == 0
+    assert capsys.readouterr().out.endswith(outputs.text + "\n")
+
+
 # ---------------------------------------------------------------- sizes
 
 

@@ -1,6 +1,6 @@
-"""The precision left to the machine (``dtype="auto"``, the app's ``DEMO_CPU_DTYPE``): bfloat16 only
-where it measured at least 2x float32's speed, said on the model line; the tests' own precision is
-pinned (float32), whatever this CPU measures."""
+"""The precision left to the machine (``dtype="auto"``, the app's ``DEMO_CPU_DTYPE``): decided once
+per process from the CPU's flags and, where they leave it open, a probe repeated until stable; the
+tests' own precision is pinned (float32), whatever this CPU has."""
 
 import pytest
 import torch
@@ -10,22 +10,66 @@ from tests.conftest import STANDIN_MLM
 
 
 @pytest.fixture
-def measured(monkeypatch):
-    """Pretend this machine measured ``speeds[dtype]`` GFLOP/s."""
-    speeds = {"float32": 160.0, "bfloat16": 400.0}
-    monkeypatch.setattr(precision, "matmul_gflops", lambda width, dtype, device="cpu": speeds[dtype])
-    return speeds
+def machine(monkeypatch):
+    """Pretend this machine has ``flags`` and measures ``speeds[dtype]`` GFLOP/s, one value per
+    round where a list is given; ``measured`` counts the multiplies timed."""
+    state = {"flags": set(), "speeds": {"float32": 160.0, "bfloat16": 400.0}, "measured": 0}
+
+    def gflops(width, dtype, device="cpu"):
+        state["measured"] += 1
+        speed = state["speeds"][dtype]
+        return speed.pop(0) if isinstance(speed, list) else speed
+    monkeypatch.setattr(precision, "cpu_flags", lambda: state["flags"])
+    monkeypatch.setattr(precision, "matmul_gflops", gflops)
+    gflops.cache_clear = lambda: None
+    precision.decide.cache_clear()
+    yield state
+    precision.decide.cache_clear()
 
 
-def test_auto_takes_bfloat16_only_where_it_is_at_least_twice_as_fast(measured):
-    chosen = precision.choose(384)
-    assert (chosen.dtype, chosen.short) == ("bfloat16", "auto: 2.5x float32's speed here")
-    assert "400 GFLOP/s in bfloat16, 160 in float32" in chosen.why and "384-wide" in chosen.why
-    measured["bfloat16"] = 300.0  # 1.9x: not worth bfloat16's rounding
-    chosen = precision.choose(384)
+def test_a_cpu_without_bfloat16_units_runs_float32_without_measuring(machine):
+    chosen = precision.decide("cpu")
+    assert chosen.dtype == "float32" and "neither AMX nor AVX-512 BF16" in chosen.why
+    assert machine["measured"] == 0
+
+
+def test_a_cpu_with_amx_runs_bfloat16_and_says_what_it_measured(machine):
+    machine["flags"] = {"avx2", "amx_bf16", "amx_tile"}
+    machine["speeds"]["bfloat16"] = 200.0  # a loaded moment's figure does not overrule the units
+    chosen = precision.decide("cpu")
+    assert chosen.dtype == "bfloat16" and "AMX" in chosen.why and "200 GFLOP/s in bfloat16, 160 in float32" in chosen.why
+
+
+def test_avx512_bf16_alone_takes_bfloat16_where_the_probe_finds_twice_the_speed(machine):
+    machine["flags"] = {"avx512f", "avx512_bf16"}
+    assert precision.decide("cpu").dtype == "bfloat16"  # 2.5x
+    precision.decide.cache_clear()
+    machine["speeds"]["bfloat16"] = 300.0  # 1.9x: not worth bfloat16's rounding
+    chosen = precision.decide("cpu")
     assert (chosen.dtype, chosen.short) == ("float32", "auto: bfloat16 only 1.9x faster here")
-    measured["bfloat16"] = 320.0
-    assert precision.choose(384).dtype == "bfloat16"  # 2.0x: taken
+
+
+def test_the_probe_repeats_until_two_rounds_agree_and_takes_their_middle(machine):
+    machine["flags"] = {"avx512_bf16"}
+    # rounds of bfloat16 against a steady float32 (100): 1.2x (cores busy), 3.0x, 2.9x: agreed at the third
+    machine["speeds"] = {"float32": 100.0, "bfloat16": [120.0, 300.0, 290.0, 999.0]}
+    assert precision.probe("cpu") == (290.0, 100.0)
+    assert machine["speeds"]["bfloat16"] == [999.0]  # no fourth round
+
+
+def test_auto_is_decided_once_per_process(machine):
+    machine["flags"] = {"avx512_bf16"}
+    first = precision.decide("cpu")
+    machine["speeds"]["bfloat16"] = 100.0  # the machine now busy: nothing is measured again
+    measured = machine["measured"]
+    assert precision.decide("cpu") is first and machine["measured"] == measured
+
+
+def test_the_flags_are_read_from_cpuinfo(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 amx_bf16\n\nprocessor\t: 1\nflags\t\t: fpu sse avx2 amx_bf16\n")
+    assert precision.cpu_flags(str(info)) == {"fpu", "sse", "avx2", "amx_bf16"}
+    assert precision.cpu_flags(str(tmp_path / "missing")) == set()
 
 
 def test_the_measurement_is_a_real_speed():
@@ -33,13 +77,14 @@ def test_the_measurement_is_a_real_speed():
 
 
 @pytest.mark.skipif(not STANDIN_MLM.is_dir(), reason="../shared/models (offline stand-in MLM) is not beside this clone")
-def test_a_model_left_to_the_machine_loads_as_measured_and_says_why(measured):
+def test_a_model_left_to_the_machine_loads_as_decided_and_says_why(machine):
     from demo.engine.models import load_model
     from demo.ui.pickers import model_note
+    machine["flags"] = {"amx_bf16"}
     lm = load_model(str(STANDIN_MLM), dtype="auto")
     assert lm.dtype == torch.bfloat16 and lm.precision.dtype == "bfloat16"
     note = model_note(lm)
-    assert "bfloat16" in note and "auto: 2.5x float32" in note and "400 GFLOP/s" in note
+    assert "bfloat16" in note and "auto: AMX, 2.5x float32" in note and "400 GFLOP/s" in note
     assert load_model(str(STANDIN_MLM)).precision is None  # float32 asked for: nothing to say
 
 

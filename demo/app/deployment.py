@@ -103,6 +103,17 @@ class Deployment:
 
     def dtype(self) -> str:
         """The weights' precision the app loads models in: ``gpu_dtype`` on a GPU, ``cpu_dtype`` on
-        a CPU ("auto": measured at each model's width, ``demo.engine.precision``)."""
+        a CPU ("auto": decided once, ``demo.engine.precision``)."""
         import torch
         return self.settings.gpu_dtype if torch.cuda.is_available() else self.settings.cpu_dtype
+
+    def precision(self) -> str:
+        """The precision models run in here: :meth:`dtype`, "auto" resolved as it was decided
+        (what a Reproduce block must ask for to give a run's bits)."""
+        dtype = self.dtype()
+        if dtype != "auto":
+            return dtype
+        import torch
+
+        from ..engine.precision import decide
+        return decide("cuda" if torch.cuda.is_available() else "cpu").dtype

@@ -70,10 +70,16 @@ def non_defaults(settings) -> dict:
             if getattr(settings, f.name) != default_of(settings, f.name)}
 
 
+def _precision(dtype: str) -> dict:
+    """The load option that gives a run's bits: its precision where it is not float32 (the
+    command line's, the evaluator's and a script's default)."""
+    return {} if dtype == "float32" else {"dtype": dtype}
+
+
 def python_call(command: str, model: str, kind: str | None, settings, emd: str = "auto",
-                local: LocalSetup | None = None, **inputs) -> str:
-    """A Python snippet: load the model (``emd`` as ``ModelSettings.emd``; a local model as
-    ``local`` says), run the engine on ``inputs`` with ``settings``, print."""
+                local: LocalSetup | None = None, dtype: str = "float32", **inputs) -> str:
+    """A Python snippet: load the model (``emd`` as ``ModelSettings.emd``, in ``dtype``; a local
+    model as ``local`` says), run the engine on ``inputs`` with ``settings``, print."""
     module, function, show = (CAUSAL_ENGINES.get(command) if kind == "causal" else None) or ENGINES[command]
     cls, declared_in = type(settings).__name__, type(settings).__module__
 
@@ -82,7 +88,8 @@ def python_call(command: str, model: str, kind: str | None, settings, emd: str =
     if model is None:
         return (f"from {module} import {function}\nfrom {declared_in} import {cls}\n\n"
                 f"result = {function}({inputs_text}{cls}({arguments}))\n{show}\n")
-    kind_text = (f", kind={kind!r}" if kind else "") + (f", emd={emd!r}" if emd != "auto" else "")
+    kind_text = ((f", kind={kind!r}" if kind else "") + (f", emd={emd!r}" if emd != "auto" else "")
+                 + "".join(f", {k}={v!r}" for k, v in _precision(dtype).items()))
     setup = ""
     if local is not None:
         model = local.name
@@ -115,7 +122,7 @@ def options(settings) -> list[str]:
 
 
 def command_line(command: str, model: str, kind: str | None, settings, emd: str = "auto",
-                 local: LocalSetup | None = None, **inputs) -> str:
+                 local: LocalSetup | None = None, dtype: str = "float32", **inputs) -> str:
     """The ``mlm-icl`` command (with, for ``score``, the line writing its input file; for a local
     model, ``local``'s variable or package first)."""
     setup = ""
@@ -124,7 +131,8 @@ def command_line(command: str, model: str, kind: str | None, settings, emd: str 
         setup = _needs(local) + "\n" + (f"export {LOCAL_MODELS_VAR}={shlex.quote(local.path)}\n" if local.path else "")
     subcommand = "probe" if command == "sweep" else command  # the mask sweep is a probe
     head = (["mlm-icl", subcommand] + (["--model", model] if model else []) + (["--kind", kind] if kind else [])
-            + (["--emd", emd] if emd != "auto" else []))
+            + (["--emd", emd] if emd != "auto" else [])
+            + [item for k, v in _precision(dtype).items() for item in (f"--{k}", v)])
     prepare = ""
     if command == "generate":
         head += ["--prompt", inputs["prompt"]]

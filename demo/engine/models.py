@@ -27,7 +27,7 @@ from ..settings import ModelSettings
 from . import sources
 from .batch_invariance import make_batch_invariant
 from .families import FAMILIES, Family, deberta, family_of, max_positions, pretrained_length
-from .precision import Precision, choose
+from .precision import Precision, decide
 from .sources import ModelSource, label, resolve
 from .text import newline_survives
 
@@ -242,6 +242,7 @@ def _load_uncached(source: ModelSource, o: ModelSettings, device: torch.device) 
     auto_class = AutoModelForMaskedLM if kind == "masked" else AutoModelForCausalLM
     if "gguf_file" in extra:
         _gguf_bar_follows_the_switch()
+        _gguf_said_truly(shown, dtype)
     try:
         model, info = _from_pretrained(auto_class, location, kwargs, family,
                                        lambda: deberta.weight_names(location, local, extra.get("revision")))
@@ -266,12 +267,11 @@ def _load_uncached(source: ModelSource, o: ModelSettings, device: torch.device) 
 
 
 def _weights_dtype(dtype: str, config, device: torch.device) -> tuple[str, Precision | None]:
-    """The dtype the weights load in, and why where it was left to the machine ("auto": measured
-    here at the model's width, ``demo.engine.precision``)."""
+    """The dtype the weights load in, and why where it was left to the machine ("auto": decided
+    once per process and device, ``demo.engine.precision``)."""
     if dtype != "auto":
         return dtype, None
-    chosen = choose(getattr(config, "hidden_size", None) or getattr(config, "n_embd", 768),
-                    "cpu" if device.type == "cpu" else str(device))
+    chosen = decide("cpu" if device.type == "cpu" else str(device))
     return chosen.dtype, chosen
 
 
@@ -282,6 +282,25 @@ def _gguf_bar_follows_the_switch() -> None:
     import transformers.modeling_gguf_pytorch_utils as gguf
     from transformers.utils import logging
     gguf.tqdm = logging.tqdm
+
+
+class _NotPacked(logging.Filter):
+    """Drops transformers' warning that a GGUF checkpoint asked for in another dtype than float32
+    "computes in float32" and casts at every matmul: that holds for weights kept packed, and ours
+    are dequantized into plain ``Linear`` weights of the dtype asked for."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Loading a GGUF checkpoint with its weights packed" not in record.getMessage()
+
+
+def _gguf_said_truly(shown: str, dtype: str) -> None:
+    """Say what a GGUF model computes in (its quantized weights dequantized to ``dtype``), in place
+    of transformers' warning, which is about packed weights."""
+    gguf_log = logging.getLogger("transformers.quantizers.quantizer_gguf")
+    if not any(isinstance(f, _NotPacked) for f in gguf_log.filters):
+        gguf_log.addFilter(_NotPacked())
+    logging.getLogger(__name__).info("%s: its GGUF weights are dequantized to %s; every matmul runs in %s",
+                                     shown, dtype, dtype)
 
 
 def _from_pretrained(auto_class, location: str, kwargs: dict, family: Family, names):

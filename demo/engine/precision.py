@@ -2,19 +2,24 @@
 
 bfloat16 halves the bytes a matrix multiply moves and, where the CPU has units for it (Intel's AMX
 since Sapphire Rapids, AVX-512 BF16 on AMD's Zen 4 and later), multiplies several times faster than
-float32; elsewhere it is emulated and slower. Rather than guess from CPU flags, "auto" measures:
-a matrix multiply at the model's width (a feed-forward layer over a short text), in both dtypes,
-once per width and device, a few milliseconds. bfloat16 is taken only where it is at least
-``AUTO_GAIN`` times faster, since it moves scores (docs/method.md section 3). No torch at import:
-the page quotes what bfloat16 was measured to keep (``BFLOAT16_AGREEMENT``).
+float32; elsewhere it is emulated and slower. "auto" is decided once per process and device, before
+any model work, and never again (a class's load must not flip it, and every restart of one machine
+must choose alike): from the CPU's flags first (AMX: bfloat16; neither AMX nor AVX-512 BF16:
+float32), and where the flags leave it open (AVX-512 BF16 only, or a GPU) from a matrix multiply at
+a 768-wide model's size, repeated until two rounds agree, against ``AUTO_GAIN``. No torch at import.
 """
 
 import functools
+import statistics
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 AUTO_GAIN = 2.0  # bfloat16 is taken where it multiplies at least this many times faster
 TOKENS = 128  # the rows of the measured multiply: a short text's tokens
+WIDTH = 768  # the measured multiply's width: a base-sized model's
+ROUNDS = 8  # at most this many measurements, until two in a row agree within AGREE
+AGREE = 0.1
 
 
 @dataclass(frozen=True)
@@ -45,14 +50,45 @@ def matmul_gflops(width: int, dtype: str, device: str = "cpu") -> float:
     return 2 * TOKENS * width * 4 * width / best / 1e9
 
 
-def choose(width: int, device: str = "cpu") -> Precision:
-    """bfloat16 where it multiplies at least ``AUTO_GAIN`` times faster than float32 at ``width``
-    on ``device``, else float32; why, with the measured speeds."""
-    fp32, bf16 = matmul_gflops(width, "float32", device), matmul_gflops(width, "bfloat16", device)
+def cpu_flags(path: str = "/proc/cpuinfo") -> set[str]:
+    """The CPU's feature flags (Linux); empty where they cannot be read."""
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return set()
+    return {flag for line in text.splitlines() if line.startswith("flags") for flag in line.split(":", 1)[1].split()}
+
+
+def probe(device: str = "cpu") -> tuple[float, float]:
+    """(bfloat16's, float32's) GFLOP/s at ``WIDTH``, measured until two rounds agree (the median
+    of the rounds), so a passing load does not decide."""
+    gains, speeds = [], []
+    for _ in range(ROUNDS):
+        matmul_gflops.cache_clear()
+        bf16, fp32 = matmul_gflops(WIDTH, "bfloat16", device), matmul_gflops(WIDTH, "float32", device)
+        speeds.append((bf16, fp32))
+        gains.append(bf16 / fp32)
+        if len(gains) > 1 and abs(gains[-1] - gains[-2]) <= AGREE * gains[-2]:
+            break
+    middle = sorted(range(len(gains)), key=gains.__getitem__)[len(gains) // 2]
+    return speeds[middle]
+
+
+@functools.lru_cache(maxsize=None)
+def decide(device: str = "cpu") -> Precision:
+    """The precision "auto" runs every model in on ``device`` in this process, decided at the first
+    call (the app makes it at start-up) and kept."""
+    if device == "cpu":
+        flags = cpu_flags()
+        if "amx_bf16" not in flags and "avx512_bf16" not in flags:
+            return Precision("float32", "auto: this CPU has no bfloat16 matrix units (neither AMX nor AVX-512 BF16)",
+                             "auto: no bfloat16 units on this CPU")
+    bf16, fp32 = probe(device)
     gain = bf16 / fp32
-    said = (f"a {width}-wide matrix multiply measured {bf16:,.0f} GFLOP/s in bfloat16, {fp32:,.0f} in float32 "
-            f"({gain:.1f}x)")
-    here = "CPU" if device == "cpu" else "GPU"
+    said = f"a {WIDTH}-wide matrix multiply measured {bf16:,.0f} GFLOP/s in bfloat16, {fp32:,.0f} in float32 ({gain:.1f}x)"
+    if device == "cpu" and "amx_bf16" in flags:
+        return Precision("bfloat16", f"auto: this CPU has AMX; {said}", f"auto: AMX, {gain:.1f}x float32's speed here")
+    here = "CPU (AVX-512 BF16)" if device == "cpu" else "GPU"
     if gain >= AUTO_GAIN:
         return Precision("bfloat16", f"auto: {said} on this {here}", f"auto: {gain:.1f}x float32's speed here")
     return Precision("float32", f"auto: {said} on this {here}, under the {AUTO_GAIN:g}x that bfloat16's "

@@ -157,14 +157,13 @@ def precision_line(settings: AppSettings) -> str:
     """The precision models load in here, and why (for the start-up log)."""
     import torch
 
-    from ..engine.precision import choose
+    from ..engine.precision import decide
     if torch.cuda.is_available():
         return f"models load in {settings.gpu_dtype} on the GPU (DEMO_GPU_DTYPE)"
     if settings.cpu_dtype != "auto":
         return f"models load in {settings.cpu_dtype} on the CPU (DEMO_CPU_DTYPE)"
-    chosen = choose(768)
-    return (f"CPU precision auto (DEMO_CPU_DTYPE): each model measured at its own width when it loads; at 768 "
-            f"wide {chosen.dtype}: {chosen.why}")
+    chosen = decide("cpu")  # decided here, before any model work, and kept for every model
+    return f"CPU precision auto (DEMO_CPU_DTYPE), decided once for every model: {chosen.dtype}; {chosen.why}"
 
 
 def import_core_in_background(settings: AppSettings) -> threading.Thread:

@@ -19,9 +19,10 @@ def reproduction(command: str, model_name: str, kind: str | None, settings, emd:
                  **inputs) -> tuple[str, str]:
     """(Python, command line) for a result, from the settings object its handler ran with; for a
     local model they say what a shell or notebook without this app's settings needs to find it
-    (a public app's paths stay unshown)."""
+    (a public app's paths stay unshown); both load the model in the precision it ran in here."""
     from ..app.reproduce import command_line, local_setup, python_call
     entry = deployment().catalog.local_entry(model_name) if model_name else None
     local = local_setup(entry, show_path=not deployment().settings.public) if entry else None
-    return (python_call(command, model_name, kind, settings, emd, local, **inputs),
-            command_line(command, model_name, kind, settings, emd, local, **inputs))
+    dtype = deployment().precision() if model_name else "float32"
+    return (python_call(command, model_name, kind, settings, emd, local, dtype, **inputs),
+            command_line(command, model_name, kind, settings, emd, local, dtype, **inputs))
