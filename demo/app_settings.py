@@ -66,9 +66,10 @@ class AppSettings(BaseSettings):
     max_models: Count = Field(3, description="models kept loaded (least recently used dropped)")
     max_model_gb: Amount = Field(8.0, description="their total parameter memory")
     cpu_dtype: Literal["auto", "float32", "bfloat16"] = Field("float32", description=
-        "weights' precision where the app runs on a CPU. auto takes bfloat16 where a matrix multiply at "
-        "the model's width measures at least 2x float32's speed (CPUs with AMX or AVX-512 BF16), float32 "
-        "elsewhere, and each run's model line says which and why; bfloat16 changes some lesson figures "
+        "weights' precision where the app runs on a CPU. auto is decided once at start-up: bfloat16 "
+        "with AMX, float32 without bfloat16 units, and with AVX-512 BF16 alone bfloat16 where a probe "
+        "repeated until stable measures at least 2x float32's speed; each run's model line says which "
+        "and why, and its Reproduce code loads the same. bfloat16 changes some lesson figures "
         "(docs/lesson.md quotes float32's), so float32 stays the default")
     gpu_dtype: Literal[DTYPES] = Field("float16", description=
         "weights' precision where the app runs on a GPU. float16 kept every "

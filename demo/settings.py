@@ -158,8 +158,10 @@ class ModelSettings:
     device: str = Field("auto", description="cpu, cuda, cuda:1, ... (auto: cuda if any)")
     dtype: Literal[DTYPES + ("auto",)] = Field("float32", description="the weights' precision (float32: exact)",
                                               json_schema_extra=dict(more=
-        "auto: bfloat16 where this machine multiplies it at least 2x faster than float32 at the "
-        "model's width (measured once, demo.engine.precision), else float32. "
+        "auto: decided once per process (demo.engine.precision): bfloat16 on a CPU with AMX, float32 on "
+        "one without bfloat16 units, and elsewhere bfloat16 where a probe repeated until stable "
+        "measures it at least 2x faster than float32. On the CPU, half precision runs each row of a "
+        "batch as it runs alone (demo.engine.batch_invariance). "
         "float16: scores moved by at most 0.09 nats, every ranking and greedy output kept, no "
         "faster on a CPU. bfloat16: 1.6-2.3x faster scoring on an AVX-512 CPU, scores moved by up "
         "to 0.5 nats, near-ties can flip, 2 of 12 greedy outputs changed. On an H100 float16 kept "
