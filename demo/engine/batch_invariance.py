@@ -1,25 +1,27 @@
-"""Half-precision answers that do not depend on the batch they ran in (``batch_invariant``).
+"""Half-precision answers that do not depend on the batch they ran in (``make_batch_invariant``).
 
 The app batches what a class sends together; a student's answer must be, bit for bit, the one
-the same request gets alone. In float32 the CPU's kernels give every row the same bits at any batch
-size. In bfloat16 they do not, for two reasons (the field's name is batch invariance):
+the same request gets alone. In bfloat16 on the CPU it was not, for two reasons (the field's name is
+batch invariance):
 
 - a matrix multiply's kernel, and so the order it adds in, is picked by the matrix's shape
-  (oneDNN's blocking on CPUs with matrix units; a lone 20-token text and a batch of 400 rows are
-  different shapes for the same rows);
-- the fused attention kernel adds a padded row's keys in other blocks than a lone row's.
+  (oneDNN's blocking; a lone 20-token text and a batch of 400 rows are different shapes for the
+  same rows);
+- the fused attention kernel adds a row's keys in other vector lanes and blocks when padding
+  shifts them (a left-padded row in ``generate()``) or lengthens the row.
 
 Two changes make a row's bits its own, whatever else is in its batch and wherever it sits in it:
 
 - every linear layer multiplies fixed tiles of ``TILE`` rows (the last one padded with zeros), so
-  each call has one shape, one kernel and one order of addition, and a row's result never depends
-  on the other rows of its tile;
-- attention computes in float32, whose kernels add alike padded or not (a small share of the work
-  at the lengths the app serves), and hands its output back in the model's precision.
+  each product has one shape, one kernel and one order of addition, and a row's result never
+  depends on the other rows of its tile;
+- attention runs one batch row at a time on that row's own tokens, padding cut off, with an explicit
+  mask: the very call the row makes alone.
 
 No library does this on the CPU (batch_invariant_ops replaces GPU kernels with Triton ones), so it
-is done here, on the model's own modules: transformers' attention interface takes the float32
-attention by name, and each ``nn.Linear`` gets the tiled forward.
+is done here, on the model's own modules: transformers' attention interface takes the per-row
+attention by name, the families' hand-written layers call :func:`sdpa`, and each ``nn.Linear`` gets
+the tiled forward.
 """
 
 import types
@@ -56,21 +58,22 @@ def per_row(attend, query, key, value, allowed, queries: list[slice] | None = No
 
 def sdpa(query, key, value, mask, scale=None, own_queries: list[int] | None = None) -> torch.Tensor:
     """Bidirectional attention as the families' own layers run it (``demo.engine.families``): one
-    call over the batch in float32, each row on its own where the batch computes in half precision
-    on the CPU. ``own_queries``: per row, how many of its first queries are its own (the rest fill
-    the batch); None: all."""
+    call over the batch, or each row on its own where it computes in half precision on the CPU.
+    ``own_queries``: per row, how many of its first queries are its own (the rest fill the batch);
+    None: all."""
     if not needed(query):
         return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale)
     allowed = _allowed(False, mask, query.shape[0], query.shape[2], key.shape[2], query.device)
-    queries = None if own_queries is None else [slice(0, n) for n in own_queries]
+    queries = [slice(0, n) for n in own_queries] if own_queries else [slice(None)] * query.shape[0]
     return per_row(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=scale),
-                   query, key, value, allowed, queries if queries is not None else [slice(None)] * query.shape[0])
+                   query, key, value, allowed, queries)
 
 
 def per_row_attention(module, query, key, value, attention_mask, **kwargs):
     """transformers' SDPA attention (its interface's signature and output layout), row by row
     (:func:`per_row`)."""
-    allowed = _allowed(getattr(module, "is_causal", True), attention_mask, query.shape[0], query.shape[2], key.shape[2], query.device)
+    allowed = _allowed(getattr(module, "is_causal", True), attention_mask, query.shape[0], query.shape[2],
+                       key.shape[2], query.device)
 
     def attend(q, k, v, mask):
         return sdpa_attention_forward(module, q, k, v, mask, **kwargs)[0].transpose(1, 2)
@@ -102,7 +105,8 @@ def tiled_linear(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     if padding:
         rows = torch.cat([rows, rows.new_zeros(padding, rows.shape[1])])
     tiles = rows.view(-1, TILE, rows.shape[1])
-    out = torch.bmm(tiles, self.weight.T.expand(tiles.shape[0], *self.weight.T.shape)).view(-1, self.out_features)[:n]
+    weight = self.weight.T.expand(tiles.shape[0], *self.weight.T.shape)
+    out = torch.bmm(tiles, weight).view(-1, self.out_features)[:n]
     if self.bias is not None:
         out = out + self.bias
     return out.view(*x.shape[:-1], self.out_features)
@@ -110,8 +114,8 @@ def tiled_linear(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
 
 def needed(computed: nn.Module | torch.Tensor) -> bool:
     """Whether a model (or a tensor it computes) is in a half precision on the CPU. float32 is left
-    as it is: its kernels keep a ranking's rows alike batched or alone, and the tiles would cost it
-    1.2-2.4x (a 2-core AVX2 CPU)."""
+    as it is: there a batched row agrees with the row alone to float32's rounding (tests/floats.py),
+    and the tiles and the per-row loop would cost it 1.2-2.4x on a 2-core AVX2 CPU."""
     tensor = computed if isinstance(computed, torch.Tensor) else next(computed.parameters())
     return tensor.device.type == "cpu" and tensor.dtype in (torch.bfloat16, torch.float16)
 

@@ -10,7 +10,6 @@ a 768-wide model's size, repeated until two rounds agree, against ``AUTO_GAIN``.
 """
 
 import functools
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,7 +84,8 @@ def decide(device: str = "cpu") -> Precision:
                              "auto: no bfloat16 units on this CPU")
     bf16, fp32 = probe(device)
     gain = bf16 / fp32
-    said = f"a {WIDTH}-wide matrix multiply measured {bf16:,.0f} GFLOP/s in bfloat16, {fp32:,.0f} in float32 ({gain:.1f}x)"
+    said = (f"a {WIDTH}-wide matrix multiply measured {bf16:,.0f} GFLOP/s in bfloat16, {fp32:,.0f} in float32 "
+            f"({gain:.1f}x)")
     if device == "cpu" and "amx_bf16" in flags:
         return Precision("bfloat16", f"auto: this CPU has AMX; {said}", f"auto: AMX, {gain:.1f}x float32's speed here")
     here = "CPU (AVX-512 BF16)" if device == "cpu" else "GPU"
