@@ -73,6 +73,11 @@ def test_a_modernbert_ranking_is_the_same_bits_in_any_batch(modernbert16):
     _rankings_alike(modernbert16, ScoringSettings(method="right_masks"))
 
 
+@pytest.mark.parametrize("family", ["roberta", "albert", "deberta-v2"])
+def test_the_other_families_rankings_are_the_same_bits_in_any_batch(tiny_model, family):
+    _rankings_alike(_in_bfloat16(tiny_model(family)), ScoringSettings(method="right_masks"))
+
+
 def test_a_causal_ranking_is_the_same_bits_in_any_batch(smollm16):
     _rankings_alike(smollm16, ScoringSettings())
 
