@@ -4,7 +4,8 @@ one settings object, applies the text conventions itself, and knows nothing of t
 - ``sources``       where a model comes from (Hub id, folder, GGUF file), without torch
 - ``families``      what each family has and supports (one table), and each family's own code (a package)
 - ``models``        ``load_model``: one entry point for masked and causal LMs; bounded cache
-- ``precision``     the weights' precision left to the machine: bfloat16 where it measures 2x float32
+- ``precision``     the weights' precision left to the machine: decided once, from the CPU's units
+- ``batch_invariance`` half precision on the CPU: each batch row computed as it is alone (tiles, per-row attention)
 - ``text``          the text conventions: newline marker, junction space
 - ``reading``       what a masked LM's head reads (the last layer, or DeBERTa's enhanced mask decoder)
 - ``heads``         a model's prediction head on its own: hidden states to logits at chosen positions
