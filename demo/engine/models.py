@@ -234,7 +234,7 @@ def _load_uncached(source: ModelSource, o: ModelSettings, device: torch.device) 
         raise ValueError(f"'{shown}' is a {family.kind} LM ({config.model_type}), not a {kind} one: "
                          f"pick a {kind} LM here.")
 
-    dtype, precision = _weights_dtype(o.dtype, config, device)
+    dtype, precision = _weights_dtype(o.dtype, device)
     prepare_attention(device, dtype)
     kwargs = dict(extra, dtype=DTYPES[dtype], trust_remote_code=remote_code, output_loading_info=True)
     if o.device_map is not None:  # model parallel: accelerate places the layers across devices
@@ -266,7 +266,7 @@ def _load_uncached(source: ModelSource, o: ModelSettings, device: torch.device) 
     return lm
 
 
-def _weights_dtype(dtype: str, config, device: torch.device) -> tuple[str, Precision | None]:
+def _weights_dtype(dtype: str, device: torch.device) -> tuple[str, Precision | None]:
     """The dtype the weights load in, and why where it was left to the machine ("auto": decided
     once per process and device, ``demo.engine.precision``)."""
     if dtype != "auto":

@@ -38,8 +38,8 @@ def layer_at(layer, hidden: torch.Tensor, keys: torch.Tensor, values: torch.Tens
     """``AlbertLayer`` (self-attention with its residual LayerNorm, then the feed-forward with
     ``full_layer_layer_norm``) at the rows whose input is ``hidden`` (rows, queries, hidden): their
     queries attend to ``keys`` and ``values`` where ``mask`` (True: attend) allows (``own_queries``:
-    ``demo.engine.batch_invariance.sdpa``); the model's own
-    modules compute everything but the attention."""
+    ``demo.engine.batch_invariance.sdpa``); the model's own modules compute everything but the
+    attention."""
     attention = layer.attention
     out = sdpa(_heads(attention, attention.query(hidden)), keys, values, mask, attention.scaling,
                own_queries)

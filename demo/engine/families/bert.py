@@ -34,8 +34,9 @@ def layer_at(layer, hidden: torch.Tensor, keys: torch.Tensor, values: torch.Tens
              mask: torch.Tensor | None = None, own_queries: list[int] | None = None) -> torch.Tensor:
     """``BertLayer`` (self-attention, then the feed-forward, each followed by its residual
     LayerNorm) at the rows whose input is ``hidden`` (rows, queries, hidden): their queries attend
-    to ``keys`` and ``values`` where ``mask`` (True: attend) allows; the model's own modules
-    compute everything but the attention."""
+    to ``keys`` and ``values`` where ``mask`` (True: attend) allows (``own_queries``:
+    ``demo.engine.batch_invariance.sdpa``); the model's own modules compute everything but the
+    attention."""
     attention = layer.attention.self
     out = sdpa(_heads(attention, attention.query(hidden)), keys, values, mask, attention.scaling,
                own_queries)
