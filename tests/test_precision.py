@@ -21,7 +21,6 @@ def machine(monkeypatch):
         return speed.pop(0) if isinstance(speed, list) else speed
     monkeypatch.setattr(precision, "cpu_flags", lambda: state["flags"])
     monkeypatch.setattr(precision, "matmul_gflops", gflops)
-    gflops.cache_clear = lambda: None
     precision.decide.cache_clear()
     yield state
     precision.decide.cache_clear()

@@ -28,7 +28,6 @@ class Precision:
     short: str  # a few words, for the model line
 
 
-@functools.lru_cache(maxsize=None)
 def matmul_gflops(width: int, dtype: str, device: str = "cpu") -> float:
     """GFLOP/s of a [TOKENS, width] x [width, 4 width] multiply in ``dtype`` on ``device`` (the best
     of a few tries after a warm-up: the machine's speed, not its noise)."""
@@ -63,7 +62,6 @@ def probe(device: str = "cpu") -> tuple[float, float]:
     of the rounds), so a passing load does not decide."""
     gains, speeds = [], []
     for _ in range(ROUNDS):
-        matmul_gflops.cache_clear()
         bf16, fp32 = matmul_gflops(WIDTH, "bfloat16", device), matmul_gflops(WIDTH, "float32", device)
         speeds.append((bf16, fp32))
         gains.append(bf16 / fp32)
