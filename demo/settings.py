@@ -23,7 +23,7 @@ import functools
 from dataclasses import fields
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 from pydantic_core import ArgsKwargs, PydanticCustomError
 
@@ -119,6 +119,21 @@ def _validate(made, arguments: ArgsKwargs, context) -> None:
         raise ValueError(refusal(type(made), err)) from None
 
 
+def field_value(cls, name: str, value):
+    """``value`` checked as the field ``cls.name`` alone (an endpoint's argument beside another
+    class's settings: a ranking's DeBERTa head), refused in the words ``cls`` refuses it in."""
+    try:
+        return _field_adapter(cls, name).validate_python(value)
+    except ValidationError as err:
+        raise ValueError(refusal(cls, err, setting=name)) from None
+
+
+@functools.cache
+def _field_adapter(cls, name: str) -> TypeAdapter:
+    declared = field_info(cls, name)
+    return TypeAdapter(Annotated[declared.annotation, declared], config=STRICT)
+
+
 def capped(cls, value, info: ValidationInfo):
     """A field validator: the deployment's cap on the field (its words' ``cap``), where the
     validation context has a deployment (:func:`within`)."""
@@ -180,7 +195,8 @@ class ModelSettings:
         "'on' reads the enhanced mask decoder (as Microsoft pretrained it, the BERTs paper's model), "
         "'off' the last layer (transformers' DebertaForMaskedLM); 'auto' is on where the checkpoint "
         "holds the position table the decoder needs.",
-        label="DeBERTa head", shown={"auto": "enhanced mask decoder (the paper)", "off": "last layer (transformers)"}))
+        label="DeBERTa head", what="DeBERTa head",
+        shown={"auto": "enhanced mask decoder (the paper)", "off": "last layer (transformers)"}))
 
     def load_options(self) -> dict:
         """The fields that say how ``demo.engine.models.load_model`` loads the model (its keywords)."""
@@ -342,17 +358,17 @@ class WritingSettings:
     def _writing(self):
         """What writing's fields do not combine with, each other."""
         if self.masks_ahead and self.window != "block":
-            raise rule("masks_ahead lays out the masks of every block at once: it needs window='block'.")
+            raise rule("All masks ahead lays out the masks of every block at once: it needs writing in blocks.")
         if self.window == "block" and self.tokens_per_step > self.block_length:
-            raise rule(f"tokens_per_step ({self.tokens_per_step}) is more than a block holds (block_length "
-                       f"{self.block_length}): a step writes in one block. Lower tokens_per_step to "
-                       f"{self.block_length} or lengthen the blocks.")
+            raise rule(f"{self.tokens_per_step} tokens per step is more than a block holds ({self.block_length}): "
+                       f"a step writes in one block. Lower the tokens per step to {self.block_length} or "
+                       f"lengthen the blocks.")
         if self.confidence_threshold is not None and (self.order != "confidence" or self.remask):
-            raise rule("confidence_threshold writes the masks the model is surest of: it needs "
-                       "order='confidence', without remask.")
+            raise rule("Write all this sure writes the masks the model is surest of: it needs the masks "
+                       "written most confident first, without re-masking.")
         if self.remask and self.order != "confidence":
-            raise rule("remask weighs earlier tokens against new guesses by their probability: it "
-                       "needs order='confidence'.")
+            raise rule("Re-mask weighs earlier tokens against new guesses by their probability: it needs "
+                       "the masks written most confident first.")
         return self
 
 
@@ -470,20 +486,21 @@ class GenerationSettings(TraceSettings, SamplingSettings, WritingSettings):
         """What writing in any order does not combine with."""
         if not self.any_order:
             return self
-        refused = [(self.strategy == "beam", "beam search (it keeps whole texts growing left to right)"),
+        refused = [(self.strategy == "beam", "beam search (it keeps whole texts growing left to right)",
+                    "pick greedy or sampling"),
                    (self.cache == "prefix" and self.window != "block",
                     "the prefix cache with a sliding window (it reuses a prompt that slides left to right; "
-                    "with window='block' it keeps what precedes the open block)"),
+                    "in blocks it keeps what precedes the open block)", "write in blocks"),
                    (self.parallel_threshold is not None,
-                    "parallel unmasking (it guesses the next tokens left to right)"),
+                    "parallel unmasking (it guesses the next tokens left to right)", "turn it off"),
                    (self.digits is not None or self.choices is not None,
-                    "digits or choices (they constrain each next token, left to right)")]
-        for used, what in refused:
+                    "digits or choices (they constrain each next token, left to right)", "leave them out")]
+        how = (f"{'in blocks' if self.window == 'block' else 'in a sliding window'}, {ORDERS_SHOWN[self.order]}, "
+               f"{self.tokens_per_step} token{'s' if self.tokens_per_step > 1 else ''} a step")
+        for used, what, remedy in refused:
             if used:
-                raise rule(f"Writing in any order (window={self.window!r}, order={self.order!r}, "
-                           f"tokens_per_step={self.tokens_per_step}) does not combine with {what}; "
-                           f"write the paper's way (window='slide', order='left_to_right', one token "
-                           f"a step) for it.")
+                raise rule(f"Writing in any order ({how}) does not combine with {what}: {remedy}, or write "
+                           f"the paper's way (left to right, one token a step).")
         return self
 
 
@@ -501,7 +518,8 @@ class InfillSettings(TraceSettings, SamplingSettings):
     order: Literal[UNMASKING_ORDERS] = Field("left_to_right", description=
         "which masked position is filled at each step: the leftmost (the BERTs paper's order), the one "
         "the model is surest of (masked diffusion LMs, Mask-Predict), or a random one (seeded)",
-        json_schema_extra=dict(label="Order", what="infilling order", shown=ORDERS_SHOWN))
+        json_schema_extra=dict(label="Order", what="infilling order", shown=ORDERS_SHOWN, applies="masked LMs", more=
+            "A causal LM fills each blank left to right."))
     blank_tokens: int = Field(1, ge=1, le=MAX_BLANK_TOKENS, description="tokens of a [blank] or ____ without a count",
                               json_schema_extra=dict(label="Tokens per [blank]"))
     max_blank_tokens: int = Field(4, ge=1, le=MAX_BLANK_TOKENS, description=

@@ -125,7 +125,7 @@ def test_masks_ahead_in_a_random_order_stay_in_their_block(tiny_model):
 
 
 def test_masks_ahead_needs_blocks_and_chat_is_a_flag():
-    with pytest.raises(ValueError, match="window='block'"):
+    with pytest.raises(ValueError, match="All masks ahead .* needs writing in blocks"):
         GenerationSettings(masks_ahead=True)
     with pytest.raises(ValueError, match="chat must be true or false"):
         GenerationSettings(chat="yes")

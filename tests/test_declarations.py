@@ -108,7 +108,7 @@ def test_every_slider_offers_what_the_request_takes_and_nothing_past_it(page):
 
 
 UNKNOWN_CHOICE = {  # each of the page's radios, sent "sideways"
-    ("ModelSettings", "emd"): "Unknown emd 'sideways'; use one of auto, on, off.",
+    ("ModelSettings", "emd"): "Unknown DeBERTa head 'sideways'; use one of auto, on, off.",
     ("GenerationSettings", "strategy"): "Unknown strategy 'sideways'; use one of greedy, beam, sample.",
     ("GenerationSettings", "order"): "Unknown order 'sideways'; use one of left_to_right, confidence, random.",
     ("InfillSettings", "order"): "Unknown infilling order 'sideways'; use one of left_to_right, confidence, random.",

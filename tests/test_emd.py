@@ -605,7 +605,7 @@ def test_off_reads_the_last_layer_and_other_families_ignore_the_setting(checkpoi
         plain = lm.model(input_ids=ids, attention_mask=mask).logits[rows, cols]
     torch.testing.assert_close(got, plain, **floats.states(lm, plain))
     assert load_model(str(checkpoint("v2")), device="cpu", emd="on").emd
-    with pytest.raises(ValueError, match="Unknown emd .yes.; use one of auto, on, off"):
+    with pytest.raises(ValueError, match="Unknown DeBERTa head .yes.; use one of auto, on, off"):
         load_model(str(checkpoint("v2")), device="cpu", emd="yes")
     bert = tiny_model("bert")
     assert not bert.emd and bert.emd_note is None
@@ -650,7 +650,8 @@ def test_the_app_and_the_command_line_switch_the_decoder(checkpoint, monkeypatch
     assert [s.score for s in on.scores] != [s.score for s in off.scores]
     assert "emd='off'" in off.python and "--emd off" in off.shell and "emd" not in on.python + on.shell
     refused = rank_masked(**ranking, emd="maybe")
-    assert "The DeBERTa head is" in html.unescape(refused.summary) and refused.scores is None
+    assert "Unknown DeBERTa head 'maybe'; use one of auto, off." in html.unescape(refused.summary)
+    assert refused.scores is None
 
     items = tmp_path / "items.jsonl"
     items.write_text(json.dumps({"context": "the cat sat on the", "candidates": ["mat", "moon"]}) + "\n")

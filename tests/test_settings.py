@@ -126,7 +126,7 @@ def test_pyproject_and_requirements_pin_the_same_runtime():
     (GridSettings, dict(depths=[]), "at least one"),
     (ModelSettings, dict(model=" "), "No model given"),
     (GenerationSettings, dict(window="block", block_length=4, tokens_per_step=8),
-     r"tokens_per_step \(8\) is more than a block holds \(block_length 4\)"),
+     r"8 tokens per step is more than a block holds \(4\)"),
     (ScoringSettings, dict(method="decoder", stride=4), "the approximate PLL's"),
     (ScoringSettings, dict(method="elbo", rescore_band=0.5), "the approximate PLL's"),
     (GenerationSettings, dict(tempreature=0.5), r"GenerationSettings has no setting 'tempreature': did you "

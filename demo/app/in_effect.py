@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import fields, replace
 
 from ..declared import default_of, schema
-from ..settings import DEFAULT_MASKED_METHOD, PLL_METHODS
+from ..settings import DEFAULT_MASKED_METHOD, PLL_METHODS, ModelSettings
 from ..user_text import as_said
 
 
@@ -47,6 +47,27 @@ def _listed(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
+def _left_out(names: list[str], where: str) -> str:
+    return (f"{_listed(names)} {'acts' if len(names) == 1 else 'act'} only {where}: left out of this run and of "
+            f"its Reproduce code.")
+
+
+def _named(settings, name: str, value) -> str:
+    """A setting and its value as the page names them: "Label (shown value)"."""
+    said = schema(settings, name)
+    return f"{said.get('label', name)} ({said.get('shown', {}).get(value, as_said(value))})"
+
+
+def head_in_effect(emd: str, lm) -> tuple[str, list[str]]:
+    """(the DeBERTa head a request runs with on the loaded ``lm``, a line where it asked for one
+    that ``lm``'s family does not have): back at its default, which its Reproduce code then
+    leaves out."""
+    default = default_of(ModelSettings, "emd")
+    if emd == default or lm.family.emd:
+        return emd, []
+    return default, [_left_out([_named(ModelSettings, "emd", emd)], "on DeBERTa masked LMs")]
+
+
 def in_effect(settings, kind: str, idle: dict[str, str] | None = None,
               seed: Callable[[], int] = lambda: secrets.randbelow(2 ** 31)):
     """(the settings a request runs with on a ``kind`` ("masked"/"causal") LM, a line for each
@@ -65,10 +86,8 @@ def in_effect(settings, kind: str, idle: dict[str, str] | None = None,
         unused[field.name] = default
         if value is None:  # (left to the core: nothing was set)
             continue
-        shown = said.get("shown", {}).get(value, as_said(value))
-        named.setdefault(acts[1], []).append(f"{said.get('label', field.name)} ({shown})")
-    lines = [f"{_listed(names)} {'acts' if len(names) == 1 else 'act'} only {where}: left out of this run and of "
-             f"its Reproduce code." for where, names in named.items()]
+        named.setdefault(acts[1], []).append(_named(settings, field.name, value))
+    lines = [_left_out(names, where) for where, names in named.items()]
     settings = replace(settings, **unused)
     if hasattr(settings, "seed") and settings.seed is None and "seed" not in unused:
         settings = replace(settings, seed=seed())

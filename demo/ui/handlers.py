@@ -203,6 +203,12 @@ def _core_imported(arguments):
     _CORE_IMPORT.release()
 
 
+def _checked(fn):
+    """The check of every argument of an endpoint (``settings_form.endpoint``'s ``check``), first:
+    a value refused there never reaches a share, a batch key, a visitor's count or a model."""
+    return getattr(fn, "check", lambda arguments: None)
+
+
 def _counts_runs(runs):
     """The check that a call's model runs (``runs`` as for :func:`handler`) count against its
     visitor's share on a public Space (``limits.RUNS``)."""
@@ -218,7 +224,7 @@ def _counts_runs(runs):
 def handler(group: str, error_outputs, runs=None, estimate=None, models=ONE_MASKED_LM, shareable=None,
             batches=False):
     """What every model-running handler gets: messages in its outputs (``error_outputs`` maps the
-    message to them), a per-visitor share on a public Space, its answer shared with identical
+    message to them), its arguments checked before anything else (an endpoint's), a per-visitor share on a public Space, its answer shared with identical
     requests (:func:`shares`), a turn among the model runs of its ``group`` (:func:`takes_turns`;
     its events' ``concurrency_id`` is the handler's ``.group``), a GPU slot on ZeroGPU (neither
     taken for a shared answer), and a wait for the background import of the core.
@@ -236,8 +242,8 @@ def handler(group: str, error_outputs, runs=None, estimate=None, models=ONE_MASK
     takes none itself unless batching is off.
     """
     def decorate(fn):
-        wrapped = shows_errors(error_outputs)(_first(_counts_runs(runs))(_first(_core_imported)(
-            shares(error_outputs, models, shareable)(takes_turns(group, batches)(on_gpu(fn, runs, estimate, models))))))
+        wrapped = shows_errors(error_outputs)(_first(_checked(fn))(_first(_counts_runs(runs))(_first(_core_imported)(
+            shares(error_outputs, models, shareable)(takes_turns(group, batches)(on_gpu(fn, runs, estimate, models)))))))
         wrapped.group = group
         return wrapped
     return decorate

@@ -14,19 +14,19 @@ import gradio as gr
 
 from ..app import budget
 from ..app.catalog import Catalog
-from ..app.in_effect import in_effect
+from ..app.in_effect import head_in_effect, in_effect
 from ..app.limits import check_text
-from ..settings import InfillSettings, ModelSettings
+from ..settings import InfillSettings
 from .common import TabParts, Textbox, deployment, escape, message, notes, score_text, tab_help, work_line
 from .handlers import handler
 from .loading import load
 from .outputs import components, shown_in
-from .pickers import emd_radio, model_note
+from .pickers import EMD, emd_radio, model_note
 from .playback import PLAYER_JS, lane_switch, playback, run_id
 from .presets import preset_named, read_presets
 from .reproduce_block import reproduction
 from .run_marker import run_ends, run_starts
-from .settings_form import Own, Setting, endpoint, panel, setting_args, shown_value
+from .settings_form import Own, Setting, endpoint, model_argument, panel, setting_args, shown_value
 from .sides import side_columns, side_pickers
 from .turns import batch_note, together
 
@@ -91,7 +91,7 @@ class CausalInfillOutputs(NamedTuple):
 # What both fills take: the text, the model, the page's InfillSettings
 FILL = (Own("text", "a text with blanks: [blank] (a token), [blank:3] (three), [blank:auto] (the model picks 1 to 4), "
                     "or ____"),
-        Own("model_name", "the model: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)"),
+        model_argument(),
         *setting_args(InfillSettings, "order", "blank_tokens", "seed"))
 
 
@@ -143,7 +143,7 @@ def _filled(model_name, emd, settings: InfillSettings, texts: list[str]) -> list
 
 
 @handler("generate", InfillOutputs.showing, estimate=infill_estimate, batches=True)
-@endpoint(*FILL, Setting(ModelSettings, "emd"), builds=InfillSettings, fixed=dict(trace=True))
+@endpoint(*FILL, EMD, builds=InfillSettings, fixed=dict(trace=True))
 def infill_masked(text, model_name, emd, settings: InfillSettings, progress=gr.Progress(track_tqdm=True)):
     """Fill the blanks of a text with a masked LM, one token per step in the chosen order,
     reading the words on both sides. Also returns the playback of the steps."""
@@ -152,12 +152,13 @@ def infill_masked(text, model_name, emd, settings: InfillSettings, progress=gr.P
     # texts of one model and settings waiting for the turn together are filled as one batch
     (lm, result), batch = together("generate", ("infill", model_name, emd, repr(settings)), text,
                                    functools.partial(_filled, model_name, emd, settings))
+    emd, head = head_in_effect(emd, lm)
     python, shell = reproduction("infill", model_name, "masked", settings, emd, text=text)
     extra = f"order: {shown_value(InfillSettings, 'order', settings.order)}"
     how = "one pass per masked token, each over the whole text" + (
         ", then each length tried scored whole" if result.tries else "")
     return InfillOutputs(filled=filled_html(text, result.fills, settings),
-                         stats=_stats(lm, result, extra, how) + notes(unused)
+                         stats=_stats(lm, result, extra, how) + notes(unused + head)
                          + batch_note(batch, result.seconds, "Filled"),
                          trace=playback(result.steps, "infill", run_id(text, result.order, result.seconds),
                                         group="fill"),

@@ -26,7 +26,7 @@ from .outputs import FigureOutputs, components, shown_in
 from .pickers import model_note
 from .reproduce_block import reproduction
 from .run_marker import run_ends, run_starts
-from .settings_form import Own, Setting, endpoint, panel, setting_args, widget
+from .settings_form import Setting, endpoint, model_argument, panel, setting_args, widget
 from .sides import KIND_NAMES, side_columns, side_pickers
 
 GRIDS = ASSETS / "needle_grids"
@@ -150,7 +150,7 @@ def _downloads(table, figure, model_name) -> list[str]:
     return [csv, figure_download(figure, csv, "needle-grid", model_name)]
 
 
-GRID = (Own("model_name", "the model: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)"),
+GRID = (model_argument(),
         *setting_args(GridSettings, "lengths", "depths", "repetitions", "seed"))  # what both grids take
 
 

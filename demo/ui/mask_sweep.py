@@ -21,7 +21,7 @@ from .outputs import FigureOutputs, components
 from .pickers import model_note, model_picker
 from .reproduce_block import reproduce_block, reproduction
 from .run_marker import run_ends, run_starts
-from .settings_form import Own, Setting, endpoint, panel, setting_args, widget
+from .settings_form import Setting, endpoint, model_argument, panel, setting_args, widget
 
 SYMBOLS = {"padding_masks": "p", "right_masks": "N"}
 SHOWN = ["value", "metric", "score", "stderr", "n", "seconds"]  # the table's columns in the page
@@ -80,8 +80,7 @@ def sweep_estimate(sweep: SweepSettings, arguments: dict, kind: str, parameters:
 
 
 @handler("probe", FigureOutputs.showing, estimate=sweep_estimate)
-@endpoint(Own("model_name", "the masked LM: one of the app's models (listed as examples) or a Hugging Face Hub id "
-                        "(owner/name)"),
+@endpoint(model_argument("the masked LM"),
           Setting(SweepSettings, "sweep", "setting"), *setting_args(SweepSettings, "task", "values", "shots", "limit"),
           builds=SweepSettings, derived=lambda values: dict(data_root=deployment().settings.data_root or None))
 def sweep_masks(model_name, settings: SweepSettings, progress=gr.Progress(track_tqdm=True)):

@@ -9,7 +9,7 @@ from ..engine.precision import BFLOAT16_AGREEMENT
 from ..settings import ModelSettings
 from .common import deployment, escape, message
 from .run_marker import run_ends, run_starts
-from .settings_form import widget
+from .settings_form import Setting, widget
 
 
 class ModelPicker(gr.Dropdown):
@@ -108,6 +108,11 @@ def precision_words(lm) -> str:
     return f"{lm.precision.short}; {BFLOAT16_AGREEMENT}"
 
 
+# The DeBERTa heads the page offers (an endpoint's argument and its radio): "on" is the command
+# line's, refusing a checkpoint without the decoder's table, where "auto" says why it runs without
+EMD = Setting(ModelSettings, "emd", only=("auto", "off"))
+
+
 def emd_radio(elem_id: str, masked_picker):
     """What a DeBERTa masked LM's head reads (``ModelSettings.emd``), shown while the masked LM
     picked may be a DeBERTa (a listed one is, or a name the catalog does not know); other
@@ -117,7 +122,7 @@ def emd_radio(elem_id: str, masked_picker):
         return entry is None or not entry.family or entry.family.startswith("deberta")
 
 
-    radio = widget(ModelSettings, "emd", only=("auto", "off"), elem_id=elem_id,
+    radio = widget(ModelSettings, "emd", only=EMD.only, elem_id=elem_id,
                    visible=maybe_deberta(masked_picker.value))
     run_ends("model-pick", masked_picker.change(lambda name: gr.update(visible=maybe_deberta(name)), masked_picker,
                                                 radio, api_visibility="private", concurrency_limit=None,

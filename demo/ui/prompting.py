@@ -8,28 +8,38 @@ side; a causal LM always decodes with its own exact KV cache.
 
 import functools
 from dataclasses import replace
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import gradio as gr
 
 from ..app import budget
 from ..app.catalog import Catalog
-from ..app.in_effect import in_effect
+from ..app.in_effect import head_in_effect, in_effect
 from ..app.limits import check_text
 from ..app.shared_results import cut_short
 from ..declared import schema
-from ..settings import GenerationSettings, ModelSettings
+from ..settings import GenerationSettings
 from ..user_text import as_said, quoted
 from .common import Radio, TabParts, Textbox, deployment, escape, message, notes, tab_help, work_line, work_text
 from .handlers import handler
 from .loading import load
 from .outputs import components, shown_in
-from .pickers import emd_radio, model_note
+from .pickers import EMD, emd_radio, model_note
 from .playback import LEGEND, PLAYER_JS, lane_switch, playback, run_id, window_diagram
 from .presets import preset_named, read_presets
 from .reproduce_block import reproduce_block, reproduction
 from .run_marker import run_ends, run_starts
-from .settings_form import Own, Setting, endpoint, panel, setting_args, shown_value, widget, widget_default
+from .settings_form import (
+    Own,
+    Setting,
+    endpoint,
+    model_argument,
+    panel,
+    setting_args,
+    shown_value,
+    widget,
+    widget_default,
+)
 from .sides import KIND_NAMES, side_columns, side_pickers
 from .turns import batch_note, together
 
@@ -335,7 +345,8 @@ def _run(prompt, model_name, kind, runs: list[GenerationSettings], emd: str = "a
                                     functools.partial(_generated, model_name, kind, emd, runs, time_limit))
     if any(r.stop_reason == "time_limit" for r in results):
         cut_short()  # stopped by the time limit: not an answer to share
-    note = batch_note(batch, results[0].seconds, "Written", key is not None)
+    emd, head = head_in_effect(emd, lm)
+    note = notes(head) + batch_note(batch, results[0].seconds, "Written", key is not None)
     return (lm, results, time_limit, note, *_reproductions(model_name, kind, runs, prompt, emd))
 
 
@@ -419,11 +430,11 @@ class CausalGenerationOutputs(NamedTuple):
 
 
 PROMPT = Own("prompt", "the few-shot prompt to continue")
-MODEL = Own("model_name", "the model: one of the app's models (listed as examples) or a Hugging Face Hub id (owner/name)")
-EMD, CHAT = Setting(ModelSettings, "emd"), Setting(GenerationSettings, "chat")
+MODEL = model_argument()
+CHAT = Setting(GenerationSettings, "chat")
 DECODING = Own("decoding", "exact (the paper's method, re-reads the whole prompt at every token), fast (the prefix cache: "
                            "reuses the prompt's internal states between refreshes, faster, approximate) or compare (both, "
-                           "exact first, side by side; counts as two generations)", "exact")
+                           "exact first, side by side; counts as two generations)", "exact", Literal[tuple(DECODINGS)])
 
 
 @handler("generate", MaskedGenerationOutputs.showing, runs=masked_runs, estimate=generation_estimate, batches=True)
@@ -510,9 +521,7 @@ def generate_causal(prompt, model_name, settings: GenerationSettings, progress=g
     the decoding playback."""
     if not model_name:
         return CausalGenerationOutputs.showing(message("Skipped: no causal LM picked.", "note"))
-    # The padding masks are the masked LM's (the page shares its settings between both sides): a
-    # causal LM has none, so its side checks them with the rest, then leaves them out unsaid.
-    settings, unused = in_effect(replace(settings, padding_masks=None), "causal")
+    settings, unused = in_effect(settings, "causal")
     lm, (result,), time_limit, note, python, shell = _run(prompt, model_name, "causal", [settings])
     return CausalGenerationOutputs(text=result.text, stats=_stats(lm, result, time_limit) + notes(unused) + note,
                                    python=python,

@@ -7,21 +7,20 @@ Wiring only: ``demo.engine.pll.score_candidates`` scores, ``demo.evaluation.plot
 import functools
 import time
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import gradio as gr
 import pandas as pd
 
 from ..app import budget
 from ..app.catalog import Catalog
-from ..app.in_effect import in_effect
+from ..app.in_effect import head_in_effect, in_effect
 from ..app.limits import MAX_CANDIDATES, MIN_CANDIDATES, check_text, parse_candidates
 from ..engine.text import newline_marker_note, special_token_note
 from ..settings import (
     DEFAULT_MASKED_METHOD,
     MASKED_METHODS,
     PLL_METHODS,
-    ModelSettings,
     ScoringSettings,
 )
 from ..user_text import as_said, quoted
@@ -30,12 +29,12 @@ from .elbo_note import elbo_note
 from .handlers import handler
 from .loading import load
 from .outputs import components, shown_in
-from .pickers import emd_radio, model_note
+from .pickers import EMD, emd_radio, model_note
 from .pll_copies import copies_view
 from .presets import preset_named, read_presets
 from .reproduce_block import reproduction
 from .run_marker import run_ends, run_starts
-from .settings_form import Own, Setting, endpoint, setting_args, shown_value, widget
+from .settings_form import Own, Setting, endpoint, model_argument, setting_args, shown_value, widget
 from .sides import KIND_NAMES, side_columns, side_pickers
 from .turns import together
 
@@ -367,18 +366,18 @@ def ranking_estimate(settings: ScoringSettings, arguments: dict, kind: str, para
 # (normalize) and unconditional context (page_scoring)
 CONTEXT = Own("context", "text before the candidates (may be empty, may hold few-shot examples)")
 CANDIDATES = Own("candidates", "2 to 8 completions, one per line")
-NORMALIZE = Own("normalize", "rank by the mean log-prob per token instead of the sum (NormPLL): reduction 'mean'", False)
+NORMALIZE = Own("normalize", "rank by the mean log-prob per token instead of the sum (NormPLL): reduction 'mean'", False,
+                bool)
 ANSWER = Own("answer", "optional correct candidate, marked in the ranking", "")
 SCOPE_AND_UNCONDITIONAL = [Setting(ScoringSettings, "scope"), Setting(ScoringSettings, "unconditional_context",
                                                                          "unconditional")]
 ELBO = setting_args(ScoringSettings, "elbo_samples", "elbo_seed")
-EMD, FAST = Setting(ModelSettings, "emd"), Setting(ScoringSettings, "fast")
+FAST = Setting(ScoringSettings, "fast")
 
 
 @handler("score", RankingOutputs.showing, estimate=ranking_estimate, batches=True)
-@endpoint(CONTEXT, CANDIDATES, Own("model_name", "a masked LM: one of the app's models (listed as examples) or a "
-                                                 "Hugging Face Hub id (owner/name)"),
-          *setting_args(ScoringSettings, "method", "right_masks"), NORMALIZE, *SCOPE_AND_UNCONDITIONAL, ANSWER, EMD,
+@endpoint(CONTEXT, CANDIDATES, model_argument("a masked LM"),
+          Setting(ScoringSettings, "method", only=MASKED_METHODS), Setting(ScoringSettings, "right_masks"), NORMALIZE, *SCOPE_AND_UNCONDITIONAL, ANSWER, EMD,
           FAST, *ELBO, builds=ScoringSettings, derived=page_scoring, defaults=dict(method=DEFAULT_MASKED_METHOD))
 def rank_masked(context, candidates, model_name, answer, emd, settings: ScoringSettings,
                 progress=gr.Progress(track_tqdm=True)):
@@ -386,13 +385,13 @@ def rank_masked(context, candidates, model_name, answer, emd, settings: ScoringS
     check_text(answer, "correct answer", deployment().settings.max_candidate_chars, allow_empty=True)
     settings, unused = in_effect(settings, "masked")
     lm, scores, work = _score(model_name, "masked", context, candidates, settings, emd)
+    emd, head = head_in_effect(emd, lm)
     return _outputs(lm, _Asked(context, candidates, answer, model_name, emd), settings, scores, work,
-                    variant_name(settings.method, settings.right_masks), unused)
+                    variant_name(settings.method, settings.right_masks), unused + head)
 
 
 @handler("score", RankingOutputs.showing, estimate=ranking_estimate, models={"model_name": "causal"}, batches=True)
-@endpoint(CONTEXT, CANDIDATES, Own("model_name", "a causal LM: one of the app's models (listed as examples) or a "
-                                                 "Hugging Face Hub id (owner/name); empty skips it"),
+@endpoint(CONTEXT, CANDIDATES, model_argument("a causal LM", "; empty skips it"),
           NORMALIZE, *SCOPE_AND_UNCONDITIONAL, ANSWER, builds=ScoringSettings, derived=page_scoring)
 def rank_causal(context, candidates, model_name, answer, settings: ScoringSettings,
                 progress=gr.Progress(track_tqdm=True)):
@@ -406,9 +405,10 @@ def rank_causal(context, candidates, model_name, answer, settings: ScoringSettin
 
 
 @handler("score", DifferenceOutputs.showing, estimate=ranking_estimate, batches=True)
-@endpoint(CONTEXT, CANDIDATES, Own("model_name", "the masked LM of the first ranking"),
-          Own("method", "the first ranking's PLL variant"), Own("compare_method", "the second PLL variant, scored here"),
-          Own("first_scores", "the first ranking's scores"), Setting(ScoringSettings, "right_masks"), NORMALIZE,
+@endpoint(CONTEXT, CANDIDATES, Own("model_name", "the masked LM of the first ranking", takes=str | None),
+          Own("method", "the first ranking's PLL variant", takes=Literal[MASKED_METHODS] | None),
+          Own("compare_method", "the second PLL variant, scored here", takes=Literal[MASKED_METHODS] | None),
+          Own("first_scores", "the first ranking's scores", takes=list | None), Setting(ScoringSettings, "right_masks"), NORMALIZE,
           *SCOPE_AND_UNCONDITIONAL, EMD, FAST, *ELBO, builds=ScoringSettings,
           derived=lambda values: dict(page_scoring(values), method=values["compare_method"] or None))
 def compare_variants(context, candidates, model_name, method, first_scores, emd, settings: ScoringSettings,

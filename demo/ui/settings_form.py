@@ -10,14 +10,16 @@ in order), its "Args:" lines (the API's docs and the MCP tools' schemas), its Gr
 
 import functools
 import inspect
+from collections.abc import Callable
 from typing import NamedTuple
 
 import gradio as gr
+from pydantic import TypeAdapter, ValidationError
 
 from ..app.limits import whole
 from ..declared import bounds, choices_of, default_of, help_line, kind_of, schema
-from ..refusals import unknown_choice
-from ..settings import within
+from ..refusals import unknown_choice, value_refusal
+from ..settings import STRICT, field_value, within
 from ..user_text import as_said
 from .common import Dropdown, Number, Radio, Slider, Textbox, deployment
 
@@ -100,14 +102,14 @@ def settings_of(cls, values: dict, **fixed):
     return within(deployment().settings, cls, **given, **fixed)
 
 
-def check_given(cls, name: str, value, default) -> None:
+def check_given(cls, name: str, value, default, widget=None) -> None:
     """Null or empty text sent for ``cls.name`` leaves it to the core only where the page has an
     empty box for it (an optional setting's text or number box: the unconditional context, a
-    seed); elsewhere (a choice, a slider with an off value, a dropdown) it is refused, with the
-    page's ``default``."""
+    seed; ``widget``: the page's own, where the endpoint is wired); elsewhere (a choice, a slider,
+    a dropdown) it is refused, with the page's first value (``default``)."""
     if value not in UNSET or not kind_of(cls, name)[1]:
         return
-    if _component(cls, name, None)[0] in (Textbox, Number):
+    if (type(widget) if widget is not None else _component(cls, name, None)[0]) in (Textbox, Number):
         return
     what = schema(cls, name).get("what", name)
     raise ValueError(f"{what} has no empty value: send one of its values (the page starts at "
@@ -150,10 +152,11 @@ def panel(cls, rows: list[tuple[str, ...]], prefix: str, values: dict | None = N
 
 class Own(NamedTuple):
     """An endpoint's own argument (the prompt, the model): its name, its line in the API's docs,
-    its default."""
+    its default, the values it takes (a type pydantic checks strictly, as it checks a setting)."""
     name: str
     line: str
     default: object = inspect.Parameter.empty
+    takes: object = str
 
     @property
     def argument(self) -> str:
@@ -162,14 +165,25 @@ class Own(NamedTuple):
 
 class Setting(NamedTuple):
     """An endpoint's argument that is the setting ``cls.name``; ``parameter``: the API's name for
-    it where that differs."""
+    it where that differs; ``only``: the choices this endpoint offers where they are fewer than the
+    field's (a masked LM's scoring methods), or a function giving them (the tasks found)."""
     cls: type
     name: str
     parameter: str | None = None
+    only: tuple | Callable | None = None
+
+    def offered(self) -> tuple | None:
+        return self.only() if callable(self.only) else self.only
 
     @property
     def argument(self) -> str:
         return self.parameter or self.name
+
+
+def model_argument(which: str = "the model", then: str = "") -> Own:
+    """An endpoint's model: its picker's value, a name (empty where that side may be skipped)."""
+    return Own("model_name", f"{which}: one of the app's models (listed as examples) or a Hugging Face Hub id "
+                             f"(owner/name){then}", takes=str | None)
 
 
 def setting_args(cls, *names: str) -> list[Setting]:
@@ -183,17 +197,46 @@ def endpoint(*takes, builds=None, defaults: dict | None = None, fixed: dict | No
     fields (a setting's widget default, or ``defaults``' page value). The handler receives the
     settings of ``builds`` as one object, ``settings`` (made by :func:`settings_of`, with ``fixed``
     and ``derived(values)``'s values), and the other arguments it names, by name, as their widgets
-    hold them (one it does not name is read by ``derived`` alone). ``.settings(values)`` builds that object from values by
-    name (an estimate's); ``.inputs(widgets)`` lists the widgets, by argument name, in order."""
-    defaults, fixed = defaults or {}, fixed or {}
+    hold them (one it does not name is read by ``derived`` alone).
+
+    Every argument is checked before the handler runs, each as its field or its ``Own.takes``
+    says, in the refusals' words: ``.check(arguments)`` (by name, the defaults filled in) checks a
+    call before anything keys, batches or shares it (``handlers.handler``).
+    ``.settings(values)`` builds the settings object from values by name (an estimate's);
+    ``.inputs(widgets)`` lists the widgets, by argument name, in order, and remembers them (a
+    refusal then names the page's first value)."""
+    defaults, fixed, page = defaults or {}, fixed or {}, {}
     built = [t for t in takes if isinstance(t, Setting) and t.cls is builds]
 
+    def first_value(t: Setting):
+        shown = page.get(t.argument)
+        if shown is not None and shown.value not in UNSET:
+            return shown.value
+        return defaults.get(t.argument, widget_default(t.cls, t.name))
+
+    def check_setting(t: Setting, value) -> None:
+        check_given(t.cls, t.name, value, first_value(t), page.get(t.argument))
+        offered = t.offered()
+        if offered is not None and value not in offered:
+            raise ValueError(unknown_choice(schema(t.cls, t.name).get("what", t.name), value, offered))
+        if t.cls is not builds:
+            field_value(t.cls, t.name, as_field(t.cls, t.name, value))
+
     def settings_from(values: dict):
-        given = {t.name: values[t.argument] for t in built if t.argument in values}
         for t in built:
             if t.argument in values:
-                check_given(builds, t.name, values[t.argument], defaults.get(t.argument, widget_default(builds, t.name)))
+                check_setting(t, values[t.argument])
+        given = {t.name: values[t.argument] for t in built if t.argument in values}
         return settings_of(builds, dict(given, **(derived(values) if derived else {})), **fixed)
+
+    def check(values: dict):
+        """The call's arguments checked, in the API's order; the built settings (or None)."""
+        for t in takes:
+            if isinstance(t, Own):
+                own_value(t, values[t.argument])
+            elif t.cls is not builds:
+                check_setting(t, values[t.argument])
+        return settings_from(values) if builds is not None else None
 
     def decorate(fn):
         named = inspect.signature(fn).parameters
@@ -204,14 +247,18 @@ def endpoint(*takes, builds=None, defaults: dict | None = None, fixed: dict | No
         parameters = [_parameter(t, defaults) for t in takes] + ([progress] if progress else [])
         signature = inspect.Signature(parameters)
 
-        def call(args, kwargs) -> dict:
-            """The handler's keywords: its own arguments, the built settings, the progress tracker."""
+        def bound(args, kwargs) -> dict:
             values = signature.bind(*args, **kwargs)
             values.apply_defaults()
-            values = values.arguments
+            return values.arguments
+
+        def call(args, kwargs) -> dict:
+            """The handler's keywords: its own arguments, the built settings, the progress tracker."""
+            values = bound(args, kwargs)
             given = {t.argument: values[t.argument] for t in passed}
+            settings = check(values)
             if builds is not None:
-                given["settings"] = settings_from(values)
+                given["settings"] = settings
             return dict(given, **({"progress": values["progress"]} if progress else {}))
 
         if inspect.isgeneratorfunction(fn):  # a streaming handler stays one (Gradio and shows_errors ask)
@@ -223,14 +270,32 @@ def endpoint(*takes, builds=None, defaults: dict | None = None, fixed: dict | No
             def handler(*args, **kwargs):
                 return fn(**call(args, kwargs))
 
+        def inputs(widgets: dict) -> list:
+            page.update({t.argument: widgets[t.argument] for t in takes})
+            return [widgets[t.argument] for t in takes]
+
         handler.__signature__ = signature
         handler.__doc__ = (fn.__doc__ or "").rstrip() + "\n\n    Args:\n" + "".join(
             f"        {t.argument}: "
             f"{t.line if isinstance(t, Own) else help_line(t.cls, t.name)}\n" for t in takes)
-        handler.settings, handler.takes = settings_from, takes
-        handler.inputs = lambda widgets: [widgets[t.argument] for t in takes]
+        handler.settings, handler.takes, handler.inputs = settings_from, takes, inputs
+        handler.check = lambda arguments: check(bound((), arguments))
         return handler
     return decorate
+
+
+def own_value(taken: Own, value) -> None:
+    """An :class:`Own` argument checked against the values it takes, refused in the settings' words."""
+    what = taken.name.replace("_", " ")
+    try:
+        _adapter(taken.takes).validate_python(value)
+    except ValidationError as err:
+        raise ValueError(value_refusal(what, err, _adapter(taken.takes).json_schema())) from None
+
+
+@functools.cache
+def _adapter(takes) -> TypeAdapter:
+    return TypeAdapter(takes, config=STRICT)
 
 
 def _parameter(taken, defaults: dict) -> inspect.Parameter:
