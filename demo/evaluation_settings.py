@@ -27,6 +27,7 @@ from .settings import (
     Seed,
     TaskTokenLimit,
     capped,
+    listed_numbers,
     settings,
 )
 from .user_text import LARGEST, as_said, check_readable
@@ -95,10 +96,13 @@ class HarnessSettings:
 # ---------------------------------------------------------------- needle in a haystack
 
 
+MIN_GRID_LENGTH = 16  # tokens: room for the needle, its question and a little filler
+
+
 @settings
 class GridSettings:
     """The needle grid of ``demo.evaluation.haystack.run_grid``: lengths x depths x repetitions."""
-    lengths: list[Annotated[int, Field(ge=1, le=LARGEST)]] = Field(
+    lengths: list[Annotated[int, Field(ge=MIN_GRID_LENGTH, le=LARGEST)]] = Field(
         default_factory=lambda: [256, 512, 1024], min_length=1, description=
         "total prompt lengths in tokens, separated by commas", json_schema_extra=dict(
             label="Lengths (tokens)", each="Each length (in tokens)", more="Every position the model needs to answer."))
@@ -123,8 +127,9 @@ class GridSettings:
     @field_validator("lengths", "depths", mode="before")
     @classmethod
     def _listed(cls, values, info):
-        """One value or a list; a whole length written as 256.0 is 256; none is refused in words."""
-        values = list(values) if isinstance(values, (list, tuple)) else [values]
+        """A list of numbers (:func:`listed_numbers`); a whole length written as 256.0 is 256; none is
+        refused in words."""
+        values = listed_numbers(values)
         if not values:
             raise rule("Give at least one length and one depth.")
         if info.field_name == "lengths":
@@ -175,11 +180,8 @@ class SweepSettings:
     @field_validator("values", mode="before")
     @classmethod
     def _read(cls, values):
-        """A page's text box ("0, 1, 2", or a list written out: "[0, 1]"), one number or a list."""
-        if isinstance(values, str):
-            words = values.replace(",", " ").replace("[", " ").replace("]", " ").split()
-            values = [int(w) if w.lstrip("-").isdigit() else w for w in words]
-        values = list(values) if isinstance(values, (list, tuple)) else [values]
+        """A list of numbers (:func:`listed_numbers`)."""
+        values = listed_numbers(values)
         if not values:
             raise rule("Give at least one number of masks to evaluate.")
         return values

@@ -153,6 +153,26 @@ def cache_used(cache: str, kind: str) -> str:
     return cache if kind == "masked" else "exact"
 
 
+def listed_numbers(values) -> list:
+    """A list of numbers as every door may send it, read by one rule: the page's text box ("0, 1, 2",
+    "[0, 1]", spaces too), one number, or a list whose items are numbers or read as the box's
+    items are (["0", "1"] is [0, 1]); what is not a number stays as sent, for its item's check to
+    refuse in words."""
+    if isinstance(values, str):
+        values = values.replace(",", " ").replace("[", " ").replace("]", " ").split()
+    values = list(values) if isinstance(values, (list, tuple)) else [values]
+    return [_number(v.strip()) if isinstance(v, str) else v for v in values]
+
+
+def _number(word: str):
+    for kind in (int, float):
+        try:
+            return kind(word)
+        except ValueError:
+            pass
+    return word
+
+
 def _one_or_more(value):
     """A single string where a list belongs is one item (one stop string, one choice), not its
     letters; a tuple is a list."""

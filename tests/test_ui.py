@@ -13,7 +13,7 @@ import gradio as gr
 import pytest
 
 from demo.app.catalog import HUB_MODELS, LOCAL_MODELS_VAR, build_catalog
-from demo.app.limits import check_grid, check_text, parse_candidates, parse_numbers
+from demo.app.limits import check_grid, check_text, parse_candidates
 from demo.app_settings import AppSettings
 from demo.evaluation_settings import GridSettings
 from demo.ui import common, handlers, loading
@@ -314,11 +314,13 @@ def test_text_and_grid_caps():
         check_text("01234567890", "prompt", limits.max_prompt_chars)
     with pytest.raises(ValueError, match="empty"):
         check_text("  \n", "prompt", limits.max_prompt_chars)
-    assert parse_numbers("512, 256 256", "length") == [256, 512]
-    with pytest.raises(ValueError, match="numbers"):
-        parse_numbers("256, lots", "length")
-    with pytest.raises(ValueError, match="between 0.0 and 1.0"):
-        parse_numbers("0.5, 1.5", "depth", float, 0.0, 1.0)
+    # one rule for a list at every door: the box's text, a list of numbers, a list of their texts
+    for lengths in ("512, 256 256", "[256, 512]", [512, 256], ["256", "512"], [256.0, "512"]):
+        assert GridSettings(lengths=lengths).lengths == [256, 512]
+    with pytest.raises(ValueError, match=r"^Each length \(in tokens\) must be a whole number >= 16, not 'lots'\.$"):
+        GridSettings(lengths="256, lots")
+    with pytest.raises(ValueError, match=r"^Each depth must be a number from 0 to 1, not 1\.5\.$"):
+        GridSettings(depths=["0.5", "1.5"])
     check_grid(GridSettings([128, 256], [0.0, 1.0], 1), limits)
     with pytest.raises(ValueError, match="= 8 runs"):
         check_grid(GridSettings([128, 256], [0.0, 1.0], 2), limits)

@@ -61,27 +61,6 @@ def parse_candidates(lines: str, limits: AppSettings) -> list[str]:
     return candidates
 
 
-def parse_numbers(text: str, what: str, kind=int, low=None, high=None) -> list:
-    """'256, 512 1024' -> [256, 512, 1024]; a clear message for anything else."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        text = str(text)
-    parts = check_text(text, f"list of {what}s", limit=500, allow_empty=True).replace(",", " ").split()
-    if not parts:
-        raise ValueError(f"Give at least one {what}.")
-    try:
-        values = [kind(p) for p in parts]
-    except ValueError:
-        raise ValueError(f"The {what}s must be numbers separated by commas or spaces, "
-                         f"not {as_said(text)}.") from None
-    if any(not math.isfinite(v) for v in values):
-        raise ValueError(f"The {what}s must be ordinary numbers, not {as_said(text)}.")
-    for v in values:
-        if (low is not None and v < low) or (high is not None and v > high):
-            bounds = (f"between {low} and {high}" if high is not None else f"at least {low}")
-            raise ValueError(f"Each {what} must be {bounds}; {as_said(v)} is not.")
-    return sorted(set(values))
-
-
 def check_grid(grid: GridSettings, limits: AppSettings) -> None:
     if grid.cells > limits.max_grid_cells:
         raise ValueError(f"{len(grid.lengths)} lengths x {len(grid.depths)} depths x {grid.repetitions} "

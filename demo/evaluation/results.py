@@ -29,6 +29,7 @@ import pandas as pd
 from ..evaluation_settings import ResultsFilter
 from ..paths import ASSETS
 from ..tasks import TASKS
+from ..user_text import as_said, nearest
 from .identity import differences
 from .rows import upsert
 
@@ -476,6 +477,28 @@ def _matching(filters: ResultsFilter, frame: pd.DataFrame, leave_out: str = "") 
             keep &= (values.map(lambda g: not wanted.isdisjoint(group_parts(g))) if name == "groups"
                      else values.isin(wanted))
     return keep
+
+
+def unmatched(filters: ResultsFilter, frame: pd.DataFrame) -> list[tuple[str, str, str | None]]:
+    """(filter, value, the nearest value the tables have, if any) for each filter value that no
+    row matches whatever the other filters say: a misspelt or unknown name."""
+    found = []
+    for name, column in FILTER_COLUMNS.items():
+        for value in getattr(filters, name):
+            if not _matching(ResultsFilter(**{name: [value]}), frame).any():
+                known = {part for g in frame[column].astype(str) for part in group_parts(g)} if name == "groups" \
+                    else set(frame[column].astype(str))
+                found.append((name, value, nearest(value, sorted(known))))
+    return found
+
+
+def no_match(filters: ResultsFilter, frame: pd.DataFrame) -> str:
+    """Why no row matches ``filters``, in words: the first value no result has (and the nearest
+    one that some result has), else the combination."""
+    for name, value, near in unmatched(filters, frame):
+        return (f"No result has {as_said(value)} in the {name} filter"
+                + (f": did you mean {as_said(near)}?" if near else "; pick from the filter's list."))
+    return "No result matches these filters together: remove some of them."
 
 
 def filter_choices(filters: ResultsFilter, frame: pd.DataFrame | None = None) -> dict[str, list[str]]:

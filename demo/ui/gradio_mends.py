@@ -129,7 +129,7 @@ def _checking_arguments(server):
             if takes and key not in takes:
                 near = nearest(key, takes)
                 raise ValueError(f"The tool {name} takes no argument {as_said(key)}"
-                                 + (f": did you mean {near}?" if near else f"; it takes {', '.join(takes)}."))
+                                 + (f": did you mean {near}?" if near else "; the tool's description lists those it takes."))
         for key, value in arguments.items():
             for text in value if isinstance(value, list) else [value]:
                 if isinstance(text, str):

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..app import budget
 from ..app.catalog import Catalog, standin_note
-from ..app.limits import check_grid, parse_numbers, whole
+from ..app.limits import check_grid, whole
 from ..app.shared_results import cut_short
 from ..evaluation_settings import GridSettings
 from ..paths import ASSETS
@@ -106,12 +106,9 @@ def _summary(lm, table: pd.DataFrame, grid: GridSettings) -> str:
 
 
 def page_grid(values: dict) -> dict:
-    """GridSettings' values from the page's text boxes (by name): the lengths and depths as typed,
-    an empty seed 0."""
+    """GridSettings' values from the page's (by name): an empty seed 0."""
     seed = values.get("seed")
-    return dict(lengths=parse_numbers(values.get("lengths"), "length", int, 16, None),
-                depths=parse_numbers(values.get("depths"), "depth", float, 0.0, 1.0),
-                seed=0 if seed in (None, "") else whole(seed))
+    return dict(seed=0 if seed in (None, "") else whole(seed))
 
 
 def _stream(model_name, kind, grid: GridSettings):

@@ -154,12 +154,12 @@ def results_lookup(frame: pd.DataFrame, colours: dict[str, str]):
         from ..app.downloads import download
         from ..evaluation.exports import figure_download
         from ..evaluation.plots import accuracy_vs_shots, accuracy_vs_size
-        from ..evaluation.results import filter_results
+        from ..evaluation.results import filter_results, no_match
 
         filters = settings
         rows = filter_results(filters, frame)
         if rows.empty:
-            raise ValueError("No result matches these filters: remove some of them.")
+            raise ValueError(no_match(filters, frame))
         shown = rows[SHOWN_COLUMNS].rename(columns=SHOWN_NAMES)
         note = message(f"{len(rows)} numbers from {rows['paper'].nunique()} source(s), "
                        f"{rows['model'].nunique()} model(s).", "note")
