@@ -447,7 +447,7 @@ class GenerationSettings(TraceSettings, SamplingSettings, WritingSettings):
             "demo.engine.generation.check_prompt); the app's deployment caps it per request (DEMO_MAX_NEW_TOKENS)."))
     num_beams: int = Field(4, ge=1, le=MAX_BEAMS, description="how many hypotheses are kept",
                            json_schema_extra=dict(applies="beam search only", label="Beams"))
-    padding_masks: PaddingMasks = None
+    padding_masks: PaddingMasks = Field(None, json_schema_extra=dict(applies="a sliding window"))
     cache: CacheMode = Field("exact", description=
         "'exact' re-reads the whole window at every step (the paper's method); 'prefix' reuses the "
         "prompt's keys and values between refreshes (faster, approximate)", json_schema_extra=dict(more=

@@ -56,8 +56,8 @@ def as_said(value, quote: str = "'") -> str:
             return "NaN (not a number)"
         if isinstance(value, float) and math.isinf(value):
             return "infinity" if value > 0 else "minus infinity"
-        if isinstance(value, float) and abs(value) >= 1e16:  # a float as a float: 1e+308
-            return f"{value:.3g}"
+        if isinstance(value, float) and abs(value) >= 1e16:  # a float as JSON writes it: 1e308
+            return f"{value:.3g}".replace("e+", "e")
         if abs(value) > LARGEST:
             return f"a number far above {LARGEST}" if value > 0 else f"a number far below -{LARGEST}"
         return repr(value)

@@ -30,6 +30,8 @@ ACTS: dict[str, tuple[Callable, str]] = {
     "sampling or a random order": (lambda s, kind: s.strategy == "sample" or (
         getattr(s, "order", None) == "random" and kind == "masked"), "when sampling or in a random order"),
     "masked LMs": (lambda s, kind: kind == "masked", "on masked LMs"),
+    "a sliding window": (lambda s, kind: kind == "masked" and s.window == "slide",
+                         "on masked LMs writing in a sliding window (in blocks, the block's masks follow the text)"),
     "causal LMs": (lambda s, kind: kind == "causal", "on causal LMs"),
     "prefix cache": (lambda s, kind: kind == "masked" and s.cache == "prefix", "with the prefix cache"),
     "any order": (lambda s, kind: kind == "masked" and s.any_order, "when writing in any order"),

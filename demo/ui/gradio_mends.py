@@ -114,12 +114,22 @@ def _without_states(components, outputs):
             for component, value in zip(components, outputs) if not isinstance(component, gr.State)]
 
 
+def _travels(text: str) -> bool:
+    """Whether JSON written by Python's own encoder can carry ``text`` (no lone surrogate)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _checking_arguments(server):
     """The MCP server's argument preparation, after a check of every argument's name and text: an
     argument the tool does not take is refused in a sentence naming the nearest one (Gradio's
     client would send the agent to a page's footer); Gradio sends a queued tool call on through
     its own client, whose JSON cannot carry a lone surrogate (half of an emoji; a browser's JSON
-    escapes it), so the caller would get Python's codec message: it gets the page's sentence."""
+    escapes it), so the caller would get Python's codec message: it gets the sentence the page's
+    check of the endpoint's arguments says (``settings_form.endpoint``), as the HTTP door does."""
     prepare = server._prepare_tool_call_args
 
     def prepare_checked(name, arguments):
@@ -130,10 +140,14 @@ def _checking_arguments(server):
                 near = nearest(key, takes)
                 raise ValueError(f"The tool {name} takes no argument {as_said(key)}"
                                  + (f": did you mean {near}?" if near else "; the tool's description lists those it takes."))
-        for key, value in arguments.items():
-            for text in value if isinstance(value, list) else [value]:
-                if isinstance(text, str):
-                    check_readable(text, key.replace("_", " ") + " argument")
+        texts = [text for value in arguments.values() for text in (value if isinstance(value, list) else [value])]
+        if any(isinstance(text, str) and not _travels(text) for text in texts):
+            block_fn = server.get_block_fn_from_endpoint_name(server.tool_to_endpoint.get(name))
+            getattr(block_fn.fn, "check", lambda arguments: None)(arguments)  # the page's own sentence
+            for key, value in arguments.items():
+                for text in value if isinstance(value, list) else [value]:
+                    if isinstance(text, str):
+                        check_readable(text, key.replace("_", " ") + " argument")
         return prepare(name, arguments)
     return prepare_checked
 

@@ -20,7 +20,7 @@ from ..app.limits import whole
 from ..declared import bounds, choices_of, default_of, help_line, kind_of, schema
 from ..refusals import unknown_choice, value_refusal
 from ..settings import STRICT, field_value, within
-from ..user_text import as_said
+from ..user_text import as_said, check_readable
 from .common import Dropdown, Number, Radio, Slider, Textbox, deployment
 
 UNSET = (None, "")  # what an optional setting's widget shows when it is left to the core
@@ -219,6 +219,8 @@ def endpoint(*takes, builds=None, defaults: dict | None = None, fixed: dict | No
         offered = t.offered()
         if offered is not None and value not in offered:
             raise ValueError(unknown_choice(schema(t.cls, t.name).get("what", t.name), value, offered))
+        if isinstance(value, str):
+            check_readable(value, schema(t.cls, t.name).get("what", t.name).replace("_", " "))
         if t.cls is not builds:
             field_value(t.cls, t.name, as_field(t.cls, t.name, value))
 
@@ -291,6 +293,8 @@ def own_value(taken: Own, value) -> None:
         _adapter(taken.takes).validate_python(value)
     except ValidationError as err:
         raise ValueError(value_refusal(what, err, _adapter(taken.takes).json_schema())) from None
+    if isinstance(value, str):
+        check_readable(value, what)
 
 
 @functools.cache
