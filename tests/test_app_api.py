@@ -565,7 +565,7 @@ def test_a_wrong_value_is_refused_in_one_sentence_at_both_doors(app, client):
                            "Unknown padding_masks '\uff12'; use one of default, 0, 1, ..., 16."]
     assert _error_sentence(results[3]) == "top_p must be a number above 0 up to 1, sent as a number, not as text ('0.5')."
     assert _error_sentence(results[4]) == "stop_at_newline must be true or false, not the text 'true'."
-    assert _error_sentence(results[9]) == 'The prompt must be text, not ["a", "b"].'
+    assert _error_sentence(results[9]) == 'prompt must be some text, not ["a", "b"].'
     assert _error_sentence(results[-4]) == ("scoring method has no empty value: send one of its values (the page "
                                             "starts at 'right_masks'), not null.")
     unknown = results[-1]

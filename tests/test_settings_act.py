@@ -70,7 +70,7 @@ def _other_values(taken: Setting, current) -> list:
     cls, name = taken.cls, taken.name
     kind, _ = kind_of(cls, name)
     if kind == "choice":
-        return [v for v in (taken.offered() or choices_of(cls, name)) if v != current]
+        return [v for v in (taken.only or choices_of(cls, name)) if v != current]
     if kind == "boolean":
         return [not current]
     if kind in ("integer", "number"):

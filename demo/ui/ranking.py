@@ -377,7 +377,8 @@ FAST = Setting(ScoringSettings, "fast")
 
 @handler("score", RankingOutputs.showing, estimate=ranking_estimate, batches=True)
 @endpoint(CONTEXT, CANDIDATES, model_argument("a masked LM"),
-          Setting(ScoringSettings, "method", only=MASKED_METHODS), Setting(ScoringSettings, "right_masks"), NORMALIZE, *SCOPE_AND_UNCONDITIONAL, ANSWER, EMD,
+          Setting(ScoringSettings, "method", only=MASKED_METHODS), Setting(ScoringSettings, "right_masks"),
+          NORMALIZE, *SCOPE_AND_UNCONDITIONAL, ANSWER, EMD,
           FAST, *ELBO, builds=ScoringSettings, derived=page_scoring, defaults=dict(method=DEFAULT_MASKED_METHOD))
 def rank_masked(context, candidates, model_name, answer, emd, settings: ScoringSettings,
                 progress=gr.Progress(track_tqdm=True)):

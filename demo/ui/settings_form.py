@@ -10,7 +10,6 @@ in order), its "Args:" lines (the API's docs and the MCP tools' schemas), its Gr
 
 import functools
 import inspect
-from collections.abc import Callable
 from typing import NamedTuple
 
 import gradio as gr
@@ -166,14 +165,11 @@ class Own(NamedTuple):
 class Setting(NamedTuple):
     """An endpoint's argument that is the setting ``cls.name``; ``parameter``: the API's name for
     it where that differs; ``only``: the choices this endpoint offers where they are fewer than the
-    field's (a masked LM's scoring methods), or a function giving them (the tasks found)."""
+    field's (a masked LM's scoring methods)."""
     cls: type
     name: str
     parameter: str | None = None
-    only: tuple | Callable | None = None
-
-    def offered(self) -> tuple | None:
-        return self.only() if callable(self.only) else self.only
+    only: tuple | None = None
 
     @property
     def argument(self) -> str:
@@ -216,9 +212,8 @@ def endpoint(*takes, builds=None, defaults: dict | None = None, fixed: dict | No
 
     def check_setting(t: Setting, value) -> None:
         check_given(t.cls, t.name, value, first_value(t), page.get(t.argument))
-        offered = t.offered()
-        if offered is not None and value not in offered:
-            raise ValueError(unknown_choice(schema(t.cls, t.name).get("what", t.name), value, offered))
+        if t.only is not None and value not in t.only:
+            raise ValueError(unknown_choice(schema(t.cls, t.name).get("what", t.name), value, t.only))
         if isinstance(value, str):
             check_readable(value, schema(t.cls, t.name).get("what", t.name).replace("_", " "))
         if t.cls is not builds:
