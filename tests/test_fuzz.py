@@ -5,7 +5,8 @@ them (other JSON types, lists, objects, numbers as text, NaN, huge numbers, lone
 Properties, for every call: both doors answer (no error event; a tool error only for text that
 JSON cannot carry on from the MCP server, with the page's sentence); neither says
 "Something went wrong"; a refusal is the same sentence at both doors, at most 300 characters, in
-the page's words (no Python or JSON-schema notation); and the server's log gains no traceback.
+the page's words (no Python or JSON-schema notation); an accepted generation's Python Reproduce
+code reruns here to the text the app wrote; and the server's log gains no traceback.
 
 The suite runs a bounded, derandomized budget (about a minute); ``MLM_ICL_FUZZ=3000`` runs that
 many examples with fresh random draws. A failure Hypothesis found and shrank is kept in
@@ -55,6 +56,9 @@ REGRESSIONS = [
     ("lookup_results", dict(papers=["OURS"])),
     ("sweep_masks", dict(shots=None)),
     ("sweep_masks", dict(task="")),
+    ("generate_causal", dict(model_name="\u00a1", min_p=0.0)),  # refused in the JSON schema's words ("is not one of")
+    ("generate_any_order", dict(strategy="sample", seed=None)),  # accepted: a drawn seed reruns
+    ("generate_causal", dict(strategy="sample", seed=None, padding_masks="4")),
 ]
 
 
@@ -150,7 +154,27 @@ def check_call(app, doors: Doors, tool: str, changed: dict) -> None:
     if over_mcp:
         assert len(over_mcp) <= 300, (case, over_mcp)
         assert not PYTHON_TEXT.search(over_mcp) and not SCHEMA_TEXT.search(over_mcp), (case, over_mcp)
+    elif tool in WRITERS:
+        check_reproduce(case, outputs)
     assert app.log.read_text().count("Traceback") == before, (case, app.log.read_text()[-3000:])
+
+
+WRITERS = ("generate_masked", "generate_any_order", "generate_causal")  # their Reproduce code's `result.text`
+
+
+def check_reproduce(case, outputs: list) -> None:
+    """An accepted generation's Python Reproduce code, run here, writes the text the app wrote
+    (unless the app's time limit cut the run short)."""
+    import contextlib
+    import io
+    text, python = outputs[0], next(o for o in outputs if isinstance(o, str) and "\nresult = " in o)
+    if "stopped by: time limit" in " ".join(str(o) for o in outputs):
+        return
+    namespace = {}
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(io.StringIO()):
+        patch.setenv("DEMO_LOCAL_MODELS", os.environ.get("DEMO_LOCAL_MODELS", ""))  # (the code sets it)
+        exec(python, namespace)
+    assert namespace["result"].text == text, (case, namespace["result"].text, text)
 
 
 @pytest.mark.parametrize("tool,changed", REGRESSIONS, ids=[f"{t}-{'-'.join(c)}" for t, c in REGRESSIONS])

@@ -39,7 +39,7 @@ def test_every_path_like_name_gets_the_same_refusal(public):
             loading.load(name, "masked")
         messages.add(str(refused.value).replace(f"'{name}'", "'NAME'", 1))
     assert len(PATH_LIKE) >= 20 and public == []  # nothing was loaded
-    assert messages == {"'NAME' is not one of this app's models: pick a model from the list, or type "
+    assert messages == {"'NAME' is none of this app's models: pick a model from the list, or type "
                         "a Hugging Face Hub id (owner/name)."}
 
 

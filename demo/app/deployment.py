@@ -58,7 +58,7 @@ class Deployment:
         if paths or (local and (name == local.name or not self.settings.public)):
             return self.catalog.location(name)  # a listed model's path, else the name as given
         if not HUB_ID.match(name) or ".." in name or Path(name).expanduser().exists():
-            raise ValueError(f"'{quoted(name)}' is not one of this app's models: pick a model from the "
+            raise ValueError(f"'{quoted(name)}' is none of this app's models: pick a model from the "
                              f"list, or type a Hugging Face Hub id (owner/name).")
         return name
 

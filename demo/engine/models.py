@@ -24,7 +24,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM,
 from .. import settings
 from ..app_settings import AppSettings
 from ..settings import ModelSettings
-from . import sources
+from . import gguf_cache, sources
 from .batch_invariance import make_batch_invariant
 from .families import FAMILIES, Family, deberta, family_of, max_positions, pretrained_length
 from .precision import Precision, decide
@@ -218,6 +218,9 @@ def _load_uncached(source: ModelSource, o: ModelSettings, device: torch.device) 
     extra.update(_revision(name, remote_code, o.revision))
     if not local:
         sources.check_hub_model(name, extra.get("revision"))
+    gguf_file = extra.pop("gguf_file", None)
+    if gguf_file is not None:  # read as converted once (a plain folder), not parsed again at every load
+        location = str(gguf_cache.converted(location, gguf_file))
     try:
         config = AutoConfig.from_pretrained(location, trust_remote_code=remote_code, **extra)
         tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=remote_code, **extra)
@@ -240,9 +243,9 @@ def _load_uncached(source: ModelSource, o: ModelSettings, device: torch.device) 
     if o.device_map is not None:  # model parallel: accelerate places the layers across devices
         kwargs["device_map"] = o.device_map
     auto_class = AutoModelForMaskedLM if kind == "masked" else AutoModelForCausalLM
-    if "gguf_file" in extra:
-        _gguf_bar_follows_the_switch()
-        _gguf_said_truly(shown, dtype)
+    if gguf_file is not None:
+        logging.getLogger(__name__).info("%s: its GGUF weights are dequantized to %s; every matmul runs in %s",
+                                         shown, dtype, dtype)
     try:
         model, info = _from_pretrained(auto_class, location, kwargs, family,
                                        lambda: deberta.weight_names(location, local, extra.get("revision")))
@@ -273,34 +276,6 @@ def _weights_dtype(dtype: str, device: torch.device) -> tuple[str, Precision | N
         return dtype, None
     chosen = decide("cpu" if device.type == "cpu" else str(device))
     return chosen.dtype, chosen
-
-
-def _gguf_bar_follows_the_switch() -> None:
-    """transformers' GGUF de-quantisation bar is a plain tqdm that ignores its own switch
-    (``transformers.utils.logging.disable_progress_bar``, which ``mlm-icl --no-progress`` turns
-    off); it is given transformers' switched tqdm, which its other loading bars use."""
-    import transformers.modeling_gguf_pytorch_utils as gguf
-    from transformers.utils import logging
-    gguf.tqdm = logging.tqdm
-
-
-class _NotPacked(logging.Filter):
-    """Drops transformers' warning that a GGUF checkpoint asked for in another dtype than float32
-    "computes in float32" and casts at every matmul: that holds for weights kept packed, and ours
-    are dequantized into plain ``Linear`` weights of the dtype asked for."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "Loading a GGUF checkpoint with its weights packed" not in record.getMessage()
-
-
-def _gguf_said_truly(shown: str, dtype: str) -> None:
-    """Say what a GGUF model computes in (its quantized weights dequantized to ``dtype``), in place
-    of transformers' warning, which is about packed weights."""
-    gguf_log = logging.getLogger("transformers.quantizers.quantizer_gguf")
-    if not any(isinstance(f, _NotPacked) for f in gguf_log.filters):
-        gguf_log.addFilter(_NotPacked())
-    logging.getLogger(__name__).info("%s: its GGUF weights are dequantized to %s; every matmul runs in %s",
-                                     shown, dtype, dtype)
 
 
 def _from_pretrained(auto_class, location: str, kwargs: dict, family: Family, names):

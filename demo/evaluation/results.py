@@ -497,7 +497,7 @@ def no_match(filters: ResultsFilter, frame: pd.DataFrame) -> str:
     one that some result has), else the combination."""
     for name, value, near in unmatched(filters, frame):
         return (f"No result has {as_said(value)} in the {name} filter"
-                + (f": did you mean {as_said(near)}?" if near else "; pick from the filter's list."))
+                + (f"; the nearest it has is {as_said(near)}." if near else "; pick from the filter's list."))
     return "No result matches these filters together: remove some of them."
 
 

@@ -364,11 +364,11 @@ def ranking_estimate(settings: ScoringSettings, arguments: dict, kind: str, para
 
 # The page's own arguments: the texts, the model, and views of ScoringSettings' reduction
 # (normalize) and unconditional context (page_scoring)
-CONTEXT = Own("context", "text before the candidates (may be empty, may hold few-shot examples)")
+CONTEXT = Own("context", "text before the candidates (may be empty, may hold few-shot examples)", takes=str | None)
 CANDIDATES = Own("candidates", "2 to 8 completions, one per line")
 NORMALIZE = Own("normalize", "rank by the mean log-prob per token instead of the sum (NormPLL): reduction 'mean'", False,
                 bool)
-ANSWER = Own("answer", "optional correct candidate, marked in the ranking", "")
+ANSWER = Own("answer", "optional correct candidate, marked in the ranking", "", str | None)
 SCOPE_AND_UNCONDITIONAL = [Setting(ScoringSettings, "scope"), Setting(ScoringSettings, "unconditional_context",
                                                                          "unconditional")]
 ELBO = setting_args(ScoringSettings, "elbo_samples", "elbo_seed")
