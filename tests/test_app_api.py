@@ -515,7 +515,7 @@ def test_every_mcp_tool_answers_a_plain_call_one_part_per_output(app, client):
         sentence = _error_sentence(result)
         assert not result.isError and "model" in sentence and sentence.endswith("."), (name, sentence)
         assert not PYTHON_TEXT.search(sentence), sentence
-    assert "not one of this app's models" in _error_sentence(results[len(good)])
+    assert "none of this app's models" in _error_sentence(results[len(good)])
 
     over_sse = asyncio.run(_mcp_sse_call(app.url, "rank_causal", MCP_CALLS["rank_causal"][0]))
     assert not over_sse.isError and len(over_sse.content) == returns["/rank_causal"]

@@ -403,7 +403,7 @@ def test_length_probe_tab_runs_a_small_grid_for_two_models(page):
 
     page.locator("#probe-depths textarea, #probe-depths input").first.fill("0, 2")
     _press(page, "#probe-run", "probe")
-    _expect_error(page, "between 0.0 and 1.0")
+    _expect_error(page, "Each depth must be a number from 0 to 1, not 2.")
     # next request: past BERT's 512 positions the page says so instead of failing
     _choose(page, "probe-causal", "(none")
     page.locator("#probe-lengths textarea, #probe-lengths input").first.fill("128, 600")
