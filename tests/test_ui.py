@@ -357,7 +357,7 @@ def test_errors_become_messages_in_the_outputs_without_python_text():
 def test_unloadable_model_is_a_page_message():
     from demo.ui.ranking import RankingOutputs, rank_masked
     refused = rank_masked("ctx", "a\nb", "/no/such/model/folder", "right_masks", 2, False, "completion", "")
-    assert "not one of this app&#x27;s models" in refused.summary
+    assert "none of this app&#x27;s models" in refused.summary
     assert refused == RankingOutputs.showing(refused.summary)  # the message alone: no stale ranking
     # an existing folder and a missing one get the same words: the page tells nothing about disks
     for path in ("/etc", "/etc/passwd", "/no/such/folder", "assets"):

@@ -2,6 +2,7 @@
 one settings object, applies the text conventions itself, and knows nothing of tasks or the app.
 
 - ``sources``       where a model comes from (Hub id, folder, GGUF file), without torch
+- ``gguf_cache``    a GGUF file converted once into a plain model folder, read by every later load
 - ``families``      what each family has and supports (one table), and each family's own code (a package)
 - ``models``        ``load_model``: one entry point for masked and causal LMs; bounded cache
 - ``precision``     the weights' precision left to the machine: decided once, from the CPU's units

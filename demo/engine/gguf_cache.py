@@ -34,6 +34,13 @@ def cache_root() -> Path:
     return Path(base).expanduser() / "gguf"
 
 
+def readable(location: str, extra: dict) -> tuple[str, str | None]:
+    """(where ``from_pretrained`` reads a model, the GGUF file it came from, or None): for a GGUF
+    source (``extra``'s ``gguf_file``, taken out of it) its converted folder, else ``location``."""
+    gguf_file = extra.pop("gguf_file", None)
+    return (location, None) if gguf_file is None else (str(converted(location, gguf_file)), gguf_file)
+
+
 def converted(folder: str, gguf_file: str) -> Path:
     """The plain model folder of the GGUF file ``gguf_file`` in ``folder``: converted now if it is
     not in the cache yet (the bar and the log say so), else as kept."""
@@ -56,6 +63,13 @@ def converted(folder: str, gguf_file: str) -> Path:
         shutil.rmtree(building, ignore_errors=True)
     log.info("%s: converted once from GGUF to %s; later loads read that folder", source.name, target)
     return target
+
+
+def came_from(model, folder: str, shown: str, dtype: str) -> None:
+    """A model read from its kept folder named by where its GGUF file is (``name_or_path``, which
+    lm-eval's HFLM reads a model's tokenizer from, with the file's name), and its precision said."""
+    model.config._name_or_path = folder
+    log.info("%s: its GGUF weights are dequantized to %s; every matmul runs in %s", shown, dtype, dtype)
 
 
 def _convert(folder: str, gguf_file: str, into: Path) -> None:

@@ -218,9 +218,7 @@ def _load_uncached(source: ModelSource, o: ModelSettings, device: torch.device) 
     extra.update(_revision(name, remote_code, o.revision))
     if not local:
         sources.check_hub_model(name, extra.get("revision"))
-    gguf_file = extra.pop("gguf_file", None)
-    if gguf_file is not None:  # read as converted once (a plain folder), not parsed again at every load
-        location = str(gguf_cache.converted(location, gguf_file))
+    location, gguf_file = gguf_cache.readable(location, extra)  # a GGUF file: its kept plain folder
     try:
         config = AutoConfig.from_pretrained(location, trust_remote_code=remote_code, **extra)
         tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=remote_code, **extra)
@@ -243,12 +241,11 @@ def _load_uncached(source: ModelSource, o: ModelSettings, device: torch.device) 
     if o.device_map is not None:  # model parallel: accelerate places the layers across devices
         kwargs["device_map"] = o.device_map
     auto_class = AutoModelForMaskedLM if kind == "masked" else AutoModelForCausalLM
-    if gguf_file is not None:
-        logging.getLogger(__name__).info("%s: its GGUF weights are dequantized to %s; every matmul runs in %s",
-                                         shown, dtype, dtype)
     try:
         model, info = _from_pretrained(auto_class, location, kwargs, family,
                                        lambda: deberta.weight_names(location, local, extra.get("revision")))
+        if gguf_file is not None:
+            gguf_cache.came_from(model, source.location, shown, dtype)
     except ValueError as err:  # e.g. "Unrecognized configuration class ... for AutoModelForMaskedLM"
         raise ValueError(f"'{shown}' ({config.model_type}) has no {kind} language-model head in "
                          f"transformers: {said(err)}") from err

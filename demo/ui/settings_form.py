@@ -10,6 +10,8 @@ in order), its "Args:" lines (the API's docs and the MCP tools' schemas), its Gr
 
 import functools
 import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import gradio as gr
@@ -201,47 +203,15 @@ def endpoint(*takes, builds=None, defaults: dict | None = None, fixed: dict | No
     ``.settings(values)`` builds the settings object from values by name (an estimate's);
     ``.inputs(widgets)`` lists the widgets, by argument name, in order, and remembers them (a
     refusal then names the page's first value)."""
-    defaults, fixed, page = defaults or {}, fixed or {}, {}
-    built = [t for t in takes if isinstance(t, Setting) and t.cls is builds]
-
-    def first_value(t: Setting):
-        shown = page.get(t.argument)
-        if shown is not None and shown.value not in UNSET:
-            return shown.value
-        return defaults.get(t.argument, widget_default(t.cls, t.name))
-
-    def check_setting(t: Setting, value) -> None:
-        check_given(t.cls, t.name, value, first_value(t), page.get(t.argument))
-        if t.only is not None and value not in t.only:
-            raise ValueError(unknown_choice(schema(t.cls, t.name).get("what", t.name), value, t.only))
-        if isinstance(value, str):
-            check_readable(value, schema(t.cls, t.name).get("what", t.name).replace("_", " "))
-        if t.cls is not builds:
-            field_value(t.cls, t.name, as_field(t.cls, t.name, value))
-
-    def settings_from(values: dict):
-        for t in built:
-            if t.argument in values:
-                check_setting(t, values[t.argument])
-        given = {t.name: values[t.argument] for t in built if t.argument in values}
-        return settings_of(builds, dict(given, **(derived(values) if derived else {})), **fixed)
-
-    def check(values: dict):
-        """The call's arguments checked, in the API's order; the built settings (or None)."""
-        for t in takes:
-            if isinstance(t, Own):
-                own_value(t, values[t.argument])
-            elif t.cls is not builds:
-                check_setting(t, values[t.argument])
-        return settings_from(values) if builds is not None else None
-
+    checks = Checks(takes, builds, defaults or {}, fixed or {}, derived)
     def decorate(fn):
         named = inspect.signature(fn).parameters
+        built = checks.built
         passed = [t for t in takes if t not in built and t.argument in named]
         if derived is None and len(passed) + len(built) < len(takes):  # an argument nobody reads
             raise TypeError(f"{fn.__name__} takes no {[t.argument for t in takes if t not in passed + built]}")
         progress = named.get("progress")
-        parameters = [_parameter(t, defaults) for t in takes] + ([progress] if progress else [])
+        parameters = [_parameter(t, checks.defaults) for t in takes] + ([progress] if progress else [])
         signature = inspect.Signature(parameters)
 
         def bound(args, kwargs) -> dict:
@@ -253,7 +223,7 @@ def endpoint(*takes, builds=None, defaults: dict | None = None, fixed: dict | No
             """The handler's keywords: its own arguments, the built settings, the progress tracker."""
             values = bound(args, kwargs)
             given = {t.argument: values[t.argument] for t in passed}
-            settings = check(values)
+            settings = checks.check(values)
             if builds is not None:
                 given["settings"] = settings
             return dict(given, **({"progress": values["progress"]} if progress else {}))
@@ -268,17 +238,68 @@ def endpoint(*takes, builds=None, defaults: dict | None = None, fixed: dict | No
                 return fn(**call(args, kwargs))
 
         def inputs(widgets: dict) -> list:
-            page.update({t.argument: widgets[t.argument] for t in takes})
+            checks.page.update({t.argument: widgets[t.argument] for t in takes})
             return [widgets[t.argument] for t in takes]
 
         handler.__signature__ = signature
         handler.__doc__ = (fn.__doc__ or "").rstrip() + "\n\n    Args:\n" + "".join(
             f"        {t.argument}: "
             f"{t.line if isinstance(t, Own) else help_line(t.cls, t.name)}\n" for t in takes)
-        handler.settings, handler.takes, handler.inputs = settings_from, takes, inputs
-        handler.check = lambda arguments: check(bound((), arguments))
+        handler.settings, handler.takes, handler.inputs = checks.settings_from, takes, inputs
+        handler.check = lambda arguments: checks.check(bound((), arguments))
         return handler
     return decorate
+
+
+@dataclass
+class Checks:
+    """How an endpoint checks its arguments (``endpoint``'s): each :class:`Own` by what it takes,
+    each :class:`Setting` by its field (``builds``' together, as one object), and null only where
+    the page's widget (``page``, by argument, once wired) has an empty box."""
+    takes: tuple
+    builds: type | None
+    defaults: dict
+    fixed: dict
+    derived: Callable | None
+    page: dict = field(default_factory=dict)
+
+    @property
+    def built(self) -> list:
+        return [t for t in self.takes if isinstance(t, Setting) and t.cls is self.builds]
+
+    def check(self, values: dict):
+        """The call's arguments checked, in the API's order; the built settings (or None)."""
+        for t in self.takes:
+            if isinstance(t, Own):
+                own_value(t, values[t.argument])
+            elif t.cls is not self.builds:
+                self.check_setting(t, values[t.argument])
+        return self.settings_from(values) if self.builds is not None else None
+
+    def settings_from(self, values: dict):
+        """The settings object ``builds`` from values by name (an estimate's too)."""
+        built = [t for t in self.built if t.argument in values]
+        for t in built:
+            self.check_setting(t, values[t.argument])
+        given = {t.name: values[t.argument] for t in built}
+        return settings_of(self.builds, dict(given, **(self.derived(values) if self.derived else {})), **self.fixed)
+
+    def check_setting(self, t: Setting, value) -> None:
+        check_given(t.cls, t.name, value, self.first_value(t), self.page.get(t.argument))
+        what = schema(t.cls, t.name).get("what", t.name)
+        if t.only is not None and value not in t.only:
+            raise ValueError(unknown_choice(what, value, t.only))
+        if isinstance(value, str):
+            check_readable(value, what.replace("_", " "))
+        if t.cls is not self.builds:
+            field_value(t.cls, t.name, as_field(t.cls, t.name, value))
+
+    def first_value(self, t: Setting):
+        """The value the page's widget starts at (the field's page default before it is wired)."""
+        shown = self.page.get(t.argument)
+        if shown is not None and shown.value not in UNSET:
+            return shown.value
+        return self.defaults.get(t.argument, widget_default(t.cls, t.name))
 
 
 def own_value(taken: Own, value) -> None:
