@@ -68,7 +68,7 @@ def converted(folder: str, gguf_file: str) -> Path:
 def came_from(model, folder: str, shown: str, dtype: str) -> None:
     """A model read from its kept folder named by where its GGUF file is (``name_or_path``, which
     lm-eval's HFLM reads a model's tokenizer from, with the file's name), and its precision said."""
-    model.config._name_or_path = folder
+    model.name_or_path = model.config._name_or_path = folder
     log.info("%s: its GGUF weights are dequantized to %s; every matmul runs in %s", shown, dtype, dtype)
 
 
