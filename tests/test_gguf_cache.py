@@ -39,3 +39,12 @@ def test_the_kept_folder_loads_what_the_gguf_file_loads(tmp_path, monkeypatch):
         raise AssertionError("converted again")
     monkeypatch.setattr(gguf_cache, "_convert", converts_again)
     assert gguf_cache.converted(str(GGUF.parent), GGUF.name) == folder
+
+
+def test_where_no_folder_can_be_written_the_file_is_read_as_it_is(tmp_path, monkeypatch):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("MLM_ICL_CACHE", str(blocked))  # its gguf/ folder cannot be made
+    extra = {"gguf_file": GGUF.name}
+    assert gguf_cache.readable(str(GGUF.parent), extra) == (str(GGUF.parent), GGUF.name)
+    assert extra == {"gguf_file": GGUF.name}  # from_pretrained reads the file itself

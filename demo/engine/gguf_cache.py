@@ -36,9 +36,18 @@ def cache_root() -> Path:
 
 def readable(location: str, extra: dict) -> tuple[str, str | None]:
     """(where ``from_pretrained`` reads a model, the GGUF file it came from, or None): for a GGUF
-    source (``extra``'s ``gguf_file``, taken out of it) its converted folder, else ``location``."""
+    source (``extra``'s ``gguf_file``, taken out of it) its converted folder, else ``location``.
+    Where no folder can be written (a read-only disk), the file itself, read as transformers reads
+    it (``extra`` keeps ``gguf_file``)."""
     gguf_file = extra.pop("gguf_file", None)
-    return (location, None) if gguf_file is None else (str(converted(location, gguf_file)), gguf_file)
+    if gguf_file is None:
+        return location, None
+    try:
+        return str(converted(location, gguf_file)), gguf_file
+    except OSError as err:
+        log.warning("%s cannot be kept converted (%s): it is read from the GGUF file at every load", gguf_file, err)
+        extra["gguf_file"] = gguf_file
+        return location, gguf_file
 
 
 def converted(folder: str, gguf_file: str) -> Path:
