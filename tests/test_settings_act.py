@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from demo.declared import bounds, choices_of, kind_of, schema
+from demo.declared import choices_of, kind_of, schema
 from demo.ui.settings_form import Setting, widget_range
 from tests.conftest import STANDIN_MLM, needs_shared
 
@@ -75,8 +75,7 @@ def _other_values(taken: Setting, current) -> list:
         return [not current]
     if kind in ("integer", "number"):
         said = schema(cls, name)
-        low, high = widget_range(cls, name) if said.get("off") is None or isinstance(said.get("off"), (int, float)) \
-            else (bounds(cls, name)[0], bounds(cls, name)[1])
+        low, high = widget_range(cls, name)
         high = min(high if high is not None else 8, 8)
         low = low if low is not None else 0
         near_low = low + (high - low) / 20 if kind == "number" else low + 1
